@@ -1,0 +1,42 @@
+// Where this process sits in the job: rank, world size, local rank and the rendezvous master.
+//
+// Discovered, in order, from explicit flags, mpirun (OMPI_COMM_WORLD_*), Slurm (SLURM_*), then torchrun-style
+// env (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT). The first source that sets anything wins, and
+// must be complete and consistent; otherwise a kInvalidArgument status says which variable is wrong.
+#ifndef PSRING_COMMON_CLUSTER_ENV_H_
+#define PSRING_COMMON_CLUSTER_ENV_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace psring {
+
+struct ClusterEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string source;  // "flags", "mpirun", "slurm", "torchrun" or "default"
+};
+
+// Values given on the command line; unset ones are looked up in the environment.
+struct ClusterFlags {
+  std::optional<int> rank;
+  std::optional<int> world_size;
+  std::optional<int> local_rank;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+};
+
+// `getenv` is injectable so tests need not touch the process environment.
+absl::StatusOr<ClusterEnv> DiscoverClusterEnv(
+    const ClusterFlags& flags,
+    const std::function<const char*(const char*)>& getenv_fn = nullptr);
+
+}  // namespace psring
+
+#endif  // PSRING_COMMON_CLUSTER_ENV_H_
