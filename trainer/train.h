@@ -1,0 +1,59 @@
+// The training loop shared by //trainer:train, //ring:ring_worker and //ps:worker.
+//
+//   TrainOptions opts = TrainOptionsFromFlags();           // trainer/train_flags.h
+//   LocalExchange local;                                   // or a ring / PS exchange
+//   ASSIGN_OR_RETURN(TrainResult r, Train(opts, &local));
+//
+// Every rank calls Train() with the same options and its own exchange; the DistributedSampler gives each rank
+// a disjoint shard of every epoch. Rank 0 alone prints progress and writes checkpoints.
+#ifndef PSRING_TRAINER_TRAIN_H_
+#define PSRING_TRAINER_TRAIN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainer/exchange.h"
+
+namespace psring::trainer {
+
+struct TrainOptions {
+  std::vector<int> hidden = {256, 256};  // hidden layer widths of the MLP
+  int batch_size = 128;                  // per rank
+  int epochs = 5;
+  int64_t max_steps = -1;                // stop after this many steps (per rank) when >= 0
+  float lr = 0.05f;
+  float momentum = 0.9f;
+  float weight_decay = 5e-4f;
+  uint64_t seed = 1;
+  std::string device = "auto";           // auto | cpu | cuda
+  std::string dataset = "fashion-mnist"; // fashion-mnist | synthetic
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t synthetic_samples = 8192;      // training samples when dataset == synthetic
+  std::string checkpoint_dir;            // empty: no checkpoints
+  bool resume = false;                   // continue from checkpoint_dir/latest
+  int log_every = 50;                    // steps between progress lines (0: none)
+  bool evaluate = true;                  // compute test accuracy at the end
+};
+
+struct TrainResult {
+  std::vector<float> params;        // final flat parameters (host copy)
+  int64_t steps = 0;                // optimizer steps taken in this call
+  double final_loss = 0;            // mean training loss of the last logged window, averaged across ranks
+  double train_accuracy = 0;        // same window
+  double test_accuracy = -1;        // on the full test set; -1 when not evaluated
+  double compute_seconds = 0;       // forward + backward + optimizer, summed over steps
+  double exchange_seconds = 0;      // inside GradientExchange::Exchange, summed over steps
+  double wall_seconds = 0;
+  double samples_per_second = 0;    // global (all ranks) training throughput
+  std::string device;               // the device actually used: "cpu" or "cuda"
+};
+
+// Runs training to the end (epochs or max_steps). Blocks. Errors from data, device or exchange are returned
+// as they are, with context added.
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange* exchange);
+
+}  // namespace psring::trainer
+
+#endif  // PSRING_TRAINER_TRAIN_H_
