@@ -1,0 +1,121 @@
+#include "bench/report.h"
+
+#include <cctype>
+#include <cstdio>
+#include <sstream>
+
+namespace psring::bench {
+
+double AllReduceBusFactor(int n) { return n <= 1 ? 0.0 : 2.0 * (n - 1) / n; }
+
+Row MakeRow(size_t bytes, size_t count, double seconds, double bus_factor, int64_t wrong) {
+  Row row;
+  row.bytes = bytes;
+  row.count = count;
+  row.time_us = seconds * 1e6;
+  row.algbw_gbs = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+  row.busbw_gbs = row.algbw_gbs * bus_factor;
+  row.wrong = wrong;
+  return row;
+}
+
+Table::Table(std::ostream* out, std::vector<std::string> extra_columns)
+    : out_(out), extra_columns_(std::move(extra_columns)) {}
+
+void Table::Comment(const std::string& line) { *out_ << "# " << line << "\n" << std::flush; }
+
+void Table::Header() {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "#%12s %12s %6s %6s %12s %12s %12s %7s", "size", "count", "type", "redop",
+                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  *out_ << buf;
+  for (const auto& c : extra_columns_) {
+    std::snprintf(buf, sizeof(buf), " %12s", c.c_str());
+    *out_ << buf;
+  }
+  *out_ << "\n" << std::flush;
+}
+
+void Table::Add(const Row& row) {
+  rows_.push_back(row);
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), " %12zu %12zu %6s %6s %12.2f %12.4f %12.4f %7lld", row.bytes, row.count,
+                row.type.c_str(), row.redop.c_str(), row.time_us, row.algbw_gbs, row.busbw_gbs,
+                static_cast<long long>(row.wrong));
+  *out_ << buf;
+  for (double v : row.extra) {
+    std::snprintf(buf, sizeof(buf), " %12.3f", v);
+    *out_ << buf;
+  }
+  *out_ << "\n" << std::flush;
+}
+
+int64_t Table::total_wrong() const {
+  int64_t w = 0;
+  for (const auto& r : rows_) w += r.wrong;
+  return w;
+}
+
+double Table::avg_busbw() const {
+  if (rows_.empty()) return 0;
+  double s = 0;
+  for (const auto& r : rows_) s += r.busbw_gbs;
+  return s / rows_.size();
+}
+
+void Table::Footer() {
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong()),
+                total_wrong() == 0 ? "OK" : "FAILED");
+  *out_ << buf;
+  std::snprintf(buf, sizeof(buf), "# Avg bus bandwidth    : %.4f\n", avg_busbw());
+  *out_ << buf << std::flush;
+}
+
+std::string Table::ToJson() const {
+  std::ostringstream js;
+  js << "{\"rows\":[";
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    const Row& r = rows_[i];
+    js << (i ? "," : "") << "{\"size\":" << r.bytes << ",\"count\":" << r.count << ",\"type\":\"" << r.type
+       << "\",\"redop\":\"" << r.redop << "\",\"time_us\":" << r.time_us << ",\"algbw\":" << r.algbw_gbs
+       << ",\"busbw\":" << r.busbw_gbs << ",\"wrong\":" << r.wrong;
+    for (size_t c = 0; c < extra_columns_.size() && c < r.extra.size(); ++c) {
+      js << ",\"" << extra_columns_[c] << "\":" << r.extra[c];
+    }
+    js << "}";
+  }
+  js << "],\"avg_busbw\":" << avg_busbw() << ",\"wrong\":" << total_wrong() << "}";
+  return js.str();
+}
+
+size_t ParseSize(const std::string& text) {
+  if (text.empty()) return 0;
+  size_t pos = 0;
+  unsigned long long value = 0;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+    value = value * 10 + (text[pos] - '0');
+    ++pos;
+  }
+  if (pos == 0) return 0;
+  if (pos == text.size()) return value;
+  if (pos + 1 != text.size() && !(pos + 2 == text.size() && (text[pos + 1] == 'B' || text[pos + 1] == 'b'))) {
+    return 0;
+  }
+  switch (std::toupper(static_cast<unsigned char>(text[pos]))) {
+    case 'K': return value << 10;
+    case 'M': return value << 20;
+    case 'G': return value << 30;
+    case 'B': return value;
+    default: return 0;
+  }
+}
+
+std::vector<size_t> SizeSweep(size_t min_bytes, size_t max_bytes, int factor) {
+  std::vector<size_t> sizes;
+  if (factor < 2 || min_bytes == 0) return sizes;
+  for (size_t s = min_bytes; s <= max_bytes; s *= factor) sizes.push_back(s);
+  return sizes;
+}
+
+}  // namespace psring::bench

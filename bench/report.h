@@ -1,0 +1,70 @@
+// One table format for every bench suite, after nccl-tests:
+//
+//   #  nranks 4  exchange ring-tcp
+//   #       size         count    type   redop    time(us)  algbw(GB/s)  busbw(GB/s)  #wrong
+//          4096          1024   float     sum       85.21        0.05         0.07       0
+//   ...
+//   # Out of bounds values : 0 OK
+//   # Avg bus bandwidth    : 1.234
+//
+// Comment lines start with '#'. algbw = size / time; busbw = algbw * BusFactor (2(N-1)/N for allreduce), so
+// busbw compares with link bandwidth whatever N is. bench/PERFORMANCE.md derives every figure.
+// Extra columns (e.g. "srv_MB" for the bytes the busiest PS server moved) follow #wrong.
+#ifndef PSRING_BENCH_REPORT_H_
+#define PSRING_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace psring::bench {
+
+// busbw / algbw for a ring allreduce over n ranks: 2(n-1)/n (0 for n == 1, where nothing moves).
+double AllReduceBusFactor(int n);
+
+struct Row {
+  size_t bytes = 0;
+  size_t count = 0;
+  std::string type = "float";
+  std::string redop = "sum";
+  double time_us = 0;
+  double algbw_gbs = 0;  // GB/s = 1e9 bytes/s
+  double busbw_gbs = 0;
+  int64_t wrong = 0;     // elements that differ from the closed-form expected result
+  std::vector<double> extra;  // one value per extra column
+};
+
+// Fills time_us, algbw and busbw of a row from a measured time in seconds.
+Row MakeRow(size_t bytes, size_t count, double seconds, double bus_factor, int64_t wrong);
+
+// Prints the table as rows arrive (so long runs show progress) and keeps them for the footer and JSON.
+class Table {
+ public:
+  Table(std::ostream* out, std::vector<std::string> extra_columns = {});
+  void Comment(const std::string& line);  // "# " + line
+  void Header();
+  void Add(const Row& row);
+  // "# Out of bounds values : W OK|FAILED" and "# Avg bus bandwidth : X".
+  void Footer();
+  int64_t total_wrong() const;
+  double avg_busbw() const;
+  const std::vector<Row>& rows() const { return rows_; }
+  // {"rows":[{"size":..,"count":..,"time_us":..,"algbw":..,"busbw":..,"wrong":..,<extra>:..}], "avg_busbw":..}
+  std::string ToJson() const;
+
+ private:
+  std::ostream* out_;
+  std::vector<std::string> extra_columns_;
+  std::vector<Row> rows_;
+};
+
+// Parses a size like "4K", "64M", "1G" or "512" (bytes). Returns 0 on bad input.
+size_t ParseSize(const std::string& text);
+
+// Sizes from min to max (inclusive), multiplying by `factor`, like nccl-tests -b -e -f.
+std::vector<size_t> SizeSweep(size_t min_bytes, size_t max_bytes, int factor);
+
+}  // namespace psring::bench
+
+#endif  // PSRING_BENCH_REPORT_H_

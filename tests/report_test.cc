@@ -1,0 +1,58 @@
+#include "bench/report.h"
+
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace psring::bench {
+namespace {
+
+TEST(ReportTest, BusFactorMatchesNcclTests) {
+  EXPECT_DOUBLE_EQ(AllReduceBusFactor(1), 0.0);
+  EXPECT_DOUBLE_EQ(AllReduceBusFactor(2), 1.0);
+  EXPECT_DOUBLE_EQ(AllReduceBusFactor(4), 1.5);
+  EXPECT_DOUBLE_EQ(AllReduceBusFactor(8), 1.75);
+}
+
+TEST(ReportTest, RowBandwidths) {
+  Row r = MakeRow(1000000000, 250000000, 2.0, 1.5, 3);
+  EXPECT_DOUBLE_EQ(r.time_us, 2e6);
+  EXPECT_DOUBLE_EQ(r.algbw_gbs, 0.5);
+  EXPECT_DOUBLE_EQ(r.busbw_gbs, 0.75);
+  EXPECT_EQ(r.wrong, 3);
+}
+
+TEST(ReportTest, TableFooterAndJson) {
+  std::ostringstream out;
+  Table t(&out, {"srv_MB"});
+  t.Header();
+  Row a = MakeRow(4096, 1024, 1e-3, 1.0, 0);
+  a.extra = {1.5};
+  t.Add(a);
+  t.Add(MakeRow(8192, 2048, 1e-3, 1.0, 2));
+  t.Footer();
+  EXPECT_NE(out.str().find("busbw(GB/s)"), std::string::npos);
+  EXPECT_NE(out.str().find("srv_MB"), std::string::npos);
+  EXPECT_NE(out.str().find("# Out of bounds values : 2 FAILED"), std::string::npos);
+  EXPECT_EQ(t.total_wrong(), 2);
+  EXPECT_NEAR(t.avg_busbw(), (4.096e-3 + 8.192e-3) / 2, 1e-12);
+  std::string js = t.ToJson();
+  EXPECT_NE(js.find("\"srv_MB\":1.5"), std::string::npos);
+  EXPECT_NE(js.find("\"size\":8192"), std::string::npos);
+}
+
+TEST(ReportTest, ParseSizeAndSweep) {
+  EXPECT_EQ(ParseSize("4K"), 4096u);
+  EXPECT_EQ(ParseSize("64M"), 64u << 20);
+  EXPECT_EQ(ParseSize("1G"), 1u << 30);
+  EXPECT_EQ(ParseSize("512"), 512u);
+  EXPECT_EQ(ParseSize("16MB"), 16u << 20);
+  EXPECT_EQ(ParseSize("x"), 0u);
+  EXPECT_EQ(ParseSize("4Q"), 0u);
+  std::vector<size_t> s = SizeSweep(4096, 65536, 4);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[2], 65536u);
+}
+
+}  // namespace
+}  // namespace psring::bench
