@@ -37,6 +37,10 @@ absl::StatusOr<ClusterEnv> DiscoverClusterEnv(
     const ClusterFlags& flags,
     const std::function<const char*(const char*)>& getenv_fn = nullptr);
 
+// Reads --rank, --world_size, --local_rank, --master_addr, --master_port (defined in cluster_flags.cc; -1 or
+// empty means "not given") and calls DiscoverClusterEnv with the real environment. Shared by every binary.
+absl::StatusOr<ClusterEnv> ClusterEnvFromFlags();
+
 }  // namespace psring
 
 #endif  // PSRING_COMMON_CLUSTER_ENV_H_
