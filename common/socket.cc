@@ -1,0 +1,310 @@
+#include "common/socket.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace psring {
+namespace {
+
+std::string ErrnoText(int err) { return absl::StrCat(std::strerror(err), " (errno ", err, ")"); }
+
+// Milliseconds left until `deadline` for poll(): -1 for an infinite deadline, 0 once it has passed.
+int PollMillis(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+}
+
+// Waits for `events` on fd until `deadline`. OK when ready (or on error/hangup, which the next read or write
+// reports precisely); kDeadlineExceeded otherwise.
+absl::Status PollUntil(int fd, short events, absl::Time deadline, const std::string& peer, const char* what) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, PollMillis(deadline));
+    if (n > 0) return absl::OkStatus();
+    if (n == 0) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("timed out waiting to ", what, " ", peer, "; the peer may be stalled or dead"));
+      }
+      continue;
+    }
+    if (errno == EINTR) continue;
+    return absl::InternalError(absl::StrCat("poll on socket to ", peer, ": ", ErrnoText(errno)));
+  }
+}
+
+absl::StatusOr<sockaddr_in> Resolve(const std::string& host, int port) {
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", port, " is out of range [0, 65535]"));
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (host.empty() || host == "0.0.0.0") {
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    return addr;
+  }
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &result);
+  if (rc != 0 || result == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot resolve host '", host, "': ", ::gai_strerror(rc),
+                                                   "; pass a numeric IPv4 address or a resolvable name"));
+  }
+  addr.sin_addr = reinterpret_cast<sockaddr_in*>(result->ai_addr)->sin_addr;
+  ::freeaddrinfo(result);
+  return addr;
+}
+
+absl::StatusOr<Socket> NewTcpSocket() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", ErrnoText(errno)));
+  return Socket(fd);
+}
+
+// One non-blocking connect() bounded by `deadline`; returns 0 or the errno that made it fail.
+int ConnectOnce(const Socket& sock, const sockaddr_in& addr, absl::Time deadline) {
+  const int flags = ::fcntl(sock.fd(), F_GETFL, 0);
+  if (flags < 0 || ::fcntl(sock.fd(), F_SETFL, flags | O_NONBLOCK) != 0) return errno;
+  int err = 0;
+  if (::connect(sock.fd(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      pollfd p{sock.fd(), POLLOUT, 0};
+      int n;
+      do {
+        n = ::poll(&p, 1, PollMillis(deadline));
+      } while (n < 0 && errno == EINTR);
+      if (n == 0) return ETIMEDOUT;
+      socklen_t len = sizeof(err);
+      if (n < 0 || ::getsockopt(sock.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    }
+  }
+  if (err == 0 && ::fcntl(sock.fd(), F_SETFL, flags) != 0) err = errno;
+  return err;
+}
+
+}  // namespace
+
+Socket::Socket(Socket&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), peer_name_(std::move(other.peer_name_)) {}
+
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = std::exchange(other.fd_, -1);
+    peer_name_ = std::move(other.peer_name_);
+  }
+  return *this;
+}
+
+void Socket::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Socket::Shutdown() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+absl::StatusOr<Socket> ListenTcp(const std::string& bind_addr, int port, int backlog) {
+  auto addr = Resolve(bind_addr, port);
+  if (!addr.ok()) return addr.status();
+  auto sock = NewTcpSocket();
+  if (!sock.ok()) return sock.status();
+  const int one = 1;
+  ::setsockopt(sock->fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(sock->fd(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
+    const int err = errno;
+    const std::string where = absl::StrCat(bind_addr.empty() ? "0.0.0.0" : bind_addr, ":", port);
+    if (err == EADDRINUSE) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", where, ": the port is in use; choose another port"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("cannot bind ", where, ": ", ErrnoText(err),
+                                                   "; is the address assigned to an interface here?"));
+  }
+  if (::listen(sock->fd(), backlog) != 0) {
+    return absl::InternalError(absl::StrCat("listen(): ", ErrnoText(errno)));
+  }
+  return std::move(*sock);
+}
+
+absl::StatusOr<int> LocalPort(const Socket& socket) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return absl::InternalError(absl::StrCat("getsockname(): ", ErrnoText(errno)));
+  }
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+absl::StatusOr<Socket> AcceptTcp(const Socket& listener, absl::Time deadline) {
+  while (true) {
+    absl::Status ready = PollUntil(listener.fd(), POLLIN, deadline, "a connection from", "accept");
+    if (!ready.ok()) return ready;
+    const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Socket s(fd);
+      absl::Status nodelay = SetNoDelay(s);
+      if (!nodelay.ok()) return nodelay;
+      return s;
+    }
+    if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
+    return absl::InternalError(absl::StrCat("accept(): ", ErrnoText(errno)));
+  }
+}
+
+absl::StatusOr<Socket> ConnectTcp(const std::string& host, int port, absl::Time deadline) {
+  auto addr = Resolve(host, port);
+  if (!addr.ok()) return addr.status();
+  const std::string where = absl::StrCat(host, ":", port);
+  absl::Duration backoff = absl::Milliseconds(10);
+  int last_err = 0;
+  while (true) {
+    auto sock = NewTcpSocket();
+    if (!sock.ok()) return sock.status();
+    last_err = ConnectOnce(*sock, *addr, deadline);
+    if (last_err == 0) {
+      absl::Status nodelay = SetNoDelay(*sock);
+      if (!nodelay.ok()) return nodelay;
+      sock->set_peer_name(where);
+      return std::move(*sock);
+    }
+    const bool retryable = last_err == ECONNREFUSED || last_err == EHOSTUNREACH || last_err == ENETUNREACH ||
+                           last_err == ETIMEDOUT || last_err == EINTR || last_err == ECONNRESET;
+    if (!retryable) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", where, ": ", ErrnoText(last_err)));
+    }
+    if (absl::Now() + backoff >= deadline) break;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(200));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("timed out connecting to ", where, " (last error: ",
+                                                  ErrnoText(last_err),
+                                                  "); is that process running and the address right?"));
+}
+
+absl::Status SendAll(const Socket& socket, const void* data, size_t bytes, absl::Time deadline) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::send(socket.fd(), p, bytes, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      absl::Status ready = PollUntil(socket.fd(), POLLOUT, deadline, socket.peer_name(), "send to");
+      if (!ready.ok()) return ready;
+      continue;
+    }
+    const int err = errno;
+    return absl::UnavailableError(
+        absl::StrCat("send to ", socket.peer_name(), " failed: ", ErrnoText(err), "; the peer is gone"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecvAll(const Socket& socket, void* data, size_t bytes, absl::Time deadline) {
+  char* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::recv(socket.fd(), p, bytes, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      return absl::UnavailableError(
+          absl::StrCat(socket.peer_name(), " closed the connection; that process exited or failed"));
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      absl::Status ready = PollUntil(socket.fd(), POLLIN, deadline, socket.peer_name(), "receive from");
+      if (!ready.ok()) return ready;
+      continue;
+    }
+    const int err = errno;
+    return absl::UnavailableError(
+        absl::StrCat("receive from ", socket.peer_name(), " failed: ", ErrnoText(err), "; the peer is gone"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> WaitReadable(const Socket& socket, absl::Duration timeout) {
+  absl::Status s = PollUntil(socket.fd(), POLLIN, absl::Now() + timeout, socket.peer_name(), "receive from");
+  if (s.ok()) return true;
+  if (absl::IsDeadlineExceeded(s)) return false;
+  return s;
+}
+
+absl::Status SetNoDelay(const Socket& socket) {
+  const int one = 1;
+  if (::setsockopt(socket.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+    return absl::InternalError(absl::StrCat("setsockopt(TCP_NODELAY): ", ErrnoText(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetBufferSizes(const Socket& socket, int bytes) {
+  for (int opt : {SO_SNDBUF, SO_RCVBUF}) {
+    if (::setsockopt(socket.fd(), SOL_SOCKET, opt, &bytes, sizeof(bytes)) != 0) {
+      return absl::InternalError(absl::StrCat("setsockopt(SO_SNDBUF/SO_RCVBUF): ", ErrnoText(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port) {
+  auto addr = Resolve(host, port);
+  if (!addr.ok()) return addr.status();
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", ErrnoText(errno)));
+  Socket udp(fd);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
+    return absl::UnavailableError(absl::StrCat("no route to ", host, ": ", ErrnoText(errno),
+                                               "; pass --iface_addr with this host's address"));
+  }
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
+    return absl::InternalError(absl::StrCat("getsockname(): ", ErrnoText(errno)));
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text));
+  return std::string(text);
+}
+
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& text, const std::string& what) {
+  const size_t colon = text.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(text.substr(colon + 1), &port) ||
+      port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", text, "' is not of the form host:port with port in [1, 65535]"));
+  }
+  return std::make_pair(text.substr(0, colon), port);
+}
+
+}  // namespace psring

@@ -1,0 +1,46 @@
+#include "ps/wire.h"
+
+namespace psring::ps {
+
+ShardRange ComputeShardRange(uint64_t total, int shard, int num_shards) {
+  // 128-bit products so that total * shard cannot overflow for any vector that fits in memory.
+  const auto bound = [&](int i) {
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(total) * i / num_shards);
+  };
+  return ShardRange{bound(shard), bound(shard + 1)};
+}
+
+absl::Status FromGrpc(const grpc::Status& status, const std::string& context) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(context, ": ", status.error_message()));
+}
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::Status AcceptChunk(const proto::Chunk& chunk, float* dst, uint64_t count, uint64_t* filled,
+                         const char* what) {
+  const std::string& data = chunk.data();
+  if (data.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": chunk of ", data.size(), " bytes is not a whole number of float32 values"));
+  }
+  if (chunk.offset() != *filled) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": chunk at element ", chunk.offset(),
+                                                   " but the next expected element is ", *filled,
+                                                   " (chunks must arrive in order, without gaps)"));
+  }
+  const uint64_t len = data.size() / sizeof(float);
+  if (len > count - *filled) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": chunk [", *filled, ", ", *filled + len,
+                                                   ") overflows the tensor of ", count, " elements"));
+  }
+  std::memcpy(dst + *filled, data.data(), data.size());
+  *filled += len;
+  return absl::OkStatus();
+}
+
+}  // namespace psring::ps

@@ -1,0 +1,93 @@
+// What the parameter server and its client share about the wire: shard layout, tensor chunking, the auth
+// metadata key, and the one place grpc::Status becomes absl::Status (the ps/ edge).
+//
+// Tensors cross as raw little-endian float32 bytes in Chunk messages of at most `chunk_elements` floats,
+// streamed in order (see proto/ps.proto), so no message depends on gRPC's 4 MB default limit.
+#ifndef PSRING_PS_WIRE_H_
+#define PSRING_PS_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/ps.pb.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ps/ sends host floats as little-endian bytes");
+
+namespace psring::ps {
+
+// Call metadata carrying --auth_token (gRPC metadata keys are lower case).
+inline constexpr char kAuthMetadataKey[] = "x-psring-token";
+
+// Largest chunk a client may configure, and the message size limit both ends set explicitly (a chunk plus
+// its small header must fit).
+inline constexpr size_t kMaxChunkBytes = 4 << 20;
+inline constexpr int kMaxMessageBytes = 8 << 20;
+
+// Contiguous range [begin, end) of a flat vector of `total` elements held by shard `shard` of `num_shards`:
+// the ranges are balanced in bytes (lengths differ by at most one element) and cover the vector in order.
+struct ShardRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t size() const { return end - begin; }
+};
+ShardRange ComputeShardRange(uint64_t total, int shard, int num_shards);
+
+// grpc::Status -> absl::Status with the same code; `context` is prepended to the message.
+absl::Status FromGrpc(const grpc::Status& status, const std::string& context);
+// absl::Status -> grpc::Status with the same code and message.
+grpc::Status ToGrpc(const absl::Status& status);
+
+// Writes data[0, count) as Chunk messages of `Message` (a oneof with a `chunk` field) of at most
+// `chunk_elements` floats each, in order. Returns false when the stream broke (the caller reads the status
+// from Finish()). Adds the payload bytes written to *bytes_written.
+template <typename Message, typename Writer>
+bool WriteChunks(Writer* writer, const float* data, uint64_t count, uint64_t chunk_elements,
+                 uint64_t* bytes_written) {
+  Message message;
+  for (uint64_t offset = 0; offset < count; offset += chunk_elements) {
+    const uint64_t len = std::min(chunk_elements, count - offset);
+    proto::Chunk* chunk = message.mutable_chunk();
+    chunk->set_offset(offset);
+    chunk->set_data(reinterpret_cast<const char*>(data + offset), len * sizeof(float));
+    if (!writer->Write(message)) return false;
+    *bytes_written += len * sizeof(float);
+  }
+  return true;
+}
+
+// Copies one chunk into dst[0, count), which must continue exactly at *filled (chunks arrive in order and
+// never overlap or overflow). kInvalidArgument otherwise; `what` names the tensor in messages.
+absl::Status AcceptChunk(const proto::Chunk& chunk, float* dst, uint64_t count, uint64_t* filled,
+                         const char* what);
+
+// Reads Chunk messages of `Message` from `reader` until the stream ends, filling dst[0, count) in order.
+// kInvalidArgument for a non-chunk message, a gap, an overflow or a short tensor. Adds the payload bytes
+// read to *bytes_read.
+template <typename Message, typename Reader>
+absl::Status ReadChunks(Reader* reader, float* dst, uint64_t count, uint64_t* bytes_read, const char* what) {
+  Message message;
+  uint64_t filled = 0;
+  while (reader->Read(&message)) {
+    if (!message.has_chunk()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected only chunks after the header"));
+    }
+    const uint64_t before = filled;
+    absl::Status status = AcceptChunk(message.chunk(), dst, count, &filled, what);
+    if (!status.ok()) return status;
+    *bytes_read += (filled - before) * sizeof(float);
+  }
+  if (filled != count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": stream ended after ", filled, " of ", count, " elements"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psring::ps
+
+#endif  // PSRING_PS_WIRE_H_

@@ -1,0 +1,77 @@
+#include "bench/plot.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace psring::bench {
+namespace {
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+Figure TwoPanels() {
+  Figure figure;
+  figure.title = "Step time & efficiency, S = 16 MiB, B = 100 Mbit/s";
+  Panel time;
+  time.title = "step time";
+  time.x_label = "nodes N";
+  time.y_label = "time per step (s)";
+  time.x_scale = Scale::kLog2;
+  time.y_scale = Scale::kLog10;
+  time.series.push_back({"ring measured", PaletteColor(0), {{2, 1.4}, {4, 2.1}, {8, 2.4}}, Style::kMarkers});
+  time.series.push_back({"ring model", PaletteColor(0), {{2, 1.4}, {1024, 2.8}}, Style::kDashedLine});
+  time.series.push_back({"ps-1 measured", PaletteColor(1), {{1, 2.8}, {2, 5.6}, {0, 1}}, Style::kMarkers});
+  Panel eff;
+  eff.title = "scaling efficiency";
+  eff.x_label = "nodes N";
+  eff.y_label = "efficiency (%)";
+  eff.x_scale = Scale::kLog2;
+  eff.y_min = 0;
+  eff.y_max = 100;
+  eff.series.push_back({"ring measured", PaletteColor(0), {{2, 80}, {4, 70}}, Style::kMarkers});
+  figure.panels = {time, eff};
+  return figure;
+}
+
+TEST(PlotTest, WritesWellFormedSvgWithLabelsAndLegend) {
+  const std::string svg = RenderSvg(TwoPanels());
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+  EXPECT_EQ(Count(svg, "<g>"), Count(svg, "</g>"));
+  // Title escaped, axis labels present.
+  EXPECT_NE(svg.find("Step time &amp; efficiency, S = 16 MiB"), std::string::npos);
+  EXPECT_NE(svg.find(">time per step (s)<"), std::string::npos);
+  EXPECT_NE(svg.find(">efficiency (%)<"), std::string::npos);
+  EXPECT_EQ(Count(svg, ">nodes N<"), 2);
+  // Legend: three distinct entries (ring measured appears in both panels but once in the legend).
+  EXPECT_EQ(Count(svg, ">ring measured<"), 1);
+  EXPECT_EQ(Count(svg, ">ring model<"), 1);
+  EXPECT_EQ(Count(svg, ">ps-1 measured<"), 1);
+  // Markers: 3 + 2 valid ps-1 points (x = 0 skipped on the log axis) + 2 efficiency + 2 legend glyphs.
+  EXPECT_EQ(Count(svg, "<circle"), 3 + 2 + 2 + 2);
+  EXPECT_EQ(Count(svg, "stroke-dasharray"), 2);  // the model line and its legend glyph
+  // Log2 x axis reaches 1024; fixed y axis reaches 100.
+  EXPECT_NE(svg.find(">1024<"), std::string::npos);
+  EXPECT_NE(svg.find(">100<"), std::string::npos);
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
+}
+
+TEST(PlotTest, EmptyPanelStillRenders) {
+  Figure figure;
+  figure.title = "nothing";
+  figure.panels.push_back(Panel{});
+  const std::string svg = RenderSvg(figure);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+}
+
+TEST(PlotTest, EscapesXml) { EXPECT_EQ(XmlEscape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;"); }
+
+}  // namespace
+}  // namespace psring::bench

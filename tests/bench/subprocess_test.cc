@@ -1,0 +1,105 @@
+#include "bench/subprocess.h"
+
+#include <signal.h>
+
+#include "gtest/gtest.h"
+
+namespace psring::bench {
+namespace {
+
+TEST(SubprocessTest, CapturesStdoutStderrAndExitCodes) {
+  std::vector<ProcessSpec> specs = {
+      {"ok", {"/bin/sh", "-c", "echo hello; echo err >&2"}},
+      {"fails", {"/bin/sh", "-c", "echo boom >&2; exit 3"}},
+  };
+  std::vector<std::string> lines;
+  JobOptions options;
+  options.timeout = absl::Seconds(20);
+  options.on_stderr_line = [&](const std::string& name, const std::string& line) {
+    lines.push_back(name + ":" + line);
+  };
+  auto results = RunJob(specs, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[0].exit_code, 0);
+  EXPECT_EQ((*results)[0].stdout_text, "hello\n");
+  EXPECT_EQ((*results)[0].stderr_tail, "err\n");
+  EXPECT_EQ((*results)[1].exit_code, 3);
+  EXPECT_FALSE((*results)[1].timed_out);
+  EXPECT_EQ(lines.size(), 2u);
+  absl::Status status = JobStatus(*results);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(status.message().find("fails exited with code 3"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("boom"), std::string::npos) << status;
+}
+
+TEST(SubprocessTest, TimeoutKillsTheWholeProcessGroup) {
+  // The shell starts a grandchild; both must die at the deadline.
+  std::vector<ProcessSpec> specs = {{"sleeper", {"/bin/sh", "-c", "sleep 100 & sleep 100; echo never"}}};
+  JobOptions options;
+  options.timeout = absl::Milliseconds(500);
+  const absl::Time start = absl::Now();
+  auto results = RunJob(specs, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_TRUE((*results)[0].timed_out);
+  EXPECT_EQ((*results)[0].term_signal, SIGKILL);
+  EXPECT_EQ((*results)[0].stdout_text, "");
+  EXPECT_EQ(JobStatus(*results).code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(SubprocessTest, ServiceIsStoppedAfterWorkersFinish) {
+  // A service that never exits by itself is terminated after the grace and reported.
+  std::vector<ProcessSpec> specs = {
+      {"server", {"/bin/sh", "-c", "echo up; exec sleep 100"}, /*service=*/true},
+      {"worker", {"/bin/sh", "-c", "echo done"}},
+  };
+  JobOptions options;
+  options.timeout = absl::Seconds(30);
+  options.service_grace = absl::Milliseconds(200);
+  auto results = RunJob(specs, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[1].exit_code, 0);
+  EXPECT_EQ((*results)[0].stdout_text, "up\n");
+  EXPECT_TRUE((*results)[0].timed_out);
+  EXPECT_EQ((*results)[0].term_signal, SIGTERM);
+  EXPECT_FALSE(JobStatus(*results).ok());
+}
+
+TEST(SubprocessTest, ServiceThatExitsOnItsOwnIsOk) {
+  std::vector<ProcessSpec> specs = {
+      {"server", {"/bin/sh", "-c", "sleep 0.3; echo bye"}, /*service=*/true},
+      {"worker", {"/bin/sh", "-c", "echo done"}},
+  };
+  JobOptions options;
+  options.service_start = absl::ZeroDuration();
+  auto results = RunJob(specs, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_TRUE(JobStatus(*results).ok()) << JobStatus(*results);
+  EXPECT_EQ((*results)[0].stdout_text, "bye\n");
+}
+
+TEST(SubprocessTest, FailureAbortsTheRestSoon) {
+  std::vector<ProcessSpec> specs = {
+      {"hang", {"/bin/sh", "-c", "exec sleep 100"}},
+      {"crash", {"/bin/sh", "-c", "exit 1"}},
+  };
+  JobOptions options;
+  options.timeout = absl::Seconds(50);
+  const absl::Time start = absl::Now();
+  auto results = RunJob(specs, options);
+  ASSERT_TRUE(results.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(40));  // far below the job limit, not a timing assertion
+  EXPECT_TRUE((*results)[0].timed_out);
+  absl::Status status = JobStatus(*results);
+  EXPECT_NE(status.message().find("crash exited with code 1"), std::string::npos) << status;
+}
+
+TEST(SubprocessTest, MissingBinaryIsReported) {
+  auto results = RunJob({{"ghost", {"/nonexistent/binary"}}}, JobOptions{});
+  ASSERT_TRUE(results.ok());
+  EXPECT_EQ((*results)[0].exit_code, 127);
+  EXPECT_NE((*results)[0].stderr_tail.find("exec failed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace psring::bench

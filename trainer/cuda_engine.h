@@ -1,0 +1,28 @@
+// The CUDA Engine (cuBLAS GEMMs plus this project's kernels in cuda_kernels.cu). Built only when the CUDA
+// toolkit is present (CUDA_ENABLED); otherwise cuda_engine_stub.cc provides these functions and reports that
+// CUDA is not compiled in.
+#ifndef PSRING_TRAINER_CUDA_ENGINE_H_
+#define PSRING_TRAINER_CUDA_ENGINE_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/engine.h"
+#include "trainer/mlp.h"
+
+namespace psring::trainer {
+
+// True when this binary was built with the CUDA backend.
+bool CudaCompiledIn();
+
+// OK when a CUDA device is usable; otherwise kUnavailable with the runtime's reason (for example
+// "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version (error 35)").
+absl::Status ProbeCuda();
+
+// An engine on the current CUDA device. kUnavailable without a usable GPU.
+absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch);
+
+}  // namespace psring::trainer
+
+#endif  // PSRING_TRAINER_CUDA_ENGINE_H_

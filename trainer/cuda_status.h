@@ -1,0 +1,62 @@
+// Checks for CUDA runtime and cuBLAS calls: on failure the enclosing function returns an absl::Status that
+// names the call site (file:line), the expression and the library's own message.
+//
+//   CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
+//   CUBLAS_RETURN_IF_ERROR(cublasSgemm(handle, ...));
+//
+// Usable from any target that links CUDA (header-only; //trainer:cuda_status).
+#ifndef PSRING_TRAINER_CUDA_STATUS_H_
+#define PSRING_TRAINER_CUDA_STATUS_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace psring::trainer {
+
+// kResourceExhausted for out-of-memory (the caller may shrink the batch), kUnavailable when there is no usable
+// device or driver, kInternal otherwise.
+inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line) {
+  const std::string message = absl::StrCat(file, ":", line, ": ", expr, ": ", cudaGetErrorString(err), " (",
+                                            cudaGetErrorName(err), ", error ", static_cast<int>(err), ")");
+  switch (err) {
+    case cudaErrorMemoryAllocation:
+      return absl::ResourceExhaustedError(message);
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorDevicesUnavailable:
+      return absl::UnavailableError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+inline absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file, int line) {
+  const std::string message = absl::StrCat(file, ":", line, ": ", expr, ": ", cublasGetStatusString(err),
+                                            " (cuBLAS status ", static_cast<int>(err), ")");
+  if (err == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
+  if (err == CUBLAS_STATUS_NOT_INITIALIZED) return absl::UnavailableError(message);
+  return absl::InternalError(message);
+}
+
+}  // namespace psring::trainer
+
+#define CUDA_RETURN_IF_ERROR(expr)                                                         \
+  do {                                                                                     \
+    const cudaError_t psring_cuda_err_ = (expr);                                           \
+    if (psring_cuda_err_ != cudaSuccess) {                                                 \
+      return ::psring::trainer::CudaStatus(psring_cuda_err_, #expr, __FILE__, __LINE__);   \
+    }                                                                                      \
+  } while (0)
+
+#define CUBLAS_RETURN_IF_ERROR(expr)                                                          \
+  do {                                                                                        \
+    const cublasStatus_t psring_cublas_err_ = (expr);                                         \
+    if (psring_cublas_err_ != CUBLAS_STATUS_SUCCESS) {                                        \
+      return ::psring::trainer::CublasStatus(psring_cublas_err_, #expr, __FILE__, __LINE__);  \
+    }                                                                                         \
+  } while (0)
+
+#endif  // PSRING_TRAINER_CUDA_STATUS_H_

@@ -1,0 +1,115 @@
+#include "trainer/train_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+
+ABSL_FLAG(std::vector<std::string>, hidden, std::vector<std::string>({"256", "256"}),
+          "Comma-separated widths of the MLP's hidden layers, input 784 and 10 classes around them "
+          "(e.g. 256,256 or 4096,4096 for large gradients). Each width must be >= 1.");
+ABSL_FLAG(int, batch_size, 128,
+          "Training samples per step on EACH rank (the global batch is batch_size x world size). The last "
+          "partial batch of an epoch is dropped.");
+ABSL_FLAG(int, epochs, 5, "Passes over the training set (>= 1).");
+ABSL_FLAG(int64_t, max_steps, -1,
+          "Stop once this many optimizer steps have been taken in total (counted across --resume); -1: no "
+          "limit, train for --epochs.");
+ABSL_FLAG(double, lr, 0.05, "SGD learning rate (> 0).");
+ABSL_FLAG(double, momentum, 0.9, "SGD momentum in [0, 1) (PyTorch semantics, no dampening, no Nesterov).");
+ABSL_FLAG(double, weight_decay, 5e-4, "L2 weight decay added to the gradient, g += weight_decay * param (>= 0).");
+ABSL_FLAG(uint64_t, seed, 1,
+          "Seed for parameter initialisation, the per-epoch shuffle of the DistributedSampler and the "
+          "synthetic data set. Same seed, same run.");
+ABSL_FLAG(std::string, device, "auto",
+          "Where to train: auto (the GPU when one is usable, otherwise the CPU, saying why), cpu, or cuda "
+          "(fails when no GPU is usable).");
+ABSL_FLAG(std::string, dataset, "fashion-mnist",
+          "Training data: fashion-mnist (IDX files from --data_dir) or synthetic (generated, "
+          "--synthetic_samples samples with Fashion-MNIST's shape; for benchmarks).");
+ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
+          "Folder with Fashion-MNIST's train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte "
+          "and t10k-labels-idx1-ubyte, each plain or .gz (Debian: apt-get install dataset-fashion-mnist).");
+ABSL_FLAG(int64_t, synthetic_samples, 8192, "Training samples of --dataset=synthetic (>= 1).");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Folder for checkpoints: rank 0 writes <dir>/latest.npz (NumPy .npz, see README.md) after every "
+          "epoch and at the end. Empty: no checkpoints.");
+ABSL_FLAG(bool, resume, false,
+          "Continue exactly from <checkpoint_dir>/latest.npz (parameters, momentum, step); the run must use "
+          "the same --hidden, --batch_size, --seed, --dataset and world size.");
+ABSL_FLAG(int, log_every, 50, "Steps between progress lines printed by rank 0 (0: no progress lines).");
+ABSL_FLAG(bool, evaluate, true, "Measure accuracy on the full test set at the end and print it.");
+
+namespace psring::trainer {
+
+absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
+  TrainOptions o;
+  o.hidden.clear();
+  for (const std::string& w : absl::GetFlag(FLAGS_hidden)) {
+    int width = 0;
+    if (!absl::SimpleAtoi(w, &width) || width < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--hidden=", absl::StrJoin(absl::GetFlag(FLAGS_hidden), ","), ": '", w,
+                       "' is not a positive integer width"));
+    }
+    o.hidden.push_back(width);
+  }
+  o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  o.epochs = absl::GetFlag(FLAGS_epochs);
+  o.max_steps = absl::GetFlag(FLAGS_max_steps);
+  o.lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
+  o.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
+  o.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.device = absl::GetFlag(FLAGS_device);
+  o.dataset = absl::GetFlag(FLAGS_dataset);
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.synthetic_samples = absl::GetFlag(FLAGS_synthetic_samples);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.resume = absl::GetFlag(FLAGS_resume);
+  o.log_every = absl::GetFlag(FLAGS_log_every);
+  o.evaluate = absl::GetFlag(FLAGS_evaluate);
+
+  auto invalid = [](absl::string_view flag, auto value, absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": ", rule));
+  };
+  if (o.batch_size < 1) return invalid("batch_size", o.batch_size, "must be >= 1");
+  if (o.epochs < 1) return invalid("epochs", o.epochs, "must be >= 1");
+  if (o.max_steps < -1) return invalid("max_steps", o.max_steps, "must be >= 0, or -1 for no limit");
+  if (!(o.lr > 0)) return invalid("lr", o.lr, "must be > 0");
+  if (!(o.momentum >= 0 && o.momentum < 1)) return invalid("momentum", o.momentum, "must be in [0, 1)");
+  if (!(o.weight_decay >= 0)) return invalid("weight_decay", o.weight_decay, "must be >= 0");
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") {
+    return invalid("device", o.device, "must be auto, cpu or cuda");
+  }
+  if (o.dataset != "fashion-mnist" && o.dataset != "synthetic") {
+    return invalid("dataset", o.dataset, "must be fashion-mnist or synthetic");
+  }
+  if (o.synthetic_samples < 1) return invalid("synthetic_samples", o.synthetic_samples, "must be >= 1");
+  if (o.resume && o.checkpoint_dir.empty()) {
+    return invalid("resume", "true", "needs --checkpoint_dir (the folder holding latest.npz)");
+  }
+  if (o.log_every < 0) return invalid("log_every", o.log_every, "must be >= 0");
+  return o;
+}
+
+void InitFlagsUsage(absl::string_view usage) {
+  absl::SetProgramUsageMessage(usage);
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) {
+    for (absl::string_view dir : {"common/", "trainer/", "ring/", "ps/", "bench/"}) {
+      if (absl::StartsWith(file, dir)) return true;
+    }
+    return false;
+  };
+  absl::SetFlagsUsageConfig(config);
+}
+
+}  // namespace psring::trainer
