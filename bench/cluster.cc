@@ -1,9 +1,14 @@
 #include "bench/cluster.h"
 
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <future>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -16,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "bench/emergency_cleanup.h"
 #include "bench/subprocess.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 
 namespace psring::bench {
@@ -123,7 +129,9 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> EmulatedCluster::Create(const C
     ASSIGN_OR_RETURN(bits, ParseLinkRate(options.link));
   }
   std::string reason;
-  if (!HasCapNetAdmin()) {
+  if (options.force_loopback) {
+    reason = "loopback requested";
+  } else if (!HasCapNetAdmin()) {
     reason = "no CAP_NET_ADMIN (run as root for the emulated cluster)";
   } else {
     InstallEmergencyCleanup();
@@ -143,7 +151,7 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> EmulatedCluster::Create(const C
     if (!destroyed.ok()) return destroyed;
     reason = absl::StrCat("cannot create network namespaces: ", built.message());
   }
-  if (!options.allow_loopback_fallback) {
+  if (!options.allow_loopback_fallback && !options.force_loopback) {
     return absl::FailedPreconditionError(absl::StrCat("emulated cluster unavailable: ", reason));
   }
   cluster->fallback_reason_ = reason;
@@ -237,6 +245,90 @@ std::vector<std::string> EmulatedCluster::Command(int host, const std::vector<st
   std::vector<std::string> full = {Ip(), "netns", "exec", host_namespaces_.at(host)};
   full.insert(full.end(), argv.begin(), argv.end());
   return full;
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> EmulatedCluster::HostLinkBytes(int host) const {
+  if (!emulated_) return absl::FailedPreconditionError("loopback cluster: no per-host link counters");
+  // `ip netns exec` mounts the namespace's own sysfs.
+  ASSIGN_OR_RETURN(std::string text, RunCommand(Command(host, {FindExecutable("cat"),
+                                                               "/sys/class/net/eth0/statistics/tx_bytes",
+                                                               "/sys/class/net/eth0/statistics/rx_bytes"})));
+  std::vector<std::string> fields = absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  int64_t tx = 0, rx = 0;
+  if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &tx) || !absl::SimpleAtoi(fields[1], &rx)) {
+    return absl::InternalError(absl::StrCat("unexpected interface counters of host ", host, ": '", text, "'"));
+  }
+  return std::make_pair(tx, rx);
+}
+
+namespace {
+
+// Moves the calling thread (only it) into the named network namespace.
+absl::Status EnterNamespace(const std::string& ns) {
+  if (ns.empty()) return absl::OkStatus();
+  const std::string path = "/run/netns/" + ns;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
+  const int rc = setns(fd, CLONE_NEWNET);
+  const int saved = errno;
+  close(fd);
+  if (rc != 0) return absl::InternalError(absl::StrCat("setns ", path, ": ", std::strerror(saved)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<double> EmulatedCluster::MeasureStream(int from, int to, size_t bytes) const {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  const std::string to_addr = HostAddress(to);
+  std::promise<absl::StatusOr<int>> port_promise;
+  std::future<absl::StatusOr<int>> port_future = port_promise.get_future();
+  absl::Status server_status, client_status;
+  double seconds = 0;
+  size_t measured_bytes = 0;
+  std::thread server([&] {
+    auto run = [&]() -> absl::Status {
+      RETURN_IF_ERROR(EnterNamespace(HostNamespace(to)));
+      ASSIGN_OR_RETURN(Socket listener, ListenTcp(to_addr, 0));
+      ASSIGN_OR_RETURN(int port, LocalPort(listener));
+      port_promise.set_value(port);
+      ASSIGN_OR_RETURN(Socket peer, AcceptTcp(listener, deadline));
+      std::vector<char> buffer(bytes);
+      // The clock starts after the first quarter: by then the token bucket's burst and the socket buffers
+      // are used up and the stream runs at the shaped rate.
+      const size_t head = bytes / 4;
+      RETURN_IF_ERROR(RecvAll(peer, buffer.data(), head, deadline));
+      const absl::Time start = absl::Now();
+      RETURN_IF_ERROR(RecvAll(peer, buffer.data() + head, bytes - head, deadline));
+      seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      measured_bytes = bytes - head;
+      return absl::OkStatus();
+    };
+    server_status = run();
+    if (!server_status.ok()) {
+      try {
+        port_promise.set_value(server_status);
+      } catch (const std::future_error&) {
+        // The port was already published; the client sees the failure as a closed connection.
+      }
+    }
+  });
+  std::thread client([&] {
+    auto run = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(int port, port_future.get());
+      RETURN_IF_ERROR(EnterNamespace(HostNamespace(from)));
+      ASSIGN_OR_RETURN(Socket socket, ConnectTcp(to_addr, port, deadline));
+      std::vector<char> buffer(bytes, 'x');
+      return SendAll(socket, buffer.data(), bytes, deadline);
+    };
+    client_status = run();
+  });
+  server.join();
+  client.join();
+  RETURN_IF_ERROR(server_status);
+  RETURN_IF_ERROR(client_status);
+  if (seconds <= 0) return absl::InternalError("stream measurement took no time");
+  return measured_bytes / seconds;
 }
 
 absl::Status EmulatedCluster::Destroy() {

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,6 +45,7 @@ struct ClusterOptions {
   std::string delay;             // one-way netem delay added on each link end, e.g. "1ms" ("": none)
   std::string family = "psr";    // name prefix family; the pid and '-' follow
   bool allow_loopback_fallback = true;  // without CAP_NET_ADMIN: loopback (true) or an error (false)
+  bool force_loopback = false;           // loopback even where namespaces would work
 };
 
 // Bits per second of a tc rate like "100mbit", "1gbit", "500kbit" or "1000000" (bit/s); tc's decimal units.
@@ -78,6 +80,15 @@ class EmulatedCluster {
   std::string HostNamespace(int host) const;
   // argv that runs `argv` inside host i: {"ip", "netns", "exec", ns, argv...}, or argv itself on loopback.
   std::vector<std::string> Command(int host, const std::vector<std::string>& argv) const;
+
+  // Bytes host i's link has carried so far (sent, received), from its interface counters (frames, headers
+  // included). kFailedPrecondition on loopback, where there is no per-host link.
+  absl::StatusOr<std::pair<int64_t, int64_t>> HostLinkBytes(int host) const;
+
+  // Sends `bytes` over one TCP connection from host `from` to host `to` and returns the receiver's goodput in
+  // bytes per second over the last three quarters (a check that the hosts reach each other, and of the shaped
+  // rate). Blocks up to 60 s.
+  absl::StatusOr<double> MeasureStream(int from, int to, size_t bytes) const;
 
   // Explicit teardown reporting failures (the destructor ignores them). Idempotent.
   absl::Status Destroy();

@@ -142,6 +142,7 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
   absl::Time kill_services_at = absl::InfiniteFuture();
   absl::Time abort_at = absl::InfiniteFuture();
   absl::Time all_reaped_at = absl::InfiniteFuture();
+  absl::Time next_heartbeat = absl::Now() + options.heartbeat_interval;
   char buf[1 << 16];
 
   while (true) {
@@ -229,6 +230,10 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
     if (all_reaped && !pipes_open) break;
 
     const absl::Time now = absl::Now();
+    if (options.on_heartbeat && now >= next_heartbeat) {
+      options.on_heartbeat();
+      next_heartbeat = now + options.heartbeat_interval;
+    }
     if (!workers_running && kill_services_at == absl::InfiniteFuture()) {
       kill_services_at = now + options.service_grace;
     }

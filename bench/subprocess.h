@@ -45,6 +45,9 @@ struct JobOptions {
   absl::Duration timeout = absl::Seconds(120);         // whole job; then every group is SIGKILLed
   absl::Duration service_start = absl::Milliseconds(300);  // pause after starting services, before the rest
   absl::Duration service_grace = absl::Seconds(10);
+  // Called every `heartbeat_interval` while the job runs (progress display); may be empty.
+  std::function<void()> on_heartbeat;
+  absl::Duration heartbeat_interval = absl::Seconds(10);
   // Called for every complete stderr line as it arrives (progress display); may be empty.
   std::function<void(const std::string& process, const std::string& line)> on_stderr_line;
 };

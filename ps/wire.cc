@@ -1,5 +1,9 @@
 #include "ps/wire.h"
 
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
 namespace psring::ps {
 
 ShardRange ComputeShardRange(uint64_t total, int shard, int num_shards) {
@@ -8,6 +12,15 @@ ShardRange ComputeShardRange(uint64_t total, int shard, int num_shards) {
     return static_cast<uint64_t>(static_cast<unsigned __int128>(total) * i / num_shards);
   };
   return ShardRange{bound(shard), bound(shard + 1)};
+}
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return absl::InternalError(absl::StrCat("cannot read ", path));
+  return buffer.str();
 }
 
 absl::Status FromGrpc(const grpc::Status& status, const std::string& context) {

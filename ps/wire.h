@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/ps.pb.h"
@@ -36,6 +37,9 @@ struct ShardRange {
   uint64_t size() const { return end - begin; }
 };
 ShardRange ComputeShardRange(uint64_t total, int shard, int num_shards);
+
+// Reads a whole file (TLS certificates and keys). kNotFound / kInternal with the path.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
 // grpc::Status -> absl::Status with the same code; `context` is prepended to the message.
 absl::Status FromGrpc(const grpc::Status& status, const std::string& context);

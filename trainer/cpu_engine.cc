@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "trainer/cpu_kernels.h"
+#include "trainer/optimizer.h"
 
 namespace psring::trainer {
 namespace {
@@ -87,8 +88,7 @@ class CpuEngine final : public Engine {
   }
 
   absl::Status SgdStep(const SgdOptions& o) override {
-    cpu::SgdMomentumUpdate(params_.data(), grads_.data(), momentum_.data(), params_.size(), o.lr, o.momentum,
-                           o.weight_decay);
+    SgdMomentumStep(o, grads_.data(), params_.data(), momentum_.data(), params_.size());
     return absl::OkStatus();
   }
 

@@ -66,14 +66,4 @@ double SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch
   return loss_sum;
 }
 
-void SgdMomentumUpdate(float* params, const float* grads, float* velocity, size_t n, float lr, float momentum,
-                       float weight_decay) {
-  for (size_t i = 0; i < n; ++i) {
-    const float g = grads[i] + weight_decay * params[i];
-    const float v = momentum * velocity[i] + g;
-    velocity[i] = v;
-    params[i] -= lr * v;
-  }
-}
-
 }  // namespace psring::trainer::cpu

@@ -20,7 +20,8 @@ bool CudaCompiledIn();
 // "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version (error 35)").
 absl::Status ProbeCuda();
 
-// An engine on the current CUDA device. kUnavailable without a usable GPU.
+// An engine on the calling thread's current CUDA device (select one with cudaSetDevice first on machines with
+// several). kUnavailable without a usable GPU; kResourceExhausted when device memory runs out.
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch);
 
 }  // namespace psring::trainer

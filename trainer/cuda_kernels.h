@@ -31,7 +31,8 @@ cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int 
 // totals[0] = sum of row_loss, totals[1] = sum of row_hit, in double, in a fixed order (deterministic).
 cudaError_t SumRows(const float* row_loss, const float* row_hit, int batch, double* totals, cudaStream_t stream);
 
-// SGD with momentum and weight decay, PyTorch semantics (see cpu::SgdMomentumUpdate).
+// SGD with momentum and weight decay, PyTorch semantics, the arithmetic of SgdMomentumStep
+// (trainer/optimizer.h) in the same order.
 cudaError_t SgdMomentumUpdate(float* params, const float* grads, float* velocity, size_t n, float lr,
                               float momentum, float weight_decay, cudaStream_t stream);
 

@@ -4,7 +4,7 @@
 //   ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, CreateEngine("cpu", layout, /*max_batch=*/128));
 //   RETURN_IF_ERROR(e->SetParams(initial));
 //   ASSIGN_OR_RETURN(BatchStats s, e->ForwardBackward(images, labels, 128));  // grads() = mean gradient
-//   RETURN_IF_ERROR(e->SgdStep({0.05f, 0.9f, 5e-4f}));
+//   RETURN_IF_ERROR(e->SgdStep({0.03f, 0.9f, 1e-4f}));
 //
 // Buffers returned by params()/grads() are owned by the engine and stay valid for its lifetime; their
 // MemoryKind says where they live. Not thread-safe: one thread drives an engine.
@@ -20,14 +20,9 @@
 #include "absl/types/span.h"
 #include "trainer/exchange.h"
 #include "trainer/mlp.h"
+#include "trainer/optimizer.h"
 
 namespace psring::trainer {
-
-struct SgdOptions {
-  float lr = 0.05f;
-  float momentum = 0.9f;
-  float weight_decay = 5e-4f;
-};
 
 // Loss and accuracy of one batch (sums, so they can be added up and averaged across ranks).
 struct BatchStats {
@@ -67,7 +62,7 @@ class Engine {
   // Forward only, with loss and accuracy (for evaluation). batch in [1, max_batch].
   virtual absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels, int batch) = 0;
 
-  // params -= SGD-momentum step computed from grads() (see cpu::SgdMomentumUpdate for the exact rule).
+  // params -= SGD-momentum step computed from grads() (see SgdMomentumStep in trainer/optimizer.h for the exact rule).
   virtual absl::Status SgdStep(const SgdOptions& options) = 0;
 
   // Waits for queued device work (a no-op on CPU); for honest timing.

@@ -10,10 +10,11 @@
 
 namespace psring::trainer {
 
+// Defaults are the training defaults (TrainOptions in trainer/train.h).
 struct SgdOptions {
-  float lr = 0.05f;
+  float lr = 0.03f;
   float momentum = 0.9f;
-  float weight_decay = 5e-4f;
+  float weight_decay = 1e-4f;
 };
 
 // Updates params[0, n) and momentum[0, n) in place from grads[0, n). Does not block or allocate; the caller

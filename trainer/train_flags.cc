@@ -22,9 +22,9 @@ ABSL_FLAG(int, epochs, 5, "Passes over the training set (>= 1).");
 ABSL_FLAG(int64_t, max_steps, -1,
           "Stop once this many optimizer steps have been taken in total (counted across --resume); -1: no "
           "limit, train for --epochs.");
-ABSL_FLAG(double, lr, 0.05, "SGD learning rate (> 0).");
+ABSL_FLAG(double, lr, 0.03, "SGD learning rate (> 0).");
 ABSL_FLAG(double, momentum, 0.9, "SGD momentum in [0, 1) (PyTorch semantics, no dampening, no Nesterov).");
-ABSL_FLAG(double, weight_decay, 5e-4, "L2 weight decay added to the gradient, g += weight_decay * param (>= 0).");
+ABSL_FLAG(double, weight_decay, 1e-4, "L2 weight decay added to the gradient, g += weight_decay * param (>= 0).");
 ABSL_FLAG(uint64_t, seed, 1,
           "Seed for parameter initialisation, the per-epoch shuffle of the DistributedSampler and the "
           "synthetic data set. Same seed, same run.");

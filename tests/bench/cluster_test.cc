@@ -2,6 +2,9 @@
 
 #include "bench/subprocess.h"
 
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,7 +82,10 @@ TEST(ClusterTest, CreatesShapedHostsAndRemovesThem) {
   auto bridge_qdisc = RunCommand({"ip", "netns", "exec", bridge, FindExecutable("tc"), "qdisc", "show", "dev", "h2"});
   ASSERT_TRUE(bridge_qdisc.ok()) << bridge_qdisc.status();
   EXPECT_NE(bridge_qdisc->find("tbf"), std::string::npos) << *bridge_qdisc;
-  // MEASURE_STREAM_PLACEHOLDER
+  // Reachability: a stream from host 0 to host 2 through the bridge.
+  auto rate = (*cluster)->MeasureStream(0, 2, 1 << 20);
+  ASSERT_TRUE(rate.ok()) << rate.status();
+  EXPECT_GT(*rate, 0);
 
   ASSERT_TRUE((*cluster)->Destroy().ok());
   for (const auto& name : names) EXPECT_FALSE(NamespaceExists(name)) << name;
@@ -106,19 +112,92 @@ TEST(ClusterTest, RemovesLeftoversOfADeadRunOnly) {
   ASSERT_TRUE(RunCommand({"ip", "netns", "del", live}).ok());
 }
 
-TEST(ClusterTest, LoopbackFallbackRunsCommandsAsTheyAre) {
-  // Forcing the fallback needs an unprivileged process; check the loopback path through its contract instead
-  // when namespaces are unavailable, and skip otherwise.
-  if (CanAdminNetwork()) GTEST_SKIP() << "namespaces available; fallback covered by unprivileged runs";
+// Checks the loopback fallback in a child process that gives up CAP_NET_ADMIN (or directly when the test
+// already runs without it). Returns "" on success, else what went wrong.
+std::string CheckFallback() {
   ClusterOptions options;
   options.hosts = 2;
   options.family = kFamily;
   auto cluster = EmulatedCluster::Create(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  EXPECT_FALSE((*cluster)->emulated());
-  EXPECT_FALSE((*cluster)->fallback_reason().empty());
-  EXPECT_EQ((*cluster)->HostAddress(1), "127.0.0.1");
-  EXPECT_EQ((*cluster)->Command(1, {"x"}), std::vector<std::string>{"x"});
+  if (!cluster.ok()) return "Create failed: " + std::string(cluster.status().message());
+  if ((*cluster)->emulated()) return "emulated without CAP_NET_ADMIN";
+  if ((*cluster)->fallback_reason().find("CAP_NET_ADMIN") == std::string::npos) return "reason does not say why";
+  if ((*cluster)->HostAddress(1) != "127.0.0.1") return "host address is not loopback";
+  if ((*cluster)->Command(1, {"x"}) != std::vector<std::string>{"x"}) return "command was wrapped";
+  if ((*cluster)->HostLinkBytes(0).ok()) return "link counters on loopback";
+  options.allow_loopback_fallback = false;
+  if (EmulatedCluster::Create(options).status().code() != absl::StatusCode::kFailedPrecondition) {
+    return "no error with the fallback disallowed";
+  }
+  return "";
+}
+
+bool DropCapNetAdmin() {
+  __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  data[0].effective &= ~(1u << 12);
+  return syscall(SYS_capset, &header, data) == 0;
+}
+
+TEST(ClusterTest, FallsBackToLoopbackWithoutCapNetAdmin) {
+  if (!CanAdminNetwork()) {
+    EXPECT_EQ(CheckFallback(), "");
+    return;
+  }
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::string problem = DropCapNetAdmin() ? CheckFallback() : "capset failed";
+    if (CanAdminNetwork()) problem = "still has CAP_NET_ADMIN";
+    ssize_t ignored = write(pipe_fds[1], problem.data(), problem.size());
+    (void)ignored;
+    _exit(problem.empty() ? 0 : 1);
+  }
+  close(pipe_fds[1]);
+  std::string problem;
+  char buf[256];
+  for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof(buf))) > 0;) problem.append(buf, n);
+  close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << problem;
+}
+
+TEST(ClusterTest, SigtermRemovesTheNamespaces) {
+  if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ClusterOptions options;
+    options.hosts = 2;
+    options.family = kFamily;
+    options.allow_loopback_fallback = false;
+    auto cluster = EmulatedCluster::Create(options);
+    std::string name = cluster.ok() ? (*cluster)->HostNamespace(1) : "";
+    ssize_t ignored = write(pipe_fds[1], name.data(), name.size());
+    (void)ignored;
+    close(pipe_fds[1]);
+    sleep(60);  // killed by the parent long before
+    _exit(3);
+  }
+  close(pipe_fds[1]);
+  std::string name;
+  char buf[256];
+  for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof(buf))) > 0;) name.append(buf, n);
+  close(pipe_fds[0]);
+  ASSERT_FALSE(name.empty()) << "the child could not create its cluster";
+  EXPECT_TRUE(NamespaceExists(name));
+  kill(child, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  EXPECT_FALSE(NamespaceExists(name));
+  EXPECT_FALSE(NamespaceExists(absl::StrCat(kFamily, child, "-br")));
 }
 
 }  // namespace

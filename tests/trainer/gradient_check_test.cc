@@ -7,6 +7,7 @@
 #include "trainer/cpu_engine.h"
 #include "trainer/cpu_kernels.h"
 #include "trainer/mlp.h"
+#include "trainer/optimizer.h"
 #include "trainer/random.h"
 
 namespace psring::trainer {
@@ -158,10 +159,11 @@ TEST(SgdTest, MatchesPyTorchSemanticsOverTwoSteps) {
   // step 2: g' = 0.5 + 0.00949 = 0.50949; v = 0.9 * 0.51 + 0.50949 = 0.96849; p = 0.949 - 0.096849 = 0.852151
   float p = 1.0f, v = 0.0f;
   const float g = 0.5f;
-  cpu::SgdMomentumUpdate(&p, &g, &v, 1, 0.1f, 0.9f, 0.01f);
+  const SgdOptions o{0.1f, 0.9f, 0.01f};
+  SgdMomentumStep(o, &g, &p, &v, 1);
   EXPECT_NEAR(v, 0.51f, 1e-6);
   EXPECT_NEAR(p, 0.949f, 1e-6);
-  cpu::SgdMomentumUpdate(&p, &g, &v, 1, 0.1f, 0.9f, 0.01f);
+  SgdMomentumStep(o, &g, &p, &v, 1);
   EXPECT_NEAR(v, 0.96849f, 1e-6);
   EXPECT_NEAR(p, 0.852151f, 1e-6);
 }

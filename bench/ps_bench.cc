@@ -1,0 +1,307 @@
+// ps_bench: synchronous push-pull through the gRPC parameter server on loopback, in the nccl-tests table
+// format (bench/report.h), for every size from --min_bytes to --max_bytes, K shards and N ranks (in-process
+// servers on 127.0.0.1, ranks as threads, each rank with its own TCP connections).
+//
+// Columns: time = mean wall time of one push-pull step (slowest rank); algbw = size / time; busbw = algbw *
+// N / K, the load on one server's link per direction (cost model T ~ N*S/(K*B), DESIGN.md); #wrong = elements
+// that differ from the closed form (ps/gradient_only.h); srv_MB = payload MB the busiest server moved (in +
+// out) per step, from its own counters.
+//
+// The same run streams --socket_bytes through a plain TCP socket on loopback and reports the ratio of the
+// PS's effective throughput for one rank and one shard (2 * S / time: S pushed and S pulled) to the socket's
+// (S / time). Target: >= 0.5 at 64 MB.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "bench/report.h"
+#include "common/status_macros.h"
+#include "ps/client.h"
+#include "ps/gradient_only.h"
+#include "ps/server.h"
+
+ABSL_FLAG(std::string, min_bytes, "4K", "Smallest push-pull size (bytes; K, M, G suffixes allowed).");
+ABSL_FLAG(std::string, max_bytes, "256M", "Largest push-pull size (bytes; K, M, G suffixes allowed).");
+ABSL_FLAG(int, factor, 4, "Multiply the size by this factor from one row to the next (>= 2).");
+ABSL_FLAG(std::vector<std::string>, shards, std::vector<std::string>({"1", "2"}),
+          "Comma-separated numbers of server shards K to run.");
+ABSL_FLAG(std::vector<std::string>, ranks, std::vector<std::string>({"1", "2", "4"}),
+          "Comma-separated numbers of worker ranks N to run.");
+ABSL_FLAG(int, warmup, 1, "Unmeasured push-pull steps before the measured ones.");
+ABSL_FLAG(int, iters, 0,
+          "Measured steps per row; 0: automatic (about 256 MB moved per rank per row, between 2 and 50).");
+ABSL_FLAG(std::string, chunk_bytes, "1M", "Tensor chunk size on the wire (at most 4M).");
+ABSL_FLAG(std::string, socket_bytes, "64M",
+          "Bytes streamed through the plain TCP socket for the reference throughput; the PS row of this size "
+          "(N=1, K=1) gives the ratio. 0: skip.");
+ABSL_FLAG(std::string, json, "", "Also write all tables as JSON to this file.");
+
+namespace psring::bench {
+namespace {
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// Streams `bytes` from one thread to another through a TCP connection on 127.0.0.1 (1 MB writes, the same
+// chunk size the PS uses by default). Returns the throughput in bytes/s.
+absl::StatusOr<double> PlainSocketThroughput(size_t bytes) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return Errno("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(listener);
+    return Errno("bind/listen on 127.0.0.1");
+  }
+  const int sender = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sender < 0 || ::connect(sender, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(listener);
+    if (sender >= 0) ::close(sender);
+    return Errno("connect to 127.0.0.1");
+  }
+  const int receiver = ::accept(listener, nullptr, nullptr);
+  ::close(listener);
+  if (receiver < 0) {
+    ::close(sender);
+    return Errno("accept");
+  }
+  const size_t kChunk = 1 << 20;
+  std::vector<char> out(kChunk, 'x');
+  std::atomic<bool> send_failed{false};
+  const absl::Time start = absl::Now();
+  std::thread send_thread([&] {
+    for (size_t sent = 0; sent < bytes;) {
+      const ssize_t n = ::send(sender, out.data(), std::min(kChunk, bytes - sent), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        send_failed = true;
+        break;
+      }
+      sent += static_cast<size_t>(n);
+    }
+    ::shutdown(sender, SHUT_WR);
+  });
+  std::vector<char> in(kChunk);
+  size_t received = 0;
+  while (received < bytes) {
+    const ssize_t n = ::recv(receiver, in.data(), in.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    received += static_cast<size_t>(n);
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  send_thread.join();
+  ::close(sender);
+  ::close(receiver);
+  if (send_failed || received != bytes) {
+    return absl::InternalError(absl::StrCat("socket stream moved ", received, " of ", bytes, " bytes"));
+  }
+  return static_cast<double>(bytes) / seconds;
+}
+
+// Snapshots every shard's payload counters when the last of `ranks` rank threads calls Arrive().
+class CounterSnapshot {
+ public:
+  CounterSnapshot(int ranks, std::vector<std::unique_ptr<ps::PsServer>>* servers)
+      : ranks_(ranks), servers_(servers) {}
+  void Arrive() {
+    absl::MutexLock lock(&mu_);
+    if (++arrived_ < ranks_) return;
+    for (auto& server : *servers_) {
+      const ps::proto::StatsReply stats = server->service()->GetStats();
+      bytes_.push_back(stats.bytes_sent() + stats.bytes_received());
+    }
+  }
+  std::vector<uint64_t> bytes() {
+    absl::MutexLock lock(&mu_);
+    return bytes_;
+  }
+
+ private:
+  const int ranks_;
+  std::vector<std::unique_ptr<ps::PsServer>>* servers_;
+  absl::Mutex mu_;
+  int arrived_ = 0;
+  std::vector<uint64_t> bytes_;
+};
+
+struct Measurement {
+  double seconds = 0;    // mean step time of the slowest rank
+  int64_t wrong = 0;
+  double server_bytes_per_step = 0;  // busiest server, in + out
+};
+
+absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks, int warmup, int iters,
+                                            size_t chunk_bytes) {
+  ps::ServiceOptions service;
+  service.workers = ranks;
+  service.num_shards = shards;
+  service.step_timeout = absl::Seconds(120);
+  service.chunk_bytes = chunk_bytes;
+  std::vector<std::unique_ptr<ps::PsServer>> servers;
+  std::vector<std::string> addresses;
+  for (int k = 0; k < shards; ++k) {
+    ps::ServerOptions options;
+    options.service = service;
+    options.service.shard = k;
+    options.bind_addr = "127.0.0.1";
+    ASSIGN_OR_RETURN(std::unique_ptr<ps::PsServer> server, ps::PsServer::Start(options));
+    addresses.push_back(absl::StrCat("127.0.0.1:", server->port()));
+    servers.push_back(std::move(server));
+  }
+  CounterSnapshot before(ranks, &servers), after(ranks, &servers);
+  std::vector<absl::StatusOr<ps::GradientOnlyResult>> results(ranks, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      ps::PsClientOptions options;
+      options.servers = addresses;
+      options.rank = r;
+      options.world_size = ranks;
+      options.chunk_bytes = chunk_bytes;
+      options.timeout = absl::Seconds(300);
+      absl::StatusOr<std::unique_ptr<ps::PsExchange>> exchange = ps::PsExchange::Create(options);
+      if (!exchange.ok()) {
+        results[r] = exchange.status();
+        return;
+      }
+      ps::GradientOnlyOptions go;
+      go.bytes = bytes;
+      go.warmup_steps = warmup;
+      go.steps = iters;
+      go.before_measured = [&] { before.Arrive(); };
+      go.after_measured = [&] { after.Arrive(); };
+      results[r] = ps::RunGradientOnly(go, exchange->get());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  Measurement m;
+  for (auto& result : results) {
+    RETURN_IF_ERROR(result.status());
+    m.seconds = std::max(m.seconds, result->step_seconds);
+    m.wrong += result->wrong;
+  }
+  const std::vector<uint64_t> b = before.bytes(), a = after.bytes();
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+    m.server_bytes_per_step = std::max(m.server_bytes_per_step, static_cast<double>(a[k] - b[k]) / iters);
+  }
+  for (auto& server : servers) RETURN_IF_ERROR(server->Stop(false));
+  return m;
+}
+
+absl::StatusOr<std::vector<int>> ParseList(const std::vector<std::string>& items, const char* flag) {
+  std::vector<int> values;
+  for (const std::string& item : items) {
+    int v = 0;
+    if (!absl::SimpleAtoi(item, &v) || v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", item, "' is not a positive integer"));
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
+absl::Status Run() {
+  const size_t min_bytes = ParseSize(absl::GetFlag(FLAGS_min_bytes));
+  const size_t max_bytes = ParseSize(absl::GetFlag(FLAGS_max_bytes));
+  const size_t chunk_bytes = ParseSize(absl::GetFlag(FLAGS_chunk_bytes));
+  const std::string socket_text = absl::GetFlag(FLAGS_socket_bytes);
+  const size_t socket_bytes = socket_text == "0" ? 0 : ParseSize(socket_text);
+  if (min_bytes < 4 || max_bytes < min_bytes || absl::GetFlag(FLAGS_factor) < 2) {
+    return absl::InvalidArgumentError("need 4 <= --min_bytes <= --max_bytes and --factor >= 2");
+  }
+  ASSIGN_OR_RETURN(std::vector<int> shard_list, ParseList(absl::GetFlag(FLAGS_shards), "shards"));
+  ASSIGN_OR_RETURN(std::vector<int> rank_list, ParseList(absl::GetFlag(FLAGS_ranks), "ranks"));
+
+  double socket_bps = 0;
+  if (socket_bytes > 0) {
+    ASSIGN_OR_RETURN(socket_bps, PlainSocketThroughput(socket_bytes));
+    std::cout << "# plain TCP socket on 127.0.0.1, " << socket_bytes << " bytes one way: "
+              << socket_bps / 1e9 << " GB/s\n";
+  }
+  double ps_ratio = -1;
+  std::string json = "[";
+  int64_t wrong_total = 0;
+  for (int shards : shard_list) {
+    for (int ranks : rank_list) {
+      Table table(&std::cout, {"srv_MB"});
+      table.Comment(absl::StrCat(" nranks ", ranks, "  shards ", shards, "  exchange ps-sync (gRPC, loopback, ",
+                                 "chunk ", chunk_bytes, " B)"));
+      table.Comment("busbw = algbw * N / K (one server link's load per direction); srv_MB per step");
+      table.Header();
+      for (size_t bytes : SizeSweep(min_bytes, max_bytes, absl::GetFlag(FLAGS_factor))) {
+        int iters = absl::GetFlag(FLAGS_iters);
+        if (iters <= 0) {
+          iters = static_cast<int>(std::clamp<size_t>((256u << 20) / (bytes * ranks), 2, 50));
+        }
+        const size_t rounded = std::max<size_t>(bytes / 4, shards) * 4;
+        ASSIGN_OR_RETURN(Measurement m, MeasurePushPull(rounded, shards, ranks, absl::GetFlag(FLAGS_warmup),
+                                                        iters, chunk_bytes));
+        Row row = MakeRow(rounded, rounded / 4, m.seconds, static_cast<double>(ranks) / shards, m.wrong);
+        row.extra.push_back(m.server_bytes_per_step / 1e6);
+        table.Add(row);
+        if (shards == 1 && ranks == 1 && bytes == socket_bytes && m.seconds > 0) {
+          ps_ratio = 2.0 * static_cast<double>(rounded) / m.seconds / socket_bps;
+        }
+      }
+      table.Footer();
+      wrong_total += table.total_wrong();
+      json += absl::StrCat(json.size() > 1 ? "," : "", "{\"ranks\":", ranks, ",\"shards\":", shards,
+                           ",\"table\":", table.ToJson(), "}");
+      std::cout << "\n";
+    }
+  }
+  json += "]";
+  if (ps_ratio >= 0) {
+    std::cout << "# PS push-pull (N=1, K=1, " << socket_bytes << " B) effective throughput 2*S/time = "
+              << ps_ratio * socket_bps / 1e9 << " GB/s = " << ps_ratio
+              << " x plain socket (target >= 0.5)\n";
+  }
+  if (!absl::GetFlag(FLAGS_json).empty()) {
+    FILE* f = std::fopen(absl::GetFlag(FLAGS_json).c_str(), "w");
+    if (f == nullptr) return Errno("cannot write --json");
+    std::fprintf(f, "{\"socket_bps\":%.6g,\"ps_socket_ratio\":%.6g,\"runs\":%s}\n", socket_bps, ps_ratio,
+                 json.c_str());
+    std::fclose(f);
+  }
+  if (wrong_total != 0) return absl::DataLossError(absl::StrCat(wrong_total, " wrong elements"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psring::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Benchmarks synchronous push-pull through the gRPC parameter server on loopback (K shards, N ranks as "
+      "threads) and compares with a plain TCP socket stream.\n  bazel run //bench:ps_bench -- --max_bytes=64M");
+  absl::ParseCommandLine(argc, argv);
+  absl::Status status = psring::bench::Run();
+  if (!status.ok()) {
+    std::cerr << "ps_bench: " << status << "\n";
+    return 1;
+  }
+  return 0;
+}

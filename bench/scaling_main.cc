@@ -1,0 +1,102 @@
+// //bench:scaling: step time, algbw/busbw and bytes per host of the ring and the parameter server for a list of
+// node counts on an emulated cluster; fits the alpha-beta model and extrapolates it. See bench/PERFORMANCE.md.
+//
+//   ./bazelw run //bench:scaling -- --nodes=2,4,8 --exchanges=ring,ps-1 --model_bytes=4M,16M
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "bench/report.h"
+#include "bench/scaling.h"
+#include "bench/scaling_flags.h"
+#include "common/status_macros.h"
+
+ABSL_FLAG(std::vector<std::string>, nodes, std::vector<std::string>({"1", "2", "4", "8"}),
+          "Comma-separated worker counts N to run.");
+ABSL_FLAG(std::vector<std::string>, exchanges,
+          std::vector<std::string>({"ring", "ps-1", "ps-colocated", "ps-dedicated"}),
+          "Comma-separated exchanges: ring (TCP ring allreduce), ps-1 (one PS shard on a host of its own), "
+          "ps-colocated (K = N shards, shard i on worker host i), ps-dedicated (K = --ps_servers shards on "
+          "hosts of their own).");
+ABSL_FLAG(std::string, mode, "gradient",
+          "gradient: workers exchange a synthetic buffer of --model_bytes (no model); train: workers train the "
+          "MLP (trainer/) and exchange its real gradients.");
+ABSL_FLAG(std::vector<std::string>, model_bytes, std::vector<std::string>({"16M"}),
+          "Comma-separated gradient sizes S for gradient mode, with K/M/G suffixes (binary units).");
+ABSL_FLAG(int, steps, 10, "Measured exchange (or training) steps per run.");
+ABSL_FLAG(int, warmup_steps, 2, "Unmeasured steps before the measured ones (gradient mode).");
+ABSL_FLAG(int, ps_servers, 2, "K, the number of dedicated server hosts of ps-dedicated.");
+ABSL_FLAG(std::string, ps_mode, "sync", "The PS servers' --mode: sync, or async (bounded staleness).");
+ABSL_FLAG(std::string, dataset, "fashion-mnist", "Train mode: fashion-mnist or synthetic.");
+ABSL_FLAG(std::string, data_dir, "", "Train mode: Fashion-MNIST directory (empty: the workers' default).");
+ABSL_FLAG(int, batch_size, 128, "Train mode: batch size per worker.");
+ABSL_FLAG(std::string, hidden, "256,256", "Train mode: hidden layer widths of the MLP.");
+ABSL_FLAG(double, compute_ms, 0,
+          "Gradient mode: compute time per step to assume for the scaling-efficiency panel (0: plot the "
+          "bandwidth efficiency busbw/B instead).");
+ABSL_FLAG(std::vector<std::string>, worker_args, {},
+          "Extra comma-separated flags passed to every worker, e.g. --worker_args=--lr=0.1.");
+ABSL_FLAG(std::vector<std::string>, server_args, {}, "Extra comma-separated flags passed to every PS server.");
+ABSL_FLAG(int, worker_timeout, 0, "Workers' --timeout in seconds (0: derived from S and the link rate).");
+ABSL_FLAG(double, job_timeout, 0,
+          "Limit in seconds for each launched job, after which its processes are killed (0: derived from S, "
+          "the link rate and the steps).");
+ABSL_FLAG(std::vector<std::string>, extrapolate, std::vector<std::string>({"16", "32", "64", "128", "256", "512",
+                                                                           "1024"}),
+          "Node counts for the model's extrapolation (printed and plotted as model, not measured).");
+
+namespace psring::bench {
+namespace {
+
+absl::Status Main(const char* argv0) {
+  ScalingOptions o;
+  ASSIGN_OR_RETURN(o.nodes, ParseIntList(absl::GetFlag(FLAGS_nodes), "nodes"));
+  ASSIGN_OR_RETURN(o.extrapolate_nodes, ParseIntList(absl::GetFlag(FLAGS_extrapolate), "extrapolate"));
+  o.exchanges.clear();
+  for (const auto& name : absl::GetFlag(FLAGS_exchanges)) {
+    ASSIGN_OR_RETURN(Exchange e, ParseExchange(name));
+    o.exchanges.push_back(e);
+  }
+  o.model_bytes.clear();
+  for (const auto& text : absl::GetFlag(FLAGS_model_bytes)) {
+    const size_t bytes = ParseSize(text);
+    if (bytes == 0) return absl::InvalidArgumentError("--model_bytes: bad size '" + text + "' (use e.g. 4M)");
+    o.model_bytes.push_back(bytes);
+  }
+  o.mode = absl::GetFlag(FLAGS_mode);
+  o.steps = absl::GetFlag(FLAGS_steps);
+  o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.ps_servers = absl::GetFlag(FLAGS_ps_servers);
+  o.ps_mode = absl::GetFlag(FLAGS_ps_mode);
+  o.dataset = absl::GetFlag(FLAGS_dataset);
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  o.hidden = absl::GetFlag(FLAGS_hidden);
+  o.compute_ms = absl::GetFlag(FLAGS_compute_ms);
+  o.worker_args = absl::GetFlag(FLAGS_worker_args);
+  o.server_args = absl::GetFlag(FLAGS_server_args);
+  o.worker_timeout_s = absl::GetFlag(FLAGS_worker_timeout);
+  o.job_timeout_s = absl::GetFlag(FLAGS_job_timeout);
+  RETURN_IF_ERROR(ApplySharedFlags(argv0, &o));
+  return RunAndReport(o, OutDirFromFlags("scaling"), /*verdict=*/true);
+}
+
+}  // namespace
+}  // namespace psring::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Scaling sweep of the ring allreduce and the parameter server on an emulated cluster (network namespaces "
+      "with tc-limited links; loopback without root). Prints nccl-tests-style tables, the fitted alpha-beta "
+      "model and its extrapolation, and writes CSV, JSON and an SVG plot. See bench/PERFORMANCE.md.");
+  absl::ParseCommandLine(argc, argv);
+  absl::Status status = psring::bench::Main(argv[0]);
+  if (!status.ok()) {
+    std::cerr << "scaling: " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}

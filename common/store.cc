@@ -1,0 +1,68 @@
+#include "common/store.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace psring {
+
+absl::Status Store::Wait(absl::Span<const std::string> keys, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (const std::string& key : keys) {
+    RETURN_IF_ERROR(Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration())).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreBarrier(Store* store, const std::string& name, int world_size, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(int64_t arrived, store->Add(name + "/arrived", 1));
+  if (arrived == world_size) RETURN_IF_ERROR(store->Set(name + "/done", "1"));
+  absl::Status s = store->Get(name + "/done", timeout).status();
+  if (absl::IsDeadlineExceeded(s)) {
+    return absl::DeadlineExceededError(absl::StrCat("barrier '", name, "': not all ", world_size,
+                                                    " ranks arrived within ", absl::FormatDuration(timeout)));
+  }
+  return s;
+}
+
+absl::Status InMemoryStore::Set(const std::string& key, const std::string& value) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::UnavailableError("the store is shut down");
+  data_[key] = value;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> InMemoryStore::Get(const std::string& key, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || data_.count(key) > 0; };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat("store key '", key, "' was not set within ",
+                                                    absl::FormatDuration(timeout),
+                                                    "; a rank is missing or slow (check --world_size)"));
+  }
+  if (closed_) return absl::UnavailableError("the store is shut down");
+  return data_[key];
+}
+
+absl::StatusOr<int64_t> InMemoryStore::Add(const std::string& key, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::UnavailableError("the store is shut down");
+  int64_t value = 0;
+  auto it = data_.find(key);
+  if (it != data_.end() && !absl::SimpleAtoi(it->second, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("store key '", key, "' holds '", it->second,
+                                                   "', not an integer; Add() needs an integer key"));
+  }
+  value += delta;
+  data_[key] = absl::StrCat(value);
+  return value;
+}
+
+void InMemoryStore::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+}  // namespace psring

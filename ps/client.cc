@@ -1,0 +1,328 @@
+#include "ps/client.h"
+
+#include <algorithm>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+
+namespace psring::ps {
+namespace {
+
+// A shard that restarted or went away: re-register and carry on.
+bool NeedsReregistration(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsNotFound(status);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseServerList(const std::string& text) {
+  std::vector<std::string> servers;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    const size_t colon = part.rfind(':');
+    int port = 0;
+    if (colon == absl::string_view::npos || colon == 0 || !absl::SimpleAtoi(part.substr(colon + 1), &port) ||
+        port <= 0 || port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad server address \"", part, "\" in --servers; expected host:port,host:port,..."));
+    }
+    servers.emplace_back(part);
+  }
+  if (servers.empty()) return absl::InvalidArgumentError("--servers is empty; give host:port per shard");
+  return servers;
+}
+
+absl::StatusOr<std::unique_ptr<PsExchange>> PsExchange::Create(const PsClientOptions& options) {
+  if (options.servers.empty()) return absl::InvalidArgumentError("no parameter servers given (--servers)");
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " must be in [0, world size ",
+                                                   options.world_size, ")"));
+  }
+  if (options.chunk_bytes < sizeof(float) || options.chunk_bytes > kMaxChunkBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk size ", options.chunk_bytes, " must be in [4, ", kMaxChunkBytes, "] bytes"));
+  }
+  if (options.timeout <= absl::ZeroDuration() || options.reconnect_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeouts must be positive");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca_file.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadTextFile(options.tls_ca_file));
+    credentials = grpc::SslCredentials(ssl);
+  }
+  std::unique_ptr<PsExchange> exchange(new PsExchange(options));
+  for (size_t i = 0; i < options.servers.size(); ++i) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    args.SetMaxSendMessageSize(kMaxMessageBytes);
+    // Each exchange gets its own TCP connection, even when several ranks share a process (tests, bench).
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // A restarted server is found again within a fraction of a second.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    if (!options.tls_target_name.empty()) args.SetSslTargetNameOverride(options.tls_target_name);
+    Shard shard;
+    shard.index = static_cast<int>(i);
+    shard.address = options.servers[i];
+    shard.stub = proto::ParameterServer::NewStub(grpc::CreateCustomChannel(shard.address, credentials, args));
+    exchange->shards_.push_back(std::move(shard));
+  }
+  return exchange;
+}
+
+PsExchange::PsExchange(const PsClientOptions& options)
+    : options_(options), chunk_elements_(options.chunk_bytes / sizeof(float)), name_(options.name) {}
+
+PsExchange::~PsExchange() = default;
+
+void PsExchange::PrepareContext(grpc::ClientContext* context, absl::Duration timeout) const {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!options_.auth_token.empty()) context->AddMetadata(kAuthMetadataKey, options_.auth_token);
+}
+
+proto::ShardAddress PsExchange::Address(const Shard& shard) const {
+  proto::ShardAddress address;
+  address.set_shard(shard.index);
+  address.set_num_shards(static_cast<int>(shards_.size()));
+  return address;
+}
+
+absl::Status PsExchange::CheckBuffer(trainer::FloatBuffer buffer, const char* what) const {
+  if (buffer.memory != trainer::MemoryKind::kHost) {
+    return absl::InvalidArgumentError(absl::StrCat("the parameter server takes host buffers only (", what, ")"));
+  }
+  if (buffer.count == 0 || (buffer.data == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " buffer is empty"));
+  }
+  if (total_params_ != 0 && buffer.count != total_params_) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", buffer.count, " elements, the model ",
+                                                   total_params_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsExchange::ForEachShard(const std::function<absl::Status(Shard*)>& fn) {
+  std::vector<absl::Status> results(shards_.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < shards_.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = fn(&shards_[i]); });
+  }
+  results[0] = fn(&shards_[0]);
+  for (std::thread& t : threads) t.join();
+  for (Shard& shard : shards_) {
+    bytes_sent_ += shard.bytes_sent;
+    bytes_received_ += shard.bytes_received;
+    shard.bytes_sent = shard.bytes_received = 0;
+  }
+  for (const absl::Status& status : results) RETURN_IF_ERROR(status);
+  return absl::OkStatus();
+}
+
+absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params) {
+  const std::string where = absl::StrCat("Register with shard ", shard->index, " (", shard->address, ")");
+  const ShardRange range = ComputeShardRange(params.count, shard->index, static_cast<int>(shards_.size()));
+  grpc::ClientContext context;
+  PrepareContext(&context, options_.timeout);
+  auto stream = shard->stub->Register(&context);
+  proto::RegisterRequest request;
+  proto::RegisterHeader* header = request.mutable_header();
+  *header->mutable_address() = Address(*shard);
+  header->set_rank(options_.rank);
+  header->set_world_size(options_.world_size);
+  header->set_total_params(params.count);
+  header->mutable_hyperparameters()->set_lr(options_.hyperparameters.lr);
+  header->mutable_hyperparameters()->set_momentum(options_.hyperparameters.momentum);
+  header->mutable_hyperparameters()->set_weight_decay(options_.hyperparameters.weight_decay);
+  header->set_offers_parameters(true);
+  bool ok = stream->Write(request) &&
+            WriteChunks<proto::RegisterRequest>(stream.get(), params.data + range.begin, range.size(),
+                                                chunk_elements_, &shard->bytes_sent);
+  if (ok) ok = stream->WritesDone();
+  proto::RegisterReply reply;
+  absl::Status received = absl::OkStatus();
+  if (ok && stream->Read(&reply) && reply.has_header()) {
+    const proto::RegisterReplyHeader& h = reply.header();
+    if (h.total_params() != params.count || h.shard_begin() != range.begin || h.shard_end() != range.end) {
+      received = absl::FailedPreconditionError(absl::StrCat(
+          where, ": server holds range [", h.shard_begin(), ", ", h.shard_end(), ") of ", h.total_params(),
+          " parameters, this worker expects [", range.begin, ", ", range.end, ") of ", params.count));
+    } else {
+      received = ReadChunks<proto::RegisterReply>(stream.get(), params.data + range.begin, range.size(),
+                                                  &shard->bytes_received, "registered parameters");
+      shard->session = h.session();
+      shard->next_step = h.next_step();
+      shard->version = h.version();
+      shard->range = range;
+      if (shard->index == 0) name_ = absl::StrCat("ps-", h.mode());
+    }
+  }
+  grpc::Status status = stream->Finish();
+  RETURN_IF_ERROR(FromGrpc(status, where));
+  if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
+  if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream broke"));
+  return absl::OkStatus();
+}
+
+absl::Status PsExchange::RegisterWithRetries(Shard* shard, trainer::FloatBuffer params) {
+  const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
+  absl::Duration backoff = options_.initial_backoff;
+  while (true) {
+    absl::Status status = RegisterOnce(shard, params);
+    if (status.ok() || !NeedsReregistration(status) || absl::Now() + backoff > give_up) {
+      if (!status.ok() && NeedsReregistration(status)) {
+        return absl::UnavailableError(absl::StrCat(status.message(), " (gave up after --timeout=",
+                                                   absl::FormatDuration(options_.reconnect_timeout),
+                                                   " of retries; is the server running?)"));
+      }
+      return status;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+absl::Status PsExchange::SyncInitialParameters(trainer::FloatBuffer params) {
+  RETURN_IF_ERROR(CheckBuffer(params, "params"));
+  if (params.count < shards_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("a model of ", params.count, " parameters cannot be split over ",
+                                                   shards_.size(), " shards"));
+  }
+  total_params_ = params.count;
+  RETURN_IF_ERROR(ForEachShard([&](Shard* shard) { return RegisterWithRetries(shard, params); }));
+  registered_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status PsExchange::PushPullOnce(Shard* shard, trainer::FloatBuffer grads, trainer::FloatBuffer params) {
+  const std::string where =
+      absl::StrCat("PushPull step ", shard->next_step, " with shard ", shard->index, " (", shard->address, ")");
+  grpc::ClientContext context;
+  PrepareContext(&context, options_.timeout);
+  auto stream = shard->stub->PushPull(&context);
+  proto::PushRequest request;
+  proto::PushHeader* header = request.mutable_header();
+  *header->mutable_address() = Address(*shard);
+  header->set_rank(options_.rank);
+  header->set_session(shard->session);
+  header->set_step(shard->next_step);
+  header->set_num_elements(shard->range.size());
+  bool ok = stream->Write(request) &&
+            WriteChunks<proto::PushRequest>(stream.get(), grads.data + shard->range.begin, shard->range.size(),
+                                            chunk_elements_, &shard->bytes_sent);
+  if (ok) ok = stream->WritesDone();
+  proto::PullReply reply;
+  absl::Status received = absl::OkStatus();
+  uint64_t version = 0;
+  if (ok && stream->Read(&reply) && reply.has_header()) {
+    version = reply.header().version();
+    if (reply.header().num_elements() != shard->range.size()) {
+      received = absl::InternalError(absl::StrCat("server sent ", reply.header().num_elements(),
+                                                  " elements for a shard of ", shard->range.size()));
+    } else {
+      received = ReadChunks<proto::PullReply>(stream.get(), params.data + shard->range.begin,
+                                              shard->range.size(), &shard->bytes_received, "parameters");
+    }
+  } else {
+    ok = false;
+  }
+  grpc::Status status = stream->Finish();
+  RETURN_IF_ERROR(FromGrpc(status, where));
+  if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
+  if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream ended without parameters"));
+  ++shard->next_step;
+  shard->version = version;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trainer::FloatBuffer grads,
+                                                              trainer::FloatBuffer params) {
+  if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before Exchange");
+  RETURN_IF_ERROR(CheckBuffer(grads, "grads"));
+  RETURN_IF_ERROR(CheckBuffer(params, "params"));
+  RETURN_IF_ERROR(ForEachShard([&](Shard* shard) {
+    absl::Status status = PushPullOnce(shard, grads, params);
+    if (!NeedsReregistration(status)) return status;
+    // The shard restarted (or is restarting): join it again; its parameters replace ours for that range and
+    // this step's gradient for it is lost, as after any resume from a checkpoint.
+    std::fprintf(stderr, "ps rank %d: %s; re-registering\n", options_.rank, std::string(status.message()).c_str());
+    return RegisterWithRetries(shard, params);
+  }));
+  return trainer::ExchangeOutcome::kParametersUpdated;
+}
+
+absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
+  const std::string where = absl::StrCat("Pull from shard ", shard->index, " (", shard->address, ")");
+  grpc::ClientContext context;
+  PrepareContext(&context, options_.timeout);
+  proto::PullRequest request;
+  *request.mutable_address() = Address(*shard);
+  request.set_rank(options_.rank);
+  request.set_session(shard->session);
+  auto stream = shard->stub->Pull(&context, request);
+  proto::PullReply reply;
+  absl::Status received = absl::UnavailableError("stream ended without parameters");
+  if (stream->Read(&reply) && reply.has_header() && reply.header().num_elements() == shard->range.size()) {
+    shard->version = reply.header().version();
+    received = ReadChunks<proto::PullReply>(stream.get(), params.data + shard->range.begin, shard->range.size(),
+                                            &shard->bytes_received, "parameters");
+  }
+  RETURN_IF_ERROR(FromGrpc(stream->Finish(), where));
+  if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
+  return absl::OkStatus();
+}
+
+absl::Status PsExchange::Pull(trainer::FloatBuffer params) {
+  if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before Pull");
+  RETURN_IF_ERROR(CheckBuffer(params, "params"));
+  return ForEachShard([&](Shard* shard) { return PullOnce(shard, params); });
+}
+
+absl::Status PsExchange::AverageMetrics(absl::Span<double> values) {
+  if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before AverageMetrics");
+  Shard& shard = shards_[0];
+  grpc::ClientContext context;
+  PrepareContext(&context, options_.timeout);
+  proto::MetricsRequest request;
+  *request.mutable_address() = Address(shard);
+  request.set_rank(options_.rank);
+  request.set_session(shard.session);
+  for (double v : values) request.add_values(v);
+  proto::MetricsReply reply;
+  RETURN_IF_ERROR(FromGrpc(shard.stub->AverageMetrics(&context, request, &reply),
+                           absl::StrCat("AverageMetrics via shard 0 (", shard.address, ")")));
+  if (reply.values_size() != static_cast<int>(values.size())) {
+    return absl::InternalError(absl::StrCat("AverageMetrics returned ", reply.values_size(), " values, expected ",
+                                            values.size()));
+  }
+  std::copy(reply.values().begin(), reply.values().end(), values.begin());
+  return absl::OkStatus();
+}
+
+absl::Status PsExchange::Barrier() { return AverageMetrics(absl::Span<double>()); }
+
+absl::Status PsExchange::ShutdownServers() {
+  return ForEachShard([&](Shard* shard) {
+    grpc::ClientContext context;
+    PrepareContext(&context, options_.timeout);
+    proto::ShutdownReply reply;
+    return FromGrpc(shard->stub->Shutdown(&context, proto::ShutdownRequest(), &reply),
+                    absl::StrCat("Shutdown of shard ", shard->index, " (", shard->address, ")"));
+  });
+}
+
+absl::StatusOr<proto::StatsReply> PsExchange::Stats(int shard) {
+  if (shard < 0 || shard >= num_shards()) return absl::InvalidArgumentError("no such shard");
+  grpc::ClientContext context;
+  PrepareContext(&context, options_.timeout);
+  proto::StatsReply reply;
+  RETURN_IF_ERROR(FromGrpc(shards_[shard].stub->Stats(&context, proto::StatsRequest(), &reply),
+                           absl::StrCat("Stats of shard ", shard)));
+  return reply;
+}
+
+}  // namespace psring::ps

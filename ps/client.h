@@ -1,0 +1,128 @@
+// The parameter-server client: a trainer::GradientExchange that pushes each rank's gradient to every shard
+// and pulls back the parameters the servers computed (ExchangeOutcome::kParametersUpdated).
+//
+//   PsClientOptions options;
+//   options.servers = {"10.0.0.1:50051", "10.0.0.2:50051"};   // shard order
+//   options.rank = 1;  options.world_size = 4;  options.hyperparameters = {0.05f, 0.9f, 5e-4f};
+//   ASSIGN_OR_RETURN(std::unique_ptr<PsExchange> ps, PsExchange::Create(options));
+//   RETURN_IF_ERROR(ps->SyncInitialParameters(params));   // registers; params := the servers' values
+//   ASSIGN_OR_RETURN(auto outcome, ps->Exchange(step, grads, params));   // params := updated values
+//
+// Shards are served in parallel: one thread per shard beyond the first, for the duration of each call.
+// A shard that becomes unreachable, or that restarted and forgot this rank, is re-registered with retries
+// and exponential backoff (up to reconnect_timeout); the parameters it holds (its checkpoint) then replace
+// this rank's copy of that range and training goes on from there.
+//
+// Blocking: every call blocks until all shards answered, failed, or `timeout` passed.
+// Ownership: buffers stay the caller's; they are read/written only during a call.
+// Thread-safety: not thread-safe (one training thread), like every GradientExchange.
+#ifndef PSRING_PS_CLIENT_H_
+#define PSRING_PS_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "proto/ps.grpc.pb.h"
+#include "ps/wire.h"
+#include "trainer/exchange.h"
+#include "ps/sgd.h"
+
+namespace psring::ps {
+
+struct PsClientOptions {
+  std::vector<std::string> servers;  // "host:port" per shard, in shard order
+  int rank = 0;
+  int world_size = 1;
+  SgdHyperparameters hyperparameters;  // sent at registration; servers reject values that differ
+  absl::Duration timeout = absl::Seconds(60);  // deadline of each RPC (a step includes waiting for peers)
+  absl::Duration reconnect_timeout = absl::Seconds(60);  // how long to keep re-registering a lost shard
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
+  size_t chunk_bytes = 1 << 20;  // tensor chunk size on the wire (tests shrink it to hit many chunks)
+  std::string auth_token;        // sent as "x-psring-token" metadata when set
+  std::string tls_ca_file;       // PEM root certificate: TLS when set
+  std::string tls_target_name;   // overrides the name checked against the server certificate
+  std::string name = "ps";       // reported by name(): "ps-sync" / "ps-async" from the server's mode
+};
+
+// Parses "h1:p1,h2:p2". kInvalidArgument when empty or malformed.
+absl::StatusOr<std::vector<std::string>> ParseServerList(const std::string& text);
+
+class PsExchange final : public trainer::GradientExchange {
+ public:
+  // Creates channels (no connection yet: the first call connects). kInvalidArgument for bad options.
+  static absl::StatusOr<std::unique_ptr<PsExchange>> Create(const PsClientOptions& options);
+  ~PsExchange() override;
+
+  std::string name() const override { return name_; }
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+
+  // Registers with every shard (retrying until reconnect_timeout while servers come up), offering `params`
+  // as initial values, and overwrites `params` with the servers' values.
+  absl::Status SyncInitialParameters(trainer::FloatBuffer params) override;
+  // Pushes `grads`, waits for the step, and leaves the new parameters in `params`. `step` is informational:
+  // the client numbers steps per shard from what each shard reported at registration.
+  absl::StatusOr<trainer::ExchangeOutcome> Exchange(int64_t step, trainer::FloatBuffer grads,
+                                                    trainer::FloatBuffer params) override;
+  // Element-wise mean across ranks, through shard 0.
+  absl::Status AverageMetrics(absl::Span<double> values) override;
+  absl::Status Barrier() override;
+
+  // Pulls every shard's current parameters into `params` without pushing.
+  absl::Status Pull(trainer::FloatBuffer params);
+  // Asks every server to checkpoint and exit. Call once, after a Barrier, from one rank.
+  absl::Status ShutdownServers();
+  absl::StatusOr<proto::StatsReply> Stats(int shard);
+
+  // Tensor payload bytes this client sent / received (all shards, all calls).
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }
+  int num_shards() const { return static_cast<int>(shards_.size()); }
+  const SgdHyperparameters& hyperparameters() const { return options_.hyperparameters; }
+
+ private:
+  struct Shard {
+    int index = 0;
+    std::string address;
+    std::unique_ptr<proto::ParameterServer::Stub> stub;
+    ShardRange range;
+    uint64_t session = 0;
+    int64_t next_step = 0;
+    uint64_t version = 0;
+    uint64_t bytes_sent = 0;
+    uint64_t bytes_received = 0;
+  };
+
+  explicit PsExchange(const PsClientOptions& options);
+  void PrepareContext(grpc::ClientContext* context, absl::Duration timeout) const;
+  proto::ShardAddress Address(const Shard& shard) const;
+  // One Register call; on success fills the shard's session/step and params[range] from the server.
+  absl::Status RegisterOnce(Shard* shard, trainer::FloatBuffer params);
+  // Register with retries and backoff while the shard is unreachable or forgot us.
+  absl::Status RegisterWithRetries(Shard* shard, trainer::FloatBuffer params);
+  absl::Status PushPullOnce(Shard* shard, trainer::FloatBuffer grads, trainer::FloatBuffer params);
+  absl::Status PullOnce(Shard* shard, trainer::FloatBuffer params);
+  // Runs fn(shard) for every shard in parallel and returns the first error (all complete first).
+  absl::Status ForEachShard(const std::function<absl::Status(Shard*)>& fn);
+  absl::Status CheckBuffer(trainer::FloatBuffer buffer, const char* what) const;
+
+  const PsClientOptions options_;
+  const uint64_t chunk_elements_;
+  std::vector<Shard> shards_;
+  uint64_t total_params_ = 0;
+  bool registered_ = false;
+  std::string name_;
+  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
+};
+
+}  // namespace psring::ps
+
+#endif  // PSRING_PS_CLIENT_H_

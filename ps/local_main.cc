@@ -1,0 +1,244 @@
+// //ps:local — a whole parameter-server job on this machine: K server shards and N workers on 127.0.0.1
+// (free ports picked by the servers themselves, --port=0 --port_file), torn down on exit, error or Ctrl-C.
+//   bazel run //ps:local -- --workers=4 --num_shards=2 [--mode=async --staleness=2] -- --epochs=1
+// Arguments after a second `--` go to every worker (training flags, --model_bytes, ...).
+//
+// Every child runs in one process group with PR_SET_PDEATHSIG, so SIGINT/SIGTERM to the launcher, a failing
+// worker, or the launcher dying all end the whole job.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+ABSL_FLAG(int, workers, 2, "Number of worker processes N.");
+ABSL_FLAG(int, num_shards, 1, "Number of server processes K (parameter shards).");
+ABSL_FLAG(std::string, mode, "sync", "Server mode: sync or async (see //ps:server --help).");
+ABSL_FLAG(int, staleness, 0, "Async mode: the bound on how far a worker may run ahead of the slowest.");
+ABSL_FLAG(double, step_timeout, 60, "Seconds a server waits for all workers of a step (passed to every server).");
+ABSL_FLAG(std::string, checkpoint_dir, "", "Server checkpoint folder (passed to every server). Empty: none.");
+ABSL_FLAG(std::string, auth_token, "", "Shared secret passed to servers and workers. Empty: none.");
+ABSL_FLAG(double, job_timeout, 3600, "Seconds after which the whole job is killed and the launcher fails.");
+ABSL_FLAG(std::string, server_bin, "",
+          "Path of the //ps:server binary; default: 'server' next to this launcher (bazel run builds it).");
+ABSL_FLAG(std::string, worker_bin, "", "Path of the //ps:worker binary; default: 'worker' next to this launcher.");
+
+namespace psring::ps {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+std::string SiblingBinary(const std::string& name) {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return name;
+  std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/') + 1) + name;
+}
+
+// The children and their process group; kills whatever is left on destruction.
+class Job {
+ public:
+  ~Job() { KillAll(SIGKILL); }
+
+  absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& what) {
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) return absl::InternalError(absl::StrCat("fork for ", what, ": ", std::strerror(errno)));
+    if (pid == 0) {
+      ::setpgid(0, pgid_);  // the first child founds the group (pgid_ == 0)
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      std::fprintf(stderr, "ps local: cannot run %s: %s\n", args[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    ::setpgid(pid, pgid_ == 0 ? pid : pgid_);  // also from the parent, whoever runs first
+    if (pgid_ == 0) pgid_ = pid;
+    children_.push_back({pid, what, true, 0});
+    return pid;
+  }
+
+  // Reaps exited children without blocking. Returns the first failure among `watched` children.
+  absl::Status Poll() {
+    for (Child& c : children_) {
+      if (!c.running) continue;
+      int status = 0;
+      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+      if (r != c.pid) continue;
+      c.running = false;
+      c.status = status;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        return absl::InternalError(absl::StrCat(
+            c.what, " failed (", WIFEXITED(status) ? absl::StrCat("exit code ", WEXITSTATUS(status))
+                                                   : absl::StrCat("signal ", WTERMSIG(status)),
+            "); see its stderr above"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  bool Running(pid_t pid) const {
+    for (const Child& c : children_) {
+      if (c.pid == pid) return c.running;
+    }
+    return false;
+  }
+
+  void KillAll(int sig) {
+    if (pgid_ != 0) ::kill(-pgid_, sig);
+    if (sig == SIGKILL) {
+      for (Child& c : children_) {
+        if (c.running) ::waitpid(c.pid, nullptr, 0);
+        c.running = false;
+      }
+    }
+  }
+
+ private:
+  struct Child {
+    pid_t pid;
+    std::string what;
+    bool running;
+    int status;
+  };
+  pid_t pgid_ = 0;
+  std::vector<Child> children_;
+};
+
+absl::Status CheckInterrupted() {
+  if (g_signal != 0) return absl::CancelledError(absl::StrCat("interrupted by signal ", g_signal));
+  return absl::OkStatus();
+}
+
+absl::Status Run(const std::vector<std::string>& worker_args) {
+  const int n = absl::GetFlag(FLAGS_workers), k = absl::GetFlag(FLAGS_num_shards);
+  if (n < 1 || k < 1) return absl::InvalidArgumentError("--workers and --num_shards must be >= 1");
+  const std::string server_bin =
+      absl::GetFlag(FLAGS_server_bin).empty() ? SiblingBinary("server") : absl::GetFlag(FLAGS_server_bin);
+  const std::string worker_bin =
+      absl::GetFlag(FLAGS_worker_bin).empty() ? SiblingBinary("worker") : absl::GetFlag(FLAGS_worker_bin);
+  for (const std::string& bin : {server_bin, worker_bin}) {
+    if (::access(bin.c_str(), X_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat(bin, " is not executable; build //ps:server and //ps:worker "
+                                              "or pass --server_bin/--worker_bin"));
+    }
+  }
+  char dir_template[] = "/tmp/psring-local-XXXXXX";
+  if (::mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
+  const std::string dir = dir_template;
+  const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_job_timeout));
+  const std::string token = absl::GetFlag(FLAGS_auth_token);
+
+  Job job;
+  std::vector<pid_t> servers;
+  std::vector<std::string> port_files;
+  for (int shard = 0; shard < k; ++shard) {
+    port_files.push_back(absl::StrCat(dir, "/port-", shard));
+    std::vector<std::string> argv = {server_bin,
+                                     "--bind_addr=127.0.0.1",
+                                     "--port=0",
+                                     "--port_file=" + port_files.back(),
+                                     absl::StrCat("--workers=", n),
+                                     absl::StrCat("--shard=", shard),
+                                     absl::StrCat("--num_shards=", k),
+                                     "--mode=" + absl::GetFlag(FLAGS_mode),
+                                     absl::StrCat("--staleness=", absl::GetFlag(FLAGS_staleness)),
+                                     absl::StrCat("--step_timeout=", absl::GetFlag(FLAGS_step_timeout)),
+                                     "--checkpoint_dir=" + absl::GetFlag(FLAGS_checkpoint_dir),
+                                     "--auth_token=" + token};
+    ASSIGN_OR_RETURN(pid_t pid, job.Spawn(argv, absl::StrCat("server shard ", shard)));
+    servers.push_back(pid);
+  }
+  std::vector<std::string> addresses;
+  for (int shard = 0; shard < k; ++shard) {
+    int port = 0;
+    const absl::Time port_deadline = std::min(deadline, absl::Now() + absl::Seconds(30));
+    while (port == 0) {
+      RETURN_IF_ERROR(CheckInterrupted());
+      RETURN_IF_ERROR(job.Poll());
+      if (!job.Running(servers[shard])) return absl::InternalError(absl::StrCat("server shard ", shard, " exited"));
+      std::ifstream in(port_files[shard]);
+      if (!(in >> port)) port = 0;
+      if (port == 0) {
+        if (absl::Now() > port_deadline) {
+          return absl::DeadlineExceededError(absl::StrCat("server shard ", shard, " did not start within 30 s"));
+        }
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    }
+    std::remove(port_files[shard].c_str());
+    addresses.push_back(absl::StrCat("127.0.0.1:", port));
+  }
+  std::fprintf(stderr, "ps local: %d server(s) at %s; starting %d worker(s)\n", k,
+               absl::StrJoin(addresses, ",").c_str(), n);
+  std::vector<pid_t> workers;
+  for (int rank = 0; rank < n; ++rank) {
+    std::vector<std::string> argv = {worker_bin, "--servers=" + absl::StrJoin(addresses, ","),
+                                     absl::StrCat("--rank=", rank), absl::StrCat("--world_size=", n),
+                                     "--shutdown_servers", "--auth_token=" + token};
+    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    ASSIGN_OR_RETURN(pid_t pid, job.Spawn(argv, absl::StrCat("worker rank ", rank)));
+    workers.push_back(pid);
+  }
+  // Workers first; then the servers, which exit after rank 0's Shutdown call.
+  for (const std::vector<pid_t>* group : {&workers, &servers}) {
+    for (pid_t pid : *group) {
+      while (job.Running(pid)) {
+        RETURN_IF_ERROR(CheckInterrupted());
+        RETURN_IF_ERROR(job.Poll());
+        if (absl::Now() > deadline) return absl::DeadlineExceededError("--job_timeout passed; killing the job");
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    }
+  }
+  ::rmdir(dir.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psring::ps
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs a parameter-server job on loopback: K servers and N workers, torn down on exit, error or Ctrl-C.\n"
+      "  bazel run //ps:local -- --workers=4 --num_shards=2 -- --epochs=1 --hidden=256,256");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> worker_args(positional.begin() + 1, positional.end());
+  struct sigaction action {};
+  action.sa_handler = psring::ps::OnSignal;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);
+  absl::Status status = psring::ps::Run(worker_args);
+  if (!status.ok()) {
+    std::fprintf(stderr, "ps local: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,53 @@
+#include "ps/server.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace psring::ps {
+
+absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& options) {
+  std::unique_ptr<PsServer> server(new PsServer());
+  ASSIGN_OR_RETURN(server->service_, ParameterServerService::Create(options.service));
+
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+    if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
+    }
+    grpc::SslServerCredentialsOptions ssl;
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    ASSIGN_OR_RETURN(pair.private_key, ReadTextFile(options.tls_key_file));
+    ASSIGN_OR_RETURN(pair.cert_chain, ReadTextFile(options.tls_cert_file));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(options.bind_addr, ":", options.port);
+  builder.AddListeningPort(address, credentials, &server->port_);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address,
+                                               " (port in use or bad --bind_addr?); pick another --port"));
+  }
+  return server;
+}
+
+absl::Status PsServer::Stop(bool write_checkpoint, absl::Duration grace) {
+  if (stopped_) return absl::OkStatus();
+  stopped_ = true;
+  service_->BeginShutdown();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+  if (write_checkpoint) return service_->WriteCheckpoint();
+  return absl::OkStatus();
+}
+
+PsServer::~PsServer() {
+  if (!stopped_ && server_ != nullptr) Stop(false).IgnoreError();
+}
+
+}  // namespace psring::ps

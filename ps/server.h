@@ -1,0 +1,57 @@
+// A running parameter-server shard: the gRPC server around ParameterServerService, listening on one port.
+//
+//   ServerOptions options;  options.service.workers = 4;  options.port = 0;  // 0: the kernel picks
+//   ASSIGN_OR_RETURN(std::unique_ptr<PsServer> server, PsServer::Start(options));
+//   ... server->port() ...
+//   server->WaitForShutdownRequest(...);     // a Shutdown RPC
+//   RETURN_IF_ERROR(server->Stop(/*write_checkpoint=*/true));
+//
+// Thread-safety: port()/service() from any thread; Stop() once, from one thread.
+#ifndef PSRING_PS_SERVER_H_
+#define PSRING_PS_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "ps/service.h"
+
+namespace psring::ps {
+
+struct ServerOptions {
+  ServiceOptions service;
+  std::string bind_addr = "0.0.0.0";
+  int port = 0;  // 0: any free port (see PsServer::port())
+  // TLS when both are set (PEM files); otherwise plaintext.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+};
+
+class PsServer {
+ public:
+  // Loads the shard checkpoint if any, binds and starts serving. kUnavailable when the port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<PsServer>> Start(const ServerOptions& options);
+  ~PsServer();  // Stop(false) unless stopped
+
+  int port() const { return port_; }
+  ParameterServerService* service() { return service_.get(); }
+
+  // Fails waiting calls with UNAVAILABLE, stops gRPC (in-flight calls get `grace`, then are cancelled) and,
+  // when write_checkpoint, saves the shard. Blocks until every handler has returned. Stop(false) is how
+  // tests emulate a crash.
+  absl::Status Stop(bool write_checkpoint, absl::Duration grace = absl::Seconds(2));
+
+ private:
+  PsServer() = default;
+  std::unique_ptr<ParameterServerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace psring::ps
+
+#endif  // PSRING_PS_SERVER_H_

@@ -1,0 +1,138 @@
+// //ps:server — one shard of the parameter server.
+//   bazel run //ps:server -- --port=50051 --workers=4 --shard=0 --num_shards=2 [--mode=async --staleness=2]
+// Serves until a worker calls Shutdown (//ps:worker --shutdown_servers) or SIGINT/SIGTERM, then writes its
+// checkpoint (with --checkpoint_dir) and prints its PSRING_RESULT line.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "ps/server.h"
+
+ABSL_FLAG(int, port, 50051, "TCP port to listen on; 0 picks a free one (see --port_file).");
+ABSL_FLAG(std::string, bind_addr, "0.0.0.0", "Address to listen on (0.0.0.0: every interface).");
+ABSL_FLAG(std::string, port_file, "",
+          "When set, write the port actually bound to this file once serving (for launchers using --port=0).");
+ABSL_FLAG(int, workers, 1, "Number of worker ranks N; a synchronous step waits for all N.");
+ABSL_FLAG(int, shard, 0, "This server's shard index in [0, --num_shards).");
+ABSL_FLAG(int, num_shards, 1, "Number of server shards K the parameters are split over (contiguous ranges).");
+ABSL_FLAG(std::string, mode, "sync",
+          "sync: average all N gradients of a step, then update; async: apply each push on arrival with "
+          "bounded staleness (--staleness).");
+ABSL_FLAG(int, staleness, 0,
+          "Async mode: a worker may run at most this many steps ahead of the slowest; 0 behaves exactly as sync.");
+ABSL_FLAG(double, step_timeout, 60,
+          "Seconds a step (or metrics barrier) waits for the other workers before failing their calls with "
+          "DEADLINE_EXCEEDED (a dead worker); the server keeps serving.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Folder for this shard's checkpoint (ps-shard-<i>-of-<K>.ckpt, written atomically); a restarted "
+          "server resumes from it. Empty: no checkpoints.");
+ABSL_FLAG(int64_t, checkpoint_every, 100, "Versions (optimizer steps) between checkpoints; 0: only at shutdown.");
+ABSL_FLAG(std::string, auth_token, "",
+          "Shared secret: calls without metadata x-psring-token=<token> fail with UNAUTHENTICATED. Empty: off.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS (with --tls_key). Empty: plaintext.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS (with --tls_cert).");
+ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Bytes per parameter chunk streamed back to workers (4 .. 4194304).");
+
+namespace psring::ps {
+namespace {
+
+absl::Status Run() {
+  ServerOptions options;
+  options.bind_addr = absl::GetFlag(FLAGS_bind_addr);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  ServiceOptions& s = options.service;
+  s.shard = absl::GetFlag(FLAGS_shard);
+  s.num_shards = absl::GetFlag(FLAGS_num_shards);
+  s.workers = absl::GetFlag(FLAGS_workers);
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode == "sync") {
+    s.mode = Mode::kSync;
+  } else if (mode == "async") {
+    s.mode = Mode::kAsync;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--mode=", mode, ": use sync or async"));
+  }
+  s.staleness = absl::GetFlag(FLAGS_staleness);
+  if (absl::GetFlag(FLAGS_step_timeout) <= 0) return absl::InvalidArgumentError("--step_timeout must be > 0");
+  s.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_step_timeout));
+  s.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  s.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  s.auth_token = absl::GetFlag(FLAGS_auth_token);
+  if (absl::GetFlag(FLAGS_chunk_bytes) <= 0) return absl::InvalidArgumentError("--chunk_bytes must be > 0");
+  s.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_bytes));
+
+  // SIGINT/SIGTERM are taken synchronously by one thread (blocked everywhere else, including gRPC's threads,
+  // which inherit this mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ASSIGN_OR_RETURN(std::unique_ptr<PsServer> server, PsServer::Start(options));
+  std::fprintf(stderr, "ps server: shard %d of %d (%s, %d workers) listening on %s:%d\n", s.shard, s.num_shards,
+               mode.c_str(), s.workers, options.bind_addr.c_str(), server->port());
+  if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    const std::string path = absl::GetFlag(FLAGS_port_file);
+    const std::string tmp = path + ".tmp";
+    std::ofstream(tmp) << server->port() << "\n";
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("cannot write --port_file=", path));
+    }
+  }
+
+  std::atomic<bool> done{false};
+  std::atomic<int> got_signal{0};
+  std::thread signal_thread([&] {
+    const timespec poll{0, 200 * 1000 * 1000};
+    while (!done) {
+      const int sig = sigtimedwait(&signals, nullptr, &poll);
+      if (sig > 0) {
+        got_signal = sig;
+        server->service()->RequestShutdown();
+        return;
+      }
+    }
+  });
+  while (!server->service()->WaitForShutdownRequest(absl::Seconds(1))) {
+  }
+  done = true;
+  signal_thread.join();
+  std::fprintf(stderr, "ps server: shard %d shutting down (%s)\n", s.shard,
+               got_signal ? "signal" : "Shutdown request");
+  RETURN_IF_ERROR(server->Stop(/*write_checkpoint=*/true));
+  const proto::StatsReply stats = server->service()->GetStats();
+  std::printf(
+      "PSRING_RESULT {\"role\":\"server\",\"shard\":%d,\"num_shards\":%d,\"mode\":\"%s\",\"version\":%lu,"
+      "\"bytes_sent\":%lu,\"bytes_received\":%lu}\n",
+      s.shard, s.num_shards, stats.mode().c_str(), static_cast<unsigned long>(stats.version()),
+      static_cast<unsigned long>(stats.bytes_sent()), static_cast<unsigned long>(stats.bytes_received()));
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psring::ps
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "One shard of the psring parameter server.\n"
+      "  bazel run //ps:server -- --port=50051 --workers=4 --shard=0 --num_shards=2 [--mode=async --staleness=2]");
+  absl::ParseCommandLine(argc, argv);
+  absl::Status status = psring::ps::Run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "ps server: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,650 @@
+#include "ps/service.h"
+
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace psring::ps {
+namespace {
+
+const char* ModeName(Mode mode) { return mode == Mode::kSync ? "sync" : "async"; }
+
+SgdHyperparameters FromProto(const proto::Hyperparameters& h) {
+  return SgdHyperparameters{h.lr(), h.momentum(), h.weight_decay()};
+}
+
+bool SameHyperparameters(const SgdHyperparameters& a, const SgdHyperparameters& b) {
+  return a.lr == b.lr && a.momentum == b.momentum && a.weight_decay == b.weight_decay;
+}
+
+std::string Describe(const SgdHyperparameters& h) {
+  return absl::StrCat("lr=", h.lr, " momentum=", h.momentum, " weight_decay=", h.weight_decay);
+}
+
+// Constant-time comparison, so the token cannot be guessed byte by byte from response times.
+bool SameSecret(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ParameterServerService>> ParameterServerService::Create(
+    const ServiceOptions& options) {
+  if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("--shard=", options.shard, " must be in [0, --num_shards=",
+                                                   options.num_shards, ")"));
+  }
+  if (options.workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--workers=", options.workers, " must be at least 1"));
+  }
+  if (options.staleness < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--staleness=", options.staleness, " must be >= 0"));
+  }
+  if (options.step_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--step_timeout must be positive");
+  }
+  if (options.chunk_bytes < sizeof(float) || options.chunk_bytes > kMaxChunkBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk size ", options.chunk_bytes, " must be in [4, ", kMaxChunkBytes, "] bytes"));
+  }
+  std::unique_ptr<ParameterServerService> service(new ParameterServerService(options));
+  if (options.checkpoint_dir.empty()) return service;
+
+  const std::string path = ShardCheckpointPath(options.checkpoint_dir, options.shard, options.num_shards);
+  absl::StatusOr<ShardCheckpoint> checkpoint = ReadShardCheckpoint(path);
+  if (absl::IsNotFound(checkpoint.status())) return service;
+  if (!checkpoint.ok()) return checkpoint.status();
+  const ShardRange expected = ComputeShardRange(checkpoint->total_params, options.shard, options.num_shards);
+  if (checkpoint->shard != options.shard || checkpoint->num_shards != options.num_shards ||
+      checkpoint->begin != expected.begin || checkpoint->end != expected.end) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint ", path, " holds shard ", checkpoint->shard, " of ", checkpoint->num_shards,
+                     ", not shard ", options.shard, " of ", options.num_shards, "; use another --checkpoint_dir"));
+  }
+  ParameterServerService* s = service.get();
+  absl::MutexLock lock(&s->mu_);
+  absl::WriterMutexLock params_lock(&s->params_mu_);
+  s->layout_known_ = true;
+  s->initialized_ = true;
+  s->total_params_ = checkpoint->total_params;
+  s->range_ = expected;
+  s->hyperparameters_ = checkpoint->hyperparameters;
+  s->version_ = checkpoint->version;
+  for (size_t r = 0; r < s->ranks_.size() && r < checkpoint->clocks.size(); ++r) {
+    s->ranks_[r].clock = checkpoint->clocks[r];
+  }
+  s->params_ = std::move(checkpoint->params);
+  s->momentum_ = std::move(checkpoint->momentum);
+  return service;
+}
+
+ParameterServerService::ParameterServerService(const ServiceOptions& options)
+    : options_(options),
+      aggregate_(options.mode == Mode::kSync || options.staleness == 0),
+      chunk_elements_(options.chunk_bytes / sizeof(float)),
+      ranks_(options.workers),
+      // Sessions from a restarted server must not collide with old ones: start at a random point.
+      next_session_(absl::Uniform<uint64_t>(absl::BitGen(), 1, uint64_t{1} << 62)) {}
+
+absl::Status ParameterServerService::CheckAuth(grpc::ServerContext* context) const {
+  if (options_.auth_token.empty()) return absl::OkStatus();
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(kAuthMetadataKey);
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("this server requires --auth_token (metadata \"", kAuthMetadataKey, "\")"));
+  }
+  if (!SameSecret(absl::string_view(it->second.data(), it->second.size()), options_.auth_token)) {
+    return absl::UnauthenticatedError("wrong --auth_token");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerService::CheckAddress(const proto::ShardAddress& address) const {
+  if (address.shard() != options_.shard || address.num_shards() != options_.num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request for shard ", address.shard(), " of ", address.num_shards(), " reached shard ", options_.shard,
+        " of ", options_.num_shards, "; list --servers in shard order and match --num_shards"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerService::CheckServingLocked() const {
+  if (shutting_down_) return absl::UnavailableError("parameter server is shutting down");
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerService::CheckSessionLocked(int rank, uint64_t session) const {
+  if (rank < 0 || rank >= options_.workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown worker rank ", rank, ": this server expects ranks 0..", options_.workers - 1));
+  }
+  const uint64_t current = ranks_[rank].session;
+  if (current == session && session != 0) return absl::OkStatus();
+  if (current == 0) {
+    return absl::NotFoundError(absl::StrCat("rank ", rank, " is not registered with shard ", options_.shard,
+                                            " (never registered, or the server restarted); call Register"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "session of rank ", rank, " was replaced by a newer registration of that rank; this worker is stale"));
+}
+
+std::vector<float> ParameterServerService::TakeBufferLocked() {
+  if (!buffer_pool_.empty()) {
+    std::vector<float> buffer = std::move(buffer_pool_.back());
+    buffer_pool_.pop_back();
+    return buffer;
+  }
+  return std::vector<float>(range_.size());
+}
+
+void ParameterServerService::ReturnBufferLocked(std::vector<float> buffer) {
+  if (buffer.size() == range_.size()) buffer_pool_.push_back(std::move(buffer));
+}
+
+template <typename Writer>
+bool ParameterServerService::WriteParameters(Writer* writer, uint64_t version) {
+  absl::ReaderMutexLock lock(&params_mu_);
+  proto::PullReply header;
+  header.mutable_header()->set_version(version);
+  header.mutable_header()->set_num_elements(params_.size());
+  if (!writer->Write(header)) return false;
+  uint64_t sent = 0;
+  const bool ok = WriteChunks<proto::PullReply>(writer, params_.data(), params_.size(), chunk_elements_, &sent);
+  bytes_sent_ += sent;
+  return ok;
+}
+
+// ---- Register ---------------------------------------------------------------------------------------------
+
+absl::StatusOr<std::pair<uint64_t, uint64_t>> ParameterServerService::DoRegister(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream,
+    int* rank_out) {
+  proto::RegisterRequest first;
+  if (!stream->Read(&first) || !first.has_header()) {
+    return absl::InvalidArgumentError("Register must start with a RegisterHeader");
+  }
+  const proto::RegisterHeader& h = first.header();
+  RETURN_IF_ERROR(CheckAddress(h.address()));
+  if (h.rank() < 0 || h.rank() >= options_.workers || h.world_size() != options_.workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker rank ", h.rank(), " of world size ", h.world_size(),
+                                                   " does not fit this server's --workers=", options_.workers));
+  }
+  if (h.total_params() == 0) return absl::InvalidArgumentError("total_params must be positive");
+  const SgdHyperparameters hp = FromProto(h.hyperparameters());
+  if (!std::isfinite(hp.lr) || !std::isfinite(hp.momentum) || !std::isfinite(hp.weight_decay) || hp.lr < 0 ||
+      hp.momentum < 0 || hp.weight_decay < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("hyperparameters must be finite and >= 0: ", Describe(hp)));
+  }
+  ShardRange range;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckServingLocked());
+    if (!layout_known_) {
+      layout_known_ = true;
+      total_params_ = h.total_params();
+      range_ = ComputeShardRange(total_params_, options_.shard, options_.num_shards);
+      hyperparameters_ = hp;
+    } else if (h.total_params() != total_params_) {
+      return absl::InvalidArgumentError(absl::StrCat("worker model has ", h.total_params(),
+                                                     " parameters but this server holds a model of ",
+                                                     total_params_, "; all workers must train the same model"));
+    } else if (!SameHyperparameters(hp, hyperparameters_)) {
+      return absl::FailedPreconditionError(absl::StrCat("worker hyperparameters (", Describe(hp),
+                                                        ") differ from the registered ones (",
+                                                        Describe(hyperparameters_), "); use the same flags"));
+    }
+    range = range_;
+  }
+
+  if (h.offers_parameters()) {
+    std::vector<float> initial(range.size());
+    uint64_t received = 0;
+    absl::Status status =
+        ReadChunks<proto::RegisterRequest>(stream, initial.data(), initial.size(), &received, "initial parameters");
+    bytes_received_ += received;
+    RETURN_IF_ERROR(status);
+    absl::MutexLock lock(&mu_);
+    if (!initialized_) {
+      absl::WriterMutexLock params_lock(&params_mu_);
+      params_ = std::move(initial);
+      momentum_.assign(params_.size(), 0.0f);
+      initialized_ = true;
+    }
+  } else {
+    proto::RegisterRequest extra;
+    if (stream->Read(&extra)) {
+      return absl::InvalidArgumentError("chunks after a RegisterHeader without offers_parameters");
+    }
+  }
+
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckServingLocked());
+  if (!initialized_) {
+    return absl::FailedPreconditionError(
+        "this shard has no parameters yet; the first worker to register must offer its initial parameters");
+  }
+  RankState& rank = ranks_[h.rank()];
+  // A replacement starts clean: a gradient its predecessor left in the current step is dropped, it will
+  // push that step again.
+  if (rank.arrived) {
+    ReturnBufferLocked(std::move(rank.gradient));
+    rank.gradient.clear();
+    rank.arrived = false;
+  }
+  rank.metrics_arrived = false;
+  rank.session = next_session_++;
+  *rank_out = h.rank();
+  cv_.SignalAll();
+  return std::make_pair(rank.session, version_);
+}
+
+grpc::Status ParameterServerService::Register(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) {
+  absl::Status auth = CheckAuth(context);
+  if (!auth.ok()) return ToGrpc(auth);
+  int rank = -1;
+  absl::StatusOr<std::pair<uint64_t, uint64_t>> registered = DoRegister(context, stream, &rank);
+  if (!registered.ok()) return ToGrpc(registered.status());
+  proto::RegisterReply reply;
+  proto::RegisterReplyHeader* header = reply.mutable_header();
+  {
+    absl::MutexLock lock(&mu_);
+    header->set_session(registered->first);
+    header->set_total_params(total_params_);
+    header->set_shard_begin(range_.begin);
+    header->set_shard_end(range_.end);
+    header->set_version(registered->second);
+    header->set_next_step(aggregate_ ? static_cast<int64_t>(registered->second) : ranks_[rank].clock);
+    header->set_mode(aggregate_ ? "sync" : "async");
+  }
+  if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+  absl::ReaderMutexLock lock(&params_mu_);
+  uint64_t sent = 0;
+  const bool ok = WriteChunks<proto::RegisterReply>(stream, params_.data(), params_.size(), chunk_elements_, &sent);
+  bytes_sent_ += sent;
+  if (!ok) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+  return grpc::Status::OK;
+}
+
+// ---- Push / PushPull --------------------------------------------------------------------------------------
+
+absl::StatusOr<uint64_t> ParameterServerService::DoPush(
+    grpc::ServerContext* context, grpc::internal::ReaderInterface<proto::PushRequest>* reader) {
+  RETURN_IF_ERROR(CheckAuth(context));
+  proto::PushRequest first;
+  if (!reader->Read(&first) || !first.has_header()) {
+    return absl::InvalidArgumentError("a push must start with a PushHeader");
+  }
+  const proto::PushHeader h = first.header();
+  RETURN_IF_ERROR(CheckAddress(h.address()));
+  const int r = h.rank();
+  std::vector<float> buffer;
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckServingLocked());
+    RETURN_IF_ERROR(CheckSessionLocked(r, h.session()));
+    RankState& rank = ranks_[r];
+    if (h.num_elements() != range_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("gradient of ", h.num_elements(), " elements for shard ",
+                                                     options_.shard, " which holds ", range_.size(),
+                                                     " (range [", range_.begin, ", ", range_.end, "))"));
+    }
+    const int64_t expected = aggregate_ ? static_cast<int64_t>(version_) : rank.clock;
+    if (rank.receiving || (h.step() == expected && rank.arrived)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("rank ", r, " already pushed step ", h.step(), " to shard ", options_.shard));
+    }
+    if (h.step() < expected) {
+      return absl::FailedPreconditionError(absl::StrCat("step ", h.step(), " of rank ", r,
+                                                        " is in the past: shard ", options_.shard,
+                                                        " expects step ", expected, " (version ", version_, ")"));
+    }
+    if (h.step() > expected) {
+      return absl::OutOfRangeError(absl::StrCat("step ", h.step(), " of rank ", r, " is in the future: shard ",
+                                                options_.shard, " expects step ", expected, " (version ",
+                                                version_, ")"));
+    }
+    rank.receiving = true;
+    generation = step_generation_;
+    buffer = TakeBufferLocked();
+  }
+
+  uint64_t received = 0;
+  absl::Status status = ReadChunks<proto::PushRequest>(reader, buffer.data(), buffer.size(), &received, "gradient");
+  bytes_received_ += received;
+  if (status.ok() && context->IsCancelled()) status = absl::CancelledError("push cancelled by the client");
+
+  absl::MutexLock lock(&mu_);
+  RankState& rank = ranks_[r];
+  rank.receiving = false;
+  if (status.ok()) status = CheckServingLocked();
+  if (status.ok()) status = CheckSessionLocked(r, h.session());
+  if (status.ok() && aggregate_ && generation != step_generation_) {
+    status = absl::AbortedError(absl::StrCat("step ", h.step(), " was dropped while this push streamed in (",
+                                             last_drop_reason_, "); re-register and retry"));
+  }
+  if (!status.ok()) {
+    ReturnBufferLocked(std::move(buffer));
+    return status;
+  }
+  if (!aggregate_) {
+    ApplyAsyncLocked(&buffer);
+    ReturnBufferLocked(std::move(buffer));
+    ++rank.clock;
+    return AwaitStalenessLocked(r, h.step());
+  }
+  rank.gradient = std::move(buffer);
+  rank.arrived = true;
+  bool all_arrived = true;
+  for (const RankState& other : ranks_) all_arrived = all_arrived && other.arrived;
+  if (all_arrived) {
+    ApplySyncStepLocked();
+    return version_;
+  }
+  return AwaitStepLocked(r, h.step(), generation);
+}
+
+absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, int64_t step, uint64_t generation) {
+  const absl::Time deadline = absl::Now() + options_.step_timeout;
+  while (generation == step_generation_ && !shutting_down_) {
+    if (cv_.WaitWithDeadline(&mu_, deadline) && generation == step_generation_ && !shutting_down_) {
+      std::vector<int> missing;
+      for (int r = 0; r < options_.workers; ++r) {
+        if (!ranks_[r].arrived) missing.push_back(r);
+      }
+      DropPartialStepLocked(absl::StrCat("ranks ", absl::StrJoin(missing, ","), " did not push step ", step,
+                                         " within --step_timeout=", absl::FormatDuration(options_.step_timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "synchronous step ", step, " of shard ", options_.shard, " timed out: ", last_drop_reason_,
+          " (dead or stuck worker?); the step was dropped, the server keeps serving"));
+    }
+  }
+  RETURN_IF_ERROR(CheckServingLocked());
+  if (version_ > static_cast<uint64_t>(step)) return static_cast<uint64_t>(step) + 1;
+  return absl::DeadlineExceededError(absl::StrCat("synchronous step ", step, " of shard ", options_.shard,
+                                                  " was dropped: ", last_drop_reason_));
+}
+
+absl::StatusOr<uint64_t> ParameterServerService::AwaitStalenessLocked(int rank, int64_t step) {
+  // The pusher's clock is now step + 1; it may run ahead of the slowest rank by at most `staleness`.
+  const auto slowest = [this]() {
+    int64_t min_clock = ranks_[0].clock;
+    for (const RankState& r : ranks_) min_clock = std::min(min_clock, r.clock);
+    return min_clock;
+  };
+  const int64_t needed = step + 1 - options_.staleness;
+  const absl::Time deadline = absl::Now() + options_.step_timeout;
+  while (slowest() < needed && !shutting_down_) {
+    if (cv_.WaitWithDeadline(&mu_, deadline) && slowest() < needed) {
+      std::vector<int> behind;
+      for (int r = 0; r < options_.workers; ++r) {
+        if (ranks_[r].clock < needed) behind.push_back(r);
+      }
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", rank, " is more than --staleness=", options_.staleness, " steps ahead of ranks ",
+          absl::StrJoin(behind, ","), " which did not reach step ", needed, " within --step_timeout=",
+          absl::FormatDuration(options_.step_timeout), " (dead or stuck worker?)"));
+    }
+  }
+  RETURN_IF_ERROR(CheckServingLocked());
+  return version_;
+}
+
+void ParameterServerService::ApplySyncStepLocked() {
+  // Mean of the N gradients, summed in rank order (deterministic whatever the arrival order).
+  const size_t n = range_.size();
+  float* sum = ranks_[0].gradient.data();
+  for (size_t r = 1; r < ranks_.size(); ++r) {
+    const float* g = ranks_[r].gradient.data();
+    for (size_t i = 0; i < n; ++i) sum[i] += g[i];
+  }
+  const float count = static_cast<float>(ranks_.size());
+  for (size_t i = 0; i < n; ++i) sum[i] /= count;
+  {
+    absl::WriterMutexLock lock(&params_mu_);
+    SgdMomentumStep(hyperparameters_, sum, params_.data(), momentum_.data(), n);
+  }
+  for (RankState& rank : ranks_) {
+    ReturnBufferLocked(std::move(rank.gradient));
+    rank.gradient.clear();
+    rank.arrived = false;
+  }
+  ++step_generation_;
+  AfterVersionBumpLocked();
+}
+
+void ParameterServerService::ApplyAsyncLocked(std::vector<float>* gradient) {
+  const float count = static_cast<float>(ranks_.size());
+  for (float& g : *gradient) g /= count;
+  SgdHyperparameters scaled = hyperparameters_;
+  scaled.weight_decay = hyperparameters_.weight_decay / count;
+  {
+    absl::WriterMutexLock lock(&params_mu_);
+    SgdMomentumStep(scaled, gradient->data(), params_.data(), momentum_.data(), gradient->size());
+  }
+  AfterVersionBumpLocked();
+}
+
+void ParameterServerService::AfterVersionBumpLocked() {
+  ++version_;
+  cv_.SignalAll();
+  if (options_.checkpoint_every > 0 && version_ % options_.checkpoint_every == 0) {
+    absl::Status status = WriteCheckpointLocked();
+    if (!status.ok()) {
+      // Training goes on; the next checkpoint may succeed (e.g. after the disk got space back).
+      std::fprintf(stderr, "ps shard %d: checkpoint at version %lu failed: %s\n", options_.shard,
+                   static_cast<unsigned long>(version_), status.ToString().c_str());
+    }
+  }
+}
+
+void ParameterServerService::DropPartialStepLocked(const std::string& reason) {
+  for (RankState& rank : ranks_) {
+    if (rank.arrived) ReturnBufferLocked(std::move(rank.gradient));
+    rank.gradient.clear();
+    rank.arrived = false;
+  }
+  last_drop_reason_ = reason;
+  ++step_generation_;
+  cv_.SignalAll();
+}
+
+grpc::Status ParameterServerService::PushPull(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<proto::PullReply, proto::PushRequest>* stream) {
+  absl::StatusOr<uint64_t> version = DoPush(context, stream);
+  if (!version.ok()) return ToGrpc(version.status());
+  if (!WriteParameters(stream, *version)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::Push(grpc::ServerContext* context, grpc::ServerReader<proto::PushRequest>* reader,
+                                          proto::PushReply* reply) {
+  absl::StatusOr<uint64_t> version = DoPush(context, reader);
+  if (!version.ok()) return ToGrpc(version.status());
+  reply->set_version(*version);
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::Pull(grpc::ServerContext* context, const proto::PullRequest* request,
+                                          grpc::ServerWriter<proto::PullReply>* writer) {
+  absl::Status status = CheckAuth(context);
+  if (status.ok()) status = CheckAddress(request->address());
+  uint64_t version = 0;
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    status = CheckServingLocked();
+    if (status.ok()) status = CheckSessionLocked(request->rank(), request->session());
+    version = version_;
+  }
+  if (!status.ok()) return ToGrpc(status);
+  if (!WriteParameters(writer, version)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+  return grpc::Status::OK;
+}
+
+// ---- Metrics, stats, shutdown -----------------------------------------------------------------------------
+
+grpc::Status ParameterServerService::AverageMetrics(grpc::ServerContext* context,
+                                                    const proto::MetricsRequest* request,
+                                                    proto::MetricsReply* reply) {
+  absl::Status status = CheckAuth(context);
+  if (status.ok()) status = CheckAddress(request->address());
+  if (!status.ok()) return ToGrpc(status);
+  absl::MutexLock lock(&mu_);
+  status = CheckServingLocked();
+  if (status.ok()) status = CheckSessionLocked(request->rank(), request->session());
+  if (!status.ok()) return ToGrpc(status);
+  RankState& rank = ranks_[request->rank()];
+  if (rank.metrics_arrived) {
+    return ToGrpc(absl::AlreadyExistsError(
+        absl::StrCat("rank ", request->rank(), " is already waiting in AverageMetrics/Barrier")));
+  }
+  for (const RankState& other : ranks_) {
+    if (other.metrics_arrived && static_cast<int>(other.metrics.size()) != request->values_size()) {
+      return ToGrpc(absl::InvalidArgumentError(absl::StrCat("rank ", request->rank(), " averages ",
+                                                            request->values_size(), " values, others ",
+                                                            other.metrics.size())));
+    }
+  }
+  rank.metrics.assign(request->values().begin(), request->values().end());
+  rank.metrics_arrived = true;
+  const uint64_t round = metrics_round_;
+  bool all = true;
+  for (const RankState& other : ranks_) all = all && other.metrics_arrived;
+  if (all) {
+    metrics_result_.assign(rank.metrics.size(), 0.0);
+    for (RankState& other : ranks_) {
+      for (size_t i = 0; i < metrics_result_.size(); ++i) metrics_result_[i] += other.metrics[i];
+      other.metrics_arrived = false;
+    }
+    for (double& v : metrics_result_) v /= ranks_.size();
+    metrics_result_round_ = round;
+    ++metrics_round_;
+    cv_.SignalAll();
+  } else {
+    const absl::Time deadline = absl::Now() + options_.step_timeout;
+    while (metrics_round_ == round && !shutting_down_) {
+      if (cv_.WaitWithDeadline(&mu_, deadline) && metrics_round_ == round) {
+        std::vector<int> missing;
+        for (int r = 0; r < options_.workers; ++r) {
+          if (!ranks_[r].metrics_arrived) missing.push_back(r);
+        }
+        for (RankState& other : ranks_) other.metrics_arrived = false;
+        ++metrics_round_;
+        cv_.SignalAll();
+        return ToGrpc(absl::DeadlineExceededError(
+            absl::StrCat("AverageMetrics/Barrier timed out after --step_timeout=",
+                         absl::FormatDuration(options_.step_timeout), " waiting for ranks ",
+                         absl::StrJoin(missing, ","))));
+      }
+    }
+    status = CheckServingLocked();
+    if (status.ok() && metrics_result_round_ != round) {
+      status = absl::DeadlineExceededError("AverageMetrics/Barrier round timed out waiting for other ranks");
+    }
+    if (!status.ok()) return ToGrpc(status);
+  }
+  for (double v : metrics_result_) reply->add_values(v);
+  return grpc::Status::OK;
+}
+
+proto::StatsReply ParameterServerService::GetStats() {
+  proto::StatsReply reply;
+  absl::MutexLock lock(&mu_);
+  reply.set_shard(options_.shard);
+  reply.set_num_shards(options_.num_shards);
+  reply.set_mode(ModeName(options_.mode));
+  reply.set_workers(options_.workers);
+  int registered = 0;
+  for (const RankState& r : ranks_) registered += r.session != 0;
+  reply.set_registered_workers(registered);
+  reply.set_version(version_);
+  reply.set_total_params(total_params_);
+  reply.set_shard_begin(range_.begin);
+  reply.set_shard_end(range_.end);
+  reply.set_bytes_sent(bytes_sent_.load());
+  reply.set_bytes_received(bytes_received_.load());
+  reply.set_checkpoints_written(checkpoints_written_);
+  return reply;
+}
+
+grpc::Status ParameterServerService::Stats(grpc::ServerContext* context, const proto::StatsRequest*,
+                                           proto::StatsReply* reply) {
+  absl::Status status = CheckAuth(context);
+  if (!status.ok()) return ToGrpc(status);
+  *reply = GetStats();
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::Shutdown(grpc::ServerContext* context, const proto::ShutdownRequest*,
+                                              proto::ShutdownReply*) {
+  absl::Status status = CheckAuth(context);
+  if (!status.ok()) return ToGrpc(status);
+  RequestShutdown();
+  return grpc::Status::OK;
+}
+
+void ParameterServerService::RequestShutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_requested_ = true;
+  cv_.SignalAll();
+}
+
+bool ParameterServerService::WaitForShutdownRequest(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!shutdown_requested_ && !cv_.WaitWithDeadline(&mu_, deadline)) {
+  }
+  return shutdown_requested_;
+}
+
+void ParameterServerService::BeginShutdown() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+  cv_.SignalAll();
+}
+
+absl::Status ParameterServerService::WriteCheckpoint() {
+  absl::MutexLock lock(&mu_);
+  return WriteCheckpointLocked();
+}
+
+absl::Status ParameterServerService::WriteCheckpointLocked() {
+  if (options_.checkpoint_dir.empty() || !initialized_) return absl::OkStatus();
+  ShardCheckpoint header;
+  header.shard = options_.shard;
+  header.num_shards = options_.num_shards;
+  header.total_params = total_params_;
+  header.begin = range_.begin;
+  header.end = range_.end;
+  header.version = version_;
+  header.hyperparameters = hyperparameters_;
+  for (const RankState& r : ranks_) header.clocks.push_back(r.clock);
+  absl::ReaderMutexLock params_lock(&params_mu_);
+  RETURN_IF_ERROR(WriteShardCheckpoint(
+      ShardCheckpointPath(options_.checkpoint_dir, options_.shard, options_.num_shards), header, params_,
+      momentum_));
+  ++checkpoints_written_;
+  return absl::OkStatus();
+}
+
+std::vector<float> ParameterServerService::CopyParameters() {
+  absl::ReaderMutexLock lock(&params_mu_);
+  return params_;
+}
+
+uint64_t ParameterServerService::version() {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+}  // namespace psring::ps

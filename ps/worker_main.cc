@@ -1,0 +1,106 @@
+// //ps:worker — one training rank whose gradients go through the parameter servers.
+//   bazel run //ps:worker -- --servers=h1:50051,h2:50051 --rank=0 --world_size=4 [training flags]
+// Rank and world size come from --rank/--world_size or from mpirun, Slurm or torchrun-style env
+// (common/cluster_env.h). With --model_bytes=S it trains nothing and pushes S bytes of gradients instead
+// (gradient-only mode, ps/gradient_only.h). Prints one PSRING_RESULT line at the end.
+#include <cstdio>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/cluster_env.h"
+#include "common/status_macros.h"
+#include "ps/client.h"
+#include "ps/gradient_only.h"
+#include "trainer/train.h"
+#include "trainer/train_flags.h"
+
+ABSL_FLAG(std::string, servers, "127.0.0.1:50051",
+          "Comma-separated host:port of every parameter-server shard, in shard order (shard 0 first).");
+ABSL_FLAG(double, timeout, 60,
+          "Seconds: deadline of each call to a server (a step includes waiting for the other workers) and how "
+          "long to keep reconnecting to a server that is down or restarting.");
+ABSL_FLAG(int64_t, model_bytes, 0,
+          "Gradient-only mode when > 0: no model, push-pull this many bytes of float32 values f(rank, index) "
+          "for --warmup_steps + --max_steps (default 10) steps and check the result. 0: train the MLP.");
+ABSL_FLAG(int, warmup_steps, 2, "Gradient-only mode: unmeasured steps before the measured ones.");
+ABSL_FLAG(bool, shutdown_servers, false,
+          "At the end, rank 0 (after a barrier) asks every server to checkpoint and exit.");
+ABSL_FLAG(std::string, auth_token, "", "Shared secret sent as x-psring-token metadata (the servers' --auth_token).");
+ABSL_FLAG(std::string, tls_ca, "", "PEM root certificate to verify the servers' TLS certificates. Empty: plaintext.");
+ABSL_FLAG(std::string, tls_target_name, "",
+          "Name to check the servers' certificate against instead of the host in --servers.");
+ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Bytes per gradient chunk on the wire (4 .. 4194304).");
+
+namespace psring::ps {
+namespace {
+
+absl::Status Run() {
+  ASSIGN_OR_RETURN(ClusterEnv env, ClusterEnvFromFlags());
+  ASSIGN_OR_RETURN(trainer::TrainOptions train, trainer::TrainOptionsFromFlags());
+  PsClientOptions options;
+  ASSIGN_OR_RETURN(options.servers, ParseServerList(absl::GetFlag(FLAGS_servers)));
+  options.rank = env.rank;
+  options.world_size = env.world_size;
+  options.hyperparameters = {train.lr, train.momentum, train.weight_decay};
+  if (absl::GetFlag(FLAGS_timeout) <= 0) return absl::InvalidArgumentError("--timeout must be > 0");
+  options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout));
+  options.reconnect_timeout = options.timeout;
+  if (absl::GetFlag(FLAGS_chunk_bytes) <= 0) return absl::InvalidArgumentError("--chunk_bytes must be > 0");
+  options.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_bytes));
+  options.auth_token = absl::GetFlag(FLAGS_auth_token);
+  options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  options.tls_target_name = absl::GetFlag(FLAGS_tls_target_name);
+  ASSIGN_OR_RETURN(std::unique_ptr<PsExchange> exchange, PsExchange::Create(options));
+
+  std::string result;
+  const int64_t model_bytes = absl::GetFlag(FLAGS_model_bytes);
+  if (model_bytes < 0) return absl::InvalidArgumentError("--model_bytes must be >= 0");
+  if (model_bytes > 0) {
+    GradientOnlyOptions go;
+    go.bytes = static_cast<size_t>(model_bytes);
+    go.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+    go.steps = train.max_steps >= 0 ? static_cast<int>(train.max_steps) : 10;
+    ASSIGN_OR_RETURN(GradientOnlyResult r, RunGradientOnly(go, exchange.get()));
+    result = absl::StrFormat(
+        "\"steps\":%d,\"bytes\":%d,\"compute_s\":0.0,\"exchange_s\":%.6f,\"step_s\":%.6f,\"samples_per_s\":0,"
+        "\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":%d,\"test_accuracy\":-1",
+        r.steps, go.bytes / 4 * 4, r.exchange_seconds, r.step_seconds, r.bytes_sent, r.bytes_received, r.wrong);
+  } else {
+    ASSIGN_OR_RETURN(trainer::TrainResult r, trainer::Train(train, exchange.get()));
+    result = absl::StrFormat(
+        "\"steps\":%d,\"bytes\":%d,\"compute_s\":%.6f,\"exchange_s\":%.6f,\"step_s\":%.6f,\"samples_per_s\":%.3f,"
+        "\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":0,\"test_accuracy\":%.6f",
+        r.steps, r.params.size() * sizeof(float), r.compute_seconds, r.exchange_seconds,
+        r.steps > 0 ? r.wall_seconds / r.steps : 0.0, r.samples_per_second, exchange->bytes_sent(),
+        exchange->bytes_received(), r.test_accuracy);
+  }
+  if (absl::GetFlag(FLAGS_shutdown_servers)) {
+    RETURN_IF_ERROR(exchange->Barrier());
+    if (env.rank == 0) RETURN_IF_ERROR(exchange->ShutdownServers());
+  }
+  std::printf("PSRING_RESULT {\"role\":\"worker\",\"exchange\":\"%s\",\"rank\":%d,\"world_size\":%d,%s}\n",
+              exchange->name().c_str(), env.rank, env.world_size, result.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psring::ps
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "A psring training rank that exchanges gradients through the parameter servers.\n"
+      "  bazel run //ps:worker -- --servers=h1:50051,h2:50051 --rank=0 --world_size=4 --epochs=2\n"
+      "  bazel run //ps:worker -- --servers=... --model_bytes=67108864   (gradient-only mode)");
+  absl::ParseCommandLine(argc, argv);
+  absl::Status status = psring::ps::Run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "ps worker: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

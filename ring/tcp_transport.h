@@ -1,0 +1,67 @@
+// TCP transport of the ring: one connection to the right neighbour (this rank sends on it) and one from the
+// left neighbour (this rank receives on it), so both directions of every link carry data at once.
+//
+// Set-up through the rendezvous store: each rank listens on iface_addr (port chosen by the kernel), publishes
+// "<prefix>/addr/<rank>" = "host:port world_size", connects to its right neighbour and accepts its left one.
+// A hello on each connection carries rank and world size; a neighbour with another world size, or the wrong
+// rank, is a kInvalidArgument naming both values. Sockets get TCP_NODELAY and large SO_SNDBUF/SO_RCVBUF.
+//
+//   TcpRingOptions o; o.iface_addr = "10.0.0.3"; o.timeout = absl::Seconds(60);
+//   ASSIGN_OR_RETURN(std::unique_ptr<TcpRingPeer> peer, ConnectTcpRing(store, rank, world_size, o));
+#ifndef PSRING_RING_TCP_TRANSPORT_H_
+#define PSRING_RING_TCP_TRANSPORT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/socket.h"
+#include "common/store.h"
+#include "ring/peer.h"
+
+namespace psring::ring {
+
+struct TcpRingOptions {
+  // Address to bind and publish. Empty: 127.0.0.1 when the master is on loopback, else the local address
+  // that routes to the master (master_addr/master_port).
+  std::string iface_addr;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  int socket_buffer_bytes = 4 << 20;
+  absl::Duration timeout = absl::Seconds(60);  // connecting to the neighbours
+  std::string store_prefix = "ring";           // distinct per ring sharing one store
+};
+
+class TcpRingPeer final : public Peer {
+ public:
+  TcpRingPeer(int rank, int world_size, Socket right, Socket left)
+      : rank_(rank), world_size_(world_size), right_(std::move(right)), left_(std::move(left)) {}
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  absl::Status SendRight(const void* data, size_t bytes, absl::Time deadline) override;
+  absl::Status RecvLeft(void* data, size_t bytes, absl::Time deadline) override;
+  void Abort() override;
+  uint64_t bytes_sent() const override { return sent_; }
+  uint64_t bytes_received() const override { return received_; }
+
+ private:
+  const int rank_;
+  const int world_size_;
+  Socket right_;
+  Socket left_;
+  std::atomic<bool> aborted_{false};
+  std::atomic<uint64_t> sent_{0};
+  std::atomic<uint64_t> received_{0};
+};
+
+// Builds the ring (blocks until both neighbours are connected, or `timeout`). world_size 1: a peer without
+// links. `store` is only used during the call.
+absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int rank, int world_size,
+                                                             const TcpRingOptions& options);
+
+}  // namespace psring::ring
+
+#endif  // PSRING_RING_TCP_TRANSPORT_H_

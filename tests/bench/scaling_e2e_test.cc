@@ -1,0 +1,103 @@
+// End to end: //bench:scaling with the real worker binaries, N = 1 and 2, a tiny gradient, every exchange;
+// on namespaces when the test runs as root, on loopback otherwise. Checks the outputs are written and
+// well-formed and that every run passed its own correctness check (#wrong = 0).
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/subprocess.h"
+#include "gtest/gtest.h"
+#include "tools/cpp/runfiles/runfiles.h"
+
+namespace psring::bench {
+namespace {
+
+using ::bazel::tools::cpp::runfiles::Runfiles;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  ASSERT_NE(tmp, nullptr);
+  const std::string out_dir = absl::StrCat(tmp, "/scaling_out");
+
+  std::vector<std::string> argv = {
+      runfiles->Rlocation("psring/bench/scaling"),
+      "--ring_worker=" + runfiles->Rlocation("psring/ring/ring_worker"),
+      "--ps_server=" + runfiles->Rlocation("psring/ps/server"),
+      "--ps_worker=" + runfiles->Rlocation("psring/ps/worker"),
+      "--nodes=1,2",
+      "--exchanges=ring,ps-1,ps-colocated,ps-dedicated",
+      "--ps_servers=2",
+      "--model_bytes=64K",
+      "--steps=2",
+      "--warmup_steps=1",
+      "--link=1gbit",
+      "--worker_timeout=30",
+      "--job_timeout=40",
+      "--extrapolate=16,1024",
+      "--out_dir=" + out_dir,
+  };
+  JobOptions options;
+  options.timeout = absl::Seconds(50);
+  auto results = RunJob({{"scaling", argv}}, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  const ProcessResult& r = (*results)[0];
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_tail << "\n" << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# exchange ring"), std::string::npos);
+  EXPECT_NE(r.stdout_text.find("# Out of bounds values : 0 OK"), std::string::npos);
+  EXPECT_NE(r.stdout_text.find("# VERDICT"), std::string::npos);
+
+  // CSV: header, 8 measured rows without error, 4 exchanges x 2 model rows; same column count everywhere.
+  const std::string csv = ReadFile(out_dir + "/scaling.csv");
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u + 8u + 8u) << csv;
+  const auto columns = std::count(lines[0].begin(), lines[0].end(), ',');
+  for (const auto& line : lines) EXPECT_EQ(std::count(line.begin(), line.end(), ','), columns) << line;
+  for (size_t i = 1; i <= 8; ++i) {
+    EXPECT_EQ(lines[i].rfind("measured,gradient,", 0), 0u) << lines[i];
+    EXPECT_EQ(lines[i].substr(lines[i].size() - 3), ",\"\"") << "run failed: " << lines[i];
+    std::vector<std::string> fields = absl::StrSplit(lines[i], ',');
+    EXPECT_EQ(fields[5], "65536") << lines[i];   // bytes
+    EXPECT_EQ(fields[16], "0") << lines[i];      // wrong
+  }
+
+  // SVG: a complete document with both panels, labelled axes and every exchange in the legend.
+  const std::string svg = ReadFile(out_dir + "/scaling.svg");
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_EQ(Count(svg, "<g>"), Count(svg, "</g>"));
+  EXPECT_NE(svg.find("S = 64 KiB"), std::string::npos);
+  EXPECT_NE(svg.find("time per step (s)"), std::string::npos);
+  for (const char* name : {"ring measured", "ps-1 measured", "ps-colocated measured", "ps-dedicated measured"}) {
+    EXPECT_NE(svg.find(name), std::string::npos) << name;
+  }
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+
+  const std::string json = ReadFile(out_dir + "/scaling.json");
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(Count(json, "{"), Count(json, "}"));
+  EXPECT_EQ(Count(json, "\"ok\":true"), 8);
+}
+
+}  // namespace
+}  // namespace psring::bench

@@ -1,0 +1,127 @@
+// The reporting half of the harness on records synthesised from a known model (the end-to-end test with real
+// workers is scaling_e2e_test).
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "bench/report.h"
+#include "bench/scaling.h"
+#include "gtest/gtest.h"
+
+namespace psring::bench {
+namespace {
+
+constexpr double kLink = 12.5e6;
+
+ScalingResult Synthetic() {
+  ScalingResult result;
+  result.options.nodes = {1, 2, 4, 8};  // N = 8 only has a failed ps-1 run
+  result.options.model_bytes = {4u << 20};
+  result.options.extrapolate_nodes = {16, 1024};
+  result.emulated = true;
+  result.link_bytes_per_second = kLink;
+  for (int n : {1, 2, 4}) {
+    for (Exchange e : AllExchanges()) {
+      RunRecord r;
+      r.exchange = e;
+      r.nodes = n;
+      r.servers = ServerCount(e, n, result.options.ps_servers);
+      r.bytes = 4u << 20;
+      r.steps = 10;
+      r.exchange_s = 1e-3 * LatencyTerms(e, n, r.servers) + BusiestLinkBytes(e, n, r.servers, r.bytes) / kLink;
+      r.step_s = r.exchange_s + 0.001;
+      r.algbw = r.bytes / r.exchange_s;
+      r.busbw = r.algbw * AllReduceBusFactor(n);
+      result.records.push_back(r);
+    }
+  }
+  RunRecord failed;
+  failed.exchange = Exchange::kPsOne;
+  failed.nodes = 8;
+  failed.bytes = 4u << 20;
+  failed.error = "ps-1 rank 3 exited with code 1; \"quoted\"\nsecond line";
+  result.records.push_back(failed);
+  FitModels(&result);
+  return result;
+}
+
+TEST(ScalingReportTest, FitsEveryExchangeExactly) {
+  ScalingResult result = Synthetic();
+  ASSERT_EQ(result.fits.size(), 4u);
+  for (const auto& [e, fit] : result.fits) {
+    EXPECT_NEAR(fit.beta, 1 / kLink, 1e-6 / kLink) << ExchangeName(e);
+    EXPECT_LT(fit.max_relative_error, 1e-6) << ExchangeName(e);
+  }
+  EXPECT_NEAR(ModelSeconds(result, Exchange::kPsOne, 1024, 4u << 20), 1e-3 + 1024.0 * (4 << 20) / kLink, 1e-6);
+}
+
+TEST(ScalingReportTest, CsvHasOneRowPerRunAndModelPoint) {
+  ScalingResult result = Synthetic();
+  const std::string csv = ToCsv(result);
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  // Header + 12 measured + 1 failed + 4 exchanges x 2 extrapolated N.
+  ASSERT_EQ(lines.size(), 1u + 13u + 8u);
+  const size_t columns = std::count(lines[0].begin(), lines[0].end(), ',');
+  for (const auto& line : lines) {
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), columns) << line;
+  }
+  EXPECT_EQ(lines[1].rfind("measured,gradient,ring,1,", 0), 0u) << lines[1];
+  EXPECT_EQ(lines.back().rfind("model,gradient,ps-dedicated,1024,2,", 0), 0u) << lines.back();
+}
+
+TEST(ScalingReportTest, JsonIsBalancedAndEscaped) {
+  const std::string json = ToJson(Synthetic());
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      else EXPECT_GE(static_cast<unsigned char>(c), 0x20) << "raw control character in a string";
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') --depth;
+    EXPECT_GE(depth, 0);
+  }
+  EXPECT_EQ(depth, 0);
+  EXPECT_FALSE(in_string);
+  EXPECT_NE(json.find("\\\"quoted\\\"\\nsecond line"), std::string::npos);
+  EXPECT_EQ(json.find("inf"), std::string::npos);
+  EXPECT_EQ(json.find("nan"), std::string::npos);
+}
+
+TEST(ScalingReportTest, ReportAndVerdict) {
+  ScalingResult result = Synthetic();
+  std::ostringstream report, verdict;
+  PrintReport(result, report);
+  PrintVerdict(result, verdict);
+  EXPECT_NE(report.str().find("# exchange ring"), std::string::npos);
+  EXPECT_NE(report.str().find("MODEL extrapolation (NOT measured)"), std::string::npos);
+  EXPECT_NE(report.str().find("N=8 S=4 MiB FAILED: ps-1 rank 3 exited with code 1"), std::string::npos);
+  EXPECT_NE(report.str().find("check model fit ring S>=4 MiB: max |error| 0.0%"), std::string::npos);
+  // N=4: the ring and ps-colocated tie in bandwidth, the ring pays 6 latencies: ps-colocated wins; ps-1 is
+  // 4 MiB * 4 / (2 * 3/4 * 4 MiB) = 2.7x slower.
+  std::string v = verdict.str();
+  EXPECT_NE(v.find("     4  ps-colocated"), std::string::npos) << v;
+  EXPECT_NE(v.find("failed/not run"), std::string::npos) << v;
+}
+
+TEST(ScalingReportTest, FigureHasMeasuredAndModelSeriesPerExchange) {
+  ScalingResult result = Synthetic();
+  Figure figure = MakeFigure(result, 4u << 20);
+  ASSERT_EQ(figure.panels.size(), 2u);
+  EXPECT_NE(figure.title.find("S = 4 MiB"), std::string::npos);
+  EXPECT_NE(figure.title.find("100 Mbit/s"), std::string::npos);
+  EXPECT_EQ(figure.panels[0].series.size(), 8u);
+  EXPECT_EQ(figure.panels[0].series[0].points.size(), 3u);  // ring measured at N = 1, 2, 4
+  EXPECT_EQ(figure.panels[1].series[0].points.size(), 2u);  // busbw is undefined at N = 1
+  EXPECT_EQ(figure.panels[0].series[1].points.back().first, 1024);
+  const std::string svg = RenderSvg(figure);
+  EXPECT_NE(svg.find("ps-dedicated model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace psring::bench

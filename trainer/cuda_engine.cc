@@ -1,0 +1,287 @@
+#include "trainer/cuda_engine.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "trainer/cuda_kernels.h"
+#include "trainer/cuda_status.h"
+
+namespace psring::trainer {
+namespace {
+
+// Owns one cudaMalloc'ed array. Move-only.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  DeviceArray& operator=(DeviceArray&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+    return *this;
+  }
+  // Destructors cannot report errors; freeing memory the runtime handed out does not fail in practice.
+  ~DeviceArray() {
+    if (data_ != nullptr) (void)cudaFree(data_);
+  }
+
+  absl::Status Allocate(size_t count) {
+    CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(count, 1) * sizeof(T)));
+    count_ = count;
+    CUDA_RETURN_IF_ERROR(cudaMemset(data_, 0, count * sizeof(T)));
+    return absl::OkStatus();
+  }
+
+  T* get() const { return data_; }
+  size_t count() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  T* data_ = nullptr;
+  size_t count_ = 0;
+};
+
+class CudaEngine final : public Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const MlpLayout& layout, int max_batch) {
+    std::unique_ptr<CudaEngine> engine(new CudaEngine(layout, max_batch));
+    RETURN_IF_ERROR(engine->Init());
+    return std::unique_ptr<Engine>(std::move(engine));
+  }
+
+  ~CudaEngine() override {
+    // Best effort at teardown: the engine is going away either way.
+    if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+    if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+    if (host_totals_ != nullptr) (void)cudaFreeHost(host_totals_);
+  }
+
+  std::string device() const override { return "cuda"; }
+  const MlpLayout& layout() const override { return layout_; }
+  int max_batch() const override { return max_batch_; }
+
+  FloatBuffer params() override { return {params_.get(), params_.count(), MemoryKind::kCuda}; }
+  FloatBuffer grads() override { return {grads_.get(), grads_.count(), MemoryKind::kCuda}; }
+
+  absl::Status SetParams(absl::Span<const float> host) override { return Upload("params", host, params_); }
+  absl::Status GetParams(absl::Span<float> host) override { return Download("params", params_, host); }
+  absl::Status SetGrads(absl::Span<const float> host) override { return Upload("grads", host, grads_); }
+  absl::Status GetGrads(absl::Span<float> host) override { return Download("grads", grads_, host); }
+  absl::Status SetMomentum(absl::Span<const float> host) override { return Upload("momentum", host, momentum_); }
+  absl::Status GetMomentum(absl::Span<float> host) override { return Download("momentum", momentum_, host); }
+
+  absl::StatusOr<BatchStats> ForwardBackward(const float* images, const int32_t* labels, int batch) override {
+    RETURN_IF_ERROR(CheckBatch(batch));
+    RETURN_IF_ERROR(RunForward(images, batch));
+    RETURN_IF_ERROR(EnqueueLoss(labels, batch, delta_.get()));
+    const std::vector<LinearSlice>& layers = layout_.layers();
+    const float one = 1.0f, zero = 0.0f;
+    for (size_t l = layers.size(); l-- > 0;) {
+      const LinearSlice& s = layers[l];
+      const float* input = l == 0 ? input_.get() : activations_[l - 1].get();
+      const float* w = params_.get() + s.weight_offset;
+      // Column-major view of row-major data (see RunForward): dW^T[in, out] = X^T[in, B] * dY[B, out].
+      CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, batch, &one, input, s.in,
+                                         delta_.get(), s.out, &zero, grads_.get() + s.weight_offset, s.in));
+      CUDA_RETURN_IF_ERROR(cuda::ColumnSum(delta_.get(), batch, s.out, grads_.get() + s.bias_offset, stream_));
+      if (l > 0) {
+        // dX^T[in, B] = W^T[in, out] * dY^T[out, B]
+        CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, s.in, batch, s.out, &one, w, s.in,
+                                           delta_.get(), s.out, &zero, delta_prev_.get(), s.in));
+        CUDA_RETURN_IF_ERROR(cuda::ReluBackward(activations_[l - 1].get(), delta_prev_.get(),
+                                                static_cast<size_t>(batch) * s.in, stream_));
+        std::swap(delta_, delta_prev_);
+      }
+    }
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return Totals(batch);
+  }
+
+  absl::Status Forward(const float* images, int batch, absl::Span<float> logits) override {
+    RETURN_IF_ERROR(CheckBatch(batch));
+    const size_t want = static_cast<size_t>(batch) * layout_.num_classes();
+    if (logits.size() != want) {
+      return absl::InvalidArgumentError(absl::StrCat("logits has ", logits.size(), " floats; need ", want));
+    }
+    RETURN_IF_ERROR(RunForward(images, batch));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits.data(), activations_.back().get(), want * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels, int batch) override {
+    RETURN_IF_ERROR(CheckBatch(batch));
+    RETURN_IF_ERROR(RunForward(images, batch));
+    RETURN_IF_ERROR(EnqueueLoss(labels, batch, /*dlogits=*/nullptr));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return Totals(batch);
+  }
+
+  absl::Status SgdStep(const SgdOptions& o) override {
+    CUDA_RETURN_IF_ERROR(cuda::SgdMomentumUpdate(params_.get(), grads_.get(), momentum_.get(), params_.count(),
+                                                 o.lr, o.momentum, o.weight_decay, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize() override {
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+ private:
+  CudaEngine(const MlpLayout& layout, int max_batch) : layout_(layout), max_batch_(max_batch) {}
+
+  absl::Status Init() {
+    CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
+    CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
+    // Full FP32 GEMMs (no TF32), like PyTorch's default, so CPU and GPU agree to float rounding.
+    CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    const size_t n = layout_.num_params();
+    const size_t rows = static_cast<size_t>(max_batch_);
+    RETURN_IF_ERROR(params_.Allocate(n));
+    RETURN_IF_ERROR(grads_.Allocate(n));
+    RETURN_IF_ERROR(momentum_.Allocate(n));
+    for (const LinearSlice& s : layout_.layers()) {
+      activations_.emplace_back();
+      RETURN_IF_ERROR(activations_.back().Allocate(rows * s.out));
+    }
+    RETURN_IF_ERROR(delta_.Allocate(rows * layout_.max_width()));
+    RETURN_IF_ERROR(delta_prev_.Allocate(rows * layout_.max_width()));
+    RETURN_IF_ERROR(input_.Allocate(rows * layout_.input_dim()));
+    RETURN_IF_ERROR(labels_.Allocate(rows));
+    RETURN_IF_ERROR(row_loss_.Allocate(rows));
+    RETURN_IF_ERROR(row_hit_.Allocate(rows));
+    RETURN_IF_ERROR(totals_.Allocate(2));
+    CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&host_totals_), 2 * sizeof(double)));
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckBatch(int batch) const {
+    if (batch >= 1 && batch <= max_batch_) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch of ", batch, " samples is outside [1, ", max_batch_, "] for this engine"));
+  }
+
+  // Row-major Y[B, out] = X[B, in] W^T + b. cuBLAS is column-major, where the same memory holds the
+  // transposes: Y^T[out, B] = W[out, in] (stored as W^T, hence OP_T) * X^T[in, B].
+  absl::Status RunForward(const float* images, int batch) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(input_.get(), images,
+                                         static_cast<size_t>(batch) * layout_.input_dim() * sizeof(float),
+                                         cudaMemcpyHostToDevice, stream_));
+    const std::vector<LinearSlice>& layers = layout_.layers();
+    const float one = 1.0f, zero = 0.0f;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const LinearSlice& s = layers[l];
+      const float* x = l == 0 ? input_.get() : activations_[l - 1].get();
+      float* y = activations_[l].get();
+      CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, s.out, batch, s.in, &one,
+                                         params_.get() + s.weight_offset, s.in, x, s.in, &zero, y, s.out));
+      CUDA_RETURN_IF_ERROR(cuda::BiasAddRelu(y, params_.get() + s.bias_offset, batch, s.out,
+                                             /*relu=*/l + 1 < layers.size(), stream_));
+    }
+    return absl::OkStatus();
+  }
+
+  BatchStats Totals(int batch) const {
+    BatchStats stats;
+    stats.loss_sum = host_totals_[0];
+    stats.correct = static_cast<int64_t>(host_totals_[1] + 0.5);
+    stats.count = batch;
+    return stats;
+  }
+
+  absl::Status Upload(const char* what, absl::Span<const float> host, const DeviceArray<float>& dst) {
+    return Transfer(what, host.size(), dst, dst.get(), host.data(), cudaMemcpyHostToDevice);
+  }
+
+  absl::Status Download(const char* what, const DeviceArray<float>& src, absl::Span<float> host) {
+    return Transfer(what, host.size(), src, host.data(), src.get(), cudaMemcpyDeviceToHost);
+  }
+
+  // Copies a whole flat buffer between host and `device` (one of dst/src) and waits for it.
+  absl::Status Transfer(const char* what, size_t host_count, const DeviceArray<float>& device, void* dst,
+                        const void* src, cudaMemcpyKind kind) {
+    if (host_count != device.count()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has ", host_count, " floats; the model needs ", device.count()));
+    }
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, device.bytes(), kind, stream_));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  // Enqueues the labels' upload, the fused softmax cross-entropy (with its gradient into `dlogits` when not
+  // null) and the loss/hit totals' download into host_totals_.
+  absl::Status EnqueueLoss(const int32_t* labels, int batch, float* dlogits) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(labels_.get(), labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    CUDA_RETURN_IF_ERROR(cuda::SoftmaxCrossEntropy(activations_.back().get(), labels_.get(), batch,
+                                                   layout_.num_classes(), dlogits, row_loss_.get(),
+                                                   row_hit_.get(), stream_));
+    CUDA_RETURN_IF_ERROR(cuda::SumRows(row_loss_.get(), row_hit_.get(), batch, totals_.get(), stream_));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host_totals_, totals_.get(), 2 * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    return absl::OkStatus();
+  }
+
+  MlpLayout layout_;
+  int max_batch_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceArray<float> params_;
+  DeviceArray<float> grads_;
+  DeviceArray<float> momentum_;
+  std::vector<DeviceArray<float>> activations_;  // per layer output (post-ReLU for hidden layers)
+  DeviceArray<float> delta_;
+  DeviceArray<float> delta_prev_;
+  DeviceArray<float> input_;
+  DeviceArray<int32_t> labels_;
+  DeviceArray<float> row_loss_;
+  DeviceArray<float> row_hit_;
+  DeviceArray<double> totals_;
+  double* host_totals_ = nullptr;  // pinned
+};
+
+}  // namespace
+
+bool CudaCompiledIn() { return true; }
+
+absl::Status ProbeCuda() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    return absl::UnavailableError(absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorString(err), " (",
+                                               cudaGetErrorName(err), ", error ", static_cast<int>(err), ")"));
+  }
+  if (count == 0) return absl::UnavailableError("cudaGetDeviceCount found no CUDA device");
+  // Creating the context catches devices that exist but cannot be used (exclusive mode, broken driver).
+  const cudaError_t init = cudaFree(nullptr);
+  if (init != cudaSuccess) {
+    return absl::UnavailableError(absl::StrCat("initialising CUDA: ", cudaGetErrorString(init), " (",
+                                               cudaGetErrorName(init), ", error ", static_cast<int>(init), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch) {
+  RETURN_IF_ERROR(ProbeCuda());
+  if (max_batch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_batch must be at least 1, got ", max_batch));
+  }
+  return CudaEngine::Create(layout, max_batch);
+}
+
+}  // namespace psring::trainer
