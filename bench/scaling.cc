@@ -186,7 +186,6 @@ class Runner {
       record->step_s = std::max(record->step_s, worker->Number("step_s"));
       compute_sum += worker->Number("compute_s") / steps;
       exchange_sum += worker->Number("exchange_s") / steps;
-      record->samples_per_s = std::max(record->samples_per_s, worker->Number("samples_per_s"));
       record->wrong += static_cast<int64_t>(worker->Number("wrong"));
       record->bytes_sent_per_step =
           std::max<int64_t>(record->bytes_sent_per_step, static_cast<int64_t>(worker->Number("bytes_sent") / steps));
@@ -195,6 +194,8 @@ class Runner {
         if (worker->Number("bytes") > 0) record->bytes = static_cast<size_t>(worker->Number("bytes"));
       }
     }
+    // Throughput from the step time, the same way for every exchange (train mode: N batches per step).
+    if (o_.mode == "train" && record->step_s > 0) record->samples_per_s = n * o_.batch_size / record->step_s;
     record->compute_s = compute_sum / n;
     record->exchange_s = exchange_sum / n;
     record->algbw = record->exchange_s > 0 ? record->bytes / record->exchange_s : 0;

@@ -68,7 +68,7 @@ struct RunRecord {
   double step_s = 0;           // slowest rank's mean wall time per step
   double compute_s = 0;        // mean over ranks
   double exchange_s = 0;       // mean over ranks
-  double samples_per_s = 0;    // train mode: global throughput
+  double samples_per_s = 0;    // train mode: N * batch_size / step_s, global throughput
   double algbw = 0;            // bytes/s = S / exchange_s
   double busbw = 0;            // bytes/s = algbw * 2(N-1)/N
   double link_bytes_per_step = 0;  // busiest host link direction, from interface counters (0: unknown)

@@ -29,8 +29,8 @@ constexpr double kCheckMinBytes = 4 * kMiB;
 constexpr double kRingCheckBytes = 16 * kMiB;
 
 std::string Size(double bytes) {
-  if (bytes >= kMiB) return absl::StrFormat("%g MiB", bytes / kMiB);
-  if (bytes >= 1024) return absl::StrFormat("%g KiB", bytes / 1024);
+  if (bytes >= kMiB) return absl::StrFormat("%.3g MiB", bytes / kMiB);
+  if (bytes >= 1024) return absl::StrFormat("%.3g KiB", bytes / 1024);
   return absl::StrFormat("%g B", bytes);
 }
 
@@ -78,15 +78,16 @@ int MaxMeasuredNodes(const ScalingResult& result) {
   return n;
 }
 
-// Compute time per step for efficiency: measured in train mode (smallest N, least CPU contention), assumed in
-// gradient mode (--compute_ms; 0 = none).
-double ComputeSeconds(const ScalingResult& result, Exchange exchange) {
+// Local work per step (everything but the exchange: compute, data, optimizer) for the efficiency: measured in
+// train mode as step - exchange at the smallest N (least CPU contention), assumed in gradient mode
+// (--compute_ms; 0 = none).
+double LocalWorkSeconds(const ScalingResult& result, Exchange exchange) {
   if (result.options.mode != "train") return result.options.compute_ms / 1e3;
   const RunRecord* best = nullptr;
   for (const auto& r : result.records) {
     if (r.ok() && r.exchange == exchange && (best == nullptr || r.nodes < best->nodes)) best = &r;
   }
-  return best ? best->compute_s : 0;
+  return best ? std::max(0.0, best->step_s - best->exchange_s) : 0;
 }
 
 const RunRecord* Find(const ScalingResult& result, Exchange e, int nodes, size_t bytes) {
@@ -152,11 +153,13 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
     intro.Comment("LOOPBACK (" + result.fallback_reason + "): no link limits, figures are not network figures");
   }
   intro.Comment("time = exchange time per step; algbw = S/time; busbw = algbw*2(N-1)/N (nccl-tests); "
-                "model = fitted alpha-beta; link_MB = MB per step on the busiest host link direction");
+                "model = fitted alpha-beta; sent_MB = payload a worker sent per measured step (max over ranks); "
+                "link_MB = busiest host link direction over the whole job (frames, set-up and warm-up included) "
+                "per step");
   out << "#\n";
 
   for (Exchange e : ExchangesRun(result)) {
-    Table table(&out, {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "link_MB", "samples/s"});
+    Table table(&out, {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "sent_MB", "link_MB", "samples/s"});
     table.Comment(absl::StrFormat("exchange %s", ExchangeName(e)));
     table.Header();
     for (const auto& r : result.records) {
@@ -171,7 +174,8 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
       // No error where the model has nothing to say (the ring on one node moves no bytes).
       const double err = model > 0 && r.exchange_s > 0 ? 100 * (model - r.exchange_s) / r.exchange_s : 0;
       row.extra = {static_cast<double>(r.nodes), static_cast<double>(r.servers), r.step_s * 1e3,
-                   r.compute_s * 1e3, model * 1e3, err, r.link_bytes_per_step / 1e6, r.samples_per_s};
+                   r.compute_s * 1e3, model * 1e3, err, r.bytes_sent_per_step / 1e6, r.link_bytes_per_step / 1e6,
+                   r.samples_per_s};
       table.Add(row);
     }
     table.Footer();
@@ -230,6 +234,15 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
     out << absl::StrFormat("# check ps-1 linear N=%d S=%s: %.3f s vs N*S/B = %.3f s, ratio %.3f (within %.0f%%): %s\n",
                            r.nodes, Size(r.bytes), r.exchange_s, ideal, ratio, 100 * kPsOneLinearTolerance,
                            std::abs(ratio - 1) <= kPsOneLinearTolerance ? "PASS" : "FAIL");
+  }
+  // Linearity of ps-1 on its own terms: T(N) against N * T(1) at the same S.
+  for (const auto& r : result.records) {
+    if (!r.ok() || r.exchange != Exchange::kPsOne || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
+    const RunRecord* one = Find(result, Exchange::kPsOne, 1, r.bytes);
+    if (one == nullptr || one->exchange_s <= 0) continue;
+    const double ratio = r.exchange_s / (r.nodes * one->exchange_s);
+    out << absl::StrFormat("# info ps-1 growth N=%d S=%s: T(N) / (N * T(1)) = %.3f (1 = exactly linear)\n", r.nodes,
+                           Size(r.bytes), ratio);
   }
   for (Exchange e : ExchangesRun(result)) {
     double worst = 0;
@@ -389,7 +402,8 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
   eff.x_label = "nodes N (workers)";
   eff.x_scale = Scale::kLog2;
   if (compute_based) {
-    eff.y_label = "efficiency = compute / step time (%)";
+    eff.y_label = o.mode == "train" ? "efficiency = (step - exchange) / step (%)"
+                                    : "efficiency = compute / step time (%)";
   } else if (link > 0) {
     eff.y_label = "busbw / link bandwidth B (%)";
   } else {
@@ -405,7 +419,7 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
     const Exchange e = exchanges[i];
     const std::string color = PaletteColor(static_cast<int>(i));
     const std::string name = ExchangeName(e);
-    const double compute = ComputeSeconds(result, e);
+    const double compute = LocalWorkSeconds(result, e);
     auto efficiency = [&](double exchange_s, double step_s, int n) {
       if (compute_based) {
         const double total = o.mode == "train" ? step_s : compute + exchange_s;

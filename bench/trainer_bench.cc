@@ -7,8 +7,9 @@
 //   size = gradient bytes, count = parameters, time = one step,
 //   algbw = busbw = gradient bytes produced per second (the bandwidth an exchange must sustain to keep up),
 //   #wrong = non-finite parameters/gradients, plus 1 when repeated steps on one batch did not lower its loss,
-// and, for CPU cases, PyTorch eager's throughput on the same model and batch (bench/torch_mlp_step.py, run with
-// the same thread count) and our ratio to it. CUDA cases skip themselves without a usable GPU.
+// and, for CPU cases, PyTorch eager's throughput on the same model and batch (bench/torch_mlp_step.py, run
+// with the same thread count) and our ratio to it. CUDA cases skip themselves without a usable GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -19,12 +20,15 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
-#include "benchmark/benchmark.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bench/report.h"
+#include "benchmark/benchmark.h"
+#include "common/status_macros.h"
 #include "trainer/cpu_kernels.h"
 #include "trainer/cuda_engine.h"
 #include "trainer/engine.h"
@@ -39,6 +43,9 @@ ABSL_FLAG(std::string, torch_script, "bench/torch_mlp_step.py",
           "Path of the PyTorch reference script (relative to the runfiles root under bazel run).");
 ABSL_FLAG(int, threads, 1, "BLAS threads for the CPU cases (and torch.set_num_threads for the comparison).");
 ABSL_FLAG(int, torch_timeout_s, 120, "Seconds before one PyTorch comparison run is abandoned.");
+ABSL_FLAG(int, torch_rounds, 3,
+          "Alternating rounds (ours ~2 s, PyTorch ~2 s) per case for --torch_compare; the table shows the "
+          "medians.");
 
 namespace psring::bench {
 namespace {
@@ -63,44 +70,83 @@ int64_t CountNonFinite(Engine* engine, absl::Status (Engine::*get)(absl::Span<fl
   return bad;
 }
 
-void TrainStep(benchmark::State& state, const Case& c) {
-  if (c.device == "cuda") {
-    const absl::Status probe = trainer::ProbeCuda();
-    if (!probe.ok()) {
-      state.SkipWithError(absl::StrCat("no usable GPU: ", probe.message()).c_str());
-      return;
+// One case's engine with initialised parameters and a fixed random batch; Step() trains on that batch.
+class StepRunner {
+ public:
+  static absl::StatusOr<std::unique_ptr<StepRunner>> Create(const Case& c) {
+    if (c.device == "cuda") {
+      const absl::Status probe = trainer::ProbeCuda();
+      if (!probe.ok()) return absl::UnavailableError(absl::StrCat("no usable GPU: ", probe.message()));
     }
+    trainer::cpu::SetBlasThreads(absl::GetFlag(FLAGS_threads));
+    ASSIGN_OR_RETURN(MlpLayout layout, MlpLayout::Create(784, c.hidden, 10));
+    ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, trainer::CreateEngine(c.device, layout, c.batch));
+    std::vector<float> params(layout.num_params());
+    trainer::InitParameters(layout, 1, absl::MakeSpan(params));
+    RETURN_IF_ERROR(engine->SetParams(params));
+    auto runner = std::unique_ptr<StepRunner>(new StepRunner(c.batch, std::move(engine)));
+    trainer::Rng rng(2);
+    for (float& v : runner->images_) v = rng.Normal();
+    for (int32_t& y : runner->labels_) y = static_cast<int32_t>(rng.Below(10));
+    return runner;
   }
-  trainer::cpu::SetBlasThreads(absl::GetFlag(FLAGS_threads));
-  absl::StatusOr<MlpLayout> layout = MlpLayout::Create(784, c.hidden, 10);
-  if (!layout.ok()) return state.SkipWithError(std::string(layout.status().message()).c_str());
-  absl::StatusOr<std::unique_ptr<Engine>> engine = trainer::CreateEngine(c.device, *layout, c.batch);
-  if (!engine.ok()) return state.SkipWithError(std::string(engine.status().message()).c_str());
-  std::vector<float> params(layout->num_params());
-  trainer::InitParameters(*layout, 1, absl::MakeSpan(params));
-  if (!(*engine)->SetParams(params).ok()) return state.SkipWithError("SetParams failed");
-  trainer::Rng rng(2);
-  std::vector<float> images(static_cast<size_t>(c.batch) * 784);
-  std::vector<int32_t> labels(c.batch);
-  for (float& v : images) v = rng.Normal();
-  for (int32_t& y : labels) y = static_cast<int32_t>(rng.Below(10));
-  const trainer::SgdOptions sgd;  // the training defaults
 
+  // Forward + backward + SGD update, waited for. Returns the batch's mean loss before the update.
+  absl::StatusOr<double> Step() {
+    ASSIGN_OR_RETURN(BatchStats s, engine_->ForwardBackward(images_.data(), labels_.data(), batch_));
+    RETURN_IF_ERROR(engine_->SgdStep(sgd_));
+    RETURN_IF_ERROR(engine_->Synchronize());
+    return s.loss_sum / batch_;
+  }
+
+  // Steps for at least `seconds`; returns samples per second.
+  absl::StatusOr<double> Throughput(double seconds) {
+    const absl::Time start = absl::Now();
+    int64_t steps = 0;
+    do {
+      RETURN_IF_ERROR(Step().status());
+      ++steps;
+    } while (absl::ToDoubleSeconds(absl::Now() - start) < seconds);
+    return steps * batch_ / absl::ToDoubleSeconds(absl::Now() - start);
+  }
+
+  Engine* engine() { return engine_.get(); }
+
+ private:
+  StepRunner(int batch, std::unique_ptr<Engine> engine)
+      : batch_(batch),
+        engine_(std::move(engine)),
+        images_(static_cast<size_t>(batch) * 784),
+        labels_(batch) {}
+
+  const int batch_;
+  std::unique_ptr<Engine> engine_;
+  std::vector<float> images_;
+  std::vector<int32_t> labels_;
+  const trainer::SgdOptions sgd_;  // the training defaults
+};
+
+void TrainStep(benchmark::State& state, const Case& c) {
+  absl::StatusOr<std::unique_ptr<StepRunner>> runner = StepRunner::Create(c);
+  if (!runner.ok()) {
+    state.SkipWithError(std::string(runner.status().message()).c_str());
+    return;
+  }
   double first_loss = -1, last_loss = 0;
   for (auto _ : state) {
-    absl::StatusOr<BatchStats> s = (*engine)->ForwardBackward(images.data(), labels.data(), c.batch);
-    if (!s.ok() || !(*engine)->SgdStep(sgd).ok() || !(*engine)->Synchronize().ok()) {
-      state.SkipWithError(s.ok() ? "SgdStep failed" : std::string(s.status().message()).c_str());
+    absl::StatusOr<double> loss = (*runner)->Step();
+    if (!loss.ok()) {
+      state.SkipWithError(std::string(loss.status().message()).c_str());
       break;
     }
-    last_loss = s->loss_sum / c.batch;
+    last_loss = *loss;
     if (first_loss < 0) first_loss = last_loss;
   }
+  Engine* engine = (*runner)->engine();
   state.SetItemsProcessed(state.iterations() * c.batch);
-  int64_t wrong = CountNonFinite(engine->get(), &Engine::GetParams) +
-                  CountNonFinite(engine->get(), &Engine::GetGrads);
+  int64_t wrong = CountNonFinite(engine, &Engine::GetParams) + CountNonFinite(engine, &Engine::GetGrads);
   if (state.iterations() > 1 && !(last_loss < first_loss)) ++wrong;
-  state.counters["params"] = static_cast<double>(layout->num_params());
+  state.counters["params"] = static_cast<double>(engine->layout().num_params());
   state.counters["batch"] = c.batch;
   state.counters["wrong"] = static_cast<double>(wrong);
 }
@@ -137,11 +183,38 @@ double TorchSamplesPerSecond(const Case& c, std::string* why) {
   const size_t at = output.rfind(key);
   double sps = -1;
   if (rc != 0 || at == std::string::npos ||
-      !absl::SimpleAtod(output.substr(at + key.size(), output.find_first_of(" \n", at) - at - key.size()), &sps)) {
+      !absl::SimpleAtod(output.substr(at + key.size(), output.find_first_of(" \n", at) - at - key.size()),
+                        &sps)) {
     *why = absl::StrCat("`", command, "` exited with status ", rc, ": ", output.substr(0, 300));
     return -1;
   }
   return sps;
+}
+
+struct Comparison {
+  double ours = 0;   // samples/s, median of the rounds
+  double torch = 0;  // samples/s, median of the rounds
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Alternates our step and PyTorch's (--torch_rounds rounds, about 2 s each), so both see the same machine
+// load (other processes on a shared machine come and go), and takes the median of each.
+absl::StatusOr<Comparison> CompareWithTorch(const Case& c) {
+  ASSIGN_OR_RETURN(std::unique_ptr<StepRunner> runner, StepRunner::Create(c));
+  std::vector<double> ours, torch;
+  for (int round = 0; round < absl::GetFlag(FLAGS_torch_rounds); ++round) {
+    ASSIGN_OR_RETURN(double sps, runner->Throughput(2.0));
+    ours.push_back(sps);
+    std::string why;
+    const double theirs = TorchSamplesPerSecond(c, &why);
+    if (theirs < 0) return absl::UnavailableError(why);
+    torch.push_back(theirs);
+  }
+  return Comparison{Median(ours), Median(torch)};
 }
 
 int Main(int argc, char** argv) {
@@ -153,7 +226,8 @@ int Main(int argc, char** argv) {
         .push_back(argv[i]);
   }
   absl::SetProgramUsageMessage(
-      "One MLP training step (forward + backward + SGD) per device and size, and the ratio to PyTorch eager.\n"
+      "One MLP training step (forward + backward + SGD) per device and size, and the ratio to PyTorch "
+      "eager.\n"
       "Also takes Google Benchmark's flags: --benchmark_filter=REGEX, --benchmark_min_time=SECONDS,\n"
       "--benchmark_repetitions=N, --benchmark_format=console|json|csv, --benchmark_out=FILE.");
   absl::ParseCommandLine(static_cast<int>(other_args.size()), other_args.data());
@@ -161,7 +235,7 @@ int Main(int argc, char** argv) {
   benchmark::Initialize(&bench_argc, bench_args.data());
 
   const std::vector<Case> cases = {
-      {"cpu", {256, 256}, 128},   {"cpu", {4096, 4096}, 128},   {"cuda", {256, 256}, 128},
+      {"cpu", {256, 256}, 128},    {"cpu", {4096, 4096}, 128},   {"cuda", {256, 256}, 128},
       {"cuda", {4096, 4096}, 128}, {"cuda", {4096, 4096}, 1024},
   };
   for (const Case& c : cases) {
@@ -174,7 +248,8 @@ int Main(int argc, char** argv) {
 
   Table table(&std::cout, {"batch", "samples/s", "torch_sps", "vs_torch"});
   table.Comment("trainer step: size = gradient bytes, time = forward + backward + SGD update of one batch;");
-  table.Comment("algbw = busbw = gradient bytes produced per second; vs_torch = samples/s over PyTorch eager's");
+  table.Comment(
+      "algbw = busbw = gradient bytes produced per second; vs_torch = samples/s over PyTorch eager's");
   table.Comment(absl::StrCat("BLAS threads ", absl::GetFlag(FLAGS_threads)));
   table.Header();
   for (const benchmark::BenchmarkReporter::Run& run : reporter.runs()) {
@@ -193,14 +268,16 @@ int Main(int argc, char** argv) {
     Row row = MakeRow(params * sizeof(float), params, seconds, /*bus_factor=*/1.0,
                       static_cast<int64_t>(run.counters.at("wrong").value));
     row.redop = "step";
-    const double sps = c->batch / seconds;
+    double sps = c->batch / seconds;
     double torch_sps = 0;
     if (absl::GetFlag(FLAGS_torch_compare)) {
-      std::string why;
-      torch_sps = TorchSamplesPerSecond(*c, &why);
-      if (torch_sps < 0) {
-        table.Comment(absl::StrCat("PyTorch comparison for ", c->Name(), " unavailable: ", why));
-        torch_sps = 0;
+      absl::StatusOr<Comparison> cmp = CompareWithTorch(*c);
+      if (cmp.ok()) {
+        sps = cmp->ours;
+        torch_sps = cmp->torch;
+      } else {
+        table.Comment(
+            absl::StrCat("PyTorch comparison for ", c->Name(), " unavailable: ", cmp.status().message()));
       }
     }
     row.extra = {static_cast<double>(c->batch), sps, torch_sps, torch_sps > 0 ? sps / torch_sps : 0};

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "ps/sgd.h"
+#include "trainer/optimizer.h"
 
 namespace psring::ps {
 
@@ -25,7 +25,7 @@ struct ShardCheckpoint {
   uint64_t begin = 0;
   uint64_t end = 0;
   uint64_t version = 0;
-  SgdHyperparameters hyperparameters;
+  trainer::SgdOptions hyperparameters;
   std::vector<int64_t> clocks;  // per rank: the next step it pushes (async mode)
   std::vector<float> params;
   std::vector<float> momentum;

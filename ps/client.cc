@@ -1,6 +1,7 @@
 #include "ps/client.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <thread>
 
@@ -12,9 +13,10 @@
 namespace psring::ps {
 namespace {
 
-// A shard that restarted or went away: re-register and carry on.
+// A shard that restarted or went away: re-register and carry on. CANCELLED counts too: this client never
+// cancels its calls, so it comes from a server that stopped in the middle of one.
 bool NeedsReregistration(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsNotFound(status);
+  return absl::IsUnavailable(status) || absl::IsNotFound(status) || absl::IsCancelled(status);
 }
 
 }  // namespace
@@ -246,11 +248,16 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
   RETURN_IF_ERROR(CheckBuffer(params, "params"));
   RETURN_IF_ERROR(ForEachShard([&](Shard* shard) {
     absl::Status status = PushPullOnce(shard, grads, params);
-    if (!NeedsReregistration(status)) return status;
-    // The shard restarted (or is restarting): join it again; its parameters replace ours for that range and
-    // this step's gradient for it is lost, as after any resume from a checkpoint.
-    std::fprintf(stderr, "ps rank %d: %s; re-registering\n", options_.rank, std::string(status.message()).c_str());
-    return RegisterWithRetries(shard, params);
+    const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
+    while (NeedsReregistration(status) && absl::Now() < give_up) {
+      // The shard restarted (or is restarting): join it again and push this gradient once more, so every
+      // Exchange() is exactly one step on every shard for every rank and the ranks stay in lockstep. The
+      // steps since the shard's last checkpoint are lost, as after any resume from a checkpoint.
+      std::fprintf(stderr, "ps rank %d: %s; re-registering\n", options_.rank, std::string(status.message()).c_str());
+      RETURN_IF_ERROR(RegisterWithRetries(shard, params));
+      status = PushPullOnce(shard, grads, params);
+    }
+    return status;
   }));
   return trainer::ExchangeOutcome::kParametersUpdated;
 }

@@ -10,8 +10,8 @@
 //
 // Shards are served in parallel: one thread per shard beyond the first, for the duration of each call.
 // A shard that becomes unreachable, or that restarted and forgot this rank, is re-registered with retries
-// and exponential backoff (up to reconnect_timeout); the parameters it holds (its checkpoint) then replace
-// this rank's copy of that range and training goes on from there.
+// and exponential backoff (up to reconnect_timeout), and the step's gradient is pushed to it again; the
+// parameters it returns (resumed from its checkpoint) replace this rank's copy of that range.
 //
 // Blocking: every call blocks until all shards answered, failed, or `timeout` passed.
 // Ownership: buffers stay the caller's; they are read/written only during a call.
@@ -31,7 +31,7 @@
 #include "proto/ps.grpc.pb.h"
 #include "ps/wire.h"
 #include "trainer/exchange.h"
-#include "ps/sgd.h"
+#include "trainer/optimizer.h"
 
 namespace psring::ps {
 
@@ -39,7 +39,7 @@ struct PsClientOptions {
   std::vector<std::string> servers;  // "host:port" per shard, in shard order
   int rank = 0;
   int world_size = 1;
-  SgdHyperparameters hyperparameters;  // sent at registration; servers reject values that differ
+  trainer::SgdOptions hyperparameters;  // sent at registration; servers reject values that differ
   absl::Duration timeout = absl::Seconds(60);  // deadline of each RPC (a step includes waiting for peers)
   absl::Duration reconnect_timeout = absl::Seconds(60);  // how long to keep re-registering a lost shard
   absl::Duration initial_backoff = absl::Milliseconds(50);
@@ -85,7 +85,7 @@ class PsExchange final : public trainer::GradientExchange {
   uint64_t bytes_sent() const { return bytes_sent_; }
   uint64_t bytes_received() const { return bytes_received_; }
   int num_shards() const { return static_cast<int>(shards_.size()); }
-  const SgdHyperparameters& hyperparameters() const { return options_.hyperparameters; }
+  const trainer::SgdOptions& hyperparameters() const { return options_.hyperparameters; }
 
  private:
   struct Shard {

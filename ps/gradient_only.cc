@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "ps/sgd.h"
+#include "trainer/optimizer.h"
 
 namespace psring::ps {
 namespace {
@@ -60,7 +60,7 @@ absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& op
   RETURN_IF_ERROR(exchange->Pull(params_buffer));
 
   std::vector<float> expected(count), velocity(count, 0.0f), gradient(count);
-  SgdHyperparameters h = exchange->hyperparameters();
+  trainer::SgdOptions h = exchange->hyperparameters();
   for (size_t i = 0; i < count; ++i) {
     expected[i] = InitialValue(i);
     if (async) {
@@ -76,7 +76,7 @@ absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& op
     h.weight_decay /= static_cast<float>(n);
     applications = total * n;
   }
-  for (int s = 0; s < applications; ++s) SgdMomentumStep(h, gradient.data(), expected.data(), velocity.data(), count);
+  for (int s = 0; s < applications; ++s) trainer::SgdMomentumStep(h, gradient.data(), expected.data(), velocity.data(), count);
   for (size_t i = 0; i < count; ++i) result.wrong += params[i] != expected[i];
   return result;
 }

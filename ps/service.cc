@@ -1,6 +1,9 @@
 #include "ps/service.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <thread>
 #include <cstdio>
 #include <utility>
 
@@ -14,15 +17,28 @@ namespace {
 
 const char* ModeName(Mode mode) { return mode == Mode::kSync ? "sync" : "async"; }
 
-SgdHyperparameters FromProto(const proto::Hyperparameters& h) {
-  return SgdHyperparameters{h.lr(), h.momentum(), h.weight_decay()};
+trainer::SgdOptions FromProto(const proto::Hyperparameters& h) {
+  return trainer::SgdOptions{h.lr(), h.momentum(), h.weight_decay()};
 }
 
-bool SameHyperparameters(const SgdHyperparameters& a, const SgdHyperparameters& b) {
+// Runs fn(begin, end) over [0, n) split across up to 4 threads (one for small n). Blocks until done.
+void ParallelFor(size_t n, const std::function<void(size_t, size_t)>& fn) {
+  constexpr size_t kMinPerThread = 1 << 18;
+  const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min<size_t>({4, hardware, std::max<size_t>(1, n / kMinPerThread)});
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < threads; ++t) {
+    workers.emplace_back(fn, n * t / threads, n * (t + 1) / threads);
+  }
+  fn(0, n / threads);
+  for (std::thread& w : workers) w.join();
+}
+
+bool SameHyperparameters(const trainer::SgdOptions& a, const trainer::SgdOptions& b) {
   return a.lr == b.lr && a.momentum == b.momentum && a.weight_decay == b.weight_decay;
 }
 
-std::string Describe(const SgdHyperparameters& h) {
+std::string Describe(const trainer::SgdOptions& h) {
   return absl::StrCat("lr=", h.lr, " momentum=", h.momentum, " weight_decay=", h.weight_decay);
 }
 
@@ -179,7 +195,7 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> ParameterServerService::DoRegister
                                                    " does not fit this server's --workers=", options_.workers));
   }
   if (h.total_params() == 0) return absl::InvalidArgumentError("total_params must be positive");
-  const SgdHyperparameters hp = FromProto(h.hyperparameters());
+  const trainer::SgdOptions hp = FromProto(h.hyperparameters());
   if (!std::isfinite(hp.lr) || !std::isfinite(hp.momentum) || !std::isfinite(hp.weight_decay) || hp.lr < 0 ||
       hp.momentum < 0 || hp.weight_decay < 0) {
     return absl::InvalidArgumentError(absl::StrCat("hyperparameters must be finite and >= 0: ", Describe(hp)));
@@ -369,8 +385,8 @@ absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, int64
           " (dead or stuck worker?); the step was dropped, the server keeps serving"));
     }
   }
-  RETURN_IF_ERROR(CheckServingLocked());
   if (version_ > static_cast<uint64_t>(step)) return static_cast<uint64_t>(step) + 1;
+  RETURN_IF_ERROR(CheckServingLocked());
   return absl::DeadlineExceededError(absl::StrCat("synchronous step ", step, " of shard ", options_.shard,
                                                   " was dropped: ", last_drop_reason_));
 }
@@ -401,18 +417,33 @@ absl::StatusOr<uint64_t> ParameterServerService::AwaitStalenessLocked(int rank, 
 }
 
 void ParameterServerService::ApplySyncStepLocked() {
-  // Mean of the N gradients, summed in rank order (deterministic whatever the arrival order).
+  // Mean of the N gradients, summed in rank order (deterministic whatever the arrival order), then the
+  // optimizer; fused in cache-sized blocks so the shard is streamed through memory once, and split over a
+  // few threads for large shards (element-wise work: the result does not depend on the split).
   const size_t n = range_.size();
+  std::vector<const float*> grads;
+  for (const RankState& rank : ranks_) grads.push_back(rank.gradient.data());
   float* sum = ranks_[0].gradient.data();
-  for (size_t r = 1; r < ranks_.size(); ++r) {
-    const float* g = ranks_[r].gradient.data();
-    for (size_t i = 0; i < n; ++i) sum[i] += g[i];
-  }
   const float count = static_cast<float>(ranks_.size());
-  for (size_t i = 0; i < n; ++i) sum[i] /= count;
+  const trainer::SgdOptions hyperparameters = hyperparameters_;
+  const auto apply = [&](size_t begin, size_t end) {
+    constexpr size_t kBlock = 2048;
+    for (size_t b = begin; b < end; b += kBlock) {
+      const size_t len = std::min(kBlock, end - b);
+      float* s = sum + b;
+      for (size_t r = 1; r < grads.size(); ++r) {
+        const float* g = grads[r] + b;
+        for (size_t i = 0; i < len; ++i) s[i] += g[i];
+      }
+      if (grads.size() > 1) {
+        for (size_t i = 0; i < len; ++i) s[i] /= count;
+      }
+      trainer::SgdMomentumStep(hyperparameters, s, params_.data() + b, momentum_.data() + b, len);
+    }
+  };
   {
     absl::WriterMutexLock lock(&params_mu_);
-    SgdMomentumStep(hyperparameters_, sum, params_.data(), momentum_.data(), n);
+    ParallelFor(n, apply);
   }
   for (RankState& rank : ranks_) {
     ReturnBufferLocked(std::move(rank.gradient));
@@ -425,12 +456,15 @@ void ParameterServerService::ApplySyncStepLocked() {
 
 void ParameterServerService::ApplyAsyncLocked(std::vector<float>* gradient) {
   const float count = static_cast<float>(ranks_.size());
-  for (float& g : *gradient) g /= count;
-  SgdHyperparameters scaled = hyperparameters_;
+  trainer::SgdOptions scaled = hyperparameters_;
   scaled.weight_decay = hyperparameters_.weight_decay / count;
+  float* g = gradient->data();
   {
     absl::WriterMutexLock lock(&params_mu_);
-    SgdMomentumStep(scaled, gradient->data(), params_.data(), momentum_.data(), gradient->size());
+    ParallelFor(gradient->size(), [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) g[i] /= count;
+      trainer::SgdMomentumStep(scaled, g + begin, params_.data() + begin, momentum_.data() + begin, end - begin);
+    });
   }
   AfterVersionBumpLocked();
 }

@@ -3,7 +3,7 @@
 //
 //   sync (or async with staleness 0): a push of step t waits until every one of the N ranks pushed step t;
 //     the last arrival sums the N gradients in rank order, divides by N, applies the SGD-momentum step
-//     (ps/sgd.h, bit-identical to the trainer's CPU kernel), bumps the
+//     (trainer/optimizer.h, the trainer's own function, so bit-identical to a local step), bumps the
 //     version and wakes all N calls, which then stream the new parameters back.
 //   async with staleness s > 0: a push is applied on arrival as one optimizer step on gradient/N with
 //     weight_decay/N (so one round of N pushes moves the parameters about as far as one synchronous step
@@ -42,7 +42,7 @@
 #include "proto/ps.grpc.pb.h"
 #include "ps/checkpoint.h"
 #include "ps/wire.h"
-#include "ps/sgd.h"
+#include "trainer/optimizer.h"
 
 namespace psring::ps {
 
@@ -146,7 +146,7 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   bool initialized_ ABSL_GUARDED_BY(mu_) = false;  // params_ hold real values
   uint64_t total_params_ ABSL_GUARDED_BY(mu_) = 0;
   ShardRange range_ ABSL_GUARDED_BY(mu_);
-  SgdHyperparameters hyperparameters_ ABSL_GUARDED_BY(mu_);
+  trainer::SgdOptions hyperparameters_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<RankState> ranks_ ABSL_GUARDED_BY(mu_);
   uint64_t step_generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped when a step completes or is dropped

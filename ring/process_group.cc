@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #ifdef PSRING_WITH_NCCL
+#include <cuda_runtime.h>
+
 #include "ring/nccl_process_group.h"
 #endif
 
@@ -64,6 +66,15 @@ absl::StatusOr<Transport> ParseTransport(const std::string& name) {
 bool NcclCompiledIn() {
 #ifdef PSRING_WITH_NCCL
   return true;
+#else
+  return false;
+#endif
+}
+
+bool GpuUsable() {
+#ifdef PSRING_WITH_NCCL
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
 #else
   return false;
 #endif

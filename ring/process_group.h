@@ -36,6 +36,9 @@ absl::StatusOr<Transport> ParseTransport(const std::string& name);
 // True when this binary was built with NCCL (CUDA toolkit present at build time).
 bool NcclCompiledIn();
 
+// True when NCCL is compiled in and CUDA reports at least one usable GPU.
+bool GpuUsable();
+
 struct ProcessGroupOptions {
   Transport transport = Transport::kTcp;
   TcpRingOptions tcp;        // its timeout also bounds NCCL's set-up

@@ -113,6 +113,7 @@ absl::Status RingCollectives::Run(const Header& header, void* data, DataType typ
     job_elem_size_ = ElementSize(type);
     job_deadline_ = deadline;
     recv_done_ = 0;
+    header_sent_ = false;
     ++job_id_;
   }
   const size_t scratch_bytes =
@@ -121,7 +122,17 @@ absl::Status RingCollectives::Run(const Header& header, void* data, DataType typ
 
   const absl::Time start = absl::Now();
   absl::Status received = Receive(header, static_cast<char*>(data), type, deadline);
-  if (!received.ok()) Fail(received);
+  if (!received.ok()) {
+    // Let our header reach the right neighbour before the links break, so it can name the mismatch too.
+    {
+      absl::MutexLock lock(&mu_);
+      auto header_out = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return header_sent_ || job_done_ == job_id_;
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&header_out), deadline);
+    }
+    Fail(received);
+  }
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](RingCollectives* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
@@ -215,6 +226,10 @@ void RingCollectives::SenderLoop() {
       deadline = job_deadline_;
     }
     absl::Status status = peer_->SendRight(header, sizeof(*header), deadline);
+    {
+      absl::MutexLock lock(&mu_);
+      header_sent_ = true;
+    }
     for (size_t i = 0; status.ok() && i < send_items_.size(); ++i) {
       const SendItem& item = send_items_[i];
       {

@@ -125,6 +125,7 @@ class RingCollectives {
   size_t job_elem_size_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time job_deadline_ ABSL_GUARDED_BY(mu_);
   size_t recv_done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool header_sent_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sender_;

@@ -26,7 +26,8 @@ class CpuEngine final : public Engine {
         momentum_(layout.num_params()),
         delta_(static_cast<size_t>(max_batch) * layout.max_width()),
         delta_prev_(static_cast<size_t>(max_batch) * layout.max_width()) {
-    for (const LinearSlice& s : layout_.layers()) activations_.emplace_back(static_cast<size_t>(max_batch) * s.out);
+    for (const LinearSlice& s : layout_.layers())
+      activations_.emplace_back(static_cast<size_t>(max_batch) * s.out);
   }
 
   std::string device() const override { return "cpu"; }
@@ -52,8 +53,8 @@ class CpuEngine final : public Engine {
     stats.count = batch;
     const std::vector<LinearSlice>& layers = layout_.layers();
     const int classes = layout_.num_classes();
-    stats.loss_sum =
-        cpu::SoftmaxCrossEntropy(activations_.back().data(), labels, batch, classes, delta_.data(), &stats.correct);
+    stats.loss_sum = cpu::SoftmaxCrossEntropy(activations_.back().data(), labels, batch, classes,
+                                              delta_.data(), &stats.correct);
     for (size_t l = layers.size(); l-- > 0;) {
       const LinearSlice& s = layers[l];
       const float* input = l == 0 ? images : activations_[l - 1].data();
@@ -82,8 +83,8 @@ class CpuEngine final : public Engine {
     RunForward(images, batch);
     BatchStats stats;
     stats.count = batch;
-    stats.loss_sum = cpu::SoftmaxCrossEntropy(activations_.back().data(), labels, batch, layout_.num_classes(),
-                                              nullptr, &stats.correct);
+    stats.loss_sum = cpu::SoftmaxCrossEntropy(activations_.back().data(), labels, batch,
+                                              layout_.num_classes(), nullptr, &stats.correct);
     return stats;
   }
 

@@ -24,7 +24,8 @@ void LinearBackward(const float* x, const float* w, const float* dy, int batch, 
     for (int o = 0; o < out; ++o) dbias[o] += row[o];
   }
   if (dx != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx,
+                in);
   }
 }
 

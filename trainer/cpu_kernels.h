@@ -1,4 +1,5 @@
-// CPU building blocks of the MLP: one function per layer direction (the optimizer is trainer/optimizer.h), GEMMs through OpenBLAS (cblas_sgemm).
+// CPU building blocks of the MLP: one function per layer direction (the optimizer is trainer/optimizer.h),
+// GEMMs through OpenBLAS (cblas_sgemm).
 //
 // All tensors are row-major float32 host arrays the caller owns; batch-major activations [batch, features],
 // torch.nn.Linear weights [out, in]. Functions are pure (no hidden state) and thread-compatible; BLAS
@@ -30,8 +31,8 @@ void ReluBackward(const float* y, float* dy, size_t n);
 
 // Softmax cross-entropy over `classes` logits per row with a numerically stable log-sum-exp.
 // Returns the SUM of the per-row losses; counts rows whose arg-max equals the label into *correct when not
-// null (adding to it). When dlogits is not null it receives the gradient of the MEAN loss: (softmax - onehot) / batch.
-// Labels must be in [0, classes).
+// null (adding to it). When dlogits is not null it receives the gradient of the MEAN loss: (softmax - onehot)
+// / batch. Labels must be in [0, classes).
 double SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch, int classes, float* dlogits,
                            int64_t* correct);
 

@@ -36,7 +36,8 @@ class DeviceArray {
   }
 
   absl::Status Allocate(size_t count) {
-    CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(count, 1) * sizeof(T)));
+    CUDA_RETURN_IF_ERROR(
+        cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(count, 1) * sizeof(T)));
     count_ = count;
     CUDA_RETURN_IF_ERROR(cudaMemset(data_, 0, count * sizeof(T)));
     return absl::OkStatus();
@@ -78,7 +79,9 @@ class CudaEngine final : public Engine {
   absl::Status GetParams(absl::Span<float> host) override { return Download("params", params_, host); }
   absl::Status SetGrads(absl::Span<const float> host) override { return Upload("grads", host, grads_); }
   absl::Status GetGrads(absl::Span<float> host) override { return Download("grads", grads_, host); }
-  absl::Status SetMomentum(absl::Span<const float> host) override { return Upload("momentum", host, momentum_); }
+  absl::Status SetMomentum(absl::Span<const float> host) override {
+    return Upload("momentum", host, momentum_);
+  }
   absl::Status GetMomentum(absl::Span<float> host) override { return Download("momentum", momentum_, host); }
 
   absl::StatusOr<BatchStats> ForwardBackward(const float* images, const int32_t* labels, int batch) override {
@@ -92,13 +95,17 @@ class CudaEngine final : public Engine {
       const float* input = l == 0 ? input_.get() : activations_[l - 1].get();
       const float* w = params_.get() + s.weight_offset;
       // Column-major view of row-major data (see RunForward): dW^T[in, out] = X^T[in, B] * dY[B, out].
-      CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, batch, &one, input, s.in,
-                                         delta_.get(), s.out, &zero, grads_.get() + s.weight_offset, s.in));
-      CUDA_RETURN_IF_ERROR(cuda::ColumnSum(delta_.get(), batch, s.out, grads_.get() + s.bias_offset, stream_));
+      CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, batch, &one, input,
+                                         s.in, delta_.get(), s.out, &zero, grads_.get() + s.weight_offset,
+                                         s.in));
+      // db[out] = dY^T[out, B] * ones[B]: a GEMV keeps the whole GPU busy where one thread per column would
+      // not.
+      CUBLAS_RETURN_IF_ERROR(cublasSgemv(cublas_, CUBLAS_OP_N, s.out, batch, &one, delta_.get(), s.out,
+                                         ones_.get(), 1, &zero, grads_.get() + s.bias_offset, 1));
       if (l > 0) {
         // dX^T[in, B] = W^T[in, out] * dY^T[out, B]
-        CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, s.in, batch, s.out, &one, w, s.in,
-                                           delta_.get(), s.out, &zero, delta_prev_.get(), s.in));
+        CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, s.in, batch, s.out, &one, w,
+                                           s.in, delta_.get(), s.out, &zero, delta_prev_.get(), s.in));
         CUDA_RETURN_IF_ERROR(cuda::ReluBackward(activations_[l - 1].get(), delta_prev_.get(),
                                                 static_cast<size_t>(batch) * s.in, stream_));
         std::swap(delta_, delta_prev_);
@@ -130,8 +137,8 @@ class CudaEngine final : public Engine {
   }
 
   absl::Status SgdStep(const SgdOptions& o) override {
-    CUDA_RETURN_IF_ERROR(cuda::SgdMomentumUpdate(params_.get(), grads_.get(), momentum_.get(), params_.count(),
-                                                 o.lr, o.momentum, o.weight_decay, stream_));
+    CUDA_RETURN_IF_ERROR(cuda::SgdMomentumUpdate(params_.get(), grads_.get(), momentum_.get(),
+                                                 params_.count(), o.lr, o.momentum, o.weight_decay, stream_));
     return absl::OkStatus();
   }
 
@@ -162,6 +169,8 @@ class CudaEngine final : public Engine {
     RETURN_IF_ERROR(delta_prev_.Allocate(rows * layout_.max_width()));
     RETURN_IF_ERROR(input_.Allocate(rows * layout_.input_dim()));
     RETURN_IF_ERROR(labels_.Allocate(rows));
+    RETURN_IF_ERROR(ones_.Allocate(rows));
+    RETURN_IF_ERROR(Upload("ones", std::vector<float>(rows, 1.0f), ones_));
     RETURN_IF_ERROR(row_loss_.Allocate(rows));
     RETURN_IF_ERROR(row_hit_.Allocate(rows));
     RETURN_IF_ERROR(totals_.Allocate(2));
@@ -249,6 +258,7 @@ class CudaEngine final : public Engine {
   DeviceArray<float> delta_prev_;
   DeviceArray<float> input_;
   DeviceArray<int32_t> labels_;
+  DeviceArray<float> ones_;  // max_batch ones, for the bias gradient
   DeviceArray<float> row_loss_;
   DeviceArray<float> row_hit_;
   DeviceArray<double> totals_;
@@ -264,14 +274,16 @@ absl::Status ProbeCuda() {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     return absl::UnavailableError(absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorString(err), " (",
-                                               cudaGetErrorName(err), ", error ", static_cast<int>(err), ")"));
+                                               cudaGetErrorName(err), ", error ", static_cast<int>(err),
+                                               ")"));
   }
   if (count == 0) return absl::UnavailableError("cudaGetDeviceCount found no CUDA device");
   // Creating the context catches devices that exist but cannot be used (exclusive mode, broken driver).
   const cudaError_t init = cudaFree(nullptr);
   if (init != cudaSuccess) {
     return absl::UnavailableError(absl::StrCat("initialising CUDA: ", cudaGetErrorString(init), " (",
-                                               cudaGetErrorName(init), ", error ", static_cast<int>(init), ")"));
+                                               cudaGetErrorName(init), ", error ", static_cast<int>(init),
+                                               ")"));
   }
   return absl::OkStatus();
 }

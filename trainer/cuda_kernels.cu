@@ -26,15 +26,6 @@ __global__ void ReluBackwardKernel(const float* y, float* dy, size_t n) {
   }
 }
 
-// One thread per column; neighbouring threads read neighbouring addresses of each row (coalesced).
-__global__ void ColumnSumKernel(const float* dy, int batch, int out, float* dbias) {
-  const int o = blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= out) return;
-  float sum = 0.0f;
-  for (int b = 0; b < batch; ++b) sum += dy[static_cast<size_t>(b) * out + o];
-  dbias[o] = sum;
-}
-
 __global__ void SoftmaxCrossEntropyKernel(const float* logits, const int32_t* labels, int batch, int classes,
                                           float* dlogits, float* row_loss, float* row_hit) {
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
@@ -90,10 +81,13 @@ __global__ void SgdMomentumKernel(float* params, const float* grads, float* velo
                                   float momentum, float weight_decay) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    // Explicitly rounded operations: nvcc would otherwise fuse multiply-adds, and the result would no longer
+    // be bit-identical to the host optimizer (trainer/optimizer.cc, which the parameter server runs too).
     const float p = params[i];
-    const float v = momentum * velocity[i] + (grads[i] + weight_decay * p);
+    const float g = __fadd_rn(grads[i], __fmul_rn(weight_decay, p));
+    const float v = __fadd_rn(__fmul_rn(momentum, velocity[i]), g);
     velocity[i] = v;
-    params[i] = p - lr * v;
+    params[i] = __fsub_rn(p, __fmul_rn(lr, v));
   }
 }
 
@@ -110,11 +104,6 @@ cudaError_t ReluBackward(const float* y, float* dy, size_t n, cudaStream_t strea
   return cudaGetLastError();
 }
 
-cudaError_t ColumnSum(const float* dy, int batch, int out, float* dbias, cudaStream_t stream) {
-  ColumnSumKernel<<<Blocks(out), kThreads, 0, stream>>>(dy, batch, out, dbias);
-  return cudaGetLastError();
-}
-
 cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch, int classes,
                                 float* dlogits, float* row_loss, float* row_hit, cudaStream_t stream) {
   SoftmaxCrossEntropyKernel<<<Blocks(batch), kThreads, 0, stream>>>(logits, labels, batch, classes, dlogits,
@@ -122,14 +111,16 @@ cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int 
   return cudaGetLastError();
 }
 
-cudaError_t SumRows(const float* row_loss, const float* row_hit, int batch, double* totals, cudaStream_t stream) {
+cudaError_t SumRows(const float* row_loss, const float* row_hit, int batch, double* totals,
+                    cudaStream_t stream) {
   SumRowsKernel<<<1, kThreads, 0, stream>>>(row_loss, row_hit, batch, totals);
   return cudaGetLastError();
 }
 
 cudaError_t SgdMomentumUpdate(float* params, const float* grads, float* velocity, size_t n, float lr,
                               float momentum, float weight_decay, cudaStream_t stream) {
-  SgdMomentumKernel<<<Blocks(n), kThreads, 0, stream>>>(params, grads, velocity, n, lr, momentum, weight_decay);
+  SgdMomentumKernel<<<Blocks(n), kThreads, 0, stream>>>(params, grads, velocity, n, lr, momentum,
+                                                        weight_decay);
   return cudaGetLastError();
 }
 

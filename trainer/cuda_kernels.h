@@ -19,9 +19,6 @@ cudaError_t BiasAddRelu(float* y, const float* bias, int batch, int out, bool re
 // dy = 0 where the ReLU output y was not positive.
 cudaError_t ReluBackward(const float* y, float* dy, size_t n, cudaStream_t stream);
 
-// dbias[o] = sum_b dy[b, o] (overwrites).
-cudaError_t ColumnSum(const float* dy, int batch, int out, float* dbias, cudaStream_t stream);
-
 // Fused softmax cross-entropy with a stable log-sum-exp, one row per thread. Writes each row's loss to
 // row_loss[b] and 1/0 for arg-max == label to row_hit[b]; when dlogits is not null, also the gradient of the
 // batch-mean loss, (softmax - onehot) / batch.
@@ -29,10 +26,11 @@ cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int 
                                 float* dlogits, float* row_loss, float* row_hit, cudaStream_t stream);
 
 // totals[0] = sum of row_loss, totals[1] = sum of row_hit, in double, in a fixed order (deterministic).
-cudaError_t SumRows(const float* row_loss, const float* row_hit, int batch, double* totals, cudaStream_t stream);
+cudaError_t SumRows(const float* row_loss, const float* row_hit, int batch, double* totals,
+                    cudaStream_t stream);
 
-// SGD with momentum and weight decay, PyTorch semantics, the arithmetic of SgdMomentumStep
-// (trainer/optimizer.h) in the same order.
+// SGD with momentum and weight decay, PyTorch semantics: bit-identical to SgdMomentumStep
+// (trainer/optimizer.h), the same operations in the same order, none fused.
 cudaError_t SgdMomentumUpdate(float* params, const float* grads, float* velocity, size_t n, float lr,
                               float momentum, float weight_decay, cudaStream_t stream);
 

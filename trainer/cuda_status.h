@@ -16,11 +16,11 @@
 
 namespace psring::trainer {
 
-// kResourceExhausted for out-of-memory (the caller may shrink the batch), kUnavailable when there is no usable
-// device or driver, kInternal otherwise.
+// kResourceExhausted for out-of-memory (the caller may shrink the batch), kUnavailable when there is no
+// usable device or driver, kInternal otherwise.
 inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line) {
   const std::string message = absl::StrCat(file, ":", line, ": ", expr, ": ", cudaGetErrorString(err), " (",
-                                            cudaGetErrorName(err), ", error ", static_cast<int>(err), ")");
+                                           cudaGetErrorName(err), ", error ", static_cast<int>(err), ")");
   switch (err) {
     case cudaErrorMemoryAllocation:
       return absl::ResourceExhaustedError(message);
@@ -35,7 +35,7 @@ inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* fi
 
 inline absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file, int line) {
   const std::string message = absl::StrCat(file, ":", line, ": ", expr, ": ", cublasGetStatusString(err),
-                                            " (cuBLAS status ", static_cast<int>(err), ")");
+                                           " (cuBLAS status ", static_cast<int>(err), ")");
   if (err == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
   if (err == CUBLAS_STATUS_NOT_INITIALIZED) return absl::UnavailableError(message);
   return absl::InternalError(message);
@@ -43,20 +43,20 @@ inline absl::Status CublasStatus(cublasStatus_t err, const char* expr, const cha
 
 }  // namespace psring::trainer
 
-#define CUDA_RETURN_IF_ERROR(expr)                                                         \
-  do {                                                                                     \
-    const cudaError_t psring_cuda_err_ = (expr);                                           \
-    if (psring_cuda_err_ != cudaSuccess) {                                                 \
-      return ::psring::trainer::CudaStatus(psring_cuda_err_, #expr, __FILE__, __LINE__);   \
-    }                                                                                      \
+#define CUDA_RETURN_IF_ERROR(expr)                                                       \
+  do {                                                                                   \
+    const cudaError_t psring_cuda_err_ = (expr);                                         \
+    if (psring_cuda_err_ != cudaSuccess) {                                               \
+      return ::psring::trainer::CudaStatus(psring_cuda_err_, #expr, __FILE__, __LINE__); \
+    }                                                                                    \
   } while (0)
 
-#define CUBLAS_RETURN_IF_ERROR(expr)                                                          \
-  do {                                                                                        \
-    const cublasStatus_t psring_cublas_err_ = (expr);                                         \
-    if (psring_cublas_err_ != CUBLAS_STATUS_SUCCESS) {                                        \
-      return ::psring::trainer::CublasStatus(psring_cublas_err_, #expr, __FILE__, __LINE__);  \
-    }                                                                                         \
+#define CUBLAS_RETURN_IF_ERROR(expr)                                                         \
+  do {                                                                                       \
+    const cublasStatus_t psring_cublas_err_ = (expr);                                        \
+    if (psring_cublas_err_ != CUBLAS_STATUS_SUCCESS) {                                       \
+      return ::psring::trainer::CublasStatus(psring_cublas_err_, #expr, __FILE__, __LINE__); \
+    }                                                                                        \
   } while (0)
 
 #endif  // PSRING_TRAINER_CUDA_STATUS_H_

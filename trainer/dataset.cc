@@ -1,11 +1,11 @@
 #include "trainer/dataset.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <sys/stat.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -33,8 +33,8 @@ absl::Status GzipError(const std::string& path, gzFile_s* file) {
   // zlib's message starts with the path it was opened with; it is said once here.
   absl::string_view message = gzerror(file, &code);
   absl::ConsumePrefix(&message, path + ": ");
-  return absl::DataLossError(
-      absl::StrCat("cannot decompress IDX file ", path, ": ", message, " (corrupt or truncated gzip stream)"));
+  return absl::DataLossError(absl::StrCat("cannot decompress IDX file ", path, ": ", message,
+                                          " (corrupt or truncated gzip stream)"));
 }
 
 // Reads the whole (possibly gzip-compressed) file; zlib reads plain files transparently.
@@ -42,8 +42,9 @@ absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(const std::string& path) {
   std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
   if (file == nullptr) {
     const int err = errno;
-    return absl::NotFoundError(absl::StrCat("cannot open IDX file ", path, ": ", std::strerror(err),
-                                            "; check --data_dir (Debian: apt-get install dataset-fashion-mnist)"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot open IDX file ", path, ": ", std::strerror(err),
+                     "; check --data_dir (Debian: apt-get install dataset-fashion-mnist)"));
   }
   std::vector<uint8_t> bytes;
   constexpr size_t kChunk = 1 << 20;
@@ -57,7 +58,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(const std::string& path) {
     bytes.resize(old_size + got);
     if (got == 0) break;
     if (bytes.size() > kMaxIdxBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("IDX file ", path, " is larger than 4 GiB; not an IDX file?"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("IDX file ", path, " is larger than 4 GiB; not an IDX file?"));
     }
   }
   // gzread returns 0 both at a clean end and when the gzip stream stops early; gzerror tells them apart.
@@ -88,8 +90,8 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
     bytes = std::move(read).value();
   }
   if (bytes.size() < 4) {
-    return absl::DataLossError(
-        absl::StrCat("IDX file ", path, " is truncated: ", bytes.size(), " bytes, shorter than the 4-byte magic"));
+    return absl::DataLossError(absl::StrCat("IDX file ", path, " is truncated: ", bytes.size(),
+                                            " bytes, shorter than the 4-byte magic"));
   }
   if (bytes[0] != 0 || bytes[1] != 0) {
     return absl::InvalidArgumentError(absl::StrCat("IDX file ", path, " has a bad magic number 0x",
@@ -108,8 +110,8 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
   }
   const size_t header = 4 + 4 * static_cast<size_t>(ndims);
   if (bytes.size() < header) {
-    return absl::DataLossError(absl::StrCat("IDX file ", path, " is truncated inside its header (", bytes.size(),
-                                            " bytes, header needs ", header, ")"));
+    return absl::DataLossError(absl::StrCat("IDX file ", path, " is truncated inside its header (",
+                                            bytes.size(), " bytes, header needs ", header, ")"));
   }
   IdxArray array;
   uint64_t elements = 1;
@@ -121,9 +123,9 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
     array.dims.push_back(dim);
     elements *= dim;
     if (elements > kMaxIdxBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("IDX file ", path, " declares dimensions ", absl::StrJoin(array.dims, " x "),
-                       " (over 4 GiB of data); the header is corrupt"));
+      return absl::InvalidArgumentError(absl::StrCat("IDX file ", path, " declares dimensions ",
+                                                     absl::StrJoin(array.dims, " x "),
+                                                     " (over 4 GiB of data); the header is corrupt"));
     }
   }
   const uint64_t available = bytes.size() - header;
@@ -176,7 +178,8 @@ absl::StatusOr<Dataset> LoadIdxDataset(const std::string& images_path, const std
     const int label = labels->data[i];
     if (label >= num_classes) {
       return absl::InvalidArgumentError(absl::StrCat("label file ", labels_path, " has label ", label,
-                                                     " at index ", i, "; labels must be below ", num_classes));
+                                                     " at index ", i, "; labels must be below ",
+                                                     num_classes));
     }
     ds.labels[i] = label;
   }

@@ -22,8 +22,8 @@ inline constexpr float kPixelMean = 0.2860f;
 inline constexpr float kPixelStd = 0.3530f;
 
 struct Dataset {
-  int64_t size = 0;        // number of samples
-  int dim = 0;             // features per sample
+  int64_t size = 0;  // number of samples
+  int dim = 0;       // features per sample
   int num_classes = 0;
   std::vector<float> images;    // size * dim, row-major
   std::vector<int32_t> labels;  // size, each in [0, num_classes)

@@ -17,8 +17,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const std::string& device, 
 absl::StatusOr<std::string> ResolveDevice(const std::string& requested, std::string* note) {
   if (requested == "cpu") return std::string("cpu");
   if (requested != "cuda" && requested != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--device=", requested, " is not one of auto, cpu, cuda"));
+    return absl::InvalidArgumentError(absl::StrCat("--device=", requested, " is not one of auto, cpu, cuda"));
   }
   const absl::Status probe = ProbeCuda();
   if (probe.ok()) return std::string("cuda");

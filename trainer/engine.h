@@ -26,9 +26,9 @@ namespace psring::trainer {
 
 // Loss and accuracy of one batch (sums, so they can be added up and averaged across ranks).
 struct BatchStats {
-  double loss_sum = 0;   // sum over the batch of the per-sample cross-entropy
-  int64_t correct = 0;   // samples whose arg-max logit equals the label
-  int64_t count = 0;     // samples in the batch
+  double loss_sum = 0;  // sum over the batch of the per-sample cross-entropy
+  int64_t correct = 0;  // samples whose arg-max logit equals the label
+  int64_t count = 0;    // samples in the batch
 };
 
 class Engine {
@@ -54,7 +54,8 @@ class Engine {
 
   // Forward and backward of `batch` host images ([batch, input_dim] floats) with host labels in
   // [0, num_classes). Leaves the gradient of the batch-mean loss in grads(). batch in [1, max_batch].
-  virtual absl::StatusOr<BatchStats> ForwardBackward(const float* images, const int32_t* labels, int batch) = 0;
+  virtual absl::StatusOr<BatchStats> ForwardBackward(const float* images, const int32_t* labels,
+                                                     int batch) = 0;
 
   // Forward only: copies the logits ([batch, num_classes]) to host. batch in [1, max_batch].
   virtual absl::Status Forward(const float* images, int batch, absl::Span<float> logits) = 0;
@@ -62,7 +63,8 @@ class Engine {
   // Forward only, with loss and accuracy (for evaluation). batch in [1, max_batch].
   virtual absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels, int batch) = 0;
 
-  // params -= SGD-momentum step computed from grads() (see SgdMomentumStep in trainer/optimizer.h for the exact rule).
+  // params -= SGD-momentum step computed from grads() (see SgdMomentumStep in trainer/optimizer.h for the
+  // exact rule).
   virtual absl::Status SgdStep(const SgdOptions& options) = 0;
 
   // Waits for queued device work (a no-op on CPU); for honest timing.

@@ -10,8 +10,8 @@ namespace psring::trainer {
 
 absl::StatusOr<MlpLayout> MlpLayout::Create(int input_dim, const std::vector<int>& hidden, int num_classes) {
   if (input_dim <= 0 || num_classes <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MLP input_dim and num_classes must be positive, got ", input_dim, " and ", num_classes));
+    return absl::InvalidArgumentError(absl::StrCat("MLP input_dim and num_classes must be positive, got ",
+                                                   input_dim, " and ", num_classes));
   }
   MlpLayout layout;
   layout.input_dim_ = input_dim;
@@ -40,8 +40,8 @@ absl::StatusOr<MlpLayout> MlpLayout::Create(int input_dim, const std::vector<int
   }
   // 2^31 floats (8 GiB) is far past what this project trains; it also keeps every count inside int for BLAS.
   if (offset >= (size_t{1} << 31)) {
-    return absl::InvalidArgumentError(absl::StrCat("the MLP would have ", offset,
-                                                   " parameters (over 2^31); choose smaller --hidden widths"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the MLP would have ", offset, " parameters (over 2^31); choose smaller --hidden widths"));
   }
   layout.num_params_ = offset;
   return layout;

@@ -59,7 +59,8 @@ std::string RawBytes(absl::Span<const T> values) {
 }
 
 // The value text after `'key':` in a .npy header dict, up to the next top-level comma.
-absl::StatusOr<std::string> HeaderField(const std::string& header, const std::string& key, const std::string& name) {
+absl::StatusOr<std::string> HeaderField(const std::string& header, const std::string& key,
+                                        const std::string& name) {
   const std::string tag = absl::StrCat("'", key, "':");
   const size_t at = header.find(tag);
   if (at == std::string::npos) {
@@ -70,7 +71,8 @@ absl::StatusOr<std::string> HeaderField(const std::string& header, const std::st
   size_t end = begin;
   if (end < header.size() && header[end] == '(') {
     end = header.find(')', begin);
-    if (end == std::string::npos) return absl::DataLossError(absl::StrCat("array ", name, ": bad shape in ", header));
+    if (end == std::string::npos)
+      return absl::DataLossError(absl::StrCat("array ", name, ": bad shape in ", header));
     ++end;
   } else {
     while (end < header.size() && header[end] != ',' && header[end] != '}') ++end;
@@ -129,7 +131,8 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
     header_len = Get16(bytes, 8);
     header_start = 10;
   } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) return absl::DataLossError(absl::StrCat("array ", name, ": truncated .npy header"));
+    if (bytes.size() < 12)
+      return absl::DataLossError(absl::StrCat("array ", name, ": truncated .npy header"));
     header_len = Get32(bytes, 8);
     header_start = 12;
   } else {
@@ -145,7 +148,8 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
   ASSIGN_OR_RETURN(std::string shape, HeaderField(header, "shape", name));
   array.descr = std::string(absl::StripSuffix(absl::StripPrefix(descr, "'"), "'"));
   if (fortran != "False") {
-    return absl::DataLossError(absl::StrCat("array ", name, " is in Fortran order; only C order is supported"));
+    return absl::DataLossError(
+        absl::StrCat("array ", name, " is in Fortran order; only C order is supported"));
   }
   const absl::string_view dims = absl::StripSuffix(absl::StripPrefix(shape, "("), ")");
   int64_t elements = 1;
@@ -163,7 +167,8 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
   const size_t want = static_cast<size_t>(elements * element_size);
   if (bytes.size() - data_start != want) {
     return absl::DataLossError(absl::StrCat("array ", name, " of shape ", shape, " and dtype ", array.descr,
-                                            " needs ", want, " data bytes but has ", bytes.size() - data_start));
+                                            " needs ", want, " data bytes but has ",
+                                            bytes.size() - data_start));
   }
   array.data = bytes.substr(data_start);
   return array;
@@ -171,7 +176,8 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
 
 void NpzWriter::Add(const std::string& name, NpyArray array) { arrays_.emplace_back(name, std::move(array)); }
 
-void NpzWriter::AddFloat32(const std::string& name, absl::Span<const float> values, std::vector<int64_t> shape) {
+void NpzWriter::AddFloat32(const std::string& name, absl::Span<const float> values,
+                           std::vector<int64_t> shape) {
   Add(name, NpyArray{"<f4", std::move(shape), RawBytes(values)});
 }
 
@@ -189,7 +195,8 @@ void NpzWriter::AddFloat32Scalar(const std::string& name, float value) {
 
 void NpzWriter::AddString(const std::string& name, const std::string& value) {
   // NumPy has no zero-length byte-string dtype; "|S1" holding a NUL reads back as b''.
-  Add(name, NpyArray{absl::StrCat("|S", std::max<size_t>(value.size(), 1)), {},
+  Add(name, NpyArray{absl::StrCat("|S", std::max<size_t>(value.size(), 1)),
+                     {},
                      value.empty() ? std::string(1, '\0') : value});
 }
 
@@ -203,8 +210,8 @@ absl::StatusOr<std::string> NpzWriter::Serialize() const {
       return absl::InvalidArgumentError(
           absl::StrCat("archive would exceed 4 GiB at array ", name, "; zip64 is not supported"));
     }
-    const uint32_t crc = static_cast<uint32_t>(
-        crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(npy.data()), static_cast<uInt>(npy.size())));
+    const uint32_t crc = static_cast<uint32_t>(crc32(
+        crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(npy.data()), static_cast<uInt>(npy.size())));
     const uint32_t offset = static_cast<uint32_t>(out.size());
     const uint32_t size = static_cast<uint32_t>(npy.size());
     // Local file header: stored (method 0), sizes and CRC known up front, no data descriptor.
@@ -276,12 +283,14 @@ absl::Status NpzWriter::WriteAtomically(const std::string& path) const {
   const bool closed = std::fclose(f) == 0;
   if (!written || !flushed || !closed) {
     std::remove(temp.c_str());
-    return absl::DataLossError(absl::StrCat("writing ", temp, " failed: ", std::strerror(err), " (disk full?)"));
+    return absl::DataLossError(
+        absl::StrCat("writing ", temp, " failed: ", std::strerror(err), " (disk full?)"));
   }
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
     const int rename_err = errno;
     std::remove(temp.c_str());
-    return absl::DataLossError(absl::StrCat("cannot rename ", temp, " to ", path, ": ", std::strerror(rename_err)));
+    return absl::DataLossError(
+        absl::StrCat("cannot rename ", temp, " to ", path, ": ", std::strerror(rename_err)));
   }
   return absl::OkStatus();
 }
@@ -338,10 +347,12 @@ absl::StatusOr<NpzReader> NpzReader::Parse(const std::string& bytes, const std::
     if (method == 8) {
       ASSIGN_OR_RETURN(content, Inflate(content, size, absl::StrCat(path, ": entry ", name)));
     } else if (method != 0 || compressed != size) {
-      return corrupt(absl::StrCat("entry ", name, " uses zip method ", method, "; only stored and deflate work"));
+      return corrupt(
+          absl::StrCat("entry ", name, " uses zip method ", method, "; only stored and deflate work"));
     }
-    const uint32_t actual = static_cast<uint32_t>(crc32(
-        crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(content.data()), static_cast<uInt>(content.size())));
+    const uint32_t actual =
+        static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(content.data()),
+                                    static_cast<uInt>(content.size())));
     if (actual != crc) return corrupt(absl::StrCat("entry ", name, " fails its CRC-32 check"));
     const std::string key(absl::StripSuffix(name, ".npy"));
     ASSIGN_OR_RETURN(NpyArray array, DecodeNpy(content, absl::StrCat(path, ":", key)));

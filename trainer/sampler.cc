@@ -8,15 +8,16 @@
 
 namespace psring::trainer {
 
-absl::StatusOr<DistributedSampler> DistributedSampler::Create(int64_t dataset_size, int num_replicas, int rank,
-                                                              bool shuffle, uint64_t seed, bool drop_last) {
+absl::StatusOr<DistributedSampler> DistributedSampler::Create(int64_t dataset_size, int num_replicas,
+                                                              int rank, bool shuffle, uint64_t seed,
+                                                              bool drop_last) {
   if (dataset_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("DistributedSampler needs a non-empty data set, got ",
-                                                   dataset_size, " samples"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DistributedSampler needs a non-empty data set, got ", dataset_size, " samples"));
   }
   if (num_replicas < 1 || rank < 0 || rank >= num_replicas) {
-    return absl::InvalidArgumentError(absl::StrCat("DistributedSampler: rank ", rank,
-                                                   " is outside [0, world size ", num_replicas, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DistributedSampler: rank ", rank, " is outside [0, world size ", num_replicas, ")"));
   }
   if (drop_last && dataset_size < num_replicas) {
     return absl::InvalidArgumentError(absl::StrCat("DistributedSampler with drop_last: ", dataset_size,

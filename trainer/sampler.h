@@ -6,8 +6,8 @@
 // the padding), cover the data set, have equal lengths, and change every epoch. The permutation comes from
 // this project's Rng, so it differs from torch.randperm's, but has the same properties.
 //
-//   ASSIGN_OR_RETURN(DistributedSampler s, DistributedSampler::Create(60000, world, rank, /*shuffle=*/true, 1));
-//   std::vector<int64_t> mine = s.Indices(epoch);
+//   ASSIGN_OR_RETURN(DistributedSampler s, DistributedSampler::Create(60000, world, rank, /*shuffle=*/true,
+//   1)); std::vector<int64_t> mine = s.Indices(epoch);
 //
 // Immutable after Create(); thread-safe.
 #ifndef PSRING_TRAINER_SAMPLER_H_

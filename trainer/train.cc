@@ -33,7 +33,8 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context) {
 }
 
 absl::Status ValidateOptions(const TrainOptions& o) {
-  if (o.batch_size < 1) return absl::InvalidArgumentError(absl::StrCat("batch_size must be >= 1, got ", o.batch_size));
+  if (o.batch_size < 1)
+    return absl::InvalidArgumentError(absl::StrCat("batch_size must be >= 1, got ", o.batch_size));
   if (o.epochs < 1) return absl::InvalidArgumentError(absl::StrCat("epochs must be >= 1, got ", o.epochs));
   if (!(o.lr > 0)) return absl::InvalidArgumentError(absl::StrCat("lr must be > 0, got ", o.lr));
   if (!(o.momentum >= 0 && o.momentum < 1)) {
@@ -53,7 +54,8 @@ absl::Status ValidateOptions(const TrainOptions& o) {
   if (o.resume && o.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("resume needs checkpoint_dir (the folder holding latest.npz)");
   }
-  if (o.log_every < 0) return absl::InvalidArgumentError(absl::StrCat("log_every must be >= 0, got ", o.log_every));
+  if (o.log_every < 0)
+    return absl::InvalidArgumentError(absl::StrCat("log_every must be >= 0, got ", o.log_every));
   return absl::OkStatus();
 }
 
@@ -156,7 +158,8 @@ absl::StatusOr<double> EvaluateTestSet(const Dataset& test, Engine* engine, Grad
     return absl::OkStatus();
   };
   for (int64_t i = rank; i < test.size; i += world) {
-    std::copy(test.image(i), test.image(i) + test.dim, images.begin() + static_cast<size_t>(filled) * test.dim);
+    std::copy(test.image(i), test.image(i) + test.dim,
+              images.begin() + static_cast<size_t>(filled) * test.dim);
     labels[filled++] = test.labels[i];
     if (filled == batch) RETURN_IF_ERROR(flush());
   }
@@ -199,8 +202,8 @@ absl::StatusOr<int64_t> RestoreState(const TrainOptions& o, Engine* engine, int 
   const CheckpointState& state = *loaded;
   const CheckpointState want = MakeCheckpointState(o, world_size, state.step, state.epoch);
   // Exact continuation needs the same model, batch, world and sample order.
-  if (state.hidden != want.hidden || state.batch_size != want.batch_size || state.world_size != want.world_size ||
-      state.seed != want.seed || state.dataset != want.dataset) {
+  if (state.hidden != want.hidden || state.batch_size != want.batch_size ||
+      state.world_size != want.world_size || state.seed != want.seed || state.dataset != want.dataset) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--resume: checkpoint ", path, " was written with hidden=", absl::StrJoin(state.hidden, ","),
         " batch_size=", state.batch_size, " world_size=", state.world_size, " seed=", state.seed,
@@ -226,7 +229,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange*
 
   std::string note;
   ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.device, &note));
-  if (!note.empty() && chief) std::fprintf(stderr, "psring: --device=%s: %s\n", options.device.c_str(), note.c_str());
+  if (!note.empty() && chief)
+    std::fprintf(stderr, "psring: --device=%s: %s\n", options.device.c_str(), note.c_str());
 
   absl::StatusOr<Dataset> train_set = LoadSplit(options, Split::kTrain);
   if (!train_set.ok()) return Annotate(train_set.status(), "loading the training set");
@@ -237,7 +241,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange*
     test_set = std::move(loaded).value();
   }
 
-  ASSIGN_OR_RETURN(MlpLayout layout, MlpLayout::Create(train_set->dim, options.hidden, train_set->num_classes));
+  ASSIGN_OR_RETURN(MlpLayout layout,
+                   MlpLayout::Create(train_set->dim, options.hidden, train_set->num_classes));
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(device, layout, options.batch_size));
   {
     std::vector<float> initial(layout.num_params());
@@ -259,19 +264,21 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange*
   int64_t step = 0;
   if (options.resume) {
     ASSIGN_OR_RETURN(step, RestoreState(options, engine.get(), world));
-    if (chief) std::fprintf(stderr, "psring: resuming at step %ld (epoch %ld)\n", static_cast<long>(step),
-                            static_cast<long>(step / steps_per_epoch + 1));
+    if (chief)
+      std::fprintf(stderr, "psring: resuming at step %ld (epoch %ld)\n", static_cast<long>(step),
+                   static_cast<long>(step / steps_per_epoch + 1));
   }
 
   ExchangeAdapter adapter(exchange, engine.get());
   RETURN_IF_ERROR(Annotate(adapter.SyncInitialParameters(),
                            absl::StrCat("exchange ", exchange->name(), ": SyncInitialParameters")));
   if (chief) {
-    std::fprintf(stderr,
-                 "psring: training MLP 784-%s-10 (%zu parameters, %.1f MB) on %s, exchange %s, world size %d%s\n",
-                 absl::StrJoin(options.hidden, "-").c_str(), layout.num_params(),
-                 layout.num_params() * 4.0 / 1e6, device.c_str(), exchange->name().c_str(), world,
-                 adapter.staged() ? " (staged through host memory)" : "");
+    std::fprintf(
+        stderr,
+        "psring: training MLP 784-%s-10 (%zu parameters, %.1f MB) on %s, exchange %s, world size %d%s\n",
+        absl::StrJoin(options.hidden, "-").c_str(), layout.num_params(), layout.num_params() * 4.0 / 1e6,
+        device.c_str(), exchange->name().c_str(), world,
+        adapter.staged() ? " (staged through host memory)" : "");
   }
 
   const SgdOptions sgd{options.lr, options.momentum, options.weight_decay};
@@ -325,8 +332,9 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange*
         if (chief && options.log_every > 0) {
           const double rate = sums[2] * world / std::max(SecondsSince(window.start), 1e-9);
           std::printf("step [%*ld/%ld] epoch [%ld/%d] | loss: %.3f | acc: %.1f%% | %s samples/s\n", width,
-                      static_cast<long>(b + 1), static_cast<long>(steps_per_epoch), static_cast<long>(epoch + 1),
-                      options.epochs, result.final_loss, 100.0 * result.train_accuracy, FormatRate(rate).c_str());
+                      static_cast<long>(b + 1), static_cast<long>(steps_per_epoch),
+                      static_cast<long>(epoch + 1), options.epochs, result.final_loss,
+                      100.0 * result.train_accuracy, FormatRate(rate).c_str());
           std::fflush(stdout);
         }
         window = Window();

@@ -22,34 +22,34 @@ struct TrainOptions {
   std::vector<int> hidden = {256, 256};  // hidden layer widths of the MLP
   int batch_size = 128;                  // per rank
   int epochs = 5;
-  int64_t max_steps = -1;                // stop after this many steps (per rank) when >= 0
+  int64_t max_steps = -1;  // stop after this many steps (per rank) when >= 0
   // lr 0.03 / weight decay 1e-4: the default MLP reaches 88.3-89.2% test accuracy in 10 epochs (seeds 1-5);
   // lr 0.05 / 5e-4 ended at 87.7-87.9% on some seeds.
   float lr = 0.03f;
   float momentum = 0.9f;
   float weight_decay = 1e-4f;
   uint64_t seed = 1;
-  std::string device = "auto";           // auto | cpu | cuda
-  std::string dataset = "fashion-mnist"; // fashion-mnist | synthetic
+  std::string device = "auto";            // auto | cpu | cuda
+  std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  int64_t synthetic_samples = 8192;      // training samples when dataset == synthetic
-  std::string checkpoint_dir;            // empty: no checkpoints
-  bool resume = false;                   // continue from checkpoint_dir/latest
-  int log_every = 50;                    // steps between progress lines (0: none)
-  bool evaluate = true;                  // compute test accuracy at the end
+  int64_t synthetic_samples = 8192;  // training samples when dataset == synthetic
+  std::string checkpoint_dir;        // empty: no checkpoints
+  bool resume = false;               // continue from checkpoint_dir/latest
+  int log_every = 50;                // steps between progress lines (0: none)
+  bool evaluate = true;              // compute test accuracy at the end
 };
 
 struct TrainResult {
-  std::vector<float> params;        // final flat parameters (host copy)
-  int64_t steps = 0;                // optimizer steps taken in this call
-  double final_loss = 0;            // mean training loss of the last logged window, averaged across ranks
-  double train_accuracy = 0;        // same window
-  double test_accuracy = -1;        // on the full test set; -1 when not evaluated
-  double compute_seconds = 0;       // forward + backward + optimizer, summed over steps
-  double exchange_seconds = 0;      // inside GradientExchange::Exchange, summed over steps
+  std::vector<float> params;    // final flat parameters (host copy)
+  int64_t steps = 0;            // optimizer steps taken in this call
+  double final_loss = 0;        // mean training loss of the last logged window, averaged across ranks
+  double train_accuracy = 0;    // same window
+  double test_accuracy = -1;    // on the full test set; -1 when not evaluated
+  double compute_seconds = 0;   // forward + backward + optimizer, summed over steps
+  double exchange_seconds = 0;  // inside GradientExchange::Exchange, summed over steps
   double wall_seconds = 0;
-  double samples_per_second = 0;    // global (all ranks) training throughput
-  std::string device;               // the device actually used: "cpu" or "cuda"
+  double samples_per_second = 0;  // global (all ranks) training throughput
+  std::string device;             // the device actually used: "cpu" or "cuda"
 };
 
 // Runs training to the end (epochs or max_steps). Blocks. Errors from data, device or exchange are returned

@@ -7,10 +7,10 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 
 ABSL_FLAG(std::vector<std::string>, hidden, std::vector<std::string>({"256", "256"}),
           "Comma-separated widths of the MLP's hidden layers, input 784 and 10 classes around them "
@@ -22,9 +22,11 @@ ABSL_FLAG(int, epochs, 5, "Passes over the training set (>= 1).");
 ABSL_FLAG(int64_t, max_steps, -1,
           "Stop once this many optimizer steps have been taken in total (counted across --resume); -1: no "
           "limit, train for --epochs.");
-ABSL_FLAG(double, lr, 0.03, "SGD learning rate (> 0).");
+ABSL_FLAG(double, lr, 0.03,
+          "SGD learning rate (> 0), constant for the whole run (a parameter server applies the same value).");
 ABSL_FLAG(double, momentum, 0.9, "SGD momentum in [0, 1) (PyTorch semantics, no dampening, no Nesterov).");
-ABSL_FLAG(double, weight_decay, 1e-4, "L2 weight decay added to the gradient, g += weight_decay * param (>= 0).");
+ABSL_FLAG(double, weight_decay, 1e-4,
+          "L2 weight decay added to the gradient, g += weight_decay * param (>= 0).");
 ABSL_FLAG(uint64_t, seed, 1,
           "Seed for parameter initialisation, the per-epoch shuffle of the DistributedSampler and the "
           "synthetic data set. Same seed, same run.");
@@ -34,16 +36,18 @@ ABSL_FLAG(std::string, device, "auto",
 ABSL_FLAG(std::string, dataset, "fashion-mnist",
           "Training data: fashion-mnist (IDX files from --data_dir) or synthetic (generated, "
           "--synthetic_samples samples with Fashion-MNIST's shape; for benchmarks).");
-ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
-          "Folder with Fashion-MNIST's train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte "
-          "and t10k-labels-idx1-ubyte, each plain or .gz (Debian: apt-get install dataset-fashion-mnist).");
+ABSL_FLAG(
+    std::string, data_dir, "/usr/share/datasets/fashion-mnist",
+    "Folder with Fashion-MNIST's train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte "
+    "and t10k-labels-idx1-ubyte, each plain or .gz (Debian: apt-get install dataset-fashion-mnist).");
 ABSL_FLAG(int64_t, synthetic_samples, 8192, "Training samples of --dataset=synthetic (>= 1).");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder for checkpoints: rank 0 writes <dir>/latest.npz (NumPy .npz, see README.md) after every "
           "epoch and at the end. Empty: no checkpoints.");
 ABSL_FLAG(bool, resume, false,
           "Continue exactly from <checkpoint_dir>/latest.npz (parameters, momentum, step); the run must use "
-          "the same --hidden, --batch_size, --seed, --dataset and world size.");
+          "the same --hidden, --batch_size, --seed, --dataset and world size. Every rank reads the file, so "
+          "on several hosts --checkpoint_dir must be a shared folder.");
 ABSL_FLAG(int, log_every, 50, "Steps between progress lines printed by rank 0 (0: no progress lines).");
 ABSL_FLAG(bool, evaluate, true, "Measure accuracy on the full test set at the end and print it.");
 

@@ -1,4 +1,6 @@
 // .npz archives and checkpoints: round trip, NumPy-compatible bytes, corruption detection.
+#include "trainer/checkpoint.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -7,7 +9,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/checkpoint.h"
 #include "trainer/npz.h"
 
 namespace psring::trainer {

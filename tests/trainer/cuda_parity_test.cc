@@ -16,14 +16,16 @@
 namespace psring::trainer {
 namespace {
 
-void ExpectAllNear(const std::vector<float>& cpu, const std::vector<float>& gpu, double rel, const char* what) {
+void ExpectAllNear(const std::vector<float>& cpu, const std::vector<float>& gpu, double rel,
+                   const char* what) {
   ASSERT_EQ(cpu.size(), gpu.size());
   double scale = 0;
   for (float v : cpu) scale = std::max(scale, static_cast<double>(std::abs(v)));
   int reported = 0;
   for (size_t i = 0; i < cpu.size(); ++i) {
     if (std::abs(cpu[i] - gpu[i]) > rel * std::max(scale, 1e-6) && reported++ < 10) {
-      ADD_FAILURE() << what << "[" << i << "]: cpu " << cpu[i] << " vs cuda " << gpu[i] << " (scale " << scale << ")";
+      ADD_FAILURE() << what << "[" << i << "]: cpu " << cpu[i] << " vs cuda " << gpu[i] << " (scale " << scale
+                    << ")";
     }
   }
 }
@@ -68,9 +70,7 @@ class CudaParityTest : public ::testing::TestWithParam<std::vector<int>> {
   std::vector<int32_t> labels_;
 };
 
-TEST_P(CudaParityTest, ParametersRoundTrip) {
-  EXPECT_EQ(Get(gpu_.get(), &Engine::GetParams), params_);
-}
+TEST_P(CudaParityTest, ParametersRoundTrip) { EXPECT_EQ(Get(gpu_.get(), &Engine::GetParams), params_); }
 
 TEST_P(CudaParityTest, Forward) {
   std::vector<float> a(kBatch * 10), b(kBatch * 10);
@@ -102,8 +102,9 @@ TEST_P(CudaParityTest, BackwardAndOneOptimizerStep) {
   const SgdOptions sgd{0.05f, 0.9f, 5e-4f};
   ASSERT_TRUE(cpu_->SgdStep(sgd).ok());
   ASSERT_TRUE(gpu_->SgdStep(sgd).ok());
-  ExpectAllNear(Get(cpu_.get(), &Engine::GetParams), Get(gpu_.get(), &Engine::GetParams), 1e-6, "params");
-  ExpectAllNear(Get(cpu_.get(), &Engine::GetMomentum), Get(gpu_.get(), &Engine::GetMomentum), 1e-6, "momentum");
+  // The update itself is exact: same operations, same order, no fused multiply-add on either side.
+  EXPECT_EQ(Get(cpu_.get(), &Engine::GetParams), Get(gpu_.get(), &Engine::GetParams));
+  EXPECT_EQ(Get(cpu_.get(), &Engine::GetMomentum), Get(gpu_.get(), &Engine::GetMomentum));
 }
 
 TEST_P(CudaParityTest, SoftmaxIsStableForHugeLogits) {
@@ -123,7 +124,8 @@ TEST_P(CudaParityTest, RejectsBadBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, CudaParityTest,
-                         ::testing::Values(std::vector<int>{256, 256}, std::vector<int>{300}, std::vector<int>{}));
+                         ::testing::Values(std::vector<int>{256, 256}, std::vector<int>{300},
+                                           std::vector<int>{}));
 
 TEST(CudaTrainParityTest, ShortTrainingRunsAgree) {
   const absl::Status probe = ProbeCuda();
@@ -168,7 +170,8 @@ class HostOnlyExchange final : public GradientExchange {
 
  private:
   static absl::Status CheckHost(FloatBuffer b) {
-    if (b.memory != MemoryKind::kHost) return absl::InternalError("device buffer passed to a host-only exchange");
+    if (b.memory != MemoryKind::kHost)
+      return absl::InternalError("device buffer passed to a host-only exchange");
     return absl::OkStatus();
   }
 };

@@ -1,4 +1,6 @@
 // IDX reader on the real Fashion-MNIST files and on malformed files written to TEST_TMPDIR; synthetic data.
+#include "trainer/dataset.h"
+
 #include <zlib.h>
 
 #include <cstdlib>
@@ -8,7 +10,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/dataset.h"
 
 namespace psring::trainer {
 namespace {
@@ -86,7 +87,8 @@ TEST(DatasetTest, ReadsPlainAndGzipAlike) {
   const std::string labels = Idx({3}, std::string{1, 0, 9});
   absl::StatusOr<Dataset> plain =
       LoadIdxDataset(WritePlain("p-images", images), WritePlain("p-labels", labels), 10, 4);
-  absl::StatusOr<Dataset> gz = LoadIdxDataset(WriteGzip("g-images.gz", images), WriteGzip("g-labels.gz", labels), 10, 4);
+  absl::StatusOr<Dataset> gz =
+      LoadIdxDataset(WriteGzip("g-images.gz", images), WriteGzip("g-labels.gz", labels), 10, 4);
   ASSERT_TRUE(plain.ok()) << plain.status();
   ASSERT_TRUE(gz.ok()) << gz.status();
   EXPECT_EQ(plain->labels, (std::vector<int32_t>{1, 0, 9}));
@@ -123,13 +125,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"bad_magic", "P5\n28 28\n255\n", absl::StatusCode::kInvalidArgument, "bad magic number"},
         BadFile{"float_type", std::string{0, 0, 0x0d, 1, 0, 0, 0, 1, 0, 0, 0, 0},
                 absl::StatusCode::kInvalidArgument, "only unsigned bytes"},
-        BadFile{"zero_dims", std::string{0, 0, 8, 0}, absl::StatusCode::kInvalidArgument, "declares 0 dimensions"},
+        BadFile{"zero_dims", std::string{0, 0, 8, 0}, absl::StatusCode::kInvalidArgument,
+                "declares 0 dimensions"},
         BadFile{"short_header", std::string{0, 0, 8, 3, 0, 0, 0, 5}, absl::StatusCode::kDataLoss,
                 "truncated inside its header"},
         BadFile{"zero_size", Idx({0, 28, 28}, ""), absl::StatusCode::kInvalidArgument, "of size 0"},
         BadFile{"truncated_data", Idx({10, 28, 28}, Pixels(784 * 9 + 100)), absl::StatusCode::kDataLoss,
                 "is truncated: dimensions 10 x 28 x 28 need 7840 data bytes but only 7156"},
-        BadFile{"trailing", Idx({2}, "abc"), absl::StatusCode::kDataLoss, "1 unexpected bytes after the data"},
+        BadFile{"trailing", Idx({2}, "abc"), absl::StatusCode::kDataLoss,
+                "1 unexpected bytes after the data"},
         BadFile{"huge_dims", Idx({0xffffffffu, 0xffffffffu}, ""), absl::StatusCode::kInvalidArgument,
                 "the header is corrupt"}),
     [](const ::testing::TestParamInfo<BadFile>& info) { return info.param.name; });

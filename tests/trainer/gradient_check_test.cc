@@ -91,7 +91,9 @@ TEST(GradientCheckTest, SoftmaxCrossEntropy) {
   const int batch = 4, classes = 5;
   std::vector<float> z = RandomVector(batch * classes, 6, 3.0f);
   const std::vector<int32_t> labels = {0, 3, 4, 1};
-  auto loss = [&] { return cpu::SoftmaxCrossEntropy(z.data(), labels.data(), batch, classes, nullptr, nullptr) / batch; };
+  auto loss = [&] {
+    return cpu::SoftmaxCrossEntropy(z.data(), labels.data(), batch, classes, nullptr, nullptr) / batch;
+  };
   std::vector<float> dz(batch * classes);
   int64_t correct = 0;
   cpu::SoftmaxCrossEntropy(z.data(), labels.data(), batch, classes, dz.data(), &correct);
@@ -147,7 +149,8 @@ TEST(GradientCheckTest, EngineRejectsBadBatchAndSizes) {
   ASSERT_TRUE(engine.ok());
   const std::vector<float> x(12);
   const std::vector<int32_t> y(3);
-  EXPECT_EQ((*engine)->ForwardBackward(x.data(), y.data(), 3).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*engine)->ForwardBackward(x.data(), y.data(), 3).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*engine)->SetParams(std::vector<float>(5)).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(MlpLayout::Create(784, {0}, 10).ok());
   EXPECT_FALSE(CreateCpuEngine(*layout, 0).ok());

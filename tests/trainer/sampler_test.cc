@@ -1,10 +1,11 @@
 // DistributedSampler: disjoint, covering, equal lengths, padding, deterministic per (seed, epoch).
+#include "trainer/sampler.h"
+
 #include <algorithm>
 #include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "trainer/sampler.h"
 
 namespace psring::trainer {
 namespace {

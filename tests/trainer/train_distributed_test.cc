@@ -11,20 +11,22 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "trainer/optimizer.h"
 #include "trainer/exchange.h"
+#include "trainer/optimizer.h"
 #include "trainer/train.h"
 
 namespace psring::trainer {
 namespace {
 
-// Rendezvous of `size` threads: the last to arrive runs `combine` over every rank's argument, then all return.
+// Rendezvous of `size` threads: the last to arrive runs `combine` over every rank's argument, then all
+// return.
 class ThreadGroup {
  public:
   explicit ThreadGroup(int size) : size_(size), slots_(size) {}
   int size() const { return size_; }
 
-  absl::Status Collective(int rank, void* arg, const std::function<void(const std::vector<void*>&)>& combine) {
+  absl::Status Collective(int rank, void* arg,
+                          const std::function<void(const std::vector<void*>&)>& combine) {
     absl::MutexLock lock(&mu_);
     slots_[rank] = arg;
     const int64_t generation = generation_;
@@ -59,7 +61,8 @@ struct ServerState {
 // A GradientExchange over a ThreadGroup. Sums in rank order, so every run is deterministic.
 class ThreadExchange final : public GradientExchange {
  public:
-  ThreadExchange(ThreadGroup* group, int rank, ServerState* server) : group_(group), rank_(rank), server_(server) {}
+  ThreadExchange(ThreadGroup* group, int rank, ServerState* server)
+      : group_(group), rank_(rank), server_(server) {}
 
   std::string name() const override { return server_ != nullptr ? "threads-ps" : "threads-allreduce"; }
   int rank() const override { return rank_; }

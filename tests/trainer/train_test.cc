@@ -1,4 +1,6 @@
 // The training loop end to end: accuracy on the real data, exact resume, device selection.
+#include "trainer/train.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -9,7 +11,6 @@
 #include "trainer/checkpoint.h"
 #include "trainer/cuda_engine.h"
 #include "trainer/exchange.h"
-#include "trainer/train.h"
 
 namespace psring::trainer {
 namespace {

@@ -1,0 +1,263 @@
+// //bench:allreduce_bench — the ring allreduce (TCP transport) on loopback, nccl-tests style.
+//
+// Ranks run as THREADS of this one process, each with its own TCP ring connections on 127.0.0.1 (the real
+// transport: every byte crosses the kernel's loopback). For every world size in --ranks and every size from
+// --min_bytes to --max_bytes (x --factor) it prints a row of the table in bench/report.h:
+//   size count type redop time(us) algbw(GB/s) busbw(GB/s) #wrong [rs_us ag_us with --phases]
+// time = mean per iteration (all ranks start together after a barrier; averaged over ranks);
+// algbw = size / time; busbw = algbw * 2(N-1)/N (bench/PERFORMANCE.md). #wrong: elements of a fresh
+// allreduce of f(rank, i) = (7i + 3) mod 1999 + 2048 rank that differ from the exact closed-form sum.
+//
+// Then, unless --gloo=false, it measures Gloo's allreduce (torch.distributed, gloo backend, one process per
+// rank: bench/gloo_allreduce.py under /usr/bin/python3) at --gloo_bytes for --gloo_ranks in the same run, and
+// prints psring's busbw next to Gloo's and their ratio.
+//
+//   bazel run -c opt //bench:allreduce_bench
+//   bazel run //bench:allreduce_bench -- --ranks=2,4 --max_bytes=64M --phases --json=/tmp/ring.json
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "bench/report.h"
+#include "bench/result_line.h"
+#include "bench/subprocess.h"
+#include "common/status_macros.h"
+#include "ring/process_group.h"
+#include "ring/thread_ranks.h"
+
+ABSL_FLAG(std::vector<std::string>, ranks, std::vector<std::string>({"2", "4", "8"}),
+          "Comma-separated world sizes to measure (each >= 1).");
+ABSL_FLAG(std::string, min_bytes, "4K", "Smallest message, bytes with optional K/M/G suffix (like nccl-tests -b).");
+ABSL_FLAG(std::string, max_bytes, "256M", "Largest message (like nccl-tests -e).");
+ABSL_FLAG(int, factor, 2, "Size multiplier between rows (like nccl-tests -f; >= 2).");
+ABSL_FLAG(int, iters, 20,
+          "Measured iterations per row for messages up to 8 MB; larger messages use proportionally fewer "
+          "(at least 3).");
+ABSL_FLAG(int, warmup_iters, 2, "Unmeasured iterations per row, after the correctness check.");
+ABSL_FLAG(int64_t, segment_bytes, 512 << 10, "Ring pipeline segment (RingOptions::segment_bytes).");
+ABSL_FLAG(int, socket_buffer_bytes, 4 << 20, "SO_SNDBUF/SO_RCVBUF per ring connection (0: kernel autotuning).");
+ABSL_FLAG(bool, phases, false, "Add columns rs_us and ag_us: mean reduce-scatter and allgather time per call.");
+ABSL_FLAG(std::string, json, "", "Also write the tables (and the Gloo comparison) as JSON to this file.");
+ABSL_FLAG(bool, gloo, true, "Measure Gloo's allreduce at --gloo_bytes for --gloo_ranks and print the ratio.");
+ABSL_FLAG(std::string, gloo_bytes, "64M", "Message size of the Gloo comparison.");
+ABSL_FLAG(std::vector<std::string>, gloo_ranks, std::vector<std::string>({"2", "4"}),
+          "World sizes of the Gloo comparison.");
+ABSL_FLAG(std::string, gloo_script, "bench/gloo_allreduce.py",
+          "Path of bench/gloo_allreduce.py (relative paths are looked up in the runfiles and the workspace).");
+ABSL_FLAG(std::string, python, "/usr/bin/python3", "Python with Debian's python3-torch for the Gloo comparison.");
+ABSL_FLAG(double, timeout, 120, "Seconds: bound on each collective and on each Gloo run.");
+
+namespace psring::bench {
+namespace {
+
+using ring::ProcessGroup;
+using ring::ReduceOp;
+
+constexpr size_t kFullIterBytes = 8 << 20;
+
+float Value(int rank, size_t i) { return static_cast<float>((i * 7 + 3) % 1999) + 2048.0f * rank; }
+
+int ItersFor(size_t bytes, int iters) {
+  if (bytes <= kFullIterBytes) return iters;
+  return std::max<int>(3, static_cast<int>(static_cast<double>(iters) * kFullIterBytes / bytes));
+}
+
+absl::StatusOr<std::vector<int>> ParseInts(const std::vector<std::string>& items, const char* flag) {
+  std::vector<int> out;
+  for (const std::string& s : items) {
+    int v = 0;
+    if (!absl::SimpleAtoi(s, &v) || v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", s, "' is not a world size >= 1"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+// One rank's part of a row: check, warm up, measure. Returns {time_s, rs_s, ag_s, wrong} summed over ranks.
+absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::vector<float>& buf, size_t count,
+                                               int iters, int warmup) {
+  const int n = g->world_size();
+  for (size_t i = 0; i < count; ++i) buf[i] = Value(rank, i);
+  RETURN_IF_ERROR(g->AllReduce(buf.data(), count, ReduceOp::kSum, false));
+  double wrong = 0;
+  const float offset = 2048.0f * static_cast<float>(n * (n - 1) / 2);
+  for (size_t i = 0; i < count; ++i) {
+    wrong += buf[i] != static_cast<float>((i * 7 + 3) % 1999) * n + offset;
+  }
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(g->AllReduce(buf.data(), count, ReduceOp::kSum, false));
+  RETURN_IF_ERROR(g->Barrier());
+  double rs = 0, ag = 0;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < iters; ++i) {
+    // Values grow by N per call; a few dozen calls stay far from float overflow (only time is measured).
+    RETURN_IF_ERROR(g->AllReduce(buf.data(), count, ReduceOp::kSum, false));
+    rs += g->last_phase_times().reduce_scatter_s;
+    ag += g->last_phase_times().allgather_s;
+  }
+  const double t = absl::ToDoubleSeconds(absl::Now() - start) / iters;
+  std::vector<double> sums = {t, rs / iters, ag / iters, wrong};
+  RETURN_IF_ERROR(g->AllReduceHost(sums.data(), sums.size(), ReduceOp::kSum));
+  return sums;
+}
+
+// The ring's table for one world size. Rows are added by rank 0's thread only.
+absl::Status RunWorld(int n, const std::vector<size_t>& sizes, Table* table) {
+  ring::ProcessGroupOptions options =
+      ring::LoopbackOptions(static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
+                            absl::Seconds(absl::GetFlag(FLAGS_timeout)));
+  options.tcp.socket_buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);
+  options.tcp.store_prefix = absl::StrCat("bench", n);
+  const bool phases = absl::GetFlag(FLAGS_phases);
+  std::vector<absl::Status> results = ring::RunRanks(n, options, [&](int rank, ProcessGroup* g) -> absl::Status {
+    std::vector<float> buf(sizes.back() / sizeof(float));
+    for (size_t bytes : sizes) {
+      const size_t count = bytes / sizeof(float);
+      ASSIGN_OR_RETURN(std::vector<double> sums,
+                       MeasureRow(rank, g, buf, count, ItersFor(bytes, absl::GetFlag(FLAGS_iters)),
+                                  absl::GetFlag(FLAGS_warmup_iters)));
+      if (rank != 0) continue;
+      Row row = MakeRow(count * sizeof(float), count, sums[0] / n, AllReduceBusFactor(n),
+                        static_cast<int64_t>(sums[3]));
+      if (phases) row.extra = {sums[1] / n * 1e6, sums[2] / n * 1e6};
+      table->Add(row);
+    }
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < n; ++r) {
+    if (!results[r].ok()) return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
+  }
+  return absl::OkStatus();
+}
+
+std::string FindScript(const std::string& path) {
+  std::vector<std::string> candidates = {path};
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) candidates.push_back(absl::StrCat(ws, "/", path));
+  for (const std::string& c : candidates) {
+    if (std::ifstream(c).good()) return c;
+  }
+  return path;
+}
+
+// Gloo's busbw at `bytes` for `n` ranks.
+absl::StatusOr<ResultLine> RunGloo(int n, size_t bytes) {
+  ProcessSpec spec{absl::StrCat("gloo world ", n),
+                   {absl::GetFlag(FLAGS_python), FindScript(absl::GetFlag(FLAGS_gloo_script)),
+                    absl::StrCat("--world_size=", n), absl::StrCat("--bytes=", bytes),
+                    absl::StrCat("--iters=", ItersFor(bytes, absl::GetFlag(FLAGS_iters))),
+                    absl::StrCat("--warmup=", absl::GetFlag(FLAGS_warmup_iters)),
+                    absl::StrCat("--timeout=", absl::GetFlag(FLAGS_timeout))}};
+  JobOptions job;
+  job.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout) + 30);
+  ASSIGN_OR_RETURN(std::vector<ProcessResult> results, RunJob({spec}, job));
+  RETURN_IF_ERROR(JobStatus(results));
+  const std::string& out = results[0].stdout_text;
+  const size_t at = out.find("GLOO_RESULT ");
+  if (at == std::string::npos) {
+    return absl::InternalError(absl::StrCat("no GLOO_RESULT line from the Gloo script: ", results[0].stderr_tail));
+  }
+  const size_t end = out.find('\n', at);
+  return ParseFlatJson(out.substr(at + 12, end == std::string::npos ? std::string::npos : end - at - 12));
+}
+
+absl::Status Run() {
+  ASSIGN_OR_RETURN(std::vector<int> worlds, ParseInts(absl::GetFlag(FLAGS_ranks), "ranks"));
+  const size_t min_bytes = ParseSize(absl::GetFlag(FLAGS_min_bytes));
+  const size_t max_bytes = ParseSize(absl::GetFlag(FLAGS_max_bytes));
+  const std::vector<size_t> sizes = SizeSweep(min_bytes, max_bytes, absl::GetFlag(FLAGS_factor));
+  if (sizes.empty() || min_bytes < sizeof(float)) {
+    return absl::InvalidArgumentError("need 4 <= --min_bytes <= --max_bytes and --factor >= 2");
+  }
+  if (absl::GetFlag(FLAGS_iters) < 1 || absl::GetFlag(FLAGS_warmup_iters) < 0) {
+    return absl::InvalidArgumentError("need --iters >= 1 and --warmup_iters >= 0");
+  }
+  const bool phases = absl::GetFlag(FLAGS_phases);
+  std::vector<std::string> extra;
+  if (phases) extra = {"rs_us", "ag_us"};
+
+  std::string json = "{\"ring\":{";
+  std::map<int, std::map<size_t, double>> busbw;  // world -> bytes -> busbw, for the Gloo ratio
+  for (size_t w = 0; w < worlds.size(); ++w) {
+    const int n = worlds[w];
+    Table table(&std::cout, extra);
+    table.Comment(absl::StrCat("nranks ", n, "  exchange ring-tcp  ranks as threads of one process, TCP on "
+                               "127.0.0.1  segment ", absl::GetFlag(FLAGS_segment_bytes), " B"));
+    table.Header();
+    RETURN_IF_ERROR(RunWorld(n, sizes, &table));
+    table.Footer();
+    std::cout << "\n";
+    for (const Row& r : table.rows()) busbw[n][r.bytes] = r.busbw_gbs;
+    json += absl::StrCat(w ? "," : "", "\"", n, "\":", table.ToJson());
+  }
+  json += "}";
+
+  if (absl::GetFlag(FLAGS_gloo)) {
+    ASSIGN_OR_RETURN(std::vector<int> gloo_worlds, ParseInts(absl::GetFlag(FLAGS_gloo_ranks), "gloo_ranks"));
+    const size_t bytes = ParseSize(absl::GetFlag(FLAGS_gloo_bytes));
+    if (bytes < sizeof(float)) return absl::InvalidArgumentError("--gloo_bytes must be >= 4");
+    Table table(&std::cout, {"psring_busbw", "ratio"});
+    table.Comment(absl::StrCat("Gloo allreduce (torch.distributed gloo, one process per rank, loopback) at ",
+                               bytes, " B, same run; ratio = psring busbw / Gloo busbw"));
+    table.Header();
+    json += ",\"gloo\":[";
+    for (size_t i = 0; i < gloo_worlds.size(); ++i) {
+      const int n = gloo_worlds[i];
+      auto it = busbw[n].find(bytes);
+      double ours = 0;
+      if (it != busbw[n].end()) {
+        ours = it->second;
+      } else {  // not in the sweep: measure it now
+        Table own(&std::cout, {});
+        RETURN_IF_ERROR(RunWorld(n, {bytes}, &own));
+        ours = own.rows().back().busbw_gbs;
+      }
+      ASSIGN_OR_RETURN(ResultLine gloo, RunGloo(n, bytes));
+      const double theirs = gloo.Number("busbw");
+      table.Comment(absl::StrCat("nranks ", n, ": psring busbw ", ours, " GB/s, Gloo busbw ", theirs,
+                                 " GB/s, ratio ", theirs > 0 ? ours / theirs : 0));
+      Row row = MakeRow(bytes, bytes / sizeof(float), gloo.Number("time_us") * 1e-6, AllReduceBusFactor(n),
+                        static_cast<int64_t>(gloo.Number("wrong")));
+      row.extra = {ours, theirs > 0 ? ours / theirs : 0};
+      table.Add(row);
+      json += absl::StrCat(i ? "," : "", "{\"nranks\":", n, ",\"bytes\":", bytes, ",\"psring_busbw\":", ours,
+                           ",\"gloo_busbw\":", theirs, ",\"ratio\":", theirs > 0 ? ours / theirs : 0, "}");
+    }
+    json += "]";
+  }
+  json += "}\n";
+  const std::string json_path = absl::GetFlag(FLAGS_json);
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    f << json;
+    if (!f.good()) return absl::UnavailableError(absl::StrCat("cannot write --json file ", json_path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psring::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Ring allreduce (TCP, loopback, ranks as threads) from --min_bytes to --max_bytes for each world size in "
+      "--ranks, as an nccl-tests table, then the busbw ratio against Gloo.\n"
+      "  bazel run //bench:allreduce_bench -- --ranks=2,4,8 --phases --json=/tmp/allreduce.json");
+  absl::ParseCommandLine(argc, argv);
+  absl::Status status = psring::bench::Run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

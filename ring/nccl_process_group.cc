@@ -1,0 +1,216 @@
+#include "ring/nccl_process_group.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace psring::ring {
+namespace {
+
+#define PSRING_CUDA_RETURN_IF_ERROR(expr)                                                               \
+  do {                                                                                                  \
+    const cudaError_t psring_cuda_err_ = (expr);                                                        \
+    if (psring_cuda_err_ != cudaSuccess) {                                                              \
+      return absl::InternalError(absl::StrCat(__FILE__, ":", __LINE__, ": ", #expr, ": ",               \
+                                              cudaGetErrorString(psring_cuda_err_)));                   \
+    }                                                                                                   \
+  } while (0)
+
+// ncclInProgress is not an error for a non-blocking communicator: Wait() polls it to completion.
+#define PSRING_NCCL_RETURN_IF_ERROR(comm, expr)                                                         \
+  do {                                                                                                  \
+    const ncclResult_t psring_nccl_res_ = (expr);                                                       \
+    if (psring_nccl_res_ != ncclSuccess && psring_nccl_res_ != ncclInProgress) {                        \
+      return NcclError(comm, psring_nccl_res_, absl::StrCat(__FILE__, ":", __LINE__, ": ", #expr));     \
+    }                                                                                                   \
+  } while (0)
+
+absl::Status NcclError(ncclComm_t comm, ncclResult_t res, const std::string& where) {
+  const char* detail = comm != nullptr ? ncclGetLastError(comm) : "";
+  const absl::StatusCode code = (res == ncclRemoteError || res == ncclSystemError)
+                                    ? absl::StatusCode::kUnavailable
+                                    : absl::StatusCode::kInternal;
+  return absl::Status(code, absl::StrCat(where, ": ", ncclGetErrorString(res),
+                                         (detail && *detail) ? absl::StrCat(" (", detail, ")") : ""));
+}
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  NcclProcessGroup(int rank, int world_size, absl::Duration timeout)
+      : rank_(rank), world_size_(world_size), timeout_(timeout) {}
+
+  ~NcclProcessGroup() override {
+    if (comm_ != nullptr) {
+      if (failed_) {
+        ncclCommAbort(comm_);
+      } else {
+        ncclCommDestroy(comm_);
+      }
+    }
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (staging_ != nullptr) cudaFree(staging_);
+  }
+
+  absl::Status Init(Store* store, const ProcessGroupOptions& options) {
+    int devices = 0;
+    const cudaError_t probe = cudaGetDeviceCount(&devices);
+    if (probe != cudaSuccess || devices == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "NCCL needs a usable GPU, but CUDA says: ",
+          probe != cudaSuccess ? cudaGetErrorString(probe) : "no device", "; use --ring_transport=tcp"));
+    }
+    PSRING_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.cuda_device % devices));
+    PSRING_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+
+    ncclUniqueId id;
+    const std::string key = absl::StrCat(options.tcp.store_prefix, "/nccl_id");
+    if (rank_ == 0) {
+      PSRING_NCCL_RETURN_IF_ERROR(nullptr, ncclGetUniqueId(&id));
+      RETURN_IF_ERROR(store->Set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id))));
+    } else {
+      ASSIGN_OR_RETURN(std::string bytes, store->Get(key, options.tcp.timeout));
+      if (bytes.size() != sizeof(id)) {
+        return absl::InvalidArgumentError(absl::StrCat("NCCL unique id in the store has ", bytes.size(),
+                                                       " bytes, expected ", sizeof(id)));
+      }
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    PSRING_NCCL_RETURN_IF_ERROR(comm_, ncclCommInitRankConfig(&comm_, world_size_, id, rank_, &config));
+    return WaitComm(absl::Now() + options.tcp.timeout, "NCCL communicator set-up");
+  }
+
+  std::string backend() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  bool AcceptsDeviceMemory() const override { return true; }
+
+  absl::Status AllReduce(float* data, size_t count, ReduceOp op, bool on_device) override {
+    return Collective(data, count, sizeof(float), on_device, [&](void* buf) {
+      return ncclAllReduce(buf, buf, count, ncclFloat32, NcclOp(op), comm_, stream_);
+    }, /*allreduce=*/true);
+  }
+
+  absl::Status AllReduceHost(double* data, size_t count, ReduceOp op) override {
+    return Collective(data, count, sizeof(double), false, [&](void* buf) {
+      return ncclAllReduce(buf, buf, count, ncclFloat64, NcclOp(op), comm_, stream_);
+    }, /*allreduce=*/true);
+  }
+
+  absl::Status Broadcast(float* data, size_t count, int root, bool on_device) override {
+    if (root < 0 || root >= world_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " is not a rank"));
+    }
+    return Collective(data, count, sizeof(float), on_device, [&](void* buf) {
+      return ncclBroadcast(buf, buf, count, ncclFloat32, root, comm_, stream_);
+    }, /*allreduce=*/false);
+  }
+
+  absl::Status Barrier() override {
+    float token = 0;
+    return AllReduce(&token, 1, ReduceOp::kSum, false);
+  }
+
+  uint64_t bytes_sent() const override { return bytes_moved_; }
+  uint64_t bytes_received() const override { return bytes_moved_; }
+
+ private:
+  static ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : ncclSum; }
+
+  template <typename Launch>
+  absl::Status Collective(void* data, size_t count, size_t elem, bool on_device, Launch launch,
+                          bool allreduce) {
+    if (failed_) return absl::FailedPreconditionError("an earlier NCCL collective failed; the group is unusable");
+    const absl::Time deadline = absl::Now() + timeout_;
+    const size_t bytes = count * elem;
+    void* buf = data;
+    if (!on_device && bytes > 0) {
+      if (staging_bytes_ < bytes) {
+        if (staging_ != nullptr) PSRING_CUDA_RETURN_IF_ERROR(cudaFree(staging_));
+        staging_ = nullptr;
+        PSRING_CUDA_RETURN_IF_ERROR(cudaMalloc(&staging_, bytes));
+        staging_bytes_ = bytes;
+      }
+      buf = staging_;
+      PSRING_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, stream_));
+    }
+    PSRING_NCCL_RETURN_IF_ERROR(comm_, launch(buf));
+    RETURN_IF_ERROR(WaitComm(deadline, "NCCL collective launch"));
+    if (!on_device && bytes > 0) {
+      PSRING_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, stream_));
+    }
+    RETURN_IF_ERROR(WaitStream(deadline));
+    // What a ring moves per rank: 2(N-1)/N * S for allreduce, S for broadcast (nccl-tests' bus figures).
+    bytes_moved_ += allreduce ? bytes * 2 * (world_size_ - 1) / world_size_ : bytes;
+    return absl::OkStatus();
+  }
+
+  // Polls the communicator until it leaves ncclInProgress; aborts it at `deadline`.
+  absl::Status WaitComm(absl::Time deadline, const char* what) {
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      PSRING_NCCL_RETURN_IF_ERROR(comm_, ncclCommGetAsyncError(comm_, &state));
+      if (state == ncclSuccess) return absl::OkStatus();
+      if (state != ncclInProgress) {
+        failed_ = true;
+        return NcclError(comm_, state, what);
+      }
+      if (absl::Now() >= deadline) return TimedOut(what);
+      absl::SleepFor(absl::Microseconds(50));
+    }
+  }
+
+  // Waits for the stream while watching for asynchronous NCCL errors (a dead peer).
+  absl::Status WaitStream(absl::Time deadline) {
+    while (true) {
+      const cudaError_t q = cudaStreamQuery(stream_);
+      if (q == cudaSuccess) return absl::OkStatus();
+      if (q != cudaErrorNotReady) {
+        failed_ = true;
+        return absl::InternalError(absl::StrCat("CUDA stream failed: ", cudaGetErrorString(q)));
+      }
+      ncclResult_t state = ncclSuccess;
+      PSRING_NCCL_RETURN_IF_ERROR(comm_, ncclCommGetAsyncError(comm_, &state));
+      if (state != ncclSuccess && state != ncclInProgress) {
+        failed_ = true;
+        return NcclError(comm_, state, "NCCL collective");
+      }
+      if (absl::Now() >= deadline) return TimedOut("NCCL collective");
+      absl::SleepFor(absl::Microseconds(20));
+    }
+  }
+
+  absl::Status TimedOut(const char* what) {
+    failed_ = true;
+    return absl::DeadlineExceededError(absl::StrCat(what, " on rank ", rank_, " did not finish within ",
+                                                    absl::FormatDuration(timeout_),
+                                                    "; a rank is stalled or dead (communicator aborted)"));
+  }
+
+  const int rank_;
+  const int world_size_;
+  const absl::Duration timeout_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* staging_ = nullptr;
+  size_t staging_bytes_ = 0;
+  bool failed_ = false;
+  uint64_t bytes_moved_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclProcessGroup(Store* store, int rank, int world_size,
+                                                                     const ProcessGroupOptions& options) {
+  auto group = std::make_unique<NcclProcessGroup>(rank, world_size, options.ring.timeout);
+  RETURN_IF_ERROR(group->Init(store, options));
+  return std::unique_ptr<ProcessGroup>(std::move(group));
+}
+
+}  // namespace psring::ring

@@ -1,0 +1,121 @@
+// //ring:ring_worker — one training rank whose gradients are averaged by ring allreduce (TCP ring on CPU,
+// NCCL on GPU). Rank, world size and master come from flags or the launcher's environment (mpirun, Slurm,
+// torchrun-style; common/cluster_env.h). Rank 0 serves the rendezvous store, prints progress and the test
+// accuracy, and alone writes checkpoints. With --model_bytes=S it trains nothing and allreduces S bytes of
+// checked values instead (gradient-only mode). Every rank prints one PSRING_RESULT line at the end.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/cluster_env.h"
+#include "common/status_macros.h"
+#include "ring/gradient_only.h"
+#include "ring/ring_exchange.h"
+#include "trainer/train.h"
+#include "trainer/train_flags.h"
+
+ABSL_FLAG(std::string, iface_addr, "",
+          "IPv4 address this rank binds its ring socket to and publishes to its neighbours (rank 0 also binds "
+          "the rendezvous store there). Empty: 127.0.0.1 when the master is on loopback, else the local "
+          "address that routes to --master_addr (the store then listens on every interface).");
+ABSL_FLAG(double, timeout, 60,
+          "Seconds: bound on connecting to the store and the neighbours, and on every collective. A rank that "
+          "dies or stalls makes the others fail within it instead of hanging.");
+ABSL_FLAG(std::string, ring_transport, "",
+          "tcp (the ring over TCP, host memory) or nccl (NCCL on the GPU; needs a CUDA build and a GPU). "
+          "Empty: nccl when --device is cuda, or auto with a usable GPU; otherwise tcp.");
+ABSL_FLAG(int64_t, model_bytes, 0,
+          "Gradient-only mode when > 0: no model; allreduce (average) this many bytes of float32 values "
+          "f(rank, index) for --warmup_steps + --max_steps (default 10) steps and count wrong elements. 0: train "
+          "the MLP.");
+ABSL_FLAG(int, warmup_steps, 2, "Gradient-only mode: unmeasured steps before the measured ones (>= 0).");
+ABSL_FLAG(int64_t, segment_bytes, 512 << 10,
+          "TCP ring: bytes per pipelined segment (smaller: more overlap between links, more system calls).");
+ABSL_FLAG(int, socket_buffer_bytes, 4 << 20,
+          "TCP ring: SO_SNDBUF/SO_RCVBUF requested per connection (capped by net.core.[rw]mem_max); 0 leaves "
+          "the kernel's autotuning.");
+
+namespace psring::ring {
+namespace {
+
+absl::StatusOr<Transport> ChooseTransport(const std::string& device) {
+  const std::string flag = absl::GetFlag(FLAGS_ring_transport);
+  if (!flag.empty()) return ParseTransport(flag);
+  if (device == "cuda" || (device == "auto" && GpuUsable())) return Transport::kNccl;
+  return Transport::kTcp;
+}
+
+absl::Status Run() {
+  ASSIGN_OR_RETURN(ClusterEnv env, ClusterEnvFromFlags());
+  ASSIGN_OR_RETURN(trainer::TrainOptions train, trainer::TrainOptionsFromFlags());
+  const double timeout_s = absl::GetFlag(FLAGS_timeout);
+  const int64_t segment = absl::GetFlag(FLAGS_segment_bytes);
+  const int64_t model_bytes = absl::GetFlag(FLAGS_model_bytes);
+  if (timeout_s <= 0) return absl::InvalidArgumentError("--timeout must be > 0 seconds");
+  if (segment < 8) return absl::InvalidArgumentError("--segment_bytes must be >= 8");
+  if (model_bytes < 0) return absl::InvalidArgumentError("--model_bytes must be >= 0");
+
+  RingExchangeOptions options;
+  ASSIGN_OR_RETURN(options.group.transport, ChooseTransport(train.device));
+  options.group.tcp.iface_addr = absl::GetFlag(FLAGS_iface_addr);
+  options.group.tcp.timeout = absl::Seconds(timeout_s);
+  options.group.tcp.socket_buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);
+  options.group.ring.timeout = absl::Seconds(timeout_s);
+  options.group.ring.segment_bytes = static_cast<size_t>(segment);
+  options.store_bind_addr = options.group.tcp.iface_addr;
+  ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> exchange, RingExchange::Connect(env, options));
+
+  std::string fields;
+  if (model_bytes > 0) {
+    GradientOnlyOptions go;
+    go.bytes = static_cast<size_t>(model_bytes);
+    go.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+    go.steps = train.max_steps >= 0 ? static_cast<int>(train.max_steps) : 10;
+    ASSIGN_OR_RETURN(GradientOnlyResult r, RunGradientOnly(go, exchange.get()));
+    fields = absl::StrFormat(
+        "\"steps\":%d,\"bytes\":%d,\"compute_s\":0.0,\"exchange_s\":%.6f,\"step_s\":%.6f,\"samples_per_s\":0,"
+        "\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":%d,\"test_accuracy\":-1",
+        r.steps, go.bytes / sizeof(float) * sizeof(float), r.exchange_seconds, r.step_seconds, r.bytes_sent,
+        r.bytes_received, r.wrong);
+  } else {
+    const uint64_t sent0 = exchange->group()->bytes_sent();
+    const uint64_t received0 = exchange->group()->bytes_received();
+    ASSIGN_OR_RETURN(trainer::TrainResult r, trainer::Train(train, exchange.get()));
+    fields = absl::StrFormat(
+        "\"steps\":%d,\"bytes\":%d,\"compute_s\":%.6f,\"exchange_s\":%.6f,\"step_s\":%.6f,"
+        "\"samples_per_s\":%.3f,\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":0,\"test_accuracy\":%.6f",
+        r.steps, r.params.size() * sizeof(float), r.compute_seconds, r.exchange_seconds,
+        r.steps > 0 ? r.wall_seconds / r.steps : 0.0, r.samples_per_second,
+        exchange->group()->bytes_sent() - sent0, exchange->group()->bytes_received() - received0,
+        r.test_accuracy);
+  }
+  // Nobody leaves while a neighbour may still be receiving from it.
+  RETURN_IF_ERROR(exchange->Barrier());
+  std::printf("PSRING_RESULT {\"role\":\"worker\",\"exchange\":\"%s\",\"rank\":%d,\"world_size\":%d,%s}\n",
+              exchange->name().c_str(), env.rank, env.world_size, fields.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psring::ring
+
+int main(int argc, char** argv) {
+  psring::trainer::InitFlagsUsage(
+      "A psring training rank whose gradients are averaged by ring allreduce (TCP ring or NCCL).\n"
+      "  mpirun -np 4 bazel-bin/ring/ring_worker --epochs=1\n"
+      "  bazel-bin/ring/ring_worker --rank=0 --world_size=2 --master_addr=10.0.0.1 --master_port=29500\n"
+      "  RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 bazel-bin/ring/ring_worker\n"
+      "  mpirun -np 4 bazel-bin/ring/ring_worker --model_bytes=67108864   (gradient-only mode)");
+  absl::ParseCommandLine(argc, argv);
+  absl::Status status = psring::ring::Run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "ring_worker: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

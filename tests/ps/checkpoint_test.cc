@@ -1,0 +1,107 @@
+// Shard checkpoints: exact round trip, atomic replacement (no temporary left behind), and every kind of
+// damage detected; a server resumes from its checkpoint and refuses one of another layout.
+#include "ps/checkpoint.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "ps/service.h"
+
+namespace psring::ps {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(root != nullptr ? root : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+ShardCheckpoint Sample() {
+  ShardCheckpoint c;
+  c.shard = 1;
+  c.num_shards = 2;
+  c.total_params = 7;
+  c.begin = 3;
+  c.end = 7;
+  c.version = 42;
+  c.hyperparameters = {0.1f, 0.9f, 1e-3f};
+  c.clocks = {42, 41, 43};
+  c.params = {1.5f, -2.0f, 3.25f, 1e-30f};
+  c.momentum = {0.0f, 0.5f, -0.5f, 7.0f};
+  return c;
+}
+
+TEST(CheckpointTest, RoundTripIsExact) {
+  const std::string dir = TempDir("roundtrip");
+  const std::string path = ShardCheckpointPath(dir, 1, 2);
+  const ShardCheckpoint c = Sample();
+  ASSERT_TRUE(WriteShardCheckpoint(path, c, c.params, c.momentum).ok());
+  absl::StatusOr<ShardCheckpoint> read = ReadShardCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->version, 42u);
+  EXPECT_EQ(read->begin, 3u);
+  EXPECT_EQ(read->clocks, c.clocks);
+  EXPECT_EQ(read->params, c.params);
+  EXPECT_EQ(read->momentum, c.momentum);
+  EXPECT_EQ(read->hyperparameters.weight_decay, 1e-3f);
+  // Overwriting goes through a temporary file that is renamed away.
+  ASSERT_TRUE(WriteShardCheckpoint(path, c, c.params, c.momentum).ok());
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) files += entry.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+TEST(CheckpointTest, MissingTruncatedAndCorruptFiles) {
+  const std::string dir = TempDir("damage");
+  const std::string path = ShardCheckpointPath(dir, 1, 2);
+  EXPECT_TRUE(absl::IsNotFound(ReadShardCheckpoint(path).status()));
+  const ShardCheckpoint c = Sample();
+  ASSERT_TRUE(WriteShardCheckpoint(path, c, c.params, c.momentum).ok());
+  const auto size = std::filesystem::file_size(path);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto write = [&](const std::string& content) { std::ofstream(path, std::ios::binary) << content; };
+  write(bytes.substr(0, size - 3));
+  EXPECT_TRUE(absl::IsDataLoss(ReadShardCheckpoint(path).status()));
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x40;
+  write(flipped);
+  EXPECT_TRUE(absl::IsDataLoss(ReadShardCheckpoint(path).status()));
+  write("not a checkpoint at all");
+  EXPECT_TRUE(absl::IsDataLoss(ReadShardCheckpoint(path).status()));
+  // Sizes that do not match the range are refused before anything is written.
+  EXPECT_FALSE(WriteShardCheckpoint(path, c, absl::MakeConstSpan(c.params).subspan(1), c.momentum).ok());
+}
+
+TEST(CheckpointTest, ServiceResumesAndChecksLayout) {
+  const std::string dir = TempDir("resume");
+  // The layout ComputeShardRange gives shard 1 of 2 for 7 elements: [3, 7).
+  const ShardCheckpoint c = Sample();
+  ASSERT_TRUE(WriteShardCheckpoint(ShardCheckpointPath(dir, 1, 2), c, c.params, c.momentum).ok());
+  ServiceOptions options;
+  options.shard = 1;
+  options.num_shards = 2;
+  options.workers = 3;
+  options.checkpoint_dir = dir;
+  absl::StatusOr<std::unique_ptr<ParameterServerService>> service = ParameterServerService::Create(options);
+  ASSERT_TRUE(service.ok()) << service.status();
+  EXPECT_EQ((*service)->version(), 42u);
+  EXPECT_EQ((*service)->CopyParameters(), c.params);
+  // A checkpoint whose range does not match the layout is refused.
+  ShardCheckpoint wrong = c;
+  wrong.begin = 2;
+  wrong.params.push_back(0);
+  wrong.momentum.push_back(0);
+  ASSERT_TRUE(WriteShardCheckpoint(ShardCheckpointPath(dir, 1, 2), wrong, wrong.params, wrong.momentum).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(ParameterServerService::Create(options).status()));
+}
+
+}  // namespace
+}  // namespace psring::ps

@@ -1,0 +1,168 @@
+// Faults with real processes: a //ps:worker process killed (SIGKILL) in the middle of training makes the
+// other rank's step fail with DEADLINE_EXCEEDED after the server's --step_timeout, the server keeps
+// serving, and a replacement for the dead rank joins and training goes on. Also //ps:local end to end.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ps/client.h"
+#include "tests/ps/ps_cluster.h"
+
+namespace psring::ps {
+namespace {
+
+std::string Runfile(const std::string& path) {
+  const char* dir = std::getenv("TEST_SRCDIR");
+  return std::string(dir != nullptr ? dir : ".") + "/psring/" + path;
+}
+
+// A child process, killed and reaped on destruction whatever happens in the test.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv, const std::string& stdout_path = "/dev/null") {
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      if (std::freopen(stdout_path.c_str(), "w", stdout) == nullptr) ::_exit(126);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+  }
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  void Kill() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+  }
+  // Waits up to `timeout` for the exit; returns the raw wait status, or -1 on timeout (child then killed).
+  int Wait(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    int status = 0;
+    while (absl::Now() < deadline) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        return status;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    Kill();
+    return -1;
+  }
+  bool ok() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
+  constexpr size_t kCount = 50000;
+  ServiceOptions service;
+  service.workers = 2;
+  service.step_timeout = absl::Seconds(1);
+  absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(2, service);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+
+  // Rank 1: a real worker process in gradient-only mode with (nearly) endless steps.
+  auto worker = std::make_unique<Child>(std::vector<std::string>{
+      Runfile("ps/worker"), "--servers=" + cluster->addresses[0] + "," + cluster->addresses[1], "--rank=1",
+      "--world_size=2", absl::StrCat("--model_bytes=", kCount * 4), "--max_steps=1000000", "--warmup_steps=0", "--timeout=20", "--lr=0.05",
+      "--momentum=0.9", "--weight_decay=0.0005"});
+  ASSERT_TRUE(worker->ok());
+
+  // Rank 0 in this process, with the worker binary's default hyperparameters.
+  PsClientOptions options = testing::ClientOptionsFor(*cluster, 0, 2);
+  options.hyperparameters = {0.05f, 0.9f, 5e-4f};
+  options.timeout = absl::Seconds(20);
+  absl::StatusOr<std::unique_ptr<PsExchange>> rank0 = PsExchange::Create(options);
+  ASSERT_TRUE(rank0.ok());
+  std::vector<float> params(kCount, 0.5f), grads(kCount, 0.01f);
+  const trainer::FloatBuffer p{params.data(), kCount}, g{grads.data(), kCount};
+  ASSERT_TRUE((*rank0)->SyncInitialParameters(p).ok());
+  ASSERT_TRUE((*rank0)->Barrier().ok());  // the worker's barrier before its measured steps
+  for (int step = 0; step < 5; ++step) ASSERT_TRUE((*rank0)->Exchange(step, g, p).ok()) << "step " << step;
+
+  worker->Kill();  // mid-training: it may be anywhere in its next push
+  // The dead rank may have pushed a step or two ahead before it died; the first step it never pushed fails.
+  absl::StatusOr<trainer::ExchangeOutcome> failed = trainer::ExchangeOutcome::kParametersUpdated;
+  absl::Duration waited;
+  for (int step = 5; step < 10 && failed.ok(); ++step) {
+    const absl::Time start = absl::Now();
+    failed = (*rank0)->Exchange(step, g, p);
+    waited = absl::Now() - start;
+  }
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(failed.status())) << failed.status();
+  EXPECT_NE(failed.status().message().find("ranks 1 did not push"), std::string::npos) << failed.status();
+  EXPECT_LT(waited, absl::Seconds(10)) << "the server's 1 s step timeout must end the wait, not the 20 s RPC deadline";
+
+  // The server keeps serving: a replacement rank 1 registers, and both ranks complete steps again.
+  const uint64_t version = cluster->servers[0]->service()->version();
+  PsClientOptions replacement_options = testing::ClientOptionsFor(*cluster, 1, 2);
+  replacement_options.hyperparameters = options.hyperparameters;
+  absl::StatusOr<std::unique_ptr<PsExchange>> rank1 = PsExchange::Create(replacement_options);
+  ASSERT_TRUE(rank1.ok());
+  std::vector<float> params1(kCount, 0.0f);
+  const trainer::FloatBuffer p1{params1.data(), kCount};
+  ASSERT_TRUE((*rank1)->SyncInitialParameters(p1).ok());
+  EXPECT_EQ(params1, params);  // the replacement starts from the servers' parameters
+  std::vector<absl::Status> statuses = testing::RunRanks(2, [&](int rank) -> absl::Status {
+    for (int step = 0; step < 3; ++step) {
+      absl::StatusOr<trainer::ExchangeOutcome> out =
+          rank == 0 ? (*rank0)->Exchange(step, g, p) : (*rank1)->Exchange(step, g, p1);
+      if (!out.ok()) return out.status();
+    }
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(cluster->servers[0]->service()->version(), version + 3);
+  EXPECT_EQ(params1, params);
+}
+
+TEST(FaultTest, LocalLauncherRunsAWholeJob) {
+  const std::string out = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+                          "/local.out";
+  Child local({Runfile("ps/local"), "--workers=3", "--num_shards=2", "--server_bin=" + Runfile("ps/server"),
+               "--worker_bin=" + Runfile("ps/worker"), "--job_timeout=50", "--", "--model_bytes=40000",
+               "--max_steps=5"},
+              out);
+  const int status = local.Wait(absl::Seconds(55));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+  std::FILE* f = std::fopen(out.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char line[4096];
+  int workers = 0, servers = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    const std::string text(line);
+    if (text.rfind("PSRING_RESULT ", 0) != 0) continue;
+    if (text.find("\"role\":\"worker\"") != std::string::npos) {
+      ++workers;
+      EXPECT_NE(text.find("\"wrong\":0,"), std::string::npos) << text;
+      EXPECT_NE(text.find("\"steps\":5,"), std::string::npos) << text;
+    }
+    if (text.find("\"role\":\"server\"") != std::string::npos) ++servers;
+  }
+  std::fclose(f);
+  EXPECT_EQ(workers, 3);
+  EXPECT_EQ(servers, 2);
+}
+
+}  // namespace
+}  // namespace psring::ps

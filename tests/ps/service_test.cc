@@ -1,0 +1,300 @@
+// Every malformed or ill-timed request, sent straight at the ParameterServer service with a raw stub, gets
+// its precise status, and the shard's parameters and version stay untouched. Also: authentication, the
+// replacement of a rank, hyperparameter checks.
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ps/server.h"
+#include "ps/wire.h"
+#include "tests/ps/ps_cluster.h"
+
+namespace psring::ps {
+namespace {
+
+constexpr int kWorkers = 2;
+constexpr uint64_t kTotal = 10;  // 2 shards: 5 + 5 elements
+
+struct RawReply {
+  grpc::Status status;
+  uint64_t session = 0;
+  int64_t next_step = 0;
+  std::vector<float> params;
+};
+
+// A raw client: messages are built by hand so tests can send what the real client never would.
+class RawClient {
+ public:
+  RawClient(const std::string& address, std::string token = "")
+      : stub_(proto::ParameterServer::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        token_(std::move(token)) {}
+
+  void Prepare(grpc::ClientContext* context) {
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!token_.empty()) context->AddMetadata(kAuthMetadataKey, token_);
+  }
+
+  RawReply Register(proto::RegisterHeader header, const std::vector<float>& initial) {
+    grpc::ClientContext context;
+    Prepare(&context);
+    auto stream = stub_->Register(&context);
+    proto::RegisterRequest request;
+    header.set_offers_parameters(!initial.empty());
+    *request.mutable_header() = header;
+    uint64_t bytes = 0;
+    if (stream->Write(request)) {
+      WriteChunks<proto::RegisterRequest>(stream.get(), initial.data(), initial.size(), 2, &bytes);
+    }
+    stream->WritesDone();
+    RawReply result;
+    proto::RegisterReply reply;
+    while (stream->Read(&reply)) {
+      if (reply.has_header()) {
+        result.session = reply.header().session();
+        result.next_step = reply.header().next_step();
+      } else {
+        const std::string& data = reply.chunk().data();
+        const size_t at = result.params.size();
+        result.params.resize(at + data.size() / 4);
+        std::memcpy(result.params.data() + at, data.data(), data.size());
+      }
+    }
+    result.status = stream->Finish();
+    return result;
+  }
+
+  grpc::Status PushPull(const proto::PushHeader& header, const std::vector<proto::Chunk>& chunks) {
+    grpc::ClientContext context;
+    Prepare(&context);
+    auto stream = stub_->PushPull(&context);
+    proto::PushRequest request;
+    *request.mutable_header() = header;
+    if (stream->Write(request)) {
+      for (const proto::Chunk& chunk : chunks) {
+        *request.mutable_chunk() = chunk;
+        if (!stream->Write(request)) break;
+      }
+    }
+    stream->WritesDone();
+    proto::PullReply reply;
+    while (stream->Read(&reply)) {
+    }
+    return stream->Finish();
+  }
+
+  grpc::Status Stats(proto::StatsReply* reply) {
+    grpc::ClientContext context;
+    Prepare(&context);
+    return stub_->Stats(&context, proto::StatsRequest(), reply);
+  }
+
+ private:
+  std::unique_ptr<proto::ParameterServer::Stub> stub_;
+  std::string token_;
+};
+
+proto::Chunk MakeChunk(uint64_t offset, const std::vector<float>& values) {
+  proto::Chunk chunk;
+  chunk.set_offset(offset);
+  chunk.set_data(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  return chunk;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServiceOptions options;
+    options.workers = kWorkers;
+    options.step_timeout = absl::Seconds(5);
+    absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(2, options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    client_ = std::make_unique<RawClient>(cluster_.addresses[1]);
+    for (int rank = 0; rank < kWorkers; ++rank) {
+      RawReply reply = client_->Register(Header(rank), rank == 0 ? Initial() : std::vector<float>());
+      ASSERT_TRUE(reply.status.ok()) << reply.status.error_message();
+      EXPECT_EQ(reply.params, Initial());  // rank 0 offered them; rank 1 receives them
+      sessions_.push_back(reply.session);
+    }
+    before_ = service()->CopyParameters();
+  }
+
+  ParameterServerService* service() { return cluster_.servers[1]->service(); }
+
+  static std::vector<float> Initial() { return {1, 2, 3, 4, 5}; }
+
+  static proto::RegisterHeader Header(int rank) {
+    proto::RegisterHeader h;
+    h.mutable_address()->set_shard(1);
+    h.mutable_address()->set_num_shards(2);
+    h.set_rank(rank);
+    h.set_world_size(kWorkers);
+    h.set_total_params(kTotal);
+    h.mutable_hyperparameters()->set_lr(0.5f);
+    h.mutable_hyperparameters()->set_momentum(0.9f);
+    h.mutable_hyperparameters()->set_weight_decay(0.0f);
+    return h;
+  }
+
+  proto::PushHeader Push(int rank, int64_t step) {
+    proto::PushHeader h;
+    h.mutable_address()->set_shard(1);
+    h.mutable_address()->set_num_shards(2);
+    h.set_rank(rank);
+    h.set_session(sessions_[rank]);
+    h.set_step(step);
+    h.set_num_elements(5);
+    return h;
+  }
+
+  static std::vector<proto::Chunk> Gradient() { return {MakeChunk(0, {1, 1, 1}), MakeChunk(3, {1, 1})}; }
+
+  void ExpectRejected(const proto::PushHeader& header, const std::vector<proto::Chunk>& chunks,
+                      grpc::StatusCode code, const std::string& fragment) {
+    grpc::Status status = client_->PushPull(header, chunks);
+    EXPECT_EQ(status.error_code(), code) << status.error_message();
+    EXPECT_NE(status.error_message().find(fragment), std::string::npos) << status.error_message();
+    EXPECT_EQ(service()->CopyParameters(), before_);
+    EXPECT_EQ(service()->version(), 0u);
+  }
+
+  testing::LocalCluster cluster_;
+  std::unique_ptr<RawClient> client_;
+  std::vector<uint64_t> sessions_;
+  std::vector<float> before_;
+};
+
+TEST_F(ServiceTest, WrongTensorLength) {
+  proto::PushHeader h = Push(0, 0);
+  h.set_num_elements(6);
+  ExpectRejected(h, Gradient(), grpc::StatusCode::INVALID_ARGUMENT, "holds 5");
+  // Header right, but the chunks carry 6 elements, or 4, or a partial float, or leave a gap.
+  ExpectRejected(Push(0, 0), {MakeChunk(0, {1, 1, 1}), MakeChunk(3, {1, 1, 1})}, grpc::StatusCode::INVALID_ARGUMENT,
+                 "overflows");
+  ExpectRejected(Push(0, 0), {MakeChunk(0, {1, 1, 1, 1})}, grpc::StatusCode::INVALID_ARGUMENT, "after 4 of 5");
+  proto::Chunk partial = MakeChunk(0, {1, 1, 1, 1, 1});
+  partial.mutable_data()->pop_back();
+  ExpectRejected(Push(0, 0), {partial}, grpc::StatusCode::INVALID_ARGUMENT, "whole number");
+  ExpectRejected(Push(0, 0), {MakeChunk(0, {1, 1}), MakeChunk(3, {1, 1})}, grpc::StatusCode::INVALID_ARGUMENT,
+                 "in order");
+}
+
+TEST_F(ServiceTest, UnknownShardOrWorker) {
+  proto::PushHeader h = Push(0, 0);
+  h.mutable_address()->set_shard(0);
+  ExpectRejected(h, Gradient(), grpc::StatusCode::INVALID_ARGUMENT, "reached shard 1 of 2");
+  h = Push(0, 0);
+  h.mutable_address()->set_num_shards(3);
+  ExpectRejected(h, Gradient(), grpc::StatusCode::INVALID_ARGUMENT, "reached shard 1 of 2");
+  h = Push(0, 0);
+  h.set_rank(7);
+  ExpectRejected(h, Gradient(), grpc::StatusCode::INVALID_ARGUMENT, "unknown worker rank 7");
+  h.set_rank(-1);
+  ExpectRejected(h, Gradient(), grpc::StatusCode::INVALID_ARGUMENT, "unknown worker rank -1");
+}
+
+TEST_F(ServiceTest, UnregisteredOrStaleSession) {
+  proto::PushHeader h = Push(0, 0);
+  h.set_session(sessions_[0] + 12345);
+  ExpectRejected(h, Gradient(), grpc::StatusCode::FAILED_PRECONDITION, "replaced");
+  // A fresh server knows no session at all.
+  ServiceOptions options;
+  options.workers = kWorkers;
+  absl::StatusOr<testing::LocalCluster> other = testing::StartCluster(2, options);
+  ASSERT_TRUE(other.ok());
+  RawClient fresh(other->addresses[1]);
+  grpc::Status status = fresh.PushPull(Push(0, 0), Gradient());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+  EXPECT_NE(status.error_message().find("not registered"), std::string::npos);
+}
+
+TEST_F(ServiceTest, PastAndFutureSteps) {
+  ExpectRejected(Push(0, 1), Gradient(), grpc::StatusCode::OUT_OF_RANGE, "future");
+  ExpectRejected(Push(0, -1), Gradient(), grpc::StatusCode::FAILED_PRECONDITION, "past");
+}
+
+TEST_F(ServiceTest, DuplicatePushWhileStepPending) {
+  // Rank 0's push of step 0 waits for rank 1; a second push of step 0 by rank 0 is a duplicate.
+  grpc::Status first;
+  std::thread pusher([&] { first = client_->PushPull(Push(0, 0), Gradient()); });
+  // Wait until the first push streamed in (20 bytes of initial parameters + 20 of gradient received).
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (service()->GetStats().bytes_received() < 40 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  grpc::Status dup = client_->PushPull(Push(0, 0), Gradient());
+  EXPECT_EQ(dup.error_code(), grpc::StatusCode::ALREADY_EXISTS) << dup.error_message();
+  EXPECT_NE(dup.error_message().find("already pushed step 0"), std::string::npos);
+  EXPECT_EQ(service()->CopyParameters(), before_);
+  EXPECT_EQ(service()->version(), 0u);
+  // Rank 1 completes the step: mean gradient 1, lr 0.5, momentum 0 on the first step -> p - 0.5.
+  ASSERT_TRUE(client_->PushPull(Push(1, 0), Gradient()).ok());
+  pusher.join();
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  EXPECT_EQ(service()->version(), 1u);
+  EXPECT_EQ(service()->CopyParameters(), (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f, 4.5f}));
+  // Step 0 is now in the past.
+  grpc::Status late = client_->PushPull(Push(0, 0), Gradient());
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << late.error_message();
+}
+
+TEST_F(ServiceTest, RegistrationChecks) {
+  proto::RegisterHeader h = Header(0);
+  h.mutable_hyperparameters()->set_lr(0.25f);
+  RawReply reply = client_->Register(h, {});
+  EXPECT_EQ(reply.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(reply.status.error_message().find("differ from the registered"), std::string::npos);
+  h = Header(0);
+  h.set_total_params(kTotal + 1);
+  EXPECT_EQ(client_->Register(h, {}).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  h = Header(0);
+  h.set_world_size(3);
+  EXPECT_EQ(client_->Register(h, {}).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  h = Header(2);
+  EXPECT_EQ(client_->Register(h, {}).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Offered parameters of the wrong length.
+  EXPECT_EQ(client_->Register(Header(0), {1, 2, 3}).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(service()->CopyParameters(), before_);
+  // The first registration's parameters win over later offers.
+  RawReply again = client_->Register(Header(1), {9, 9, 9, 9, 9});
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_EQ(again.params, Initial());
+  // The re-registration replaced rank 1's old session.
+  proto::PushHeader stale = Push(1, 0);
+  ExpectRejected(stale, Gradient(), grpc::StatusCode::FAILED_PRECONDITION, "replaced");
+}
+
+TEST(ServiceAuthTest, TokenRequired) {
+  ServiceOptions options;
+  options.workers = 1;
+  options.auth_token = "s3cret";
+  absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(1, options);
+  ASSERT_TRUE(cluster.ok());
+  proto::StatsReply stats;
+  grpc::Status none = RawClient(cluster->addresses[0]).Stats(&stats);
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status wrong = RawClient(cluster->addresses[0], "s3creT").Stats(&stats);
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(RawClient(cluster->addresses[0], "s3cret").Stats(&stats).ok());
+
+  // The real client: refused without the token, works with it.
+  std::vector<float> params = {1, 2, 3}, grads = {1, 1, 1};
+  PsClientOptions client_options = testing::ClientOptionsFor(*cluster, 0, 1);
+  client_options.auth_token = "";
+  absl::StatusOr<std::unique_ptr<PsExchange>> anonymous = PsExchange::Create(client_options);
+  ASSERT_TRUE(anonymous.ok());
+  absl::Status refused = (*anonymous)->SyncInitialParameters({params.data(), params.size()});
+  EXPECT_TRUE(absl::IsUnauthenticated(refused)) << refused;
+  client_options.auth_token = "s3cret";
+  absl::StatusOr<std::unique_ptr<PsExchange>> member = PsExchange::Create(client_options);
+  ASSERT_TRUE(member.ok());
+  ASSERT_TRUE((*member)->SyncInitialParameters({params.data(), params.size()}).ok());
+  absl::StatusOr<trainer::ExchangeOutcome> outcome =
+      (*member)->Exchange(0, {grads.data(), grads.size()}, {params.data(), params.size()});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, trainer::ExchangeOutcome::kParametersUpdated);
+}
+
+}  // namespace
+}  // namespace psring::ps

@@ -1,0 +1,55 @@
+// TLS between PsExchange and the server, with a self-signed certificate made by openssl at test time
+// (skipped when openssl is not installed); a plaintext client cannot talk to a TLS server.
+#include <cstdlib>
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "ps/client.h"
+#include "ps/server.h"
+
+namespace psring::ps {
+namespace {
+
+TEST(TlsTest, ExchangeOverTls) {
+  if (std::system("command -v openssl > /dev/null 2>&1") != 0) GTEST_SKIP() << "openssl is not installed";
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(root != nullptr ? root : "/tmp") + "/tls";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  const std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=psring-test "
+                              "-addext subjectAltName=DNS:psring-test -keyout " +
+                              key + " -out " + cert + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+
+  ServerOptions server_options;
+  server_options.bind_addr = "127.0.0.1";
+  server_options.tls_cert_file = cert;
+  server_options.tls_key_file = key;
+  absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(server_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  PsClientOptions options;
+  options.servers = {absl::StrCat("127.0.0.1:", (*server)->port())};
+  options.timeout = absl::Seconds(10);
+  options.reconnect_timeout = absl::Seconds(1);
+  std::vector<float> params = {1, 2, 3, 4}, grads = {1, 1, 1, 1};
+  const trainer::FloatBuffer p{params.data(), params.size()}, g{grads.data(), grads.size()};
+
+  absl::StatusOr<std::unique_ptr<PsExchange>> plaintext = PsExchange::Create(options);
+  ASSERT_TRUE(plaintext.ok());
+  EXPECT_FALSE((*plaintext)->SyncInitialParameters(p).ok());
+
+  options.tls_ca_file = cert;
+  options.tls_target_name = "psring-test";
+  absl::StatusOr<std::unique_ptr<PsExchange>> secure = PsExchange::Create(options);
+  ASSERT_TRUE(secure.ok());
+  ASSERT_TRUE((*secure)->SyncInitialParameters(p).ok());
+  absl::StatusOr<trainer::ExchangeOutcome> out = (*secure)->Exchange(0, g, p);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(params, (std::vector<float>{1, 2, 3, 4}));  // the server applied a step
+  EXPECT_EQ((*server)->service()->version(), 1u);
+}
+
+}  // namespace
+}  // namespace psring::ps

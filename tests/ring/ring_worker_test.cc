@@ -1,0 +1,151 @@
+// //ring:ring_worker as real processes on loopback: gradient-only allreduce checked against the closed form,
+// a rank killed mid-allreduce, launch by torchrun-style environment and by mpirun. Processes run under
+// bench/subprocess.h, which kills every child on every exit path.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "bench/result_line.h"
+#include "bench/subprocess.h"
+#include "common/socket.h"
+#include "gtest/gtest.h"
+
+namespace psring::ring {
+namespace {
+
+using bench::ProcessResult;
+using bench::ProcessSpec;
+
+constexpr char kWorker[] = "ring/ring_worker";
+
+int FreePort() {
+  absl::StatusOr<Socket> s = ListenTcp("127.0.0.1", 0);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *LocalPort(*s);
+}
+
+std::vector<ProcessSpec> Ranks(int n, int port, const std::vector<std::string>& extra) {
+  std::vector<ProcessSpec> specs;
+  for (int r = 0; r < n; ++r) {
+    ProcessSpec spec{absl::StrCat("rank ", r),
+                     {kWorker, absl::StrCat("--rank=", r), absl::StrCat("--world_size=", n),
+                      "--master_addr=127.0.0.1", absl::StrCat("--master_port=", port), "--timeout=30"}};
+    spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+std::vector<ProcessResult> RunAll(const std::vector<ProcessSpec>& specs) {
+  bench::JobOptions options;
+  options.timeout = absl::Seconds(50);
+  absl::StatusOr<std::vector<ProcessResult>> results = bench::RunJob(specs, options);
+  EXPECT_TRUE(results.ok()) << results.status();
+  return results.ok() ? *results : std::vector<ProcessResult>{};
+}
+
+// The PSRING_RESULT line of one process (fails the test when there is not exactly one).
+bench::ResultLine ResultOf(const ProcessResult& p) {
+  absl::StatusOr<std::vector<bench::ResultLine>> lines = bench::ExtractResults(p.stdout_text);
+  EXPECT_TRUE(lines.ok()) << lines.status();
+  EXPECT_EQ(lines.ok() ? lines->size() : 0, 1u) << p.name << " stdout:\n" << p.stdout_text << p.stderr_tail;
+  return lines.ok() && lines->size() == 1 ? lines->front() : bench::ResultLine{};
+}
+
+TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
+  struct Case {
+    int n;
+    int64_t bytes;
+    int64_t segment;
+  };
+  // Non-divisible counts (1009 floats), fewer floats than ranks (1), and many segments of 256 bytes.
+  for (const Case& c : {Case{2, 4 * 1009, 512 << 10}, Case{3, 4, 512 << 10}, Case{4, 4 * 65539, 256},
+                        Case{5, 4 * 1009, 64}}) {
+    SCOPED_TRACE(absl::StrCat("world ", c.n, " bytes ", c.bytes));
+    std::vector<ProcessResult> results =
+        RunAll(Ranks(c.n, FreePort(),
+                  {absl::StrCat("--model_bytes=", c.bytes), absl::StrCat("--segment_bytes=", c.segment),
+                   "--warmup_steps=1", "--max_steps=3"}));
+    ASSERT_EQ(results.size(), static_cast<size_t>(c.n));
+    for (int r = 0; r < c.n; ++r) {
+      ASSERT_EQ(results[r].exit_code, 0) << results[r].stderr_tail;
+      const bench::ResultLine line = ResultOf(results[r]);
+      EXPECT_EQ(line.String("exchange"), "ring-tcp");
+      EXPECT_EQ(line.Number("rank", -1), r);
+      EXPECT_EQ(line.Number("world_size"), c.n);
+      EXPECT_EQ(line.Number("steps"), 3);
+      EXPECT_EQ(line.Number("bytes"), c.bytes);
+      EXPECT_EQ(line.Number("wrong", -1), 0);
+      EXPECT_GT(line.Number("bytes_sent"), 0);
+    }
+  }
+}
+
+TEST(RingWorkerTest, AKilledRankMakesTheOthersExitWithAnError) {
+  constexpr int kRanks = 3;
+  // Every rank runs "forever" on 16 MB buffers; rank 1 is SIGKILLed after a second, mid-allreduce.
+  std::vector<ProcessSpec> specs =
+      Ranks(kRanks, FreePort(), {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0"});
+  std::string victim;
+  for (const std::string& a : specs[1].argv) victim += " '" + a + "'";
+  specs[1].argv = {"/bin/sh", "-c", absl::StrCat(victim, " & pid=$!; sleep 1; kill -9 $pid; exit 0")};
+  for (auto& s : specs) {  // the survivors' timeout must not be what ends them
+    for (auto& a : s.argv) {
+      if (a == "--timeout=30") a = "--timeout=40";
+    }
+  }
+  std::vector<ProcessResult> results = RunAll(specs);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kRanks));
+  for (int r : {0, 2}) {
+    EXPECT_FALSE(results[r].timed_out) << "rank " << r << " hung";
+    EXPECT_EQ(results[r].exit_code, 1) << results[r].stderr_tail;
+    EXPECT_TRUE(absl::StrContains(results[r].stderr_tail, "UNAVAILABLE")) << results[r].stderr_tail;
+  }
+}
+
+TEST(RingWorkerTest, TorchrunStyleEnvironment) {
+  constexpr int kRanks = 2;
+  const int port = FreePort();
+  std::vector<ProcessSpec> specs;
+  for (int r = 0; r < kRanks; ++r) {
+    specs.push_back({absl::StrCat("rank ", r),
+                     {"/usr/bin/env", absl::StrCat("RANK=", r), absl::StrCat("WORLD_SIZE=", kRanks),
+                      absl::StrCat("LOCAL_RANK=", r), "MASTER_ADDR=127.0.0.1",
+                      absl::StrCat("MASTER_PORT=", port), kWorker, "--model_bytes=4096", "--max_steps=2"}});
+  }
+  std::vector<ProcessResult> results = RunAll(specs);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(results[r].exit_code, 0) << results[r].stderr_tail;
+    const bench::ResultLine line = ResultOf(results[r]);
+    EXPECT_EQ(line.Number("rank", -1), r);
+    EXPECT_EQ(line.Number("wrong", -1), 0);
+  }
+}
+
+TEST(RingWorkerTest, MpirunLaunchTrainsAndPrintsTheAccuracy) {
+  const std::string mpirun = bench::FindExecutable("mpirun");
+  if (mpirun == "mpirun") GTEST_SKIP() << "mpirun is not installed (apt-get install openmpi-bin)";
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  std::vector<ProcessResult> results =
+      RunAll({{"mpirun",
+            {mpirun, "-np", "2", "--oversubscribe", kWorker, absl::StrCat("--master_port=", FreePort()),
+             "--dataset=synthetic", "--synthetic_samples=1024", "--max_steps=12", "--log_every=4",
+             "--timeout=30"}}});
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_EQ(results[0].exit_code, 0) << results[0].stdout_text << results[0].stderr_tail;
+  EXPECT_TRUE(absl::StrContains(results[0].stdout_text, "test accuracy:")) << results[0].stdout_text;
+  absl::StatusOr<std::vector<bench::ResultLine>> lines = bench::ExtractResults(results[0].stdout_text);
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  ASSERT_EQ(lines->size(), 2u) << results[0].stdout_text;
+  // Both ranks end with the same parameters, so they report the same accuracy.
+  EXPECT_EQ((*lines)[0].Number("test_accuracy"), (*lines)[1].Number("test_accuracy"));
+  EXPECT_GE((*lines)[0].Number("test_accuracy", -1), 0);
+  EXPECT_EQ((*lines)[0].Number("world_size"), 2);
+}
+
+}  // namespace
+}  // namespace psring::ring
