@@ -47,6 +47,8 @@ ABSL_FLAG(int, iters, 20,
 ABSL_FLAG(int, warmup_iters, 2, "Unmeasured iterations per row, after the correctness check.");
 ABSL_FLAG(int64_t, segment_bytes, 512 << 10, "Ring pipeline segment (RingOptions::segment_bytes).");
 ABSL_FLAG(int, socket_buffer_bytes, 4 << 20, "SO_SNDBUF/SO_RCVBUF per ring connection (0: kernel autotuning).");
+ABSL_FLAG(bool, blocking_io, true,
+          "Ring sockets use blocking calls with a 100 ms wake-up for deadlines (false: non-blocking calls + poll).");
 ABSL_FLAG(bool, phases, false, "Add columns rs_us and ag_us: mean reduce-scatter and allgather time per call.");
 ABSL_FLAG(std::string, json, "", "Also write the tables (and the Gloo comparison) as JSON to this file.");
 ABSL_FLAG(bool, gloo, true, "Measure Gloo's allreduce at --gloo_bytes for --gloo_ranks and print the ratio.");
@@ -118,6 +120,7 @@ absl::Status RunWorld(int n, const std::vector<size_t>& sizes, Table* table) {
       ring::LoopbackOptions(static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
                             absl::Seconds(absl::GetFlag(FLAGS_timeout)));
   options.tcp.socket_buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);
+  options.tcp.blocking_io = absl::GetFlag(FLAGS_blocking_io);
   options.tcp.store_prefix = absl::StrCat("bench", n);
   const bool phases = absl::GetFlag(FLAGS_phases);
   std::vector<absl::Status> results = ring::RunRanks(n, options, [&](int rank, ProcessGroup* g) -> absl::Status {

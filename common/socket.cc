@@ -30,6 +30,12 @@ int PollMillis(absl::Time deadline) {
   return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
 }
 
+absl::Status CheckDeadline(absl::Time deadline, const std::string& peer, const char* what) {
+  if (absl::Now() < deadline) return absl::OkStatus();
+  return absl::DeadlineExceededError(
+      absl::StrCat("timed out waiting to ", what, " ", peer, "; the peer may be stalled or dead"));
+}
+
 // Waits for `events` on fd until `deadline`. OK when ready (or on error/hangup, which the next read or write
 // reports precisely); kDeadlineExceeded otherwise.
 absl::Status PollUntil(int fd, short events, absl::Time deadline, const std::string& peer, const char* what) {
@@ -38,10 +44,8 @@ absl::Status PollUntil(int fd, short events, absl::Time deadline, const std::str
     const int n = ::poll(&p, 1, PollMillis(deadline));
     if (n > 0) return absl::OkStatus();
     if (n == 0) {
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("timed out waiting to ", what, " ", peer, "; the peer may be stalled or dead"));
-      }
+      absl::Status expired = CheckDeadline(deadline, peer, what);
+      if (!expired.ok()) return expired;
       continue;
     }
     if (errno == EINTR) continue;
@@ -106,12 +110,15 @@ int ConnectOnce(const Socket& sock, const sockaddr_in& addr, absl::Time deadline
 }  // namespace
 
 Socket::Socket(Socket&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), peer_name_(std::move(other.peer_name_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      blocking_(std::exchange(other.blocking_, false)),
+      peer_name_(std::move(other.peer_name_)) {}
 
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     Close();
     fd_ = std::exchange(other.fd_, -1);
+    blocking_ = std::exchange(other.blocking_, false);
     peer_name_ = std::move(other.peer_name_);
   }
   return *this;
@@ -120,6 +127,17 @@ Socket& Socket::operator=(Socket&& other) noexcept {
 void Socket::Close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+absl::Status Socket::SetBlockingSlice(absl::Duration slice) {
+  const timeval tv = absl::ToTimeval(std::max(slice, absl::Milliseconds(1)));
+  for (int opt : {SO_SNDTIMEO, SO_RCVTIMEO}) {
+    if (::setsockopt(fd_, SOL_SOCKET, opt, &tv, sizeof(tv)) != 0) {
+      return absl::InternalError(absl::StrCat("setsockopt(SO_SNDTIMEO/SO_RCVTIMEO): ", ErrnoText(errno)));
+    }
+  }
+  blocking_ = true;
+  return absl::OkStatus();
 }
 
 void Socket::Shutdown() {
@@ -207,7 +225,7 @@ absl::StatusOr<Socket> ConnectTcp(const std::string& host, int port, absl::Time 
 absl::Status SendAll(const Socket& socket, const void* data, size_t bytes, absl::Time deadline) {
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
-    const ssize_t n = ::send(socket.fd(), p, bytes, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n = ::send(socket.fd(), p, bytes, (socket.blocking() ? 0 : MSG_DONTWAIT) | MSG_NOSIGNAL);
     if (n > 0) {
       p += n;
       bytes -= static_cast<size_t>(n);
@@ -215,7 +233,8 @@ absl::Status SendAll(const Socket& socket, const void* data, size_t bytes, absl:
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      absl::Status ready = PollUntil(socket.fd(), POLLOUT, deadline, socket.peer_name(), "send to");
+      absl::Status ready = socket.blocking() ? CheckDeadline(deadline, socket.peer_name(), "send to")
+                                             : PollUntil(socket.fd(), POLLOUT, deadline, socket.peer_name(), "send to");
       if (!ready.ok()) return ready;
       continue;
     }
@@ -229,7 +248,7 @@ absl::Status SendAll(const Socket& socket, const void* data, size_t bytes, absl:
 absl::Status RecvAll(const Socket& socket, void* data, size_t bytes, absl::Time deadline) {
   char* p = static_cast<char*>(data);
   while (bytes > 0) {
-    const ssize_t n = ::recv(socket.fd(), p, bytes, MSG_DONTWAIT);
+    const ssize_t n = ::recv(socket.fd(), p, bytes, socket.blocking() ? MSG_WAITALL : MSG_DONTWAIT);
     if (n > 0) {
       p += n;
       bytes -= static_cast<size_t>(n);
@@ -241,7 +260,9 @@ absl::Status RecvAll(const Socket& socket, void* data, size_t bytes, absl::Time 
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      absl::Status ready = PollUntil(socket.fd(), POLLIN, deadline, socket.peer_name(), "receive from");
+      absl::Status ready = socket.blocking()
+                               ? CheckDeadline(deadline, socket.peer_name(), "receive from")
+                               : PollUntil(socket.fd(), POLLIN, deadline, socket.peer_name(), "receive from");
       if (!ready.ok()) return ready;
       continue;
     }

@@ -41,12 +41,19 @@ class Socket {
   // shutdown(SHUT_RDWR): a thread blocked in poll on this socket wakes up and sees the connection closed.
   void Shutdown();
 
+  // Switches SendAll/RecvAll on this socket to blocking system calls that the kernel wakes every `slice`
+  // (SO_SNDTIMEO/SO_RCVTIMEO) to check the deadline: one call per buffer instead of a poll per socket-buffer
+  // fill, for bulk streams (the ring). Without it they use non-blocking calls and poll.
+  absl::Status SetBlockingSlice(absl::Duration slice);
+  bool blocking() const { return blocking_; }
+
   // Used in error messages, e.g. "rank 2 (10.0.0.3:41234)".
   const std::string& peer_name() const { return peer_name_; }
   void set_peer_name(std::string name) { peer_name_ = std::move(name); }
 
  private:
   int fd_ = -1;
+  bool blocking_ = false;
   std::string peer_name_ = "peer";
 };
 

@@ -121,6 +121,10 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
   Hello reply{};
   RETURN_IF_ERROR(RecvAll(to_right, &reply, sizeof(reply), deadline));
   RETURN_IF_ERROR(CheckHello(reply, right, rank, world_size, "right"));
+  if (options.blocking_io) {
+    RETURN_IF_ERROR(to_right.SetBlockingSlice(absl::Milliseconds(100)));
+    RETURN_IF_ERROR(from_left.SetBlockingSlice(absl::Milliseconds(100)));
+  }
   return std::make_unique<TcpRingPeer>(rank, world_size, std::move(to_right), std::move(from_left));
 }
 

@@ -32,6 +32,9 @@ struct TcpRingOptions {
   int socket_buffer_bytes = 4 << 20;
   absl::Duration timeout = absl::Seconds(60);  // connecting to the neighbours
   std::string store_prefix = "ring";           // distinct per ring sharing one store
+  // Blocking socket calls woken every 100 ms to check deadlines (one system call per segment) instead of
+  // non-blocking calls and poll.
+  bool blocking_io = true;
 };
 
 class TcpRingPeer final : public Peer {

@@ -4,7 +4,8 @@
 //   RETURN_IF_ERROR(SaveCheckpoint(LatestCheckpointPath(dir), s));  // atomic: temp file + rename
 //   ASSIGN_OR_RETURN(CheckpointState back, LoadCheckpoint(LatestCheckpointPath(dir)));
 //
-// Readable from Python: numpy.load("latest.npz")["params"].
+// Readable from Python: numpy.load("latest.npz")["params"]. Both calls block on file I/O and are
+// thread-compatible (concurrent saves to one path race on the rename; the last complete file wins).
 #ifndef PSRING_TRAINER_CHECKPOINT_H_
 #define PSRING_TRAINER_CHECKPOINT_H_
 

@@ -4,7 +4,8 @@
 //   const float* x = train.image(17);   // 784 floats, normalised
 //   int32_t y = train.labels[17];       // in [0, 10)
 //
-// Loading blocks and reads the whole split into memory (60k images: 188 MB as float).
+// Loading blocks and reads the whole split into memory (60k images: 188 MB as float). The functions are
+// thread-safe; a Dataset is immutable after loading and may be shared read-only across threads.
 #ifndef PSRING_TRAINER_DATASET_H_
 #define PSRING_TRAINER_DATASET_H_
 

@@ -273,12 +273,14 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange*
   RETURN_IF_ERROR(Annotate(adapter.SyncInitialParameters(),
                            absl::StrCat("exchange ", exchange->name(), ": SyncInitialParameters")));
   if (chief) {
-    std::fprintf(
-        stderr,
-        "psring: training MLP 784-%s-10 (%zu parameters, %.1f MB) on %s, exchange %s, world size %d%s\n",
-        absl::StrJoin(options.hidden, "-").c_str(), layout.num_params(), layout.num_params() * 4.0 / 1e6,
-        device.c_str(), exchange->name().c_str(), world,
-        adapter.staged() ? " (staged through host memory)" : "");
+    std::vector<int> widths = {layout.input_dim()};
+    widths.insert(widths.end(), options.hidden.begin(), options.hidden.end());
+    widths.push_back(layout.num_classes());
+    std::fprintf(stderr,
+                 "psring: training MLP %s (%zu parameters, %.1f MB) on %s, exchange %s, world size %d%s\n",
+                 absl::StrJoin(widths, "-").c_str(), layout.num_params(), layout.num_params() * 4.0 / 1e6,
+                 device.c_str(), exchange->name().c_str(), world,
+                 adapter.staged() ? " (staged through host memory)" : "");
   }
 
   const SgdOptions sgd{options.lr, options.momentum, options.weight_decay};
