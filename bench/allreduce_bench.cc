@@ -9,8 +9,8 @@
 // allreduce of f(rank, i) = (7i + 3) mod 1999 + 2048 rank that differ from the exact closed-form sum.
 //
 // Then, unless --gloo=false, it measures Gloo's allreduce (torch.distributed, gloo backend, one process per
-// rank: bench/gloo_allreduce.py under /usr/bin/python3) at --gloo_bytes for --gloo_ranks in the same run, and
-// prints psring's busbw next to Gloo's and their ratio.
+// rank on 127.0.0.1: bench/tools/gloo_allreduce.py under /usr/bin/python3) at --gloo_bytes for --gloo_ranks
+// in the same run, and prints psring's busbw next to Gloo's and their ratio ("# gloo" comment lines).
 //
 //   bazel run -c opt //bench:allreduce_bench
 //   bazel run //bench:allreduce_bench -- --ranks=2,4 --max_bytes=64M --phases --json=/tmp/ring.json
@@ -27,11 +27,13 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "bench/report.h"
-#include "bench/result_line.h"
 #include "bench/subprocess.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 #include "ring/process_group.h"
 #include "ring/thread_ranks.h"
@@ -46,7 +48,7 @@ ABSL_FLAG(int, iters, 20,
           "(at least 3).");
 ABSL_FLAG(int, warmup_iters, 2, "Unmeasured iterations per row, after the correctness check.");
 ABSL_FLAG(int64_t, segment_bytes, 512 << 10, "Ring pipeline segment (RingOptions::segment_bytes).");
-ABSL_FLAG(int, socket_buffer_bytes, 4 << 20, "SO_SNDBUF/SO_RCVBUF per ring connection (0: kernel autotuning).");
+ABSL_FLAG(int, socket_buffer_bytes, 0, "SO_SNDBUF/SO_RCVBUF per ring connection (0: kernel autotuning).");
 ABSL_FLAG(bool, blocking_io, true,
           "Ring sockets use blocking calls with a 100 ms wake-up for deadlines (false: non-blocking calls + poll).");
 ABSL_FLAG(bool, phases, false, "Add columns rs_us and ag_us: mean reduce-scatter and allgather time per call.");
@@ -55,8 +57,9 @@ ABSL_FLAG(bool, gloo, true, "Measure Gloo's allreduce at --gloo_bytes for --gloo
 ABSL_FLAG(std::string, gloo_bytes, "64M", "Message size of the Gloo comparison.");
 ABSL_FLAG(std::vector<std::string>, gloo_ranks, std::vector<std::string>({"2", "4"}),
           "World sizes of the Gloo comparison.");
-ABSL_FLAG(std::string, gloo_script, "bench/gloo_allreduce.py",
-          "Path of bench/gloo_allreduce.py (relative paths are looked up in the runfiles and the workspace).");
+ABSL_FLAG(std::string, gloo_script, "bench/tools/gloo_allreduce.py",
+          "Path of bench/tools/gloo_allreduce.py (relative paths are looked up in the runfiles, then the "
+          "workspace).");
 ABSL_FLAG(std::string, python, "/usr/bin/python3", "Python with Debian's python3-torch for the Gloo comparison.");
 ABSL_FLAG(double, timeout, 120, "Seconds: bound on each collective and on each Gloo run.");
 
@@ -153,25 +156,37 @@ std::string FindScript(const std::string& path) {
   return path;
 }
 
-// Gloo's busbw at `bytes` for `n` ranks.
-absl::StatusOr<ResultLine> RunGloo(int n, size_t bytes) {
-  ProcessSpec spec{absl::StrCat("gloo world ", n),
-                   {absl::GetFlag(FLAGS_python), FindScript(absl::GetFlag(FLAGS_gloo_script)),
-                    absl::StrCat("--world_size=", n), absl::StrCat("--bytes=", bytes),
-                    absl::StrCat("--iters=", ItersFor(bytes, absl::GetFlag(FLAGS_iters))),
-                    absl::StrCat("--warmup=", absl::GetFlag(FLAGS_warmup_iters)),
-                    absl::StrCat("--timeout=", absl::GetFlag(FLAGS_timeout))}};
-  JobOptions job;
-  job.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout) + 30);
-  ASSIGN_OR_RETURN(std::vector<ProcessResult> results, RunJob({spec}, job));
-  RETURN_IF_ERROR(JobStatus(results));
-  const std::string& out = results[0].stdout_text;
-  const size_t at = out.find("GLOO_RESULT ");
-  if (at == std::string::npos) {
-    return absl::InternalError(absl::StrCat("no GLOO_RESULT line from the Gloo script: ", results[0].stderr_tail));
+// Gloo's {time_s, busbw GB/s} at `bytes` for `n` ranks: one script process per rank, rank 0 reports.
+absl::StatusOr<std::pair<double, double>> RunGloo(int n, size_t bytes) {
+  int port = 0;
+  {  // a port nobody listens on right now
+    ASSIGN_OR_RETURN(Socket probe, ListenTcp("127.0.0.1", 0));
+    ASSIGN_OR_RETURN(port, LocalPort(probe));
   }
-  const size_t end = out.find('\n', at);
-  return ParseFlatJson(out.substr(at + 12, end == std::string::npos ? std::string::npos : end - at - 12));
+  std::vector<ProcessSpec> specs;
+  for (int r = 0; r < n; ++r) {
+    specs.push_back({absl::StrCat("gloo rank ", r),
+                     {absl::GetFlag(FLAGS_python), FindScript(absl::GetFlag(FLAGS_gloo_script)),
+                      absl::StrCat("--rank=", r), absl::StrCat("--world_size=", n), "--master_addr=127.0.0.1",
+                      absl::StrCat("--master_port=", port), absl::StrCat("--bytes=", bytes),
+                      absl::StrCat("--steps=", ItersFor(bytes, absl::GetFlag(FLAGS_iters))),
+                      absl::StrCat("--warmup=", absl::GetFlag(FLAGS_warmup_iters)), "--ifname=lo"}});
+  }
+  JobOptions job;
+  job.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout));
+  ASSIGN_OR_RETURN(std::vector<ProcessResult> results, RunJob(specs, job));
+  RETURN_IF_ERROR(JobStatus(results));
+  // "gloo allreduce N=2 S=67108864 time_s=0.0627 algbw_MBps=1070.3 busbw_MBps=1070.3"
+  double time_s = 0, busbw_mbps = 0;
+  for (absl::string_view field : absl::StrSplit(results[0].stdout_text, absl::ByAnyChar(" \n"))) {
+    if (absl::ConsumePrefix(&field, "time_s=")) (void)absl::SimpleAtod(field, &time_s);
+    if (absl::ConsumePrefix(&field, "busbw_MBps=")) (void)absl::SimpleAtod(field, &busbw_mbps);
+  }
+  if (time_s <= 0 || busbw_mbps <= 0) {
+    return absl::InternalError(absl::StrCat("no result from the Gloo script; its output: ",
+                                            results[0].stdout_text, results[0].stderr_tail));
+  }
+  return std::make_pair(time_s, busbw_mbps / 1e3);
 }
 
 absl::Status Run() {
@@ -209,10 +224,8 @@ absl::Status Run() {
     ASSIGN_OR_RETURN(std::vector<int> gloo_worlds, ParseInts(absl::GetFlag(FLAGS_gloo_ranks), "gloo_ranks"));
     const size_t bytes = ParseSize(absl::GetFlag(FLAGS_gloo_bytes));
     if (bytes < sizeof(float)) return absl::InvalidArgumentError("--gloo_bytes must be >= 4");
-    Table table(&std::cout, {"psring_busbw", "ratio"});
-    table.Comment(absl::StrCat("Gloo allreduce (torch.distributed gloo, one process per rank, loopback) at ",
-                               bytes, " B, same run; ratio = psring busbw / Gloo busbw"));
-    table.Header();
+    std::cout << "# gloo: Gloo's allreduce (torch.distributed gloo backend, one process per rank, loopback) at "
+              << bytes << " B in this run; ratio = psring busbw / Gloo busbw\n";
     json += ",\"gloo\":[";
     for (size_t i = 0; i < gloo_worlds.size(); ++i) {
       const int n = gloo_worlds[i];
@@ -225,16 +238,13 @@ absl::Status Run() {
         RETURN_IF_ERROR(RunWorld(n, {bytes}, &own));
         ours = own.rows().back().busbw_gbs;
       }
-      ASSIGN_OR_RETURN(ResultLine gloo, RunGloo(n, bytes));
-      const double theirs = gloo.Number("busbw");
-      table.Comment(absl::StrCat("nranks ", n, ": psring busbw ", ours, " GB/s, Gloo busbw ", theirs,
-                                 " GB/s, ratio ", theirs > 0 ? ours / theirs : 0));
-      Row row = MakeRow(bytes, bytes / sizeof(float), gloo.Number("time_us") * 1e-6, AllReduceBusFactor(n),
-                        static_cast<int64_t>(gloo.Number("wrong")));
-      row.extra = {ours, theirs > 0 ? ours / theirs : 0};
-      table.Add(row);
+      ASSIGN_OR_RETURN(auto gloo, RunGloo(n, bytes));
+      const double ratio = ours / gloo.second;
+      std::cout << absl::StrFormat("# gloo nranks %d: Gloo time %.2f us busbw %.4f GB/s | psring busbw %.4f GB/s "
+                                   "| ratio %.3f\n",
+                                   n, gloo.first * 1e6, gloo.second, ours, ratio);
       json += absl::StrCat(i ? "," : "", "{\"nranks\":", n, ",\"bytes\":", bytes, ",\"psring_busbw\":", ours,
-                           ",\"gloo_busbw\":", theirs, ",\"ratio\":", theirs > 0 ? ours / theirs : 0, "}");
+                           ",\"gloo_busbw\":", gloo.second, ",\"ratio\":", ratio, "}");
     }
     json += "]";
   }

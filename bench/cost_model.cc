@@ -65,7 +65,8 @@ absl::StatusOr<ModelFit> FitAlphaBeta(Exchange exchange, const std::vector<Measu
   for (const Measurement& m : points) {
     const double a = LatencyTerms(exchange, m.nodes, m.servers);
     const double b = BusiestLinkBytes(exchange, m.nodes, m.servers, m.bytes);
-    if (m.seconds <= 0 || (a == 0 && b == 0)) continue;
+    // No bytes on any link (the ring or co-located shards on one node): nothing the network model describes.
+    if (m.seconds <= 0 || b == 0) continue;
     const double x = a / m.seconds, y = b / m.seconds;
     saa += x * x;
     sab += x * y;
@@ -77,7 +78,7 @@ absl::StatusOr<ModelFit> FitAlphaBeta(Exchange exchange, const std::vector<Measu
   if (used.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no measurement to fit for ", ExchangeName(exchange),
-        " (need at least one point with a positive time and N > 1 for the ring)"));
+        " (need at least one point with a positive time that moves bytes over a link, e.g. N > 1)"));
   }
   ModelFit fit;
   fit.points = static_cast<int>(used.size());

@@ -50,12 +50,13 @@ struct Measurement {
 struct ModelFit {
   double alpha = 0;  // seconds per latency term
   double beta = 0;   // seconds per byte on the busiest link
-  int points = 0;    // measurements used (those with a positive time and a non-zero model)
+  int points = 0;    // measurements used (positive time, bytes over a link)
   double max_relative_error = 0;  // max |predicted - measured| / measured over those points
 };
 
 // Fits alpha >= 0 and beta >= 0 minimising the sum of squared *relative* errors ((T_model - T) / T)^2, so
-// small and large steps count alike. With a single usable shape of point (all features proportional) alpha
+// small and large steps count alike. Points that move no bytes over a link (ring or ps-colocated at N = 1:
+// local copies only) are outside the model and ignored. With a single usable shape of point (all features proportional) alpha
 // is set to 0 and beta alone is fitted. kInvalidArgument when no measurement is usable.
 absl::StatusOr<ModelFit> FitAlphaBeta(Exchange exchange, const std::vector<Measurement>& points);
 

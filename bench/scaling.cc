@@ -116,7 +116,9 @@ class Runner {
                                        absl::StrCat("--num_shards=", placement.server_hosts.size()),
                                        absl::StrCat("--mode=", o_.ps_mode)};
       argv.insert(argv.end(), o_.server_args.begin(), o_.server_args.end());
-      specs.push_back({absl::StrCat(ExchangeName(e), " server ", k), cluster_->Command(host, argv), true});
+      // The server logs "... listening on ADDR:PORT" once it serves; workers start after that.
+      specs.push_back({absl::StrCat(ExchangeName(e), " server ", k), cluster_->Command(host, argv),
+                       /*service=*/true, /*ready_text=*/"listening on"});
     }
     for (int r = 0; r < n; ++r) {
       const int host = placement.worker_hosts[r];
@@ -150,8 +152,11 @@ class Runner {
     job.service_grace = absl::Seconds(std::max(10, worker_timeout / 4));
     job.on_heartbeat = [this] { *progress_ << "." << std::flush; };
     if (o_.verbose) {
-      job.on_stderr_line = [this, e](const std::string& process, const std::string& line) {
-        if (process == absl::StrCat(ExchangeName(e), " rank 0")) *progress_ << "    | " << line << "\n";
+      const absl::Time job_start = absl::Now();
+      job.on_stderr_line = [this, job_start](const std::string& process, const std::string& line) {
+        *progress_ << absl::StrFormat("\n    %7.2fs %s | %s", absl::ToDoubleSeconds(absl::Now() - job_start),
+                                      process, line)
+                   << std::flush;
       };
     }
     ASSIGN_OR_RETURN(std::vector<ProcessResult> results, RunJob(specs, job));

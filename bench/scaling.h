@@ -55,7 +55,7 @@ struct ScalingOptions {
   int worker_timeout_s = 0;                 // workers' --timeout (0: from the size and link)
   double job_timeout_s = 0;                 // limit per launched job (0: from the size and link)
   std::vector<int> extrapolate_nodes = {16, 32, 64, 128, 256, 512, 1024};
-  bool verbose = false;                     // echo rank 0's stderr while it runs
+  bool verbose = false;                     // echo every process's stderr, time-stamped, while it runs
 };
 
 // One exchange at one N and one S. Times are per step.
@@ -107,6 +107,8 @@ void PrintVerdict(const ScalingResult& result, std::ostream& out);
 
 std::string ToCsv(const ScalingResult& result);
 std::string ToJson(const ScalingResult& result);
+// The measured runs of a scaling.csv (columns found by name), to re-render a report without re-measuring.
+absl::StatusOr<std::vector<RunRecord>> RecordsFromCsv(const std::string& csv);
 // Step time vs N and efficiency vs N, measured points and model curves, at S = `bytes`.
 Figure MakeFigure(const ScalingResult& result, size_t bytes);
 

@@ -3,8 +3,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
+#include <sstream>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
@@ -29,7 +32,8 @@ ABSL_FLAG(std::string, delay, "",
 ABSL_FLAG(bool, loopback, false,
           "Run every host on 127.0.0.1 without namespaces or link limits, even as root (the automatic "
           "fallback without CAP_NET_ADMIN).");
-ABSL_FLAG(bool, verbose, false, "Echo rank 0's stderr (its progress lines) while each run goes.");
+ABSL_FLAG(bool, verbose, false,
+          "Echo every launched process's stderr, with seconds since its job started, while each run goes.");
 ABSL_FLAG(std::string, out_dir, "",
           "Directory for scaling.csv, scaling.json and scaling.svg. Default: $BUILD_WORKSPACE_DIRECTORY/out/<name> "
           "under `bazel run`, else /tmp/psring-<name>.");
@@ -98,8 +102,9 @@ absl::StatusOr<std::vector<int>> ParseIntList(const std::vector<std::string>& it
   return values;
 }
 
-absl::Status RunAndReport(const ScalingOptions& options, const std::string& out_dir, bool verdict) {
-  ASSIGN_OR_RETURN(ScalingResult result, RunScaling(options, &std::cerr));
+namespace {
+
+absl::Status Report(const ScalingResult& result, const std::string& out_dir, bool verdict) {
   PrintReport(result, std::cout);
   if (verdict) PrintVerdict(result, std::cout);
   std::vector<std::string> written;
@@ -117,6 +122,46 @@ absl::Status RunAndReport(const ScalingOptions& options, const std::string& out_
                                             " wrong elements; see the report above"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunAndReport(const ScalingOptions& options, const std::string& out_dir, bool verdict) {
+  ASSIGN_OR_RETURN(ScalingResult result, RunScaling(options, &std::cerr));
+  return Report(result, out_dir, verdict);
+}
+
+absl::Status ReportFromCsv(const ScalingOptions& options, const std::string& csv_path, const std::string& out_dir) {
+  std::ifstream in(csv_path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", csv_path, ": pass a scaling.csv written by a run"));
+  std::stringstream text;
+  text << in.rdbuf();
+  ScalingResult result;
+  result.options = options;
+  ASSIGN_OR_RETURN(result.records, RecordsFromCsv(text.str()));
+  // What was run is what the CSV holds.
+  std::set<Exchange> exchanges;
+  std::set<int> nodes;
+  std::set<size_t> sizes;
+  for (const RunRecord& r : result.records) {
+    exchanges.insert(r.exchange);
+    nodes.insert(r.nodes);
+    sizes.insert(r.bytes);
+  }
+  result.options.exchanges.clear();
+  for (Exchange e : AllExchanges()) {
+    if (exchanges.count(e)) result.options.exchanges.push_back(e);
+  }
+  result.options.nodes.assign(nodes.begin(), nodes.end());
+  result.options.model_bytes.assign(sizes.begin(), sizes.end());
+  result.emulated = !options.loopback;
+  if (options.loopback) result.fallback_reason = "re-rendered with --loopback";
+  if (result.emulated && !options.link.empty()) {
+    ASSIGN_OR_RETURN(const double bits, ParseLinkRate(options.link));
+    result.link_bytes_per_second = bits / 8;
+  }
+  FitModels(&result);
+  return Report(result, out_dir, /*verdict=*/true);
 }
 
 }  // namespace psring::bench

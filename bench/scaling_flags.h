@@ -27,6 +27,10 @@ absl::StatusOr<std::vector<int>> ParseIntList(const std::vector<std::string>& it
 // Returns non-OK when a run failed or a result had wrong elements, so scripts see it.
 absl::Status RunAndReport(const ScalingOptions& options, const std::string& out_dir, bool verdict);
 
+// The same report and files from the measured rows of an earlier run's scaling.csv (nothing is launched); the
+// options give the mode, link, K and extrapolation the figures are computed with.
+absl::Status ReportFromCsv(const ScalingOptions& options, const std::string& csv_path, const std::string& out_dir);
+
 }  // namespace psring::bench
 
 #endif  // PSRING_BENCH_SCALING_FLAGS_H_

@@ -44,6 +44,9 @@ ABSL_FLAG(int, worker_timeout, 0, "Workers' --timeout in seconds (0: derived fro
 ABSL_FLAG(double, job_timeout, 0,
           "Limit in seconds for each launched job, after which its processes are killed (0: derived from S, "
           "the link rate and the steps).");
+ABSL_FLAG(std::string, from_csv, "",
+          "Launch nothing: re-fit, re-print and re-plot the measured rows of this earlier scaling.csv with the "
+          "other flags (--link, --mode, --ps_servers, --extrapolate, --out_dir).");
 ABSL_FLAG(std::vector<std::string>, extrapolate, std::vector<std::string>({"16", "32", "64", "128", "256", "512",
                                                                            "1024"}),
           "Node counts for the model's extrapolation (printed and plotted as model, not measured).");
@@ -80,6 +83,12 @@ absl::Status Main(const char* argv0) {
   o.server_args = absl::GetFlag(FLAGS_server_args);
   o.worker_timeout_s = absl::GetFlag(FLAGS_worker_timeout);
   o.job_timeout_s = absl::GetFlag(FLAGS_job_timeout);
+  const std::string from_csv = absl::GetFlag(FLAGS_from_csv);
+  if (!from_csv.empty()) {
+    o.exchanges.clear();  // no binaries needed; the exchanges are those in the CSV
+    RETURN_IF_ERROR(ApplySharedFlags(argv0, &o));
+    return ReportFromCsv(o, from_csv, OutDirFromFlags("scaling"));
+  }
   RETURN_IF_ERROR(ApplySharedFlags(argv0, &o));
   return RunAndReport(o, OutDirFromFlags("scaling"), /*verdict=*/true);
 }

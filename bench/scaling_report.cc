@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -171,8 +172,9 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
       }
       Row row = MakeRow(r.bytes, r.bytes / 4, r.exchange_s, AllReduceBusFactor(r.nodes), r.wrong);
       const double model = ModelSeconds(result, e, r.nodes, r.bytes);
-      // No error where the model has nothing to say (the ring on one node moves no bytes).
-      const double err = model > 0 && r.exchange_s > 0 ? 100 * (model - r.exchange_s) / r.exchange_s : 0;
+      // No error where the model has nothing to say (one node moves no bytes over a link).
+      const bool modelled = BusiestLinkBytes(e, r.nodes, r.servers, r.bytes) > 0;
+      const double err = modelled && r.exchange_s > 0 ? 100 * (model - r.exchange_s) / r.exchange_s : 0;
       row.extra = {static_cast<double>(r.nodes), static_cast<double>(r.servers), r.step_s * 1e3,
                    r.compute_s * 1e3, model * 1e3, err, r.bytes_sent_per_step / 1e6, r.link_bytes_per_step / 1e6,
                    r.samples_per_s};
@@ -249,6 +251,7 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
     int points = 0;
     for (const auto& r : result.records) {
       if (!r.ok() || r.exchange != e || r.bytes < kCheckMinBytes || r.exchange_s <= 0) continue;
+      if (BusiestLinkBytes(e, r.nodes, r.servers, r.bytes) == 0) continue;  // no link traffic: outside the model
       const double model = ModelSeconds(result, e, r.nodes, r.bytes);
       if (model <= 0) continue;
       worst = std::max(worst, std::abs(model - r.exchange_s) / r.exchange_s);
@@ -296,16 +299,18 @@ void PrintVerdict(const ScalingResult& result, std::ostream& out) {
 std::string ToCsv(const ScalingResult& result) {
   std::ostringstream csv;
   csv << "source,mode,exchange,nodes,servers,bytes,steps,step_s,compute_s,exchange_s,model_s,model_rel_err,"
-         "samples_per_s,algbw_Bps,busbw_Bps,link_bytes_per_step,wrong,test_accuracy,error\n";
+         "samples_per_s,algbw_Bps,busbw_Bps,link_bytes_per_step,sent_bytes_per_step,wrong,test_accuracy,error\n";
   for (const auto& r : result.records) {
     const double model = r.ok() ? ModelSeconds(result, r.exchange, r.nodes, r.bytes) : -1;
-    const double err = model > 0 && r.exchange_s > 0 ? (model - r.exchange_s) / r.exchange_s : 0;
+    const bool modelled = r.ok() && BusiestLinkBytes(r.exchange, r.nodes, r.servers, r.bytes) > 0;
+    const double err = modelled && r.exchange_s > 0 ? (model - r.exchange_s) / r.exchange_s : 0;
     std::string error = r.error.substr(0, r.error.find('\n'));
     std::replace(error.begin(), error.end(), '"', '\'');
-    csv << absl::StrFormat("measured,%s,%s,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%d,%.4f,\"%s\"\n",
-                           result.options.mode, ExchangeName(r.exchange), r.nodes, r.servers, r.bytes, r.steps,
-                           r.step_s, r.compute_s, r.exchange_s, model, err, r.samples_per_s, r.algbw, r.busbw,
-                           r.link_bytes_per_step, r.wrong, r.test_accuracy, error);
+    csv << absl::StrFormat(
+        "measured,%s,%s,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%d,%d,%.4f,\"%s\"\n",
+        result.options.mode, ExchangeName(r.exchange), r.nodes, r.servers, r.bytes, r.steps, r.step_s, r.compute_s,
+        r.exchange_s, model, err, r.samples_per_s, r.algbw, r.busbw, r.link_bytes_per_step, r.bytes_sent_per_step,
+        r.wrong, r.test_accuracy, error);
   }
   for (size_t bytes : Sizes(result)) {
     for (Exchange e : ExchangesRun(result)) {
@@ -313,13 +318,77 @@ std::string ToCsv(const ScalingResult& result) {
         const double t = ModelSeconds(result, e, n, bytes);
         if (t < 0) continue;
         const double algbw = t > 0 ? bytes / t : 0;
-        csv << absl::StrFormat("model,%s,%s,%d,%d,%d,0,,,,%.6g,,,%.6g,%.6g,,,,\n", result.options.mode,
+        csv << absl::StrFormat("model,%s,%s,%d,%d,%d,0,,,,%.6g,,,%.6g,%.6g,,,,,\n", result.options.mode,
                                ExchangeName(e), n, ServerCount(e, n, result.options.ps_servers), bytes, t, algbw,
                                algbw * AllReduceBusFactor(n));
       }
     }
   }
   return csv.str();
+}
+
+absl::StatusOr<std::vector<RunRecord>> RecordsFromCsv(const std::string& csv) {
+  // Splits one line on commas outside double quotes.
+  auto split = [](absl::string_view line) {
+    std::vector<std::string> fields(1);
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') {
+        quoted = !quoted;
+      } else if (c == ',' && !quoted) {
+        fields.emplace_back();
+      } else {
+        fields.back() += c;
+      }
+    }
+    return fields;
+  };
+  std::vector<absl::string_view> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  if (lines.empty()) return absl::InvalidArgumentError("empty CSV");
+  const std::vector<std::string> header = split(lines[0]);
+  auto column = [&](const std::string& name) -> int {
+    auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+  };
+  for (const char* required : {"source", "exchange", "nodes", "servers", "bytes", "step_s", "exchange_s"}) {
+    if (column(required) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("CSV has no column '", required, "': not a scaling.csv"));
+    }
+  }
+  std::vector<RunRecord> records;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> f = split(lines[i]);
+    if (f.size() != header.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("CSV line ", i + 1, " has ", f.size(), " fields, not ",
+                                                     header.size()));
+    }
+    if (f[column("source")] != "measured") continue;
+    auto number = [&](const std::string& name) {
+      const int c = column(name);
+      return c < 0 || f[c].empty() ? 0.0 : std::strtod(f[c].c_str(), nullptr);
+    };
+    RunRecord r;
+    absl::StatusOr<Exchange> e = ParseExchange(f[column("exchange")]);
+    if (!e.ok()) return e.status();
+    r.exchange = *e;
+    r.nodes = static_cast<int>(number("nodes"));
+    r.servers = static_cast<int>(number("servers"));
+    r.bytes = static_cast<size_t>(number("bytes"));
+    r.steps = static_cast<int>(number("steps"));
+    r.step_s = number("step_s");
+    r.compute_s = number("compute_s");
+    r.exchange_s = number("exchange_s");
+    r.samples_per_s = number("samples_per_s");
+    r.algbw = number("algbw_Bps");
+    r.busbw = number("busbw_Bps");
+    r.link_bytes_per_step = number("link_bytes_per_step");
+    r.bytes_sent_per_step = static_cast<int64_t>(number("sent_bytes_per_step"));
+    r.wrong = static_cast<int64_t>(number("wrong"));
+    r.test_accuracy = number("test_accuracy");
+    if (column("error") >= 0) r.error = f[column("error")];
+    records.push_back(r);
+  }
+  return records;
 }
 
 std::string ToJson(const ScalingResult& result) {
@@ -417,7 +486,10 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
   const std::vector<Exchange> exchanges = ExchangesRun(result);
   for (size_t i = 0; i < exchanges.size(); ++i) {
     const Exchange e = exchanges[i];
-    const std::string color = PaletteColor(static_cast<int>(i));
+    // One fixed colour per exchange, so every plot reads the same.
+    const std::vector<Exchange> all = AllExchanges();
+    const std::string color =
+        PaletteColor(static_cast<int>(std::find(all.begin(), all.end(), e) - all.begin()));
     const std::string name = ExchangeName(e);
     const double compute = LocalWorkSeconds(result, e);
     auto efficiency = [&](double exchange_s, double step_s, int n) {
@@ -441,7 +513,9 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
     Series model_eff{name + " model", color, {}, Style::kDashedLine};
     if (result.fits.count(e)) {
       for (int nodes : ModelNodes(max_model_nodes)) {
-        const double t = PredictSeconds(e, result.fits.at(e), nodes, ServerCount(e, nodes, o.ps_servers), bytes);
+        const int servers = ServerCount(e, nodes, o.ps_servers);
+        if (BusiestLinkBytes(e, nodes, servers, bytes) == 0) continue;  // nothing on a link: outside the model
+        const double t = PredictSeconds(e, result.fits.at(e), nodes, servers, bytes);
         const double step = (compute_based ? compute : 0) + t;
         if (step > 0) model_time.points.push_back({static_cast<double>(nodes), step});
         if (nodes >= 2 || compute_based) model_eff.points.push_back({static_cast<double>(nodes), efficiency(t, step, nodes)});

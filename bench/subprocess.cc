@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/emergency_cleanup.h"
+#include "common/status_macros.h"
 
 namespace psring::bench {
 namespace {
@@ -109,7 +110,7 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
 
   auto kill_all = [&](int sig) {
     for (auto& run : runs) {
-      if (!run.reaped) KillGroup(&run, sig);
+      if (run.pid > 0 && !run.reaped) KillGroup(&run, sig);
     }
   };
   auto cleanup = [&]() {
@@ -123,20 +124,35 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
     }
   };
 
-  // Services first, so servers listen before workers connect.
-  bool any_service = false;
-  for (int pass = 0; pass < 2; ++pass) {
+  // Services first; the others once every service is ready, so servers listen before workers connect.
+  auto start_all = [&](bool services) -> absl::Status {
     for (size_t i = 0; i < specs.size(); ++i) {
-      if (specs[i].service != (pass == 0)) continue;
-      absl::Status started = Start(specs[i], &runs[i]);
-      if (!started.ok()) {
-        cleanup();
-        return started;
-      }
-      any_service |= specs[i].service;
+      if (specs[i].service != services) continue;
+      RETURN_IF_ERROR(Start(specs[i], &runs[i]));
     }
-    if (pass == 0 && any_service) absl::SleepFor(options.service_start);
+    return absl::OkStatus();
+  };
+  absl::Status started = start_all(true);
+  if (!started.ok()) {
+    cleanup();
+    return started;
   }
+  const absl::Time services_started = absl::Now();
+  bool workers_started = false;
+  auto services_ready = [&]() {
+    const absl::Duration waited = absl::Now() - services_started;
+    if (waited >= options.service_ready_timeout) return true;  // the workers' own connect retries take over
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (!specs[i].service) continue;
+      if (specs[i].ready_text.empty()) {
+        if (waited < options.service_start) return false;
+      } else if (results[i].stdout_text.find(specs[i].ready_text) == std::string::npos &&
+                 results[i].stderr_tail.find(specs[i].ready_text) == std::string::npos) {
+        return false;
+      }
+    }
+    return true;
+  };
 
   const absl::Time deadline = absl::Now() + options.timeout;
   absl::Time kill_services_at = absl::InfiniteFuture();
@@ -146,6 +162,14 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
   char buf[1 << 16];
 
   while (true) {
+    if (!workers_started && abort_at == absl::InfiniteFuture() && services_ready()) {
+      workers_started = true;
+      started = start_all(false);
+      if (!started.ok()) {
+        cleanup();
+        return started;
+      }
+    }
     // Read whatever output is ready.
     std::vector<pollfd> fds;
     std::vector<std::pair<size_t, bool>> owners;  // (process index, is_stdout)
@@ -204,6 +228,10 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
     bool all_reaped = true;
     for (size_t i = 0; i < runs.size(); ++i) {
       Running& run = runs[i];
+      if (run.pid <= 0) {  // not started (a worker while services get ready, or after an early abort)
+        if (!workers_started) workers_running = true;
+        continue;
+      }
       if (!run.reaped) {
         int wstatus = 0;
         pid_t r = waitpid(run.pid, &wstatus, WNOHANG);
@@ -249,11 +277,12 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
     }
     if (now >= deadline || now >= abort_at) {
       for (size_t i = 0; i < runs.size(); ++i) {
-        if (!runs[i].reaped) {
+        if (runs[i].pid > 0 && !runs[i].reaped) {
           results[i].timed_out = true;
           KillGroup(&runs[i], SIGKILL);
         }
       }
+      workers_started = true;  // never start them after an abort
       abort_at = absl::InfiniteFuture();
     } else if (now >= kill_services_at) {
       for (size_t i = 0; i < runs.size(); ++i) {

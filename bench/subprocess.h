@@ -30,6 +30,9 @@ struct ProcessSpec {
   std::string name;               // for messages, e.g. "ring rank 3"
   std::vector<std::string> argv;  // argv[0]: a path, or a name looked up in PATH
   bool service = false;           // started first; allowed to outlive the others by `service_grace`
+  // Services: text the process prints (stdout or stderr) once it accepts connections; the other processes
+  // start only after every service printed its ready_text ("" : after JobOptions::service_start).
+  std::string ready_text;
 };
 
 struct ProcessResult {
@@ -43,7 +46,8 @@ struct ProcessResult {
 
 struct JobOptions {
   absl::Duration timeout = absl::Seconds(120);         // whole job; then every group is SIGKILLed
-  absl::Duration service_start = absl::Milliseconds(300);  // pause after starting services, before the rest
+  absl::Duration service_start = absl::Milliseconds(300);  // wait for a service without ready_text
+  absl::Duration service_ready_timeout = absl::Seconds(30);  // then the others start anyway
   absl::Duration service_grace = absl::Seconds(10);
   // Called every `heartbeat_interval` while the job runs (progress display); may be empty.
   std::function<void()> on_heartbeat;

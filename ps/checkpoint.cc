@@ -184,7 +184,8 @@ absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path) {
   RETURN_IF_ERROR(r.GetValue(&stored_crc));
   const uint32_t crc = static_cast<uint32_t>(Writer::CrcUpdate(crc32(0L, Z_NULL, 0), bytes.data(), body));
   if (crc != stored_crc || r.pos() != bytes.size()) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt (CRC mismatch or trailing bytes)"));
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", path, " is corrupt (CRC mismatch or trailing bytes)"));
   }
   return c;
 }

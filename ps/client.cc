@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "ps/tensor_frame.h"
 
 namespace psring::ps {
 namespace {
@@ -40,8 +42,8 @@ absl::StatusOr<std::vector<std::string>> ParseServerList(const std::string& text
 absl::StatusOr<std::unique_ptr<PsExchange>> PsExchange::Create(const PsClientOptions& options) {
   if (options.servers.empty()) return absl::InvalidArgumentError("no parameter servers given (--servers)");
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " must be in [0, world size ",
-                                                   options.world_size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " must be in [0, world size ", options.world_size, ")"));
   }
   if (options.chunk_bytes < sizeof(float) || options.chunk_bytes > kMaxChunkBytes) {
     return absl::InvalidArgumentError(
@@ -71,7 +73,11 @@ absl::StatusOr<std::unique_ptr<PsExchange>> PsExchange::Create(const PsClientOpt
     Shard shard;
     shard.index = static_cast<int>(i);
     shard.address = options.servers[i];
-    shard.stub = proto::ParameterServer::NewStub(grpc::CreateCustomChannel(shard.address, credentials, args));
+    shard.channel = grpc::CreateCustomChannel(shard.address, credentials, args);
+    shard.stub = proto::ParameterServer::NewStub(shard.channel);
+    shard.push_pull =
+        std::make_unique<grpc::internal::RpcMethod>("/psring.ps.proto.ParameterServer/PushPull",
+                                                    grpc::internal::RpcMethod::BIDI_STREAMING, shard.channel);
     exchange->shards_.push_back(std::move(shard));
   }
   return exchange;
@@ -96,14 +102,15 @@ proto::ShardAddress PsExchange::Address(const Shard& shard) const {
 
 absl::Status PsExchange::CheckBuffer(trainer::FloatBuffer buffer, const char* what) const {
   if (buffer.memory != trainer::MemoryKind::kHost) {
-    return absl::InvalidArgumentError(absl::StrCat("the parameter server takes host buffers only (", what, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the parameter server takes host buffers only (", what, ")"));
   }
   if (buffer.count == 0 || (buffer.data == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat(what, " buffer is empty"));
   }
   if (total_params_ != 0 && buffer.count != total_params_) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has ", buffer.count, " elements, the model ",
-                                                   total_params_));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", buffer.count, " elements, the model ", total_params_));
   }
   return absl::OkStatus();
 }
@@ -177,9 +184,9 @@ absl::Status PsExchange::RegisterWithRetries(Shard* shard, trainer::FloatBuffer 
     absl::Status status = RegisterOnce(shard, params);
     if (status.ok() || !NeedsReregistration(status) || absl::Now() + backoff > give_up) {
       if (!status.ok() && NeedsReregistration(status)) {
-        return absl::UnavailableError(absl::StrCat(status.message(), " (gave up after --timeout=",
-                                                   absl::FormatDuration(options_.reconnect_timeout),
-                                                   " of retries; is the server running?)"));
+        return absl::UnavailableError(absl::StrCat(
+            status.message(), " (gave up after --timeout=", absl::FormatDuration(options_.reconnect_timeout),
+            " of retries; is the server running?)"));
       }
       return status;
     }
@@ -191,8 +198,8 @@ absl::Status PsExchange::RegisterWithRetries(Shard* shard, trainer::FloatBuffer 
 absl::Status PsExchange::SyncInitialParameters(trainer::FloatBuffer params) {
   RETURN_IF_ERROR(CheckBuffer(params, "params"));
   if (params.count < shards_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("a model of ", params.count, " parameters cannot be split over ",
-                                                   shards_.size(), " shards"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a model of ", params.count, " parameters cannot be split over ", shards_.size(), " shards"));
   }
   total_params_ = params.count;
   RETURN_IF_ERROR(ForEachShard([&](Shard* shard) { return RegisterWithRetries(shard, params); }));
@@ -201,38 +208,56 @@ absl::Status PsExchange::SyncInitialParameters(trainer::FloatBuffer params) {
 }
 
 absl::Status PsExchange::PushPullOnce(Shard* shard, trainer::FloatBuffer grads, trainer::FloatBuffer params) {
-  const std::string where =
-      absl::StrCat("PushPull step ", shard->next_step, " with shard ", shard->index, " (", shard->address, ")");
-  grpc::ClientContext context;
-  PrepareContext(&context, options_.timeout);
-  auto stream = shard->stub->PushPull(&context);
-  proto::PushRequest request;
-  proto::PushHeader* header = request.mutable_header();
-  *header->mutable_address() = Address(*shard);
-  header->set_rank(options_.rank);
-  header->set_session(shard->session);
-  header->set_step(shard->next_step);
-  header->set_num_elements(shard->range.size());
-  bool ok = stream->Write(request) &&
-            WriteChunks<proto::PushRequest>(stream.get(), grads.data + shard->range.begin, shard->range.size(),
-                                            chunk_elements_, &shard->bytes_sent);
-  if (ok) ok = stream->WritesDone();
-  proto::PullReply reply;
+  const std::string where = absl::StrCat("PushPull step ", shard->next_step, " with shard ", shard->index,
+                                         " (", shard->address, ")");
+  // The gradient chunks are slices of `grads` (zero copy): the tracker must see them all released before
+  // this function returns. It outlives `stream` (declared first).
+  SliceTracker tracker;
   absl::Status received = absl::OkStatus();
+  bool ok = false;
   uint64_t version = 0;
-  if (ok && stream->Read(&reply) && reply.has_header()) {
-    version = reply.header().version();
-    if (reply.header().num_elements() != shard->range.size()) {
-      received = absl::InternalError(absl::StrCat("server sent ", reply.header().num_elements(),
-                                                  " elements for a shard of ", shard->range.size()));
+  grpc::Status status;
+  {
+    grpc::ClientContext context;
+    PrepareContext(&context, options_.timeout);
+    std::unique_ptr<grpc::ClientReaderWriter<TensorFrame, TensorFrame>> stream(
+        grpc::internal::ClientReaderWriterFactory<TensorFrame, TensorFrame>::Create(
+            shard->channel.get(), *shard->push_pull, &context));
+    proto::PushHeader header;
+    *header.mutable_address() = Address(*shard);
+    header.set_rank(options_.rank);
+    header.set_session(shard->session);
+    header.set_step(shard->next_step);
+    header.set_num_elements(shard->range.size());
+    ok = stream->Write(TensorFrame::Header(header)) &&
+         WriteFrameChunks(stream.get(), grads.data + shard->range.begin, shard->range.size(), chunk_elements_,
+                          &tracker, &shard->bytes_sent);
+    if (ok) ok = stream->WritesDone();
+    TensorFrame first;
+    proto::PullReplyHeader reply;
+    if (ok && stream->Read(&first) && first.error().ok() && first.is_header() &&
+        reply.ParseFromString(first.header_bytes())) {
+      version = reply.version();
+      if (reply.num_elements() != shard->range.size()) {
+        received = absl::InternalError(absl::StrCat("server sent ", reply.num_elements(),
+                                                    " elements for a shard of ", shard->range.size()));
+      } else {
+        received = ReadFrameChunks(stream.get(), params.data + shard->range.begin, shard->range.size(),
+                                   &shard->bytes_received, "parameters");
+      }
     } else {
-      received = ReadChunks<proto::PullReply>(stream.get(), params.data + shard->range.begin,
-                                              shard->range.size(), &shard->bytes_received, "parameters");
+      ok = false;
     }
-  } else {
-    ok = false;
+    if (!received.ok()) context.TryCancel();
+    status = stream->Finish();
   }
-  grpc::Status status = stream->Finish();
+  if (!tracker.WaitReleased(options_.timeout)) {
+    // gRPC must drop every slice once the call is over; continuing would let the caller reuse memory gRPC
+    // may still read.
+    std::fprintf(stderr, "ps rank %d: gRPC still holds gradient slices after the call ended\n",
+                 options_.rank);
+    std::abort();
+  }
   RETURN_IF_ERROR(FromGrpc(status, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream ended without parameters"));
@@ -253,7 +278,8 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
       // The shard restarted (or is restarting): join it again and push this gradient once more, so every
       // Exchange() is exactly one step on every shard for every rank and the ranks stay in lockstep. The
       // steps since the shard's last checkpoint are lost, as after any resume from a checkpoint.
-      std::fprintf(stderr, "ps rank %d: %s; re-registering\n", options_.rank, std::string(status.message()).c_str());
+      std::fprintf(stderr, "ps rank %d: %s; re-registering\n", options_.rank,
+                   std::string(status.message()).c_str());
       RETURN_IF_ERROR(RegisterWithRetries(shard, params));
       status = PushPullOnce(shard, grads, params);
     }
@@ -275,8 +301,8 @@ absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
   absl::Status received = absl::UnavailableError("stream ended without parameters");
   if (stream->Read(&reply) && reply.has_header() && reply.header().num_elements() == shard->range.size()) {
     shard->version = reply.header().version();
-    received = ReadChunks<proto::PullReply>(stream.get(), params.data + shard->range.begin, shard->range.size(),
-                                            &shard->bytes_received, "parameters");
+    received = ReadChunks<proto::PullReply>(stream.get(), params.data + shard->range.begin,
+                                            shard->range.size(), &shard->bytes_received, "parameters");
   }
   RETURN_IF_ERROR(FromGrpc(stream->Finish(), where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
@@ -303,8 +329,8 @@ absl::Status PsExchange::AverageMetrics(absl::Span<double> values) {
   RETURN_IF_ERROR(FromGrpc(shard.stub->AverageMetrics(&context, request, &reply),
                            absl::StrCat("AverageMetrics via shard 0 (", shard.address, ")")));
   if (reply.values_size() != static_cast<int>(values.size())) {
-    return absl::InternalError(absl::StrCat("AverageMetrics returned ", reply.values_size(), " values, expected ",
-                                            values.size()));
+    return absl::InternalError(
+        absl::StrCat("AverageMetrics returned ", reply.values_size(), " values, expected ", values.size()));
   }
   std::copy(reply.values().begin(), reply.values().end(), values.begin());
   return absl::OkStatus();

@@ -39,7 +39,7 @@ struct PsClientOptions {
   std::vector<std::string> servers;  // "host:port" per shard, in shard order
   int rank = 0;
   int world_size = 1;
-  trainer::SgdOptions hyperparameters;  // sent at registration; servers reject values that differ
+  trainer::SgdOptions hyperparameters;         // sent at registration; servers reject values that differ
   absl::Duration timeout = absl::Seconds(60);  // deadline of each RPC (a step includes waiting for peers)
   absl::Duration reconnect_timeout = absl::Seconds(60);  // how long to keep re-registering a lost shard
   absl::Duration initial_backoff = absl::Milliseconds(50);
@@ -91,7 +91,9 @@ class PsExchange final : public trainer::GradientExchange {
   struct Shard {
     int index = 0;
     std::string address;
+    std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<proto::ParameterServer::Stub> stub;
+    std::unique_ptr<grpc::internal::RpcMethod> push_pull;  // PushPull on TensorFrame messages
     ShardRange range;
     uint64_t session = 0;
     int64_t next_step = 0;

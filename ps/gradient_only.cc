@@ -18,8 +18,8 @@ float BaseGradient(size_t i) { return static_cast<float>(i % 1013) * 1e-3f - 0.5
 absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& options, PsExchange* exchange) {
   const size_t count = options.bytes / sizeof(float);
   if (count < static_cast<size_t>(exchange->num_shards())) {
-    return absl::InvalidArgumentError(absl::StrCat("--model_bytes=", options.bytes, " gives fewer floats than the ",
-                                                   exchange->num_shards(), " shards"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model_bytes=", options.bytes, " gives fewer floats than the ", exchange->num_shards(), " shards"));
   }
   if (options.steps < 1 || options.warmup_steps < 0) {
     return absl::InvalidArgumentError("gradient-only mode needs --max_steps >= 1 and --warmup_steps >= 0");
@@ -76,7 +76,8 @@ absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& op
     h.weight_decay /= static_cast<float>(n);
     applications = total * n;
   }
-  for (int s = 0; s < applications; ++s) trainer::SgdMomentumStep(h, gradient.data(), expected.data(), velocity.data(), count);
+  for (int s = 0; s < applications; ++s)
+    trainer::SgdMomentumStep(h, gradient.data(), expected.data(), velocity.data(), count);
   for (size_t i = 0; i < count; ++i) result.wrong += params[i] != expected[i];
   return result;
 }

@@ -32,12 +32,12 @@ struct GradientOnlyOptions {
 };
 
 struct GradientOnlyResult {
-  int steps = 0;                 // measured steps
-  double exchange_seconds = 0;   // sum over measured steps
-  double step_seconds = 0;       // mean wall time per measured step
-  uint64_t bytes_sent = 0;       // payload bytes during measured steps
+  int steps = 0;                // measured steps
+  double exchange_seconds = 0;  // sum over measured steps
+  double step_seconds = 0;      // mean wall time per measured step
+  uint64_t bytes_sent = 0;      // payload bytes during measured steps
   uint64_t bytes_received = 0;
-  int64_t wrong = 0;             // elements that differ from the closed form
+  int64_t wrong = 0;  // elements that differ from the closed form
 };
 
 // Registers `exchange` (not yet registered), runs the steps and checks the result. Blocks; every wait is

@@ -33,13 +33,15 @@ ABSL_FLAG(int, workers, 2, "Number of worker processes N.");
 ABSL_FLAG(int, num_shards, 1, "Number of server processes K (parameter shards).");
 ABSL_FLAG(std::string, mode, "sync", "Server mode: sync or async (see //ps:server --help).");
 ABSL_FLAG(int, staleness, 0, "Async mode: the bound on how far a worker may run ahead of the slowest.");
-ABSL_FLAG(double, step_timeout, 60, "Seconds a server waits for all workers of a step (passed to every server).");
+ABSL_FLAG(double, step_timeout, 60,
+          "Seconds a server waits for all workers of a step (passed to every server).");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Server checkpoint folder (passed to every server). Empty: none.");
 ABSL_FLAG(std::string, auth_token, "", "Shared secret passed to servers and workers. Empty: none.");
 ABSL_FLAG(double, job_timeout, 3600, "Seconds after which the whole job is killed and the launcher fails.");
 ABSL_FLAG(std::string, server_bin, "",
           "Path of the //ps:server binary; default: 'server' next to this launcher (bazel run builds it).");
-ABSL_FLAG(std::string, worker_bin, "", "Path of the //ps:worker binary; default: 'worker' next to this launcher.");
+ABSL_FLAG(std::string, worker_bin, "",
+          "Path of the //ps:worker binary; default: 'worker' next to this launcher.");
 
 namespace psring::ps {
 namespace {
@@ -94,10 +96,11 @@ class Job {
       c.running = false;
       c.status = status;
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        return absl::InternalError(absl::StrCat(
-            c.what, " failed (", WIFEXITED(status) ? absl::StrCat("exit code ", WEXITSTATUS(status))
-                                                   : absl::StrCat("signal ", WTERMSIG(status)),
-            "); see its stderr above"));
+        return absl::InternalError(absl::StrCat(c.what, " failed (",
+                                                WIFEXITED(status)
+                                                    ? absl::StrCat("exit code ", WEXITSTATUS(status))
+                                                    : absl::StrCat("signal ", WTERMSIG(status)),
+                                                "); see its stderr above"));
       }
     }
     return absl::OkStatus();
@@ -145,7 +148,8 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
       absl::GetFlag(FLAGS_worker_bin).empty() ? SiblingBinary("worker") : absl::GetFlag(FLAGS_worker_bin);
   for (const std::string& bin : {server_bin, worker_bin}) {
     if (::access(bin.c_str(), X_OK) != 0) {
-      return absl::NotFoundError(absl::StrCat(bin, " is not executable; build //ps:server and //ps:worker "
+      return absl::NotFoundError(absl::StrCat(bin,
+                                              " is not executable; build //ps:server and //ps:worker "
                                               "or pass --server_bin/--worker_bin"));
     }
   }
@@ -182,12 +186,14 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
     while (port == 0) {
       RETURN_IF_ERROR(CheckInterrupted());
       RETURN_IF_ERROR(job.Poll());
-      if (!job.Running(servers[shard])) return absl::InternalError(absl::StrCat("server shard ", shard, " exited"));
+      if (!job.Running(servers[shard]))
+        return absl::InternalError(absl::StrCat("server shard ", shard, " exited"));
       std::ifstream in(port_files[shard]);
       if (!(in >> port)) port = 0;
       if (port == 0) {
         if (absl::Now() > port_deadline) {
-          return absl::DeadlineExceededError(absl::StrCat("server shard ", shard, " did not start within 30 s"));
+          return absl::DeadlineExceededError(
+              absl::StrCat("server shard ", shard, " did not start within 30 s"));
         }
         absl::SleepFor(absl::Milliseconds(20));
       }
@@ -199,9 +205,12 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
                absl::StrJoin(addresses, ",").c_str(), n);
   std::vector<pid_t> workers;
   for (int rank = 0; rank < n; ++rank) {
-    std::vector<std::string> argv = {worker_bin, "--servers=" + absl::StrJoin(addresses, ","),
-                                     absl::StrCat("--rank=", rank), absl::StrCat("--world_size=", n),
-                                     "--shutdown_servers", "--auth_token=" + token};
+    std::vector<std::string> argv = {worker_bin,
+                                     "--servers=" + absl::StrJoin(addresses, ","),
+                                     absl::StrCat("--rank=", rank),
+                                     absl::StrCat("--world_size=", n),
+                                     "--shutdown_servers",
+                                     "--auth_token=" + token};
     argv.insert(argv.end(), worker_args.begin(), worker_args.end());
     ASSIGN_OR_RETURN(pid_t pid, job.Spawn(argv, absl::StrCat("worker rank ", rank)));
     workers.push_back(pid);
@@ -212,7 +221,8 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
       while (job.Running(pid)) {
         RETURN_IF_ERROR(CheckInterrupted());
         RETURN_IF_ERROR(job.Poll());
-        if (absl::Now() > deadline) return absl::DeadlineExceededError("--job_timeout passed; killing the job");
+        if (absl::Now() > deadline)
+          return absl::DeadlineExceededError("--job_timeout passed; killing the job");
         absl::SleepFor(absl::Milliseconds(20));
       }
     }
@@ -226,7 +236,8 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Runs a parameter-server job on loopback: K servers and N workers, torn down on exit, error or Ctrl-C.\n"
+      "Runs a parameter-server job on loopback: K servers and N workers, torn down on exit, error or "
+      "Ctrl-C.\n"
       "  bazel run //ps:local -- --workers=4 --num_shards=2 -- --epochs=1 --hidden=256,256");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> worker_args(positional.begin() + 1, positional.end());

@@ -15,31 +15,37 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/server.h"
+#include "ps/wire.h"
 
 ABSL_FLAG(int, port, 50051, "TCP port to listen on; 0 picks a free one (see --port_file).");
 ABSL_FLAG(std::string, bind_addr, "0.0.0.0", "Address to listen on (0.0.0.0: every interface).");
-ABSL_FLAG(std::string, port_file, "",
-          "When set, write the port actually bound to this file once serving (for launchers using --port=0).");
+ABSL_FLAG(
+    std::string, port_file, "",
+    "When set, write the port actually bound to this file once serving (for launchers using --port=0).");
 ABSL_FLAG(int, workers, 1, "Number of worker ranks N; a synchronous step waits for all N.");
 ABSL_FLAG(int, shard, 0, "This server's shard index in [0, --num_shards).");
 ABSL_FLAG(int, num_shards, 1, "Number of server shards K the parameters are split over (contiguous ranges).");
 ABSL_FLAG(std::string, mode, "sync",
           "sync: average all N gradients of a step, then update; async: apply each push on arrival with "
           "bounded staleness (--staleness).");
-ABSL_FLAG(int, staleness, 0,
-          "Async mode: a worker may run at most this many steps ahead of the slowest; 0 behaves exactly as sync.");
+ABSL_FLAG(
+    int, staleness, 0,
+    "Async mode: a worker may run at most this many steps ahead of the slowest; 0 behaves exactly as sync.");
 ABSL_FLAG(double, step_timeout, 60,
           "Seconds a step (or metrics barrier) waits for the other workers before failing their calls with "
           "DEADLINE_EXCEEDED (a dead worker); the server keeps serving.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder for this shard's checkpoint (ps-shard-<i>-of-<K>.ckpt, written atomically); a restarted "
           "server resumes from it. Empty: no checkpoints.");
-ABSL_FLAG(int64_t, checkpoint_every, 100, "Versions (optimizer steps) between checkpoints; 0: only at shutdown.");
-ABSL_FLAG(std::string, auth_token, "",
-          "Shared secret: calls without metadata x-psring-token=<token> fail with UNAUTHENTICATED. Empty: off.");
+ABSL_FLAG(int64_t, checkpoint_every, 100,
+          "Versions (optimizer steps) between checkpoints; 0: only at shutdown.");
+ABSL_FLAG(
+    std::string, auth_token, "",
+    "Shared secret: calls without metadata x-psring-token=<token> fail with UNAUTHENTICATED. Empty: off.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS (with --tls_key). Empty: plaintext.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS (with --tls_cert).");
-ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Bytes per parameter chunk streamed back to workers (4 .. 4194304).");
+ABSL_FLAG(int64_t, chunk_bytes, 1 << 20,
+          "Bytes per parameter chunk streamed back to workers (4 .. 4194304).");
 
 namespace psring::ps {
 namespace {
@@ -80,8 +86,8 @@ absl::Status Run() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ASSIGN_OR_RETURN(std::unique_ptr<PsServer> server, PsServer::Start(options));
-  std::fprintf(stderr, "ps server: shard %d of %d (%s, %d workers) listening on %s:%d\n", s.shard, s.num_shards,
-               mode.c_str(), s.workers, options.bind_addr.c_str(), server->port());
+  std::fprintf(stderr, "ps server: shard %d of %d (%s, %d workers) listening on %s:%d\n", s.shard,
+               s.num_shards, mode.c_str(), s.workers, options.bind_addr.c_str(), server->port());
   if (!absl::GetFlag(FLAGS_port_file).empty()) {
     const std::string path = absl::GetFlag(FLAGS_port_file);
     const std::string tmp = path + ".tmp";
@@ -127,8 +133,10 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "One shard of the psring parameter server.\n"
-      "  bazel run //ps:server -- --port=50051 --workers=4 --shard=0 --num_shards=2 [--mode=async --staleness=2]");
+      "  bazel run //ps:server -- --port=50051 --workers=4 --shard=0 --num_shards=2 [--mode=async "
+      "--staleness=2]");
   absl::ParseCommandLine(argc, argv);
+  psring::ps::TuneMallocForTensors();
   absl::Status status = psring::ps::Run();
   if (!status.ok()) {
     std::fprintf(stderr, "ps server: %s\n", status.ToString().c_str());

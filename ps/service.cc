@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <thread>
-#include <cstdio>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -55,8 +56,8 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
 absl::StatusOr<std::unique_ptr<ParameterServerService>> ParameterServerService::Create(
     const ServiceOptions& options) {
   if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
-    return absl::InvalidArgumentError(absl::StrCat("--shard=", options.shard, " must be in [0, --num_shards=",
-                                                   options.num_shards, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard=", options.shard, " must be in [0, --num_shards=", options.num_shards, ")"));
   }
   if (options.workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--workers=", options.workers, " must be at least 1"));
@@ -81,9 +82,9 @@ absl::StatusOr<std::unique_ptr<ParameterServerService>> ParameterServerService::
   const ShardRange expected = ComputeShardRange(checkpoint->total_params, options.shard, options.num_shards);
   if (checkpoint->shard != options.shard || checkpoint->num_shards != options.num_shards ||
       checkpoint->begin != expected.begin || checkpoint->end != expected.end) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint ", path, " holds shard ", checkpoint->shard, " of ", checkpoint->num_shards,
-                     ", not shard ", options.shard, " of ", options.num_shards, "; use another --checkpoint_dir"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", path, " holds shard ", checkpoint->shard, " of ", checkpoint->num_shards,
+        ", not shard ", options.shard, " of ", options.num_shards, "; use another --checkpoint_dir"));
   }
   ParameterServerService* s = service.get();
   absl::MutexLock lock(&s->mu_);
@@ -108,7 +109,17 @@ ParameterServerService::ParameterServerService(const ServiceOptions& options)
       chunk_elements_(options.chunk_bytes / sizeof(float)),
       ranks_(options.workers),
       // Sessions from a restarted server must not collide with old ones: start at a random point.
-      next_session_(absl::Uniform<uint64_t>(absl::BitGen(), 1, uint64_t{1} << 62)) {}
+      next_session_(absl::Uniform<uint64_t>(absl::BitGen(), 1, uint64_t{1} << 62)) {
+  constexpr int kPushPullMethod = 1;  // index in ps.proto's service
+  MarkMethodStreamed(
+      kPushPullMethod,
+      new grpc::internal::BidiStreamingHandler<ParameterServerService, TensorFrame, TensorFrame>(
+          [](ParameterServerService* service, grpc::ServerContext* context,
+             grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream) {
+            return service->PushPullFrames(context, stream);
+          },
+          this));
+}
 
 absl::Status ParameterServerService::CheckAuth(grpc::ServerContext* context) const {
   if (options_.auth_token.empty()) return absl::OkStatus();
@@ -126,9 +137,10 @@ absl::Status ParameterServerService::CheckAuth(grpc::ServerContext* context) con
 
 absl::Status ParameterServerService::CheckAddress(const proto::ShardAddress& address) const {
   if (address.shard() != options_.shard || address.num_shards() != options_.num_shards) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request for shard ", address.shard(), " of ", address.num_shards(), " reached shard ", options_.shard,
-        " of ", options_.num_shards, "; list --servers in shard order and match --num_shards"));
+    return absl::InvalidArgumentError(absl::StrCat("request for shard ", address.shard(), " of ",
+                                                   address.num_shards(), " reached shard ", options_.shard,
+                                                   " of ", options_.num_shards,
+                                                   "; list --servers in shard order and match --num_shards"));
   }
   return absl::OkStatus();
 }
@@ -174,7 +186,8 @@ bool ParameterServerService::WriteParameters(Writer* writer, uint64_t version) {
   header.mutable_header()->set_num_elements(params_.size());
   if (!writer->Write(header)) return false;
   uint64_t sent = 0;
-  const bool ok = WriteChunks<proto::PullReply>(writer, params_.data(), params_.size(), chunk_elements_, &sent);
+  const bool ok =
+      WriteChunks<proto::PullReply>(writer, params_.data(), params_.size(), chunk_elements_, &sent);
   bytes_sent_ += sent;
   return ok;
 }
@@ -182,8 +195,8 @@ bool ParameterServerService::WriteParameters(Writer* writer, uint64_t version) {
 // ---- Register ---------------------------------------------------------------------------------------------
 
 absl::StatusOr<std::pair<uint64_t, uint64_t>> ParameterServerService::DoRegister(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream,
-    int* rank_out) {
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream, int* rank_out) {
   proto::RegisterRequest first;
   if (!stream->Read(&first) || !first.has_header()) {
     return absl::InvalidArgumentError("Register must start with a RegisterHeader");
@@ -191,14 +204,16 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> ParameterServerService::DoRegister
   const proto::RegisterHeader& h = first.header();
   RETURN_IF_ERROR(CheckAddress(h.address()));
   if (h.rank() < 0 || h.rank() >= options_.workers || h.world_size() != options_.workers) {
-    return absl::InvalidArgumentError(absl::StrCat("worker rank ", h.rank(), " of world size ", h.world_size(),
-                                                   " does not fit this server's --workers=", options_.workers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker rank ", h.rank(), " of world size ", h.world_size(),
+                     " does not fit this server's --workers=", options_.workers));
   }
   if (h.total_params() == 0) return absl::InvalidArgumentError("total_params must be positive");
   const trainer::SgdOptions hp = FromProto(h.hyperparameters());
   if (!std::isfinite(hp.lr) || !std::isfinite(hp.momentum) || !std::isfinite(hp.weight_decay) || hp.lr < 0 ||
       hp.momentum < 0 || hp.weight_decay < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("hyperparameters must be finite and >= 0: ", Describe(hp)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hyperparameters must be finite and >= 0: ", Describe(hp)));
   }
   ShardRange range;
   {
@@ -210,9 +225,9 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> ParameterServerService::DoRegister
       range_ = ComputeShardRange(total_params_, options_.shard, options_.num_shards);
       hyperparameters_ = hp;
     } else if (h.total_params() != total_params_) {
-      return absl::InvalidArgumentError(absl::StrCat("worker model has ", h.total_params(),
-                                                     " parameters but this server holds a model of ",
-                                                     total_params_, "; all workers must train the same model"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("worker model has ", h.total_params(), " parameters but this server holds a model of ",
+                       total_params_, "; all workers must train the same model"));
     } else if (!SameHyperparameters(hp, hyperparameters_)) {
       return absl::FailedPreconditionError(absl::StrCat("worker hyperparameters (", Describe(hp),
                                                         ") differ from the registered ones (",
@@ -224,8 +239,8 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> ParameterServerService::DoRegister
   if (h.offers_parameters()) {
     std::vector<float> initial(range.size());
     uint64_t received = 0;
-    absl::Status status =
-        ReadChunks<proto::RegisterRequest>(stream, initial.data(), initial.size(), &received, "initial parameters");
+    absl::Status status = ReadChunks<proto::RegisterRequest>(stream, initial.data(), initial.size(),
+                                                             &received, "initial parameters");
     bytes_received_ += received;
     RETURN_IF_ERROR(status);
     absl::MutexLock lock(&mu_);
@@ -264,7 +279,8 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> ParameterServerService::DoRegister
 }
 
 grpc::Status ParameterServerService::Register(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) {
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) {
   absl::Status auth = CheckAuth(context);
   if (!auth.ok()) return ToGrpc(auth);
   int rank = -1;
@@ -285,7 +301,8 @@ grpc::Status ParameterServerService::Register(
   if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
   absl::ReaderMutexLock lock(&params_mu_);
   uint64_t sent = 0;
-  const bool ok = WriteChunks<proto::RegisterReply>(stream, params_.data(), params_.size(), chunk_elements_, &sent);
+  const bool ok =
+      WriteChunks<proto::RegisterReply>(stream, params_.data(), params_.size(), chunk_elements_, &sent);
   bytes_sent_ += sent;
   if (!ok) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
   return grpc::Status::OK;
@@ -293,14 +310,10 @@ grpc::Status ParameterServerService::Register(
 
 // ---- Push / PushPull --------------------------------------------------------------------------------------
 
-absl::StatusOr<uint64_t> ParameterServerService::DoPush(
-    grpc::ServerContext* context, grpc::internal::ReaderInterface<proto::PushRequest>* reader) {
+absl::StatusOr<uint64_t> ParameterServerService::DoPush(grpc::ServerContext* context,
+                                                        const PushSource& source) {
   RETURN_IF_ERROR(CheckAuth(context));
-  proto::PushRequest first;
-  if (!reader->Read(&first) || !first.has_header()) {
-    return absl::InvalidArgumentError("a push must start with a PushHeader");
-  }
-  const proto::PushHeader h = first.header();
+  ASSIGN_OR_RETURN(const proto::PushHeader h, source.header());
   RETURN_IF_ERROR(CheckAddress(h.address()));
   const int r = h.rank();
   std::vector<float> buffer;
@@ -321,14 +334,14 @@ absl::StatusOr<uint64_t> ParameterServerService::DoPush(
           absl::StrCat("rank ", r, " already pushed step ", h.step(), " to shard ", options_.shard));
     }
     if (h.step() < expected) {
-      return absl::FailedPreconditionError(absl::StrCat("step ", h.step(), " of rank ", r,
-                                                        " is in the past: shard ", options_.shard,
-                                                        " expects step ", expected, " (version ", version_, ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("step ", h.step(), " of rank ", r, " is in the past: shard ", options_.shard,
+                       " expects step ", expected, " (version ", version_, ")"));
     }
     if (h.step() > expected) {
-      return absl::OutOfRangeError(absl::StrCat("step ", h.step(), " of rank ", r, " is in the future: shard ",
-                                                options_.shard, " expects step ", expected, " (version ",
-                                                version_, ")"));
+      return absl::OutOfRangeError(absl::StrCat("step ", h.step(), " of rank ", r,
+                                                " is in the future: shard ", options_.shard, " expects step ",
+                                                expected, " (version ", version_, ")"));
     }
     rank.receiving = true;
     generation = step_generation_;
@@ -336,7 +349,7 @@ absl::StatusOr<uint64_t> ParameterServerService::DoPush(
   }
 
   uint64_t received = 0;
-  absl::Status status = ReadChunks<proto::PushRequest>(reader, buffer.data(), buffer.size(), &received, "gradient");
+  absl::Status status = source.body(buffer.data(), buffer.size(), &received);
   bytes_received_ += received;
   if (status.ok() && context->IsCancelled()) status = absl::CancelledError("push cancelled by the client");
 
@@ -370,7 +383,8 @@ absl::StatusOr<uint64_t> ParameterServerService::DoPush(
   return AwaitStepLocked(r, h.step(), generation);
 }
 
-absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, int64_t step, uint64_t generation) {
+absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, int64_t step,
+                                                                 uint64_t generation) {
   const absl::Time deadline = absl::Now() + options_.step_timeout;
   while (generation == step_generation_ && !shutting_down_) {
     if (cv_.WaitWithDeadline(&mu_, deadline) && generation == step_generation_ && !shutting_down_) {
@@ -378,8 +392,9 @@ absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, int64
       for (int r = 0; r < options_.workers; ++r) {
         if (!ranks_[r].arrived) missing.push_back(r);
       }
-      DropPartialStepLocked(absl::StrCat("ranks ", absl::StrJoin(missing, ","), " did not push step ", step,
-                                         " within --step_timeout=", absl::FormatDuration(options_.step_timeout)));
+      DropPartialStepLocked(
+          absl::StrCat("ranks ", absl::StrJoin(missing, ","), " did not push step ", step,
+                       " within --step_timeout=", absl::FormatDuration(options_.step_timeout)));
       return absl::DeadlineExceededError(absl::StrCat(
           "synchronous step ", step, " of shard ", options_.shard, " timed out: ", last_drop_reason_,
           " (dead or stuck worker?); the step was dropped, the server keeps serving"));
@@ -463,7 +478,8 @@ void ParameterServerService::ApplyAsyncLocked(std::vector<float>* gradient) {
     absl::WriterMutexLock lock(&params_mu_);
     ParallelFor(gradient->size(), [&](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) g[i] /= count;
-      trainer::SgdMomentumStep(scaled, g + begin, params_.data() + begin, momentum_.data() + begin, end - begin);
+      trainer::SgdMomentumStep(scaled, g + begin, params_.data() + begin, momentum_.data() + begin,
+                               end - begin);
     });
   }
   AfterVersionBumpLocked();
@@ -493,17 +509,62 @@ void ParameterServerService::DropPartialStepLocked(const std::string& reason) {
   cv_.SignalAll();
 }
 
-grpc::Status ParameterServerService::PushPull(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<proto::PullReply, proto::PushRequest>* stream) {
-  absl::StatusOr<uint64_t> version = DoPush(context, stream);
+grpc::Status ParameterServerService::PushPullFrames(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream) {
+  PushSource source;
+  source.header = [&]() -> absl::StatusOr<proto::PushHeader> {
+    TensorFrame first;
+    proto::PushHeader header;
+    if (!stream->Read(&first) || !first.error().ok() || !first.is_header() ||
+        !header.ParseFromString(first.header_bytes())) {
+      return absl::InvalidArgumentError("a push must start with a PushHeader");
+    }
+    return header;
+  };
+  source.body = [&](float* dst, uint64_t count, uint64_t* bytes) {
+    return ReadFrameChunks(stream, dst, count, bytes, "gradient");
+  };
+  absl::StatusOr<uint64_t> version = DoPush(context, source);
   if (!version.ok()) return ToGrpc(version.status());
-  if (!WriteParameters(stream, *version)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+
+  // The chunks reference params_ without copying: keep the shared lock until gRPC released every slice
+  // (it does once the bytes are written, or when the call ends; the client's deadline bounds that).
+  absl::ReaderMutexLock lock(&params_mu_);
+  proto::PullReplyHeader header;
+  header.set_version(*version);
+  header.set_num_elements(params_.size());
+  SliceTracker tracker;
+  uint64_t sent = 0;
+  const bool ok = stream->Write(TensorFrame::Header(header)) &&
+                  WriteFrameChunks(stream, params_.data(), params_.size(), chunk_elements_, &tracker, &sent);
+  bytes_sent_ += sent;
+  if (!tracker.WaitReleased(options_.step_timeout + absl::Minutes(5))) {
+    context->TryCancel();
+    if (!tracker.WaitReleased(absl::Minutes(1))) {
+      std::fprintf(stderr, "ps shard %d: gRPC still holds parameter slices after cancelling the call\n",
+                   options_.shard);
+      std::abort();  // continuing would let the optimizer change bytes gRPC may still send
+    }
+  }
+  if (!ok) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
   return grpc::Status::OK;
 }
 
-grpc::Status ParameterServerService::Push(grpc::ServerContext* context, grpc::ServerReader<proto::PushRequest>* reader,
+grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
+                                          grpc::ServerReader<proto::PushRequest>* reader,
                                           proto::PushReply* reply) {
-  absl::StatusOr<uint64_t> version = DoPush(context, reader);
+  PushSource source;
+  source.header = [&]() -> absl::StatusOr<proto::PushHeader> {
+    proto::PushRequest first;
+    if (!reader->Read(&first) || !first.has_header()) {
+      return absl::InvalidArgumentError("a push must start with a PushHeader");
+    }
+    return first.header();
+  };
+  source.body = [&](float* dst, uint64_t count, uint64_t* bytes) {
+    return ReadChunks<proto::PushRequest>(reader, dst, count, bytes, "gradient");
+  };
+  absl::StatusOr<uint64_t> version = DoPush(context, source);
   if (!version.ok()) return ToGrpc(version.status());
   reply->set_version(*version);
   return grpc::Status::OK;
@@ -521,7 +582,8 @@ grpc::Status ParameterServerService::Pull(grpc::ServerContext* context, const pr
     version = version_;
   }
   if (!status.ok()) return ToGrpc(status);
-  if (!WriteParameters(writer, version)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+  if (!WriteParameters(writer, version))
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
   return grpc::Status::OK;
 }
 
@@ -575,10 +637,10 @@ grpc::Status ParameterServerService::AverageMetrics(grpc::ServerContext* context
         for (RankState& other : ranks_) other.metrics_arrived = false;
         ++metrics_round_;
         cv_.SignalAll();
-        return ToGrpc(absl::DeadlineExceededError(
-            absl::StrCat("AverageMetrics/Barrier timed out after --step_timeout=",
-                         absl::FormatDuration(options_.step_timeout), " waiting for ranks ",
-                         absl::StrJoin(missing, ","))));
+        return ToGrpc(
+            absl::DeadlineExceededError(absl::StrCat("AverageMetrics/Barrier timed out after --step_timeout=",
+                                                     absl::FormatDuration(options_.step_timeout),
+                                                     " waiting for ranks ", absl::StrJoin(missing, ","))));
       }
     }
     status = CheckServingLocked();
@@ -664,9 +726,9 @@ absl::Status ParameterServerService::WriteCheckpointLocked() {
   header.hyperparameters = hyperparameters_;
   for (const RankState& r : ranks_) header.clocks.push_back(r.clock);
   absl::ReaderMutexLock params_lock(&params_mu_);
-  RETURN_IF_ERROR(WriteShardCheckpoint(
-      ShardCheckpointPath(options_.checkpoint_dir, options_.shard, options_.num_shards), header, params_,
-      momentum_));
+  RETURN_IF_ERROR(
+      WriteShardCheckpoint(ShardCheckpointPath(options_.checkpoint_dir, options_.shard, options_.num_shards),
+                           header, params_, momentum_));
   ++checkpoints_written_;
   return absl::OkStatus();
 }

@@ -25,12 +25,14 @@
 //   UNAVAILABLE         the server is shutting down
 //   UNAUTHENTICATED     --auth_token set and the call's "x-psring-token" metadata does not match
 //
-// Thread-safety: all methods may be called concurrently (gRPC's sync server runs each call on its own thread).
+// Thread-safety: all methods may be called concurrently (gRPC's sync server runs each call on its own
+// thread).
 #ifndef PSRING_PS_SERVICE_H_
 #define PSRING_PS_SERVICE_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +43,7 @@
 #include "absl/time/time.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/checkpoint.h"
+#include "ps/tensor_frame.h"
 #include "ps/wire.h"
 #include "trainer/optimizer.h"
 
@@ -53,12 +56,12 @@ struct ServiceOptions {
   int num_shards = 1;
   int workers = 1;  // N: ranks 0..N-1 take part in every synchronous step
   Mode mode = Mode::kSync;
-  int staleness = 0;  // async only; 0 behaves exactly as sync
+  int staleness = 0;                                // async only; 0 behaves exactly as sync
   absl::Duration step_timeout = absl::Seconds(60);  // longest wait for the other ranks (steps, metrics)
-  std::string checkpoint_dir;  // empty: no checkpoints
-  int64_t checkpoint_every = 0;  // versions between checkpoints; 0: only on shutdown
-  std::string auth_token;  // empty: no authentication
-  size_t chunk_bytes = 1 << 20;  // size of the parameter chunks the server streams back
+  std::string checkpoint_dir;                       // empty: no checkpoints
+  int64_t checkpoint_every = 0;                     // versions between checkpoints; 0: only on shutdown
+  std::string auth_token;                           // empty: no authentication
+  size_t chunk_bytes = 1 << 20;                     // size of the parameter chunks the server streams back
 };
 
 class ParameterServerService final : public proto::ParameterServer::Service {
@@ -67,10 +70,13 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   // (kDataLoss when it is corrupt, kFailedPrecondition when it belongs to another shard layout).
   static absl::StatusOr<std::unique_ptr<ParameterServerService>> Create(const ServiceOptions& options);
 
-  grpc::Status Register(grpc::ServerContext* context,
-                        grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) override;
-  grpc::Status PushPull(grpc::ServerContext* context,
-                        grpc::ServerReaderWriter<proto::PullReply, proto::PushRequest>* stream) override;
+  grpc::Status Register(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) override;
+  // PushPull runs on TensorFrame messages (ps/tensor_frame.h: the same bytes as PushRequest/PullReply,
+  // without copying tensors through protobuf); installed in the constructor.
+  grpc::Status PushPullFrames(grpc::ServerContext* context,
+                              grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
   grpc::Status Push(grpc::ServerContext* context, grpc::ServerReader<proto::PushRequest>* reader,
                     proto::PushReply* reply) override;
   grpc::Status Pull(grpc::ServerContext* context, const proto::PullRequest* request,
@@ -99,8 +105,8 @@ class ParameterServerService final : public proto::ParameterServer::Service {
 
  private:
   struct RankState {
-    uint64_t session = 0;   // 0: no live registration
-    int64_t clock = 0;      // async: the next step this rank pushes
+    uint64_t session = 0;    // 0: no live registration
+    int64_t clock = 0;       // async: the next step this rank pushes
     bool receiving = false;  // a push from this rank is streaming in
     bool arrived = false;    // aggregating: its gradient for the current step is in `gradient`
     std::vector<float> gradient;
@@ -116,11 +122,16 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   absl::Status CheckSessionLocked(int rank, uint64_t session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<std::pair<uint64_t, uint64_t>> DoRegister(
-      grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream,
-      int* rank);
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream, int* rank);
   // Receives one push and applies it (sync: waits for the step to complete). Returns the version it
   // produced.
-  absl::StatusOr<uint64_t> DoPush(grpc::ServerContext* context, grpc::internal::ReaderInterface<proto::PushRequest>* reader);
+  // Where a push comes from: its header, then its gradient into a buffer (proto or TensorFrame stream).
+  struct PushSource {
+    std::function<absl::StatusOr<proto::PushHeader>()> header;
+    std::function<absl::Status(float* dst, uint64_t count, uint64_t* bytes)> body;
+  };
+  absl::StatusOr<uint64_t> DoPush(grpc::ServerContext* context, const PushSource& source);
   absl::StatusOr<uint64_t> AwaitStepLocked(int rank, int64_t step, uint64_t generation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> AwaitStalenessLocked(int rank, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,5 +1,7 @@
 #include "ps/wire.h"
 
+#include <malloc.h>
+
 #include <cerrno>
 #include <fstream>
 #include <sstream>
@@ -12,6 +14,11 @@ ShardRange ComputeShardRange(uint64_t total, int shard, int num_shards) {
     return static_cast<uint64_t>(static_cast<unsigned __int128>(total) * i / num_shards);
   };
   return ShardRange{bound(shard), bound(shard + 1)};
+}
+
+void TuneMallocForTensors() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
 }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {

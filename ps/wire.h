@@ -38,6 +38,12 @@ struct ShardRange {
 };
 ShardRange ComputeShardRange(uint64_t total, int shard, int num_shards);
 
+// Makes glibc keep large freed blocks instead of returning them to the kernel (mmap threshold 32 MB, trim
+// threshold 512 MB). gRPC allocates a fresh buffer for every large read; without this each one is a new
+// mmap whose pages fault in one by one, which costs more than the copy itself. Call once at the start of
+// main(), before threads start; process-wide.
+void TuneMallocForTensors();
+
 // Reads a whole file (TLS certificates and keys). kNotFound / kInternal with the path.
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 

@@ -15,22 +15,26 @@
 #include "common/status_macros.h"
 #include "ps/client.h"
 #include "ps/gradient_only.h"
+#include "ps/wire.h"
 #include "trainer/train.h"
 #include "trainer/train_flags.h"
 
 ABSL_FLAG(std::string, servers, "127.0.0.1:50051",
           "Comma-separated host:port of every parameter-server shard, in shard order (shard 0 first).");
-ABSL_FLAG(double, timeout, 60,
-          "Seconds: deadline of each call to a server (a step includes waiting for the other workers) and how "
-          "long to keep reconnecting to a server that is down or restarting.");
+ABSL_FLAG(
+    double, timeout, 60,
+    "Seconds: deadline of each call to a server (a step includes waiting for the other workers) and how "
+    "long to keep reconnecting to a server that is down or restarting.");
 ABSL_FLAG(int64_t, model_bytes, 0,
           "Gradient-only mode when > 0: no model, push-pull this many bytes of float32 values f(rank, index) "
           "for --warmup_steps + --max_steps (default 10) steps and check the result. 0: train the MLP.");
 ABSL_FLAG(int, warmup_steps, 2, "Gradient-only mode: unmeasured steps before the measured ones.");
 ABSL_FLAG(bool, shutdown_servers, false,
           "At the end, rank 0 (after a barrier) asks every server to checkpoint and exit.");
-ABSL_FLAG(std::string, auth_token, "", "Shared secret sent as x-psring-token metadata (the servers' --auth_token).");
-ABSL_FLAG(std::string, tls_ca, "", "PEM root certificate to verify the servers' TLS certificates. Empty: plaintext.");
+ABSL_FLAG(std::string, auth_token, "",
+          "Shared secret sent as x-psring-token metadata (the servers' --auth_token).");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM root certificate to verify the servers' TLS certificates. Empty: plaintext.");
 ABSL_FLAG(std::string, tls_target_name, "",
           "Name to check the servers' certificate against instead of the host in --servers.");
 ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Bytes per gradient chunk on the wire (4 .. 4194304).");
@@ -68,11 +72,13 @@ absl::Status Run() {
     result = absl::StrFormat(
         "\"steps\":%d,\"bytes\":%d,\"compute_s\":0.0,\"exchange_s\":%.6f,\"step_s\":%.6f,\"samples_per_s\":0,"
         "\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":%d,\"test_accuracy\":-1",
-        r.steps, go.bytes / 4 * 4, r.exchange_seconds, r.step_seconds, r.bytes_sent, r.bytes_received, r.wrong);
+        r.steps, go.bytes / 4 * 4, r.exchange_seconds, r.step_seconds, r.bytes_sent, r.bytes_received,
+        r.wrong);
   } else {
     ASSIGN_OR_RETURN(trainer::TrainResult r, trainer::Train(train, exchange.get()));
     result = absl::StrFormat(
-        "\"steps\":%d,\"bytes\":%d,\"compute_s\":%.6f,\"exchange_s\":%.6f,\"step_s\":%.6f,\"samples_per_s\":%.3f,"
+        "\"steps\":%d,\"bytes\":%d,\"compute_s\":%.6f,\"exchange_s\":%.6f,\"step_s\":%.6f,\"samples_per_s\":%"
+        ".3f,"
         "\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":0,\"test_accuracy\":%.6f",
         r.steps, r.params.size() * sizeof(float), r.compute_seconds, r.exchange_seconds,
         r.steps > 0 ? r.wall_seconds / r.steps : 0.0, r.samples_per_second, exchange->bytes_sent(),
@@ -97,6 +103,7 @@ int main(int argc, char** argv) {
       "  bazel run //ps:worker -- --servers=h1:50051,h2:50051 --rank=0 --world_size=4 --epochs=2\n"
       "  bazel run //ps:worker -- --servers=... --model_bytes=67108864   (gradient-only mode)");
   absl::ParseCommandLine(argc, argv);
+  psring::ps::TuneMallocForTensors();
   absl::Status status = psring::ps::Run();
   if (!status.ok()) {
     std::fprintf(stderr, "ps worker: %s\n", status.ToString().c_str());

@@ -8,18 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "trainer/cuda_status.h"
 
 namespace psring::ring {
 namespace {
-
-#define PSRING_CUDA_RETURN_IF_ERROR(expr)                                                               \
-  do {                                                                                                  \
-    const cudaError_t psring_cuda_err_ = (expr);                                                        \
-    if (psring_cuda_err_ != cudaSuccess) {                                                              \
-      return absl::InternalError(absl::StrCat(__FILE__, ":", __LINE__, ": ", #expr, ": ",               \
-                                              cudaGetErrorString(psring_cuda_err_)));                   \
-    }                                                                                                   \
-  } while (0)
 
 // ncclInProgress is not an error for a non-blocking communicator: Wait() polls it to completion.
 #define PSRING_NCCL_RETURN_IF_ERROR(comm, expr)                                                         \
@@ -64,8 +56,8 @@ class NcclProcessGroup final : public ProcessGroup {
           "NCCL needs a usable GPU, but CUDA says: ",
           probe != cudaSuccess ? cudaGetErrorString(probe) : "no device", "; use --ring_transport=tcp"));
     }
-    PSRING_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.cuda_device % devices));
-    PSRING_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(options.cuda_device % devices));
+    CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 
     ncclUniqueId id;
     const std::string key = absl::StrCat(options.tcp.store_prefix, "/nccl_id");
@@ -132,18 +124,18 @@ class NcclProcessGroup final : public ProcessGroup {
     void* buf = data;
     if (!on_device && bytes > 0) {
       if (staging_bytes_ < bytes) {
-        if (staging_ != nullptr) PSRING_CUDA_RETURN_IF_ERROR(cudaFree(staging_));
+        if (staging_ != nullptr) CUDA_RETURN_IF_ERROR(cudaFree(staging_));
         staging_ = nullptr;
-        PSRING_CUDA_RETURN_IF_ERROR(cudaMalloc(&staging_, bytes));
+        CUDA_RETURN_IF_ERROR(cudaMalloc(&staging_, bytes));
         staging_bytes_ = bytes;
       }
       buf = staging_;
-      PSRING_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, stream_));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, stream_));
     }
     PSRING_NCCL_RETURN_IF_ERROR(comm_, launch(buf));
     RETURN_IF_ERROR(WaitComm(deadline, "NCCL collective launch"));
     if (!on_device && bytes > 0) {
-      PSRING_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, stream_));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, stream_));
     }
     RETURN_IF_ERROR(WaitStream(deadline));
     // What a ring moves per rank: 2(N-1)/N * S for allreduce, S for broadcast (nccl-tests' bus figures).

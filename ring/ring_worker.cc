@@ -9,10 +9,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/cluster_env.h"
 #include "common/status_macros.h"
+#include "common/worker_result.h"
 #include "ring/gradient_only.h"
 #include "ring/ring_exchange.h"
 #include "trainer/train.h"
@@ -35,9 +34,9 @@ ABSL_FLAG(int64_t, model_bytes, 0,
 ABSL_FLAG(int, warmup_steps, 2, "Gradient-only mode: unmeasured steps before the measured ones (>= 0).");
 ABSL_FLAG(int64_t, segment_bytes, 512 << 10,
           "TCP ring: bytes per pipelined segment (smaller: more overlap between links, more system calls).");
-ABSL_FLAG(int, socket_buffer_bytes, 4 << 20,
-          "TCP ring: SO_SNDBUF/SO_RCVBUF requested per connection (capped by net.core.[rw]mem_max); 0 leaves "
-          "the kernel's autotuning.");
+ABSL_FLAG(int, socket_buffer_bytes, 0,
+          "TCP ring: SO_SNDBUF/SO_RCVBUF per connection. 0: the kernel's autotuning (grows to tcp_wmem/tcp_rmem's "
+          "maximum, measured fastest on loopback); > 0: that size, capped by net.core.[rw]mem_max.");
 
 namespace psring::ring {
 namespace {
@@ -69,34 +68,40 @@ absl::Status Run() {
   options.store_bind_addr = options.group.tcp.iface_addr;
   ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> exchange, RingExchange::Connect(env, options));
 
-  std::string fields;
+  WorkerResult result;
   if (model_bytes > 0) {
     GradientOnlyOptions go;
     go.bytes = static_cast<size_t>(model_bytes);
     go.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
     go.steps = train.max_steps >= 0 ? static_cast<int>(train.max_steps) : 10;
     ASSIGN_OR_RETURN(GradientOnlyResult r, RunGradientOnly(go, exchange.get()));
-    fields = absl::StrFormat(
-        "\"steps\":%d,\"bytes\":%d,\"compute_s\":0.0,\"exchange_s\":%.6f,\"step_s\":%.6f,\"samples_per_s\":0,"
-        "\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":%d,\"test_accuracy\":-1",
-        r.steps, go.bytes / sizeof(float) * sizeof(float), r.exchange_seconds, r.step_seconds, r.bytes_sent,
-        r.bytes_received, r.wrong);
+    result.steps = r.steps;
+    result.bytes = go.bytes / sizeof(float) * sizeof(float);
+    result.exchange_s = r.exchange_seconds;
+    result.step_s = r.step_seconds;
+    result.bytes_sent = r.bytes_sent;
+    result.bytes_received = r.bytes_received;
+    result.wrong = r.wrong;
   } else {
     const uint64_t sent0 = exchange->group()->bytes_sent();
     const uint64_t received0 = exchange->group()->bytes_received();
     ASSIGN_OR_RETURN(trainer::TrainResult r, trainer::Train(train, exchange.get()));
-    fields = absl::StrFormat(
-        "\"steps\":%d,\"bytes\":%d,\"compute_s\":%.6f,\"exchange_s\":%.6f,\"step_s\":%.6f,"
-        "\"samples_per_s\":%.3f,\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":0,\"test_accuracy\":%.6f",
-        r.steps, r.params.size() * sizeof(float), r.compute_seconds, r.exchange_seconds,
-        r.steps > 0 ? r.wall_seconds / r.steps : 0.0, r.samples_per_second,
-        exchange->group()->bytes_sent() - sent0, exchange->group()->bytes_received() - received0,
-        r.test_accuracy);
+    result.steps = r.steps;
+    result.bytes = r.params.size() * sizeof(float);
+    result.compute_s = r.compute_seconds;
+    result.exchange_s = r.exchange_seconds;
+    result.step_s = r.steps > 0 ? r.wall_seconds / r.steps : 0.0;
+    result.samples_per_s = r.samples_per_second;
+    result.bytes_sent = exchange->group()->bytes_sent() - sent0;
+    result.bytes_received = exchange->group()->bytes_received() - received0;
+    result.test_accuracy = r.test_accuracy;
   }
   // Nobody leaves while a neighbour may still be receiving from it.
   RETURN_IF_ERROR(exchange->Barrier());
-  std::printf("PSRING_RESULT {\"role\":\"worker\",\"exchange\":\"%s\",\"rank\":%d,\"world_size\":%d,%s}\n",
-              exchange->name().c_str(), env.rank, env.world_size, fields.c_str());
+  result.exchange = exchange->name();
+  result.rank = env.rank;
+  result.world_size = env.world_size;
+  std::printf("%s\n", FormatWorkerResult(result).c_str());
   std::fflush(stdout);
   return absl::OkStatus();
 }

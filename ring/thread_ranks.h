@@ -29,21 +29,29 @@ inline ProcessGroupOptions LoopbackOptions(size_t segment_bytes = 512 << 10,
   return o;
 }
 
-// Calls body(rank, group) on `world_size` threads, each with its own connected group; returns each rank's
+// Calls body(rank, group) on `world_size` threads, each handed its own connected group; returns each rank's
 // status (a connection failure is that rank's status).
-inline std::vector<absl::Status> RunRanks(int world_size, const ProcessGroupOptions& options,
-                                          const std::function<absl::Status(int, ProcessGroup*)>& body) {
+inline std::vector<absl::Status> RunRanksOwning(
+    int world_size, const ProcessGroupOptions& options,
+    const std::function<absl::Status(int, std::unique_ptr<ProcessGroup>)>& body) {
   InMemoryStore store;
   std::vector<absl::Status> results(world_size);
   std::vector<std::thread> threads;
   for (int r = 0; r < world_size; ++r) {
     threads.emplace_back([&, r] {
       absl::StatusOr<std::unique_ptr<ProcessGroup>> group = CreateProcessGroup(&store, r, world_size, options);
-      results[r] = group.ok() ? body(r, group->get()) : group.status();
+      results[r] = group.ok() ? body(r, std::move(*group)) : group.status();
     });
   }
   for (auto& t : threads) t.join();
   return results;
+}
+
+// The same, with the group owned by the runner for the duration of body.
+inline std::vector<absl::Status> RunRanks(int world_size, const ProcessGroupOptions& options,
+                                          const std::function<absl::Status(int, ProcessGroup*)>& body) {
+  return RunRanksOwning(world_size, options,
+                        [&](int rank, std::unique_ptr<ProcessGroup> group) { return body(rank, group.get()); });
 }
 
 }  // namespace psring::ring

@@ -97,8 +97,15 @@ TEST(CostModelTest, NegativeInterceptIsClampedToZero) {
 
 TEST(CostModelTest, RejectsUnusablePoints) {
   EXPECT_FALSE(FitAlphaBeta(Exchange::kRing, {}).ok());
-  // The ring on one node moves nothing: no feature to fit.
+  // One node moves nothing over a link: outside the model.
   EXPECT_FALSE(FitAlphaBeta(Exchange::kRing, {{1, 0, kMiB, 0.1}}).ok());
+  EXPECT_FALSE(FitAlphaBeta(Exchange::kPsColocated, {{1, 1, kMiB, 0.01}}).ok());
+  // ...and does not disturb the fit of the others.
+  auto fit = FitAlphaBeta(Exchange::kPsColocated, {{1, 1, 16 * kMiB, 0.05}, {2, 2, kMiB, 1e-3 + kMiB * 1e-7},
+                                                   {4, 4, kMiB, 1e-3 + 1.5 * kMiB * 1e-7}});
+  ASSERT_TRUE(fit.ok());
+  EXPECT_EQ(fit->points, 2);
+  EXPECT_NEAR(fit->alpha, 1e-3, 1e-9);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <cstdlib>
+
 #include "gtest/gtest.h"
 
 namespace psring::bench {
@@ -76,6 +78,33 @@ TEST(SubprocessTest, ServiceThatExitsOnItsOwnIsOk) {
   ASSERT_TRUE(results.ok()) << results.status();
   EXPECT_TRUE(JobStatus(*results).ok()) << JobStatus(*results);
   EXPECT_EQ((*results)[0].stdout_text, "bye\n");
+}
+
+TEST(SubprocessTest, WorkersStartAfterTheServiceIsReady) {
+  const std::string flag = std::string(std::getenv("TEST_TMPDIR")) + "/ready_flag";
+  std::vector<ProcessSpec> specs = {
+      {"server", {"/bin/sh", "-c", "sleep 0.5; touch " + flag + "; echo server listening on x >&2; sleep 0.5"},
+       /*service=*/true, /*ready_text=*/"listening on"},
+      {"worker", {"/bin/sh", "-c", "test -f " + flag}},
+  };
+  JobOptions options;
+  options.service_start = absl::ZeroDuration();
+  options.timeout = absl::Seconds(30);
+  auto results = RunJob(specs, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[1].exit_code, 0) << "the worker started before the server was ready";
+  EXPECT_TRUE(JobStatus(*results).ok()) << JobStatus(*results);
+}
+
+TEST(SubprocessTest, ServiceDyingBeforeReadyFailsTheJob) {
+  std::vector<ProcessSpec> specs = {
+      {"server", {"/bin/sh", "-c", "echo cannot bind >&2; exit 4"}, /*service=*/true, "listening on"},
+      {"worker", {"/bin/sh", "-c", "exit 0"}},
+  };
+  auto results = RunJob(specs, JobOptions{});
+  ASSERT_TRUE(results.ok()) << results.status();
+  absl::Status status = JobStatus(*results);
+  EXPECT_NE(status.message().find("server exited with code 4"), std::string::npos) << status;
 }
 
 TEST(SubprocessTest, FailureAbortsTheRestSoon) {

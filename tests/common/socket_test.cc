@@ -1,0 +1,95 @@
+#include "common/socket.h"
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace psring {
+namespace {
+
+// A connected loopback pair; `blocking` switches both ends to blocking calls with a deadline slice.
+struct Pair {
+  Socket client, server;
+};
+
+Pair Connect(bool blocking) {
+  absl::StatusOr<Socket> listener = ListenTcp("127.0.0.1", 0);
+  EXPECT_TRUE(listener.ok()) << listener.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<Socket> client = ConnectTcp("127.0.0.1", *LocalPort(*listener), deadline);
+  EXPECT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<Socket> server = AcceptTcp(*listener, deadline);
+  EXPECT_TRUE(server.ok()) << server.status();
+  Pair p{std::move(*client), std::move(*server)};
+  if (blocking) {
+    EXPECT_TRUE(p.client.SetBlockingSlice(absl::Milliseconds(20)).ok());
+    EXPECT_TRUE(p.server.SetBlockingSlice(absl::Milliseconds(20)).ok());
+  }
+  return p;
+}
+
+class SocketTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SocketTest, FullDuplexLargeTransfersArriveIntact) {
+  Pair p = Connect(GetParam());
+  constexpr size_t kBytes = 8 << 20;  // far beyond the socket buffers: many partial sends and receives
+  std::vector<char> a(kBytes), b(kBytes), got_a(kBytes), got_b(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) {
+    a[i] = static_cast<char>(i * 31 + 7);
+    b[i] = static_cast<char>(i * 17 + 3);
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  absl::Status s1, s2, s3, s4;
+  std::thread t1([&] { s1 = SendAll(p.client, a.data(), kBytes, deadline); });
+  std::thread t2([&] { s2 = SendAll(p.server, b.data(), kBytes, deadline); });
+  std::thread t3([&] { s3 = RecvAll(p.server, got_a.data(), kBytes, deadline); });
+  s4 = RecvAll(p.client, got_b.data(), kBytes, deadline);
+  t1.join();
+  t2.join();
+  t3.join();
+  for (const auto& s : {s1, s2, s3, s4}) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(a == got_a);
+  EXPECT_TRUE(b == got_b);
+}
+
+TEST_P(SocketTest, SilentPeerIsADeadlineAndAClosedPeerIsUnavailable) {
+  Pair p = Connect(GetParam());
+  p.client.set_peer_name("the test's server");
+  char buf[16];
+  absl::Status s = RecvAll(p.client, buf, sizeof(buf), absl::Now() + absl::Milliseconds(50));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("the test's server"), std::string::npos) << s;
+
+  ASSERT_TRUE(SendAll(p.server, "abc", 3, absl::Now() + absl::Seconds(5)).ok());
+  p.server.Close();
+  s = RecvAll(p.client, buf, 8, absl::Now() + absl::Seconds(5));  // 3 bytes, then EOF
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+}
+
+TEST_P(SocketTest, ShutdownWakesABlockedReceiver) {
+  Pair p = Connect(GetParam());
+  std::thread closer([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    p.client.Shutdown();
+  });
+  char buf[4];
+  absl::Status s = RecvAll(p.client, buf, sizeof(buf), absl::Now() + absl::Seconds(30));
+  closer.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+}
+
+INSTANTIATE_TEST_SUITE_P(PollAndBlocking, SocketTest, ::testing::Bool());
+
+TEST(SocketHelpersTest, AddressesAndErrors) {
+  EXPECT_EQ(SplitHostPort("10.0.0.1:80", "x")->second, 80);
+  EXPECT_EQ(SplitHostPort("10.0.0.1", "x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SplitHostPort("h:0", "x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SplitHostPort(":80", "x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*LocalAddressToward("127.0.0.1", 9), "127.0.0.1");
+  EXPECT_EQ(ListenTcp("192.0.2.1", 0).status().code(), absl::StatusCode::kInvalidArgument);  // not ours
+}
+
+}  // namespace
+}  // namespace psring
