@@ -10,15 +10,19 @@
 //
 // Then, unless --gloo=false, it measures Gloo's allreduce (torch.distributed, gloo backend, one process per
 // rank on 127.0.0.1: bench/tools/gloo_allreduce.py under /usr/bin/python3) at --gloo_bytes for --gloo_ranks
-// in the same run, and prints psring's busbw next to Gloo's and their ratio ("# gloo" comment lines).
+// in the same run, and prints psring's busbw next to Gloo's and their ratio ("# gloo" comment lines) — both
+// for psring's ranks as threads (the table) and as processes like Gloo's (//ring:ring_worker --model_bytes).
 //
 //   bazel run -c opt //bench:allreduce_bench
 //   bazel run //bench:allreduce_bench -- --ranks=2,4 --max_bytes=64M --phases --json=/tmp/ring.json
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,15 +36,18 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "bench/report.h"
+#include "bench/result_line.h"
 #include "bench/subprocess.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 #include "ring/process_group.h"
 #include "ring/thread_ranks.h"
+#include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(std::vector<std::string>, ranks, std::vector<std::string>({"2", "4", "8"}),
           "Comma-separated world sizes to measure (each >= 1).");
-ABSL_FLAG(std::string, min_bytes, "4K", "Smallest message, bytes with optional K/M/G suffix (like nccl-tests -b).");
+ABSL_FLAG(std::string, min_bytes, "4K",
+          "Smallest message, bytes with optional K/M/G suffix (like nccl-tests -b).");
 ABSL_FLAG(std::string, max_bytes, "256M", "Largest message (like nccl-tests -e).");
 ABSL_FLAG(int, factor, 2, "Size multiplier between rows (like nccl-tests -f; >= 2).");
 ABSL_FLAG(int, iters, 20,
@@ -50,22 +57,29 @@ ABSL_FLAG(int, warmup_iters, 2, "Unmeasured iterations per row, after the correc
 ABSL_FLAG(int64_t, segment_bytes, 512 << 10, "Ring pipeline segment (RingOptions::segment_bytes).");
 ABSL_FLAG(int, socket_buffer_bytes, 0, "SO_SNDBUF/SO_RCVBUF per ring connection (0: kernel autotuning).");
 ABSL_FLAG(bool, blocking_io, true,
-          "Ring sockets use blocking calls with a 100 ms wake-up for deadlines (false: non-blocking calls + poll).");
-ABSL_FLAG(bool, phases, false, "Add columns rs_us and ag_us: mean reduce-scatter and allgather time per call.");
+          "Ring sockets use blocking calls with a 100 ms wake-up for deadlines (false: non-blocking calls + "
+          "poll).");
+ABSL_FLAG(bool, phases, false,
+          "Add columns rs_us and ag_us: mean reduce-scatter and allgather time per call.");
 ABSL_FLAG(std::string, json, "", "Also write the tables (and the Gloo comparison) as JSON to this file.");
 ABSL_FLAG(bool, gloo, true, "Measure Gloo's allreduce at --gloo_bytes for --gloo_ranks and print the ratio.");
 ABSL_FLAG(std::string, gloo_bytes, "64M", "Message size of the Gloo comparison.");
 ABSL_FLAG(std::vector<std::string>, gloo_ranks, std::vector<std::string>({"2", "4"}),
           "World sizes of the Gloo comparison.");
-ABSL_FLAG(std::string, gloo_script, "bench/tools/gloo_allreduce.py",
-          "Path of bench/tools/gloo_allreduce.py (relative paths are looked up in the runfiles, then the "
-          "workspace).");
-ABSL_FLAG(std::string, python, "/usr/bin/python3", "Python with Debian's python3-torch for the Gloo comparison.");
+ABSL_FLAG(std::string, gloo_script, "",
+          "Path of bench/tools/gloo_allreduce.py. Empty: the copy in this binary's runfiles.");
+ABSL_FLAG(
+    std::string, ring_worker, "",
+    "Path of //ring:ring_worker, run one process per rank (gradient-only mode) for the Gloo comparison. "
+    "Empty: the copy in this binary's runfiles.");
+ABSL_FLAG(std::string, python, "/usr/bin/python3",
+          "Python with Debian's python3-torch for the Gloo comparison.");
 ABSL_FLAG(double, timeout, 120, "Seconds: bound on each collective and on each Gloo run.");
 
 namespace psring::bench {
 namespace {
 
+using ::bazel::tools::cpp::runfiles::Runfiles;
 using ring::ProcessGroup;
 using ring::ReduceOp;
 
@@ -91,8 +105,8 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::vector<std::string>& items
 }
 
 // One rank's part of a row: check, warm up, measure. Returns {time_s, rs_s, ag_s, wrong} summed over ranks.
-absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::vector<float>& buf, size_t count,
-                                               int iters, int warmup) {
+absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::vector<float>& buf,
+                                               size_t count, int iters, int warmup) {
   const int n = g->world_size();
   for (size_t i = 0; i < count; ++i) buf[i] = Value(rank, i);
   RETURN_IF_ERROR(g->AllReduce(buf.data(), count, ReduceOp::kSum, false));
@@ -119,55 +133,108 @@ absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::v
 
 // The ring's table for one world size. Rows are added by rank 0's thread only.
 absl::Status RunWorld(int n, const std::vector<size_t>& sizes, Table* table) {
-  ring::ProcessGroupOptions options =
-      ring::LoopbackOptions(static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
-                            absl::Seconds(absl::GetFlag(FLAGS_timeout)));
+  ring::ProcessGroupOptions options = ring::LoopbackOptions(
+      static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)), absl::Seconds(absl::GetFlag(FLAGS_timeout)));
   options.tcp.socket_buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);
   options.tcp.blocking_io = absl::GetFlag(FLAGS_blocking_io);
   options.tcp.store_prefix = absl::StrCat("bench", n);
   const bool phases = absl::GetFlag(FLAGS_phases);
-  std::vector<absl::Status> results = ring::RunRanks(n, options, [&](int rank, ProcessGroup* g) -> absl::Status {
-    std::vector<float> buf(sizes.back() / sizeof(float));
-    for (size_t bytes : sizes) {
-      const size_t count = bytes / sizeof(float);
-      ASSIGN_OR_RETURN(std::vector<double> sums,
-                       MeasureRow(rank, g, buf, count, ItersFor(bytes, absl::GetFlag(FLAGS_iters)),
-                                  absl::GetFlag(FLAGS_warmup_iters)));
-      if (rank != 0) continue;
-      Row row = MakeRow(count * sizeof(float), count, sums[0] / n, AllReduceBusFactor(n),
-                        static_cast<int64_t>(sums[3]));
-      if (phases) row.extra = {sums[1] / n * 1e6, sums[2] / n * 1e6};
-      table->Add(row);
-    }
-    return absl::OkStatus();
-  });
+  std::vector<absl::Status> results =
+      ring::RunRanks(n, options, [&](int rank, ProcessGroup* g) -> absl::Status {
+        std::vector<float> buf(sizes.back() / sizeof(float));
+        for (size_t bytes : sizes) {
+          const size_t count = bytes / sizeof(float);
+          ASSIGN_OR_RETURN(std::vector<double> sums,
+                           MeasureRow(rank, g, buf, count, ItersFor(bytes, absl::GetFlag(FLAGS_iters)),
+                                      absl::GetFlag(FLAGS_warmup_iters)));
+          if (rank != 0) continue;
+          Row row = MakeRow(count * sizeof(float), count, sums[0] / n, AllReduceBusFactor(n),
+                            static_cast<int64_t>(sums[3]));
+          if (phases) row.extra = {sums[1] / n * 1e6, sums[2] / n * 1e6};
+          table->Add(row);
+        }
+        return absl::OkStatus();
+      });
   for (int r = 0; r < n; ++r) {
-    if (!results[r].ok()) return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
+    if (!results[r].ok())
+      return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
   }
   return absl::OkStatus();
 }
 
-std::string FindScript(const std::string& path) {
-  std::vector<std::string> candidates = {path};
-  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) candidates.push_back(absl::StrCat(ws, "/", path));
-  for (const std::string& c : candidates) {
-    if (std::ifstream(c).good()) return c;
+// The helper programs the Gloo comparison runs: from the flags, else from this binary's runfiles.
+struct Programs {
+  std::string ring_worker;
+  std::string gloo_script;
+};
+
+absl::StatusOr<Programs> FindPrograms(const char* argv0) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::Create(argv0, &error));
+  auto locate = [&](const std::string& flag_value, const char* flag,
+                    const char* rlocation) -> absl::StatusOr<std::string> {
+    std::string path = flag_value;
+    if (path.empty() && runfiles != nullptr) path = runfiles->Rlocation(rlocation);
+    if (path.empty() || access(path.c_str(), R_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat("cannot find ", rlocation, " (tried '", path,
+                                              "'): run through `bazel run` or pass --", flag, "=PATH"));
+    }
+    return path;
+  };
+  Programs p;
+  ASSIGN_OR_RETURN(p.ring_worker,
+                   locate(absl::GetFlag(FLAGS_ring_worker), "ring_worker", "psring/ring/ring_worker"));
+  ASSIGN_OR_RETURN(p.gloo_script, locate(absl::GetFlag(FLAGS_gloo_script), "gloo_script",
+                                         "psring/bench/tools/gloo_allreduce.py"));
+  return p;
+}
+
+// A loopback port nobody listens on right now.
+absl::StatusOr<int> FreePort() {
+  ASSIGN_OR_RETURN(Socket probe, ListenTcp("127.0.0.1", 0));
+  return LocalPort(probe);
+}
+
+// psring's busbw (GB/s) at `bytes` for `n` ranks as processes: ring_worker's gradient-only mode, the slowest
+// rank's mean step.
+absl::StatusOr<double> RunRingProcesses(const Programs& programs, int n, size_t bytes) {
+  ASSIGN_OR_RETURN(int port, FreePort());
+  std::vector<ProcessSpec> specs;
+  for (int r = 0; r < n; ++r) {
+    specs.push_back({absl::StrCat("ring rank ", r),
+                     {programs.ring_worker, absl::StrCat("--rank=", r), absl::StrCat("--world_size=", n),
+                      "--master_addr=127.0.0.1", absl::StrCat("--master_port=", port),
+                      absl::StrCat("--model_bytes=", bytes),
+                      absl::StrCat("--max_steps=", ItersFor(bytes, absl::GetFlag(FLAGS_iters))),
+                      absl::StrCat("--warmup_steps=", absl::GetFlag(FLAGS_warmup_iters)),
+                      absl::StrCat("--segment_bytes=", absl::GetFlag(FLAGS_segment_bytes)),
+                      absl::StrCat("--socket_buffer_bytes=", absl::GetFlag(FLAGS_socket_buffer_bytes)),
+                      absl::StrCat("--timeout=", absl::GetFlag(FLAGS_timeout))}});
   }
-  return path;
+  JobOptions job;
+  job.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout));
+  ASSIGN_OR_RETURN(std::vector<ProcessResult> results, RunJob(specs, job));
+  RETURN_IF_ERROR(JobStatus(results));
+  double step_s = 0;
+  for (const ProcessResult& p : results) {
+    ASSIGN_OR_RETURN(std::vector<ResultLine> lines, ExtractResults(p.stdout_text));
+    if (lines.size() != 1 || lines[0].Number("wrong", -1) != 0) {
+      return absl::InternalError(absl::StrCat(p.name, " did not report one correct result: ", p.stdout_text));
+    }
+    step_s = std::max(step_s, lines[0].Number("step_s"));
+  }
+  if (step_s <= 0) return absl::InternalError("ring_worker reported no step time");
+  return static_cast<double>(bytes) / step_s / 1e9 * AllReduceBusFactor(n);
 }
 
 // Gloo's {time_s, busbw GB/s} at `bytes` for `n` ranks: one script process per rank, rank 0 reports.
-absl::StatusOr<std::pair<double, double>> RunGloo(int n, size_t bytes) {
-  int port = 0;
-  {  // a port nobody listens on right now
-    ASSIGN_OR_RETURN(Socket probe, ListenTcp("127.0.0.1", 0));
-    ASSIGN_OR_RETURN(port, LocalPort(probe));
-  }
+absl::StatusOr<std::pair<double, double>> RunGloo(const Programs& programs, int n, size_t bytes) {
+  ASSIGN_OR_RETURN(int port, FreePort());
   std::vector<ProcessSpec> specs;
   for (int r = 0; r < n; ++r) {
     specs.push_back({absl::StrCat("gloo rank ", r),
-                     {absl::GetFlag(FLAGS_python), FindScript(absl::GetFlag(FLAGS_gloo_script)),
-                      absl::StrCat("--rank=", r), absl::StrCat("--world_size=", n), "--master_addr=127.0.0.1",
+                     {absl::GetFlag(FLAGS_python), programs.gloo_script, absl::StrCat("--rank=", r),
+                      absl::StrCat("--world_size=", n), "--master_addr=127.0.0.1",
                       absl::StrCat("--master_port=", port), absl::StrCat("--bytes=", bytes),
                       absl::StrCat("--steps=", ItersFor(bytes, absl::GetFlag(FLAGS_iters))),
                       absl::StrCat("--warmup=", absl::GetFlag(FLAGS_warmup_iters)), "--ifname=lo"}});
@@ -183,13 +250,13 @@ absl::StatusOr<std::pair<double, double>> RunGloo(int n, size_t bytes) {
     if (absl::ConsumePrefix(&field, "busbw_MBps=")) (void)absl::SimpleAtod(field, &busbw_mbps);
   }
   if (time_s <= 0 || busbw_mbps <= 0) {
-    return absl::InternalError(absl::StrCat("no result from the Gloo script; its output: ",
-                                            results[0].stdout_text, results[0].stderr_tail));
+    return absl::InternalError(absl::StrCat(
+        "no result from the Gloo script; its output: ", results[0].stdout_text, results[0].stderr_tail));
   }
   return std::make_pair(time_s, busbw_mbps / 1e3);
 }
 
-absl::Status Run() {
+absl::Status Run(const char* argv0) {
   ASSIGN_OR_RETURN(std::vector<int> worlds, ParseInts(absl::GetFlag(FLAGS_ranks), "ranks"));
   const size_t min_bytes = ParseSize(absl::GetFlag(FLAGS_min_bytes));
   const size_t max_bytes = ParseSize(absl::GetFlag(FLAGS_max_bytes));
@@ -209,8 +276,10 @@ absl::Status Run() {
   for (size_t w = 0; w < worlds.size(); ++w) {
     const int n = worlds[w];
     Table table(&std::cout, extra);
-    table.Comment(absl::StrCat("nranks ", n, "  exchange ring-tcp  ranks as threads of one process, TCP on "
-                               "127.0.0.1  segment ", absl::GetFlag(FLAGS_segment_bytes), " B"));
+    table.Comment(absl::StrCat("nranks ", n,
+                               "  exchange ring-tcp  ranks as threads of one process, TCP on "
+                               "127.0.0.1  segment ",
+                               absl::GetFlag(FLAGS_segment_bytes), " B"));
     table.Header();
     RETURN_IF_ERROR(RunWorld(n, sizes, &table));
     table.Footer();
@@ -221,11 +290,15 @@ absl::Status Run() {
   json += "}";
 
   if (absl::GetFlag(FLAGS_gloo)) {
+    ASSIGN_OR_RETURN(const Programs programs, FindPrograms(argv0));
     ASSIGN_OR_RETURN(std::vector<int> gloo_worlds, ParseInts(absl::GetFlag(FLAGS_gloo_ranks), "gloo_ranks"));
     const size_t bytes = ParseSize(absl::GetFlag(FLAGS_gloo_bytes));
     if (bytes < sizeof(float)) return absl::InvalidArgumentError("--gloo_bytes must be >= 4");
-    std::cout << "# gloo: Gloo's allreduce (torch.distributed gloo backend, one process per rank, loopback) at "
-              << bytes << " B in this run; ratio = psring busbw / Gloo busbw\n";
+    std::cout
+        << "# gloo: Gloo's allreduce (torch.distributed gloo backend, one process per rank, loopback) at "
+        << bytes
+        << " B in this run; ratio = psring busbw / Gloo busbw, psring ranks as threads (the "
+           "table) and as processes (ring_worker)\n";
     json += ",\"gloo\":[";
     for (size_t i = 0; i < gloo_worlds.size(); ++i) {
       const int n = gloo_worlds[i];
@@ -234,17 +307,22 @@ absl::Status Run() {
       if (it != busbw[n].end()) {
         ours = it->second;
       } else {  // not in the sweep: measure it now
+        std::cout << "# psring nranks " << n << " at " << bytes << " B (not in the sweep above):\n";
         Table own(&std::cout, {});
         RETURN_IF_ERROR(RunWorld(n, {bytes}, &own));
         ours = own.rows().back().busbw_gbs;
       }
-      ASSIGN_OR_RETURN(auto gloo, RunGloo(n, bytes));
-      const double ratio = ours / gloo.second;
-      std::cout << absl::StrFormat("# gloo nranks %d: Gloo time %.2f us busbw %.4f GB/s | psring busbw %.4f GB/s "
-                                   "| ratio %.3f\n",
-                                   n, gloo.first * 1e6, gloo.second, ours, ratio);
-      json += absl::StrCat(i ? "," : "", "{\"nranks\":", n, ",\"bytes\":", bytes, ",\"psring_busbw\":", ours,
-                           ",\"gloo_busbw\":", gloo.second, ",\"ratio\":", ratio, "}");
+      ASSIGN_OR_RETURN(double ours_processes, RunRingProcesses(programs, n, bytes));
+      ASSIGN_OR_RETURN(auto gloo, RunGloo(programs, n, bytes));
+      const double ratio = ours / gloo.second, ratio_processes = ours_processes / gloo.second;
+      std::cout << absl::StrFormat(
+          "# gloo nranks %d: Gloo busbw %.4f GB/s (%.0f us) | psring threads %.4f GB/s, ratio %.3f | psring "
+          "processes %.4f GB/s, ratio %.3f\n",
+          n, gloo.second, gloo.first * 1e6, ours, ratio, ours_processes, ratio_processes);
+      json += absl::StrCat(i ? "," : "", "{\"nranks\":", n, ",\"bytes\":", bytes,
+                           ",\"gloo_busbw\":", gloo.second, ",\"psring_threads_busbw\":", ours,
+                           ",\"ratio_threads\":", ratio, ",\"psring_processes_busbw\":", ours_processes,
+                           ",\"ratio_processes\":", ratio_processes, "}");
     }
     json += "]";
   }
@@ -263,11 +341,12 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Ring allreduce (TCP, loopback, ranks as threads) from --min_bytes to --max_bytes for each world size in "
+      "Ring allreduce (TCP, loopback, ranks as threads) from --min_bytes to --max_bytes for each world size "
+      "in "
       "--ranks, as an nccl-tests table, then the busbw ratio against Gloo.\n"
       "  bazel run //bench:allreduce_bench -- --ranks=2,4,8 --phases --json=/tmp/allreduce.json");
   absl::ParseCommandLine(argc, argv);
-  absl::Status status = psring::bench::Run();
+  absl::Status status = psring::bench::Run(argv[0]);
   if (!status.ok()) {
     std::fprintf(stderr, "allreduce_bench: %s\n", status.ToString().c_str());
     return 1;

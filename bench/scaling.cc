@@ -14,11 +14,12 @@
 namespace psring::bench {
 namespace {
 
-// Ports inside the namespaces (each host has its own port space); on loopback every port must differ, so
-// server k listens on kServerPort + k and each run moves to fresh ports (TIME_WAIT of the previous run).
+// Every run gets fresh ports (rendezvous master, servers K ports from kServerPort): on loopback all hosts share
+// one port space, and in the namespaces a port of the previous run may still be in TIME_WAIT.
 constexpr int kMasterPort = 29500;
 constexpr int kServerPort = 50051;
-constexpr int kLoopbackPortStride = 64;
+constexpr int kPortStride = 300;  // > the most servers of one run (N <= 256)
+constexpr int kPortRotation = 16;  // runs before a port is used again
 
 std::string FormatBytes(double bytes) {
   if (bytes >= (1 << 30)) return absl::StrFormat("%gGiB", bytes / (1 << 30));
@@ -79,7 +80,7 @@ class Runner {
     const Exchange e = record->exchange;
     const int n = record->nodes;
     const Placement placement = Place(e, n, o_.ps_servers);
-    const int port_offset = cluster_->emulated() ? 0 : (run_index % 100) * kLoopbackPortStride;
+    const int port_offset = (run_index % kPortRotation) * kPortStride;
     const int master_port = kMasterPort + port_offset;
     const double step_estimate = PessimisticStepSeconds(o_, e, n, record->bytes, cluster_->link_bytes_per_second());
     const int worker_timeout =

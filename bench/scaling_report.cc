@@ -505,6 +505,10 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
     Series measured_eff{name + " measured", color, {}, Style::kMarkers};
     for (const auto& r : result.records) {
       if (!r.ok() || r.exchange != e || r.bytes != bytes) continue;
+      // Without compute, a step that crosses no link (one node, ring or co-located) is a memory copy: no
+      // point on a network plot.
+      const bool crosses_link = BusiestLinkBytes(e, r.nodes, r.servers, r.bytes) > 0;
+      if (!compute_based && !crosses_link) continue;
       measured_time.points.push_back({static_cast<double>(r.nodes), r.step_s});
       // busbw is not defined for one node (nothing crosses a link in an allreduce of one).
       if (r.nodes >= 2 || compute_based) measured_eff.points.push_back({static_cast<double>(r.nodes), efficiency(r.exchange_s, r.step_s, r.nodes)});

@@ -53,8 +53,8 @@ absl::Status Validate(const ClusterEnv& env) {
         absl::StrCat("rank ", env.rank, " is out of range [0, ", env.world_size - 1, "]", from));
   }
   if (env.local_rank < 0 || env.local_rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("local rank ", env.local_rank, " is out of range [0, ",
-                                                   env.world_size - 1, "]", from));
+    return absl::InvalidArgumentError(
+        absl::StrCat("local rank ", env.local_rank, " is out of range [0, ", env.world_size - 1, "]", from));
   }
   if (env.master_port < 1 || env.master_port > 65535) {
     return absl::InvalidArgumentError(
@@ -75,7 +75,8 @@ absl::StatusOr<std::string> FirstSlurmHost(const std::string& nodelist) {
     if (nodelist[i] == '[') {
       const size_t close = nodelist.find(']', i);
       if (close == std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat("SLURM_NODELIST '", nodelist, "' has an unclosed '['"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("SLURM_NODELIST '", nodelist, "' has an unclosed '['"));
       }
       const std::string inner = nodelist.substr(i + 1, close - i - 1);
       const std::string first = inner.substr(0, inner.find_first_of(",-"));
@@ -95,7 +96,8 @@ absl::StatusOr<std::string> FirstSlurmHost(const std::string& nodelist) {
 }
 
 absl::StatusOr<ClusterEnv> DiscoverClusterEnv(const ClusterFlags& flags, const GetEnv& getenv_arg) {
-  const GetEnv getenv_fn = getenv_arg ? getenv_arg : [](const char* n) -> const char* { return std::getenv(n); };
+  const GetEnv getenv_fn =
+      getenv_arg ? getenv_arg : [](const char* n) -> const char* { return std::getenv(n); };
   ClusterEnv env;
   env.source = "default";
 

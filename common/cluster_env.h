@@ -37,8 +37,7 @@ struct ClusterFlags {
 
 // `getenv` is injectable so tests need not touch the process environment.
 absl::StatusOr<ClusterEnv> DiscoverClusterEnv(
-    const ClusterFlags& flags,
-    const std::function<const char*(const char*)>& getenv_fn = nullptr);
+    const ClusterFlags& flags, const std::function<const char*(const char*)>& getenv_fn = nullptr);
 
 // First host of a Slurm node list, expanding compressed ranges: "node[01-04],login1" -> "node01".
 // kInvalidArgument for a malformed list.

@@ -11,9 +11,10 @@ ABSL_FLAG(int32_t, rank, -1,
 ABSL_FLAG(int32_t, world_size, -1,
           "Number of worker processes in the job. -1: read it from OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or "
           "WORLD_SIZE (no launcher: 1).");
-ABSL_FLAG(int32_t, local_rank, -1,
-          "Rank of this process on its host (picks the GPU). -1: OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or "
-          "LOCAL_RANK, else 0.");
+ABSL_FLAG(
+    int32_t, local_rank, -1,
+    "Rank of this process on its host (picks the GPU). -1: OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or "
+    "LOCAL_RANK, else 0.");
 ABSL_FLAG(std::string, master_addr, "",
           "Host of rank 0, which serves the rendezvous store. Empty: MASTER_ADDR, else the first host of "
           "SLURM_NODELIST under Slurm, else 127.0.0.1.");

@@ -217,8 +217,8 @@ absl::StatusOr<Socket> ConnectTcp(const std::string& host, int port, absl::Time 
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Milliseconds(200));
   }
-  return absl::DeadlineExceededError(absl::StrCat("timed out connecting to ", where, " (last error: ",
-                                                  ErrnoText(last_err),
+  return absl::DeadlineExceededError(absl::StrCat("timed out connecting to ", where,
+                                                  " (last error: ", ErrnoText(last_err),
                                                   "); is that process running and the address right?"));
 }
 
@@ -233,8 +233,9 @@ absl::Status SendAll(const Socket& socket, const void* data, size_t bytes, absl:
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      absl::Status ready = socket.blocking() ? CheckDeadline(deadline, socket.peer_name(), "send to")
-                                             : PollUntil(socket.fd(), POLLOUT, deadline, socket.peer_name(), "send to");
+      absl::Status ready = socket.blocking()
+                               ? CheckDeadline(deadline, socket.peer_name(), "send to")
+                               : PollUntil(socket.fd(), POLLOUT, deadline, socket.peer_name(), "send to");
       if (!ready.ok()) return ready;
       continue;
     }

@@ -39,7 +39,8 @@ class Store {
   virtual absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout);
 };
 
-// Every rank calls it with the same `name`: returns once all `world_size` ranks have arrived (or the timeout).
+// Every rank calls it with the same `name`: returns once all `world_size` ranks have arrived (or the
+// timeout).
 absl::Status StoreBarrier(Store* store, const std::string& name, int world_size, absl::Duration timeout);
 
 // A Store shared by threads of one process. Close() wakes blocked Get()s with kUnavailable.

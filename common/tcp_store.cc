@@ -145,8 +145,9 @@ void TcpStore::Serve(Socket* client) {
   --active_clients_;
 }
 
-absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string& key, const std::string& value,
-                                                  int64_t arg, absl::Duration wait) {
+absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string& key,
+                                                  const std::string& value, int64_t arg,
+                                                  absl::Duration wait) {
   if (key.size() > kMaxLen || value.size() > kMaxLen) {
     return absl::InvalidArgumentError("store keys and values are limited to 64 MiB");
   }

@@ -31,7 +31,8 @@ struct TcpStoreOptions {
   int master_port = 29500;  // the server may pass 0 and read port() (tests)
   bool is_server = false;   // true on rank 0
   std::string bind_addr;    // where the server listens; "" = every interface
-  absl::Duration timeout = absl::Seconds(60);  // connecting, and each request's round trip beyond its own wait
+  absl::Duration timeout =
+      absl::Seconds(60);  // connecting, and each request's round trip beyond its own wait
   absl::Duration shutdown_grace = absl::Seconds(10);
 };
 

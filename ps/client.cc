@@ -163,12 +163,17 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
     } else {
       received = ReadChunks<proto::RegisterReply>(stream.get(), params.data + range.begin, range.size(),
                                                   &shard->bytes_received, "registered parameters");
-      shard->session = h.session();
-      shard->next_step = h.next_step();
-      shard->version = h.version();
-      shard->range = range;
-      if (shard->index == 0) name_ = absl::StrCat("ps-", h.mode());
+      if (received.ok()) {
+        shard->session = h.session();
+        shard->next_step = h.next_step();
+        shard->version = h.version();
+        shard->range = range;
+        if (shard->index == 0) name_ = absl::StrCat("ps-", h.mode());
+      }
     }
+  }
+  // Drain what the server still sends, so Finish() reports how the call really ended.
+  while (!received.ok() && stream->Read(&reply)) {
   }
   grpc::Status status = stream->Finish();
   RETURN_IF_ERROR(FromGrpc(status, where));
@@ -207,7 +212,8 @@ absl::Status PsExchange::SyncInitialParameters(trainer::FloatBuffer params) {
   return absl::OkStatus();
 }
 
-absl::Status PsExchange::PushPullOnce(Shard* shard, trainer::FloatBuffer grads, trainer::FloatBuffer params) {
+absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, trainer::FloatBuffer grads,
+                                      trainer::FloatBuffer params) {
   const std::string where = absl::StrCat("PushPull step ", shard->next_step, " with shard ", shard->index,
                                          " (", shard->address, ")");
   // The gradient chunks are slices of `grads` (zero copy): the tracker must see them all released before
@@ -229,6 +235,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, trainer::FloatBuffer grads, 
     header.set_session(shard->session);
     header.set_step(shard->next_step);
     header.set_num_elements(shard->range.size());
+    header.set_trainer_step(trainer_step);
     ok = stream->Write(TensorFrame::Header(header)) &&
          WriteFrameChunks(stream.get(), grads.data + shard->range.begin, shard->range.size(), chunk_elements_,
                           &tracker, &shard->bytes_sent);
@@ -248,7 +255,14 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, trainer::FloatBuffer grads, 
     } else {
       ok = false;
     }
-    if (!received.ok()) context.TryCancel();
+    if (!received.ok()) {
+      // Drain what the server still sends (nothing is copied once a frame holds an error), so Finish()
+      // reports how the call really ended.
+      TensorFrame sink;
+      sink.ExpectInto(nullptr, 0);
+      while (stream->Read(&sink)) {
+      }
+    }
     status = stream->Finish();
   }
   if (!tracker.WaitReleased(options_.timeout)) {
@@ -258,6 +272,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, trainer::FloatBuffer grads, 
                  options_.rank);
     std::abort();
   }
+  // A failed call (server gone, deadline, server-side error) explains a short or broken reply best.
   RETURN_IF_ERROR(FromGrpc(status, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream ended without parameters"));
@@ -272,16 +287,20 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
   RETURN_IF_ERROR(CheckBuffer(grads, "grads"));
   RETURN_IF_ERROR(CheckBuffer(params, "params"));
   RETURN_IF_ERROR(ForEachShard([&](Shard* shard) {
-    absl::Status status = PushPullOnce(shard, grads, params);
+    absl::Status status = PushPullOnce(shard, step, grads, params);
     const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
     while (NeedsReregistration(status) && absl::Now() < give_up) {
-      // The shard restarted (or is restarting): join it again and push this gradient once more, so every
-      // Exchange() is exactly one step on every shard for every rank and the ranks stay in lockstep. The
-      // steps since the shard's last checkpoint are lost, as after any resume from a checkpoint.
+      // The shard restarted (or is restarting): join it again and push this gradient once more. The steps
+      // since the shard's last checkpoint are lost, as after any resume from a checkpoint.
       std::fprintf(stderr, "ps rank %d: %s; re-registering\n", options_.rank,
                    std::string(status.message()).c_str());
       RETURN_IF_ERROR(RegisterWithRetries(shard, params));
-      status = PushPullOnce(shard, grads, params);
+      status = PushPullOnce(shard, step, grads, params);
+    }
+    if (absl::IsAborted(status)) {
+      // Skipped: the other ranks are past this step (see ps/service.h); take the shard's parameters.
+      std::fprintf(stderr, "ps rank %d: %s\n", options_.rank, std::string(status.message()).c_str());
+      status = PullOnce(shard, params);
     }
     return status;
   }));
@@ -303,6 +322,8 @@ absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
     shard->version = reply.header().version();
     received = ReadChunks<proto::PullReply>(stream.get(), params.data + shard->range.begin,
                                             shard->range.size(), &shard->bytes_received, "parameters");
+  }
+  while (!received.ok() && stream->Read(&reply)) {  // drain, so Finish() reports how the call ended
   }
   RETURN_IF_ERROR(FromGrpc(stream->Finish(), where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));

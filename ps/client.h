@@ -67,8 +67,9 @@ class PsExchange final : public trainer::GradientExchange {
   // Registers with every shard (retrying until reconnect_timeout while servers come up), offering `params`
   // as initial values, and overwrites `params` with the servers' values.
   absl::Status SyncInitialParameters(trainer::FloatBuffer params) override;
-  // Pushes `grads`, waits for the step, and leaves the new parameters in `params`. `step` is informational:
-  // the client numbers steps per shard from what each shard reported at registration.
+  // Pushes `grads`, waits for the step, and leaves the new parameters in `params`. `step` must be the same
+  // on every rank; shards number their own steps (from registration) and use `step` only to keep the ranks
+  // in lockstep after a server restart (a rank whose step the others are already past pulls instead).
   absl::StatusOr<trainer::ExchangeOutcome> Exchange(int64_t step, trainer::FloatBuffer grads,
                                                     trainer::FloatBuffer params) override;
   // Element-wise mean across ranks, through shard 0.
@@ -109,7 +110,8 @@ class PsExchange final : public trainer::GradientExchange {
   absl::Status RegisterOnce(Shard* shard, trainer::FloatBuffer params);
   // Register with retries and backoff while the shard is unreachable or forgot us.
   absl::Status RegisterWithRetries(Shard* shard, trainer::FloatBuffer params);
-  absl::Status PushPullOnce(Shard* shard, trainer::FloatBuffer grads, trainer::FloatBuffer params);
+  absl::Status PushPullOnce(Shard* shard, int64_t trainer_step, trainer::FloatBuffer grads,
+                            trainer::FloatBuffer params);
   absl::Status PullOnce(Shard* shard, trainer::FloatBuffer params);
   // Runs fn(shard) for every shard in parallel and returns the first error (all complete first).
   absl::Status ForEachShard(const std::function<absl::Status(Shard*)>& fn);

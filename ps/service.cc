@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -343,7 +344,9 @@ absl::StatusOr<uint64_t> ParameterServerService::DoPush(grpc::ServerContext* con
                                                 " is in the future: shard ", options_.shard, " expects step ",
                                                 expected, " (version ", version_, ")"));
     }
+    if (aggregate_) RETURN_IF_ERROR(AlignTrainerStepLocked(r, h.trainer_step()));
     rank.receiving = true;
+    rank.trainer_step = h.trainer_step();
     generation = step_generation_;
     buffer = TakeBufferLocked();
   }
@@ -359,8 +362,9 @@ absl::StatusOr<uint64_t> ParameterServerService::DoPush(grpc::ServerContext* con
   if (status.ok()) status = CheckServingLocked();
   if (status.ok()) status = CheckSessionLocked(r, h.session());
   if (status.ok() && aggregate_ && generation != step_generation_) {
-    status = absl::AbortedError(absl::StrCat("step ", h.step(), " was dropped while this push streamed in (",
-                                             last_drop_reason_, "); re-register and retry"));
+    status = absl::Status(last_drop_code_,
+                          absl::StrCat("step ", h.step(), " was dropped while this push streamed in (",
+                                       last_drop_reason_, ")"));
   }
   if (!status.ok()) {
     ReturnBufferLocked(std::move(buffer));
@@ -393,6 +397,7 @@ absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, int64
         if (!ranks_[r].arrived) missing.push_back(r);
       }
       DropPartialStepLocked(
+          absl::StatusCode::kDeadlineExceeded,
           absl::StrCat("ranks ", absl::StrJoin(missing, ","), " did not push step ", step,
                        " within --step_timeout=", absl::FormatDuration(options_.step_timeout)));
       return absl::DeadlineExceededError(absl::StrCat(
@@ -402,8 +407,8 @@ absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, int64
   }
   if (version_ > static_cast<uint64_t>(step)) return static_cast<uint64_t>(step) + 1;
   RETURN_IF_ERROR(CheckServingLocked());
-  return absl::DeadlineExceededError(absl::StrCat("synchronous step ", step, " of shard ", options_.shard,
-                                                  " was dropped: ", last_drop_reason_));
+  return absl::Status(last_drop_code_, absl::StrCat("synchronous step ", step, " of shard ", options_.shard,
+                                                    " was dropped: ", last_drop_reason_));
 }
 
 absl::StatusOr<uint64_t> ParameterServerService::AwaitStalenessLocked(int rank, int64_t step) {
@@ -498,13 +503,34 @@ void ParameterServerService::AfterVersionBumpLocked() {
   }
 }
 
-void ParameterServerService::DropPartialStepLocked(const std::string& reason) {
+absl::Status ParameterServerService::AlignTrainerStepLocked(int rank, int64_t trainer_step) {
+  // The pending step's trainer step, from any rank that pushed (or is pushing) it.
+  std::optional<int64_t> pending;
+  for (const RankState& other : ranks_) {
+    if (other.arrived || other.receiving) pending = other.trainer_step;
+  }
+  if (!pending.has_value() || *pending == trainer_step) return absl::OkStatus();
+  // Only after a restart or a replacement do ranks disagree (e.g. one rank got the last reply before the
+  // server died, another did not). The most advanced rank wins: the others skip their step.
+  if (trainer_step < *pending) {
+    return absl::AbortedError(absl::StrCat("skipped: rank ", rank, " pushed trainer step ", trainer_step,
+                                           " but the other ranks are at step ", *pending,
+                                           "; pull the parameters and go on"));
+  }
+  DropPartialStepLocked(absl::StatusCode::kAborted,
+                        absl::StrCat("skipped: rank ", rank, " is at trainer step ", trainer_step,
+                                     ", ahead of step ", *pending, "; pull the parameters and go on"));
+  return absl::OkStatus();
+}
+
+void ParameterServerService::DropPartialStepLocked(absl::StatusCode code, const std::string& reason) {
   for (RankState& rank : ranks_) {
     if (rank.arrived) ReturnBufferLocked(std::move(rank.gradient));
     rank.gradient.clear();
     rank.arrived = false;
   }
   last_drop_reason_ = reason;
+  last_drop_code_ = code;
   ++step_generation_;
   cv_.SignalAll();
 }

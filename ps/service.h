@@ -21,7 +21,11 @@
 //   OUT_OF_RANGE        a step from the future
 //   DEADLINE_EXCEEDED   the other ranks did not arrive within --step_timeout (a dead worker); the partial
 //                       step is dropped and the server keeps serving (a replacement may register that rank)
-//   ABORTED             the step was dropped while this push was still streaming in
+//   ABORTED             "skipped": in a synchronous step, ranks pushed different trainer steps (PushHeader.
+//                       trainer_step), which happens only after a server restart or a worker replacement
+//                       (one rank got the last reply before the crash, another did not). The most advanced
+//                       step wins; the pushes of the others are refused (or dropped, if they came first)
+//                       and their clients pull the parameters instead, so every rank stays in lockstep
 //   UNAVAILABLE         the server is shutting down
 //   UNAUTHENTICATED     --auth_token set and the call's "x-psring-token" metadata does not match
 //
@@ -105,10 +109,11 @@ class ParameterServerService final : public proto::ParameterServer::Service {
 
  private:
   struct RankState {
-    uint64_t session = 0;    // 0: no live registration
-    int64_t clock = 0;       // async: the next step this rank pushes
-    bool receiving = false;  // a push from this rank is streaming in
-    bool arrived = false;    // aggregating: its gradient for the current step is in `gradient`
+    uint64_t session = 0;      // 0: no live registration
+    int64_t clock = 0;         // async: the next step this rank pushes
+    bool receiving = false;    // a push from this rank is streaming in
+    bool arrived = false;      // aggregating: its gradient for the current step is in `gradient`
+    int64_t trainer_step = 0;  // of the push that is receiving or arrived
     std::vector<float> gradient;
     bool metrics_arrived = false;
     std::vector<double> metrics;
@@ -138,7 +143,11 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyAsyncLocked(std::vector<float>* gradient) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterVersionBumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropPartialStepLocked(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the pending step's contributions; its waiters fail with `code` and `reason`.
+  void DropPartialStepLocked(absl::StatusCode code, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aggregating mode: a push must carry the pending step's trainer step; see ABORTED above.
+  absl::Status AlignTrainerStepLocked(int rank, int64_t trainer_step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<float> TakeBufferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReturnBufferLocked(std::vector<float> buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -162,6 +171,7 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   std::vector<RankState> ranks_ ABSL_GUARDED_BY(mu_);
   uint64_t step_generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped when a step completes or is dropped
   std::string last_drop_reason_ ABSL_GUARDED_BY(mu_);
+  absl::StatusCode last_drop_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kDeadlineExceeded;
   std::vector<std::vector<float>> buffer_pool_ ABSL_GUARDED_BY(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_);
   uint64_t metrics_round_ ABSL_GUARDED_BY(mu_) = 0;

@@ -12,7 +12,8 @@ float GradientOnlyValue(int rank, size_t index) {
   return static_cast<float>(index % 4093 + 4096 * static_cast<size_t>(rank + 1));
 }
 
-absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& options, RingExchange* exchange) {
+absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& options,
+                                                   RingExchange* exchange) {
   if (options.steps < 1 || options.warmup_steps < 0) {
     return absl::InvalidArgumentError(absl::StrCat("gradient-only mode needs --max_steps >= 1 (got ",
                                                    options.steps, ") and --warmup_steps >= 0 (got ",

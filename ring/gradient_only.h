@@ -28,14 +28,15 @@ struct GradientOnlyResult {
   double step_seconds = 0;      // mean wall time per measured step (refill and check excluded)
   uint64_t bytes_sent = 0;      // during measured steps
   uint64_t bytes_received = 0;
-  int64_t wrong = 0;            // summed over measured steps
+  int64_t wrong = 0;  // summed over measured steps
 };
 
 // The value rank `rank` contributes at `index`.
 float GradientOnlyValue(int rank, size_t index);
 
 // Blocks; bounded by the exchange's timeout. kInvalidArgument for bad options.
-absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& options, RingExchange* exchange);
+absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& options,
+                                                   RingExchange* exchange);
 
 }  // namespace psring::ring
 

@@ -14,12 +14,12 @@ namespace psring::ring {
 namespace {
 
 // ncclInProgress is not an error for a non-blocking communicator: Wait() polls it to completion.
-#define PSRING_NCCL_RETURN_IF_ERROR(comm, expr)                                                         \
-  do {                                                                                                  \
-    const ncclResult_t psring_nccl_res_ = (expr);                                                       \
-    if (psring_nccl_res_ != ncclSuccess && psring_nccl_res_ != ncclInProgress) {                        \
-      return NcclError(comm, psring_nccl_res_, absl::StrCat(__FILE__, ":", __LINE__, ": ", #expr));     \
-    }                                                                                                   \
+#define PSRING_NCCL_RETURN_IF_ERROR(comm, expr)                                                     \
+  do {                                                                                              \
+    const ncclResult_t psring_nccl_res_ = (expr);                                                   \
+    if (psring_nccl_res_ != ncclSuccess && psring_nccl_res_ != ncclInProgress) {                    \
+      return NcclError(comm, psring_nccl_res_, absl::StrCat(__FILE__, ":", __LINE__, ": ", #expr)); \
+    }                                                                                               \
   } while (0)
 
 absl::Status NcclError(ncclComm_t comm, ncclResult_t res, const std::string& where) {
@@ -67,8 +67,8 @@ class NcclProcessGroup final : public ProcessGroup {
     } else {
       ASSIGN_OR_RETURN(std::string bytes, store->Get(key, options.tcp.timeout));
       if (bytes.size() != sizeof(id)) {
-        return absl::InvalidArgumentError(absl::StrCat("NCCL unique id in the store has ", bytes.size(),
-                                                       " bytes, expected ", sizeof(id)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("NCCL unique id in the store has ", bytes.size(), " bytes, expected ", sizeof(id)));
       }
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
@@ -84,24 +84,27 @@ class NcclProcessGroup final : public ProcessGroup {
   bool AcceptsDeviceMemory() const override { return true; }
 
   absl::Status AllReduce(float* data, size_t count, ReduceOp op, bool on_device) override {
-    return Collective(data, count, sizeof(float), on_device, [&](void* buf) {
-      return ncclAllReduce(buf, buf, count, ncclFloat32, NcclOp(op), comm_, stream_);
-    }, /*allreduce=*/true);
+    return Collective(
+        data, count, sizeof(float), on_device,
+        [&](void* buf) { return ncclAllReduce(buf, buf, count, ncclFloat32, NcclOp(op), comm_, stream_); },
+        /*allreduce=*/true);
   }
 
   absl::Status AllReduceHost(double* data, size_t count, ReduceOp op) override {
-    return Collective(data, count, sizeof(double), false, [&](void* buf) {
-      return ncclAllReduce(buf, buf, count, ncclFloat64, NcclOp(op), comm_, stream_);
-    }, /*allreduce=*/true);
+    return Collective(
+        data, count, sizeof(double), false,
+        [&](void* buf) { return ncclAllReduce(buf, buf, count, ncclFloat64, NcclOp(op), comm_, stream_); },
+        /*allreduce=*/true);
   }
 
   absl::Status Broadcast(float* data, size_t count, int root, bool on_device) override {
     if (root < 0 || root >= world_size_) {
       return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " is not a rank"));
     }
-    return Collective(data, count, sizeof(float), on_device, [&](void* buf) {
-      return ncclBroadcast(buf, buf, count, ncclFloat32, root, comm_, stream_);
-    }, /*allreduce=*/false);
+    return Collective(
+        data, count, sizeof(float), on_device,
+        [&](void* buf) { return ncclBroadcast(buf, buf, count, ncclFloat32, root, comm_, stream_); },
+        /*allreduce=*/false);
   }
 
   absl::Status Barrier() override {
@@ -118,7 +121,8 @@ class NcclProcessGroup final : public ProcessGroup {
   template <typename Launch>
   absl::Status Collective(void* data, size_t count, size_t elem, bool on_device, Launch launch,
                           bool allreduce) {
-    if (failed_) return absl::FailedPreconditionError("an earlier NCCL collective failed; the group is unusable");
+    if (failed_)
+      return absl::FailedPreconditionError("an earlier NCCL collective failed; the group is unusable");
     const absl::Time deadline = absl::Now() + timeout_;
     const size_t bytes = count * elem;
     void* buf = data;

@@ -41,9 +41,9 @@ bool GpuUsable();
 
 struct ProcessGroupOptions {
   Transport transport = Transport::kTcp;
-  TcpRingOptions tcp;        // its timeout also bounds NCCL's set-up
-  RingOptions ring;          // its timeout bounds every collective (both transports)
-  int cuda_device = 0;       // NCCL: the GPU this rank drives (usually the local rank)
+  TcpRingOptions tcp;   // its timeout also bounds NCCL's set-up
+  RingOptions ring;     // its timeout bounds every collective (both transports)
+  int cuda_device = 0;  // NCCL: the GPU this rank drives (usually the local rank)
 };
 
 class ProcessGroup {

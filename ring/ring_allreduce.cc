@@ -104,9 +104,9 @@ absl::Status RingCollectives::Run(const Header& header, void* data, DataType typ
   {
     absl::MutexLock lock(&mu_);
     if (!error_.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("an earlier collective on this ring failed (", error_.message(),
-                       "); the ring cannot be used any more"));
+      return absl::FailedPreconditionError(absl::StrCat("an earlier collective on this ring failed (",
+                                                        error_.message(),
+                                                        "); the ring cannot be used any more"));
     }
     job_header_ = &header;
     job_data_ = static_cast<const char*>(data);
@@ -135,9 +135,8 @@ absl::Status RingCollectives::Run(const Header& header, void* data, DataType typ
   }
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
-      +[](RingCollectives* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-        return self->job_done_ == self->job_id_;
-      },
+      +[](RingCollectives* self)
+           ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) { return self->job_done_ == self->job_id_; },
       this));
   const absl::Time end = absl::Now();
   if (header.kind == kAllReduce) {

@@ -85,8 +85,8 @@ class RingCollectives {
   struct RecvItem {
     size_t offset;  // elements
     size_t count;
-    bool reduce;          // add into data (else receive straight into data)
-    bool scale;           // multiply by 1/N after adding (kAverage, the block this rank finishes)
+    bool reduce;  // add into data (else receive straight into data)
+    bool scale;   // multiply by 1/N after adding (kAverage, the block this rank finishes)
   };
   struct SendItem {
     size_t offset;

@@ -16,7 +16,7 @@ RingExchange::~RingExchange() { group_.reset(); }
 absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Connect(const ClusterEnv& env,
                                                                     const RingExchangeOptions& options) {
   std::unique_ptr<Store> store;
-  if (env.world_size > 1 || options.group.transport == Transport::kNccl) {
+  if (env.world_size > 1) {
     TcpStoreOptions so;
     so.master_addr = env.master_addr;
     so.master_port = env.master_port;
@@ -37,14 +37,16 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Connect(const Cluste
 }
 
 absl::Status RingExchange::SyncInitialParameters(trainer::FloatBuffer params) {
-  return group_->Broadcast(params.data, params.count, /*root=*/0, params.memory == trainer::MemoryKind::kCuda);
+  return group_->Broadcast(params.data, params.count, /*root=*/0,
+                           params.memory == trainer::MemoryKind::kCuda);
 }
 
 absl::StatusOr<trainer::ExchangeOutcome> RingExchange::Exchange(int64_t step, trainer::FloatBuffer grads,
                                                                 trainer::FloatBuffer params) {
-  absl::Status s =
-      group_->AllReduce(grads.data, grads.count, ReduceOp::kAverage, grads.memory == trainer::MemoryKind::kCuda);
-  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("gradient exchange at step ", step, ": ", s.message()));
+  absl::Status s = group_->AllReduce(grads.data, grads.count, ReduceOp::kAverage,
+                                     grads.memory == trainer::MemoryKind::kCuda);
+  if (!s.ok())
+    return absl::Status(s.code(), absl::StrCat("gradient exchange at step ", step, ": ", s.message()));
   return trainer::ExchangeOutcome::kGradientsAveraged;
 }
 

@@ -17,26 +17,30 @@
 #include "trainer/train.h"
 #include "trainer/train_flags.h"
 
-ABSL_FLAG(std::string, iface_addr, "",
-          "IPv4 address this rank binds its ring socket to and publishes to its neighbours (rank 0 also binds "
-          "the rendezvous store there). Empty: 127.0.0.1 when the master is on loopback, else the local "
-          "address that routes to --master_addr (the store then listens on every interface).");
-ABSL_FLAG(double, timeout, 60,
-          "Seconds: bound on connecting to the store and the neighbours, and on every collective. A rank that "
-          "dies or stalls makes the others fail within it instead of hanging.");
+ABSL_FLAG(
+    std::string, iface_addr, "",
+    "IPv4 address this rank binds its ring socket to and publishes to its neighbours (rank 0 also binds "
+    "the rendezvous store there). Empty: 127.0.0.1 when the master is on loopback, else the local "
+    "address that routes to --master_addr (the store then listens on every interface).");
+ABSL_FLAG(
+    double, timeout, 60,
+    "Seconds: bound on connecting to the store and the neighbours, and on every collective. A rank that "
+    "dies or stalls makes the others fail within it instead of hanging.");
 ABSL_FLAG(std::string, ring_transport, "",
           "tcp (the ring over TCP, host memory) or nccl (NCCL on the GPU; needs a CUDA build and a GPU). "
           "Empty: nccl when --device is cuda, or auto with a usable GPU; otherwise tcp.");
-ABSL_FLAG(int64_t, model_bytes, 0,
-          "Gradient-only mode when > 0: no model; allreduce (average) this many bytes of float32 values "
-          "f(rank, index) for --warmup_steps + --max_steps (default 10) steps and count wrong elements. 0: train "
-          "the MLP.");
+ABSL_FLAG(
+    int64_t, model_bytes, 0,
+    "Gradient-only mode when > 0: no model; allreduce (average) this many bytes of float32 values "
+    "f(rank, index) for --warmup_steps + --max_steps (default 10) steps and count wrong elements. 0: train "
+    "the MLP.");
 ABSL_FLAG(int, warmup_steps, 2, "Gradient-only mode: unmeasured steps before the measured ones (>= 0).");
 ABSL_FLAG(int64_t, segment_bytes, 512 << 10,
           "TCP ring: bytes per pipelined segment (smaller: more overlap between links, more system calls).");
-ABSL_FLAG(int, socket_buffer_bytes, 0,
-          "TCP ring: SO_SNDBUF/SO_RCVBUF per connection. 0: the kernel's autotuning (grows to tcp_wmem/tcp_rmem's "
-          "maximum, measured fastest on loopback); > 0: that size, capped by net.core.[rw]mem_max.");
+ABSL_FLAG(
+    int, socket_buffer_bytes, 0,
+    "TCP ring: SO_SNDBUF/SO_RCVBUF per connection. 0: the kernel's autotuning (grows to tcp_wmem/tcp_rmem's "
+    "maximum, measured fastest on loopback); > 0: that size, capped by net.core.[rw]mem_max.");
 
 namespace psring::ring {
 namespace {

@@ -28,7 +28,8 @@ absl::StatusOr<std::string> DefaultAddress(const TcpRingOptions& o) {
 absl::Status CheckHello(const Hello& h, int expected_rank, int my_rank, int world_size, const char* role) {
   if (h.magic != kHelloMagic || h.version != kVersion) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the ", role, " neighbour's connection did not start with a psring ring hello; is another "
+        absl::StrCat("the ", role,
+                     " neighbour's connection did not start with a psring ring hello; is another "
                      "program using this address, or a different psring version?"));
   }
   if (h.world_size != world_size) {
@@ -68,9 +69,10 @@ void TcpRingPeer::Abort() {
 }
 
 absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int rank, int world_size,
-                                                             const TcpRingOptions& options) {
+                                                            const TcpRingOptions& options) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " / world size ", world_size, " is invalid"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " / world size ", world_size, " is invalid"));
   }
   if (world_size == 1) return std::make_unique<TcpRingPeer>(0, 1, Socket(), Socket());
   const absl::Time deadline = absl::Now() + options.timeout;
@@ -93,9 +95,9 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
     return absl::InvalidArgumentError(absl::StrCat("malformed ring address '", published, "' in the store"));
   }
   if (right_world != world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("world size mismatch: rank ", rank, " has world size ",
-                                                   world_size, " but rank ", right, " has world size ",
-                                                   right_world, "; start every rank with the same --world_size"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size mismatch: rank ", rank, " has world size ", world_size, " but rank ", right,
+                     " has world size ", right_world, "; start every rank with the same --world_size"));
   }
   ASSIGN_OR_RETURN(auto right_addr, SplitHostPort(parts[0], absl::StrCat("rank ", right, "'s ring address")));
   ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.first, right_addr.second, deadline));
@@ -112,7 +114,8 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
   }
   Socket from_left = std::move(*accepted);
   from_left.set_peer_name(absl::StrCat("left neighbour rank ", left));
-  if (options.socket_buffer_bytes > 0) RETURN_IF_ERROR(SetBufferSizes(from_left, options.socket_buffer_bytes));
+  if (options.socket_buffer_bytes > 0)
+    RETURN_IF_ERROR(SetBufferSizes(from_left, options.socket_buffer_bytes));
   Hello theirs{};
   RETURN_IF_ERROR(RecvAll(from_left, &theirs, sizeof(theirs), deadline));
   RETURN_IF_ERROR(CheckHello(theirs, left, rank, world_size, "left"));

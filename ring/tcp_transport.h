@@ -30,9 +30,9 @@ struct TcpRingOptions {
   std::string iface_addr;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  // SO_SNDBUF/SO_RCVBUF. 0: the kernel's autotuning, which grows each buffer up to tcp_wmem/tcp_rmem's maximum
-  // (4 MB / 32 MB on Debian 12); an explicit size is capped at net.core.[rw]mem_max and turns autotuning off,
-  // which measured slower on loopback at N = 4.
+  // SO_SNDBUF/SO_RCVBUF. 0: the kernel's autotuning, which grows each buffer up to tcp_wmem/tcp_rmem's
+  // maximum (4 MB / 32 MB on Debian 12); an explicit size is capped at net.core.[rw]mem_max and turns
+  // autotuning off, which measured slower on loopback at N = 4.
   int socket_buffer_bytes = 0;
   absl::Duration timeout = absl::Seconds(60);  // connecting to the neighbours
   std::string store_prefix = "ring";           // distinct per ring sharing one store
@@ -67,7 +67,7 @@ class TcpRingPeer final : public Peer {
 // Builds the ring (blocks until both neighbours are connected, or `timeout`). world_size 1: a peer without
 // links. `store` is only used during the call.
 absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int rank, int world_size,
-                                                             const TcpRingOptions& options);
+                                                            const TcpRingOptions& options);
 
 }  // namespace psring::ring
 

@@ -39,7 +39,8 @@ inline std::vector<absl::Status> RunRanksOwning(
   std::vector<std::thread> threads;
   for (int r = 0; r < world_size; ++r) {
     threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<ProcessGroup>> group = CreateProcessGroup(&store, r, world_size, options);
+      absl::StatusOr<std::unique_ptr<ProcessGroup>> group =
+          CreateProcessGroup(&store, r, world_size, options);
       results[r] = group.ok() ? body(r, std::move(*group)) : group.status();
     });
   }
@@ -50,8 +51,9 @@ inline std::vector<absl::Status> RunRanksOwning(
 // The same, with the group owned by the runner for the duration of body.
 inline std::vector<absl::Status> RunRanks(int world_size, const ProcessGroupOptions& options,
                                           const std::function<absl::Status(int, ProcessGroup*)>& body) {
-  return RunRanksOwning(world_size, options,
-                        [&](int rank, std::unique_ptr<ProcessGroup> group) { return body(rank, group.get()); });
+  return RunRanksOwning(world_size, options, [&](int rank, std::unique_ptr<ProcessGroup> group) {
+    return body(rank, group.get());
+  });
 }
 
 }  // namespace psring::ring

@@ -116,7 +116,8 @@ TEST(ScalingReportTest, FigureHasMeasuredAndModelSeriesPerExchange) {
   EXPECT_NE(figure.title.find("S = 4 MiB"), std::string::npos);
   EXPECT_NE(figure.title.find("100 Mbit/s"), std::string::npos);
   EXPECT_EQ(figure.panels[0].series.size(), 8u);
-  EXPECT_EQ(figure.panels[0].series[0].points.size(), 3u);  // ring measured at N = 1, 2, 4
+  EXPECT_EQ(figure.panels[0].series[0].points.size(), 2u);  // ring measured at N = 2, 4 (N = 1 moves nothing)
+  EXPECT_EQ(figure.panels[0].series[2].points.size(), 3u);  // ps-1 at N = 1, 2, 4 (server on its own host)
   EXPECT_EQ(figure.panels[1].series[0].points.size(), 2u);  // busbw is undefined at N = 1
   EXPECT_EQ(figure.panels[0].series[1].points.back().first, 1024);
   const std::string svg = RenderSvg(figure);

@@ -106,10 +106,10 @@ TEST(ClusterEnvTest, BadValuesNameTheVariable) {
     std::string mentions;
   };
   const Case cases[] = {
-      {{{"RANK", "1"}}, "WORLD_SIZE"},                                        // incomplete
-      {{{"WORLD_SIZE", "2"}}, "RANK"},                                        // incomplete
-      {{{"RANK", "two"}, {"WORLD_SIZE", "2"}}, "RANK='two'"},                 // not an integer
-      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "rank 2 is out of range"},       // rank >= world
+      {{{"RANK", "1"}}, "WORLD_SIZE"},                                   // incomplete
+      {{{"WORLD_SIZE", "2"}}, "RANK"},                                   // incomplete
+      {{{"RANK", "two"}, {"WORLD_SIZE", "2"}}, "RANK='two'"},            // not an integer
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "rank 2 is out of range"},  // rank >= world
       {{{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, "rank -1 is out of range"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "world size 0"},
       {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "5"}}, "local rank 5"},

@@ -1,3 +1,5 @@
+#include "common/store.h"
+
 #include <memory>
 #include <string>
 #include <thread>
@@ -5,7 +7,6 @@
 
 #include "absl/time/clock.h"
 #include "common/socket.h"
-#include "common/store.h"
 #include "common/tcp_store.h"
 #include "gtest/gtest.h"
 
@@ -41,7 +42,8 @@ TEST(InMemoryStoreTest, GetWaitsForAWriterAndTimesOut) {
   absl::StatusOr<std::string> missing = store.Get("never", absl::Milliseconds(30));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(missing.status().message().find("never"), std::string::npos);
-  EXPECT_EQ(store.Wait({"late", "never"}, absl::Milliseconds(30)).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(store.Wait({"late", "never"}, absl::Milliseconds(30)).code(),
+            absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(store.Wait({"late"}, absl::Milliseconds(30)).ok());
 }
 

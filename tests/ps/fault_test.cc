@@ -6,8 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -66,6 +69,7 @@ class Child {
     return -1;
   }
   bool ok() const { return pid_ > 0; }
+  void Signal(int sig) { ::kill(pid_, sig); }
 
  private:
   pid_t pid_ = -1;
@@ -135,6 +139,35 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
   for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(cluster->servers[0]->service()->version(), version + 3);
   EXPECT_EQ(params1, params);
+}
+
+// //ps:worker processes whose command line contains `token`.
+int CountProcessesWith(const std::string& token) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string program = cmdline.substr(0, cmdline.find('\0'));
+    const bool worker = program.size() >= 9 && program.compare(program.size() - 9, 9, "ps/worker") == 0;
+    if (worker && cmdline.find(token) != std::string::npos) ++count;
+  }
+  return count;
+}
+
+TEST(FaultTest, LocalLauncherTearsDownOnCtrlC) {
+  // A token no other process has, so the scan below sees only this job's workers.
+  const std::string token = absl::StrCat("--synthetic_samples=", 100000 + ::getpid() % 100000);
+  Child local({Runfile("ps/local"), "--workers=2", "--num_shards=2", "--server_bin=" + Runfile("ps/server"),
+               "--worker_bin=" + Runfile("ps/worker"), "--job_timeout=50", "--", "--dataset=synthetic", token,
+               "--hidden=16", "--epochs=1000", "--log_every=0", "--evaluate=false", "--device=cpu"});
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (CountProcessesWith(token) < 2 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_EQ(CountProcessesWith(token), 2) << "the workers did not start";
+  local.Signal(SIGINT);
+  const int status = local.Wait(absl::Seconds(20));
+  ASSERT_NE(status, -1) << "the launcher did not exit after SIGINT";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "wait status " << status;
+  EXPECT_EQ(CountProcessesWith(token), 0) << "workers survived the launcher";
 }
 
 TEST(FaultTest, LocalLauncherRunsAWholeJob) {

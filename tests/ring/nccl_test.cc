@@ -51,11 +51,13 @@ TEST(NcclTest, HostAndDeviceBuffersAtWorldSizeOne) {
 
   float* device = nullptr;
   ASSERT_EQ(cudaMalloc(&device, host.size() * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice),
+            cudaSuccess);
   ASSERT_TRUE(g->AllReduce(device, host.size(), ReduceOp::kSum, true).ok());
   ASSERT_TRUE(g->Broadcast(device, host.size(), 0, true).ok());
   std::vector<float> back(host.size());
-  ASSERT_EQ(cudaMemcpy(back.data(), device, back.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), device, back.size() * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
   cudaFree(device);
   EXPECT_EQ(back, original);
 

@@ -1,4 +1,6 @@
 // Ring allreduce, broadcast and barrier with ranks as threads over the real TCP transport on loopback.
+#include "ring/ring_allreduce.h"
+
 #include <atomic>
 #include <string>
 #include <vector>
@@ -7,7 +9,6 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ring/process_group.h"
-#include "ring/ring_allreduce.h"
 #include "ring/thread_ranks.h"
 
 namespace psring::ring {
@@ -17,8 +18,18 @@ namespace {
 float Value(int rank, size_t i) { return static_cast<float>((i * 7 + 3) % 1999) + 2048.0f * rank; }
 
 std::vector<size_t> Lengths(int n) {
-  return {0, 1, static_cast<size_t>(n - 1), static_cast<size_t>(n), static_cast<size_t>(n + 1), 2, 3, 7,
-          13, 101, 1009, 4099};
+  return {0,
+          1,
+          static_cast<size_t>(n - 1),
+          static_cast<size_t>(n),
+          static_cast<size_t>(n + 1),
+          2,
+          3,
+          7,
+          13,
+          101,
+          1009,
+          4099};
 }
 
 // Checks a buffer of `count` after AllReduce(op) against the closed form; returns a description or "".
@@ -36,22 +47,23 @@ class AllReduceTest : public ::testing::TestWithParam<std::tuple<int, size_t>> {
 
 TEST_P(AllReduceTest, MatchesClosedFormForManyLengths) {
   const auto [n, segment_bytes] = GetParam();
-  std::vector<absl::Status> results = RunRanks(n, LoopbackOptions(segment_bytes), [&](int rank, ProcessGroup* g) {
-    for (size_t len : Lengths(n)) {
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
-        std::vector<float> buf(len);
-        for (size_t i = 0; i < len; ++i) buf[i] = Value(rank, i);
-        absl::Status s = g->AllReduce(buf.data(), len, op, false);
-        if (!s.ok()) return s;
-        const std::string bad = Check(buf, n, op);
-        if (!bad.empty()) {
-          return absl::InternalError(absl::StrCat("rank ", rank, " length ", len, " op ", static_cast<int>(op),
-                                                  ": ", bad));
+  std::vector<absl::Status> results =
+      RunRanks(n, LoopbackOptions(segment_bytes), [&](int rank, ProcessGroup* g) {
+        for (size_t len : Lengths(n)) {
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+            std::vector<float> buf(len);
+            for (size_t i = 0; i < len; ++i) buf[i] = Value(rank, i);
+            absl::Status s = g->AllReduce(buf.data(), len, op, false);
+            if (!s.ok()) return s;
+            const std::string bad = Check(buf, n, op);
+            if (!bad.empty()) {
+              return absl::InternalError(
+                  absl::StrCat("rank ", rank, " length ", len, " op ", static_cast<int>(op), ": ", bad));
+            }
+          }
         }
-      }
-    }
-    return absl::OkStatus();
-  });
+        return absl::OkStatus();
+      });
   for (int r = 0; r < n; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
 }
 
@@ -163,7 +175,8 @@ TEST(RingTest, SizeMismatchNamesBothValues) {
   EXPECT_EQ(results[2].code(), absl::StatusCode::kInvalidArgument) << results[2];
   EXPECT_NE(results[2].message().find("12 elements here, 10 there"), std::string::npos) << results[2];
   EXPECT_FALSE(results[0].ok());
-  EXPECT_NE(results[0].code(), absl::StatusCode::kDeadlineExceeded) << "rank 0 should fail fast: " << results[0];
+  EXPECT_NE(results[0].code(), absl::StatusCode::kDeadlineExceeded)
+      << "rank 0 should fail fast: " << results[0];
 }
 
 TEST(RingTest, WorldSizeMismatchNamesBothValues) {
@@ -175,7 +188,8 @@ TEST(RingTest, WorldSizeMismatchNamesBothValues) {
   a.join();
   b.join();
   EXPECT_EQ(results[0].code(), absl::StatusCode::kInvalidArgument) << results[0];
-  EXPECT_NE(results[0].message().find("rank 0 has world size 2 but rank 1 has world size 3"), std::string::npos)
+  EXPECT_NE(results[0].message().find("rank 0 has world size 2 but rank 1 has world size 3"),
+            std::string::npos)
       << results[0];
   EXPECT_FALSE(results[1].ok());  // rank 2 of its world never shows up
 }
@@ -205,6 +219,7 @@ TEST(RingTest, ADeadRankMakesEveryOtherRankFailWithUnavailable) {
 TEST(RingTest, AStalledRankMakesTheOthersTimeOut) {
   constexpr int kRanks = 3;
   std::atomic<bool> done{false};
+  std::atomic<int> finished{0};
   std::vector<absl::Status> results =
       RunRanks(kRanks, LoopbackOptions(512 << 10, absl::Milliseconds(500)), [&](int rank, ProcessGroup* g) {
         if (rank == 1) {  // never calls the collective; holds its sockets open until the others gave up
@@ -213,7 +228,6 @@ TEST(RingTest, AStalledRankMakesTheOthersTimeOut) {
         }
         std::vector<float> buf(100, 1.0f);
         absl::Status s = g->AllReduce(buf.data(), buf.size(), ReduceOp::kSum, false);
-        static std::atomic<int> finished{0};
         if (++finished == kRanks - 1) done = true;
         return s;
       });

@@ -60,14 +60,16 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
     int64_t bytes;
     int64_t segment;
   };
-  // Non-divisible counts (1009 floats), fewer floats than ranks (1), and many segments of 256 bytes.
+  // World sizes 2..8; non-divisible counts (1009, 65539 and 7919 floats), fewer floats than ranks (1 and 5),
+  // and many segments (64 and 256 bytes).
   for (const Case& c : {Case{2, 4 * 1009, 512 << 10}, Case{3, 4, 512 << 10}, Case{4, 4 * 65539, 256},
-                        Case{5, 4 * 1009, 64}}) {
+                        Case{5, 4 * 1009, 64}, Case{6, 4 * 5, 512 << 10}, Case{7, 4 * 7919, 256},
+                        Case{8, 4 * 65539, 4096}}) {
     SCOPED_TRACE(absl::StrCat("world ", c.n, " bytes ", c.bytes));
     std::vector<ProcessResult> results =
         RunAll(Ranks(c.n, FreePort(),
-                  {absl::StrCat("--model_bytes=", c.bytes), absl::StrCat("--segment_bytes=", c.segment),
-                   "--warmup_steps=1", "--max_steps=3"}));
+                     {absl::StrCat("--model_bytes=", c.bytes), absl::StrCat("--segment_bytes=", c.segment),
+                      "--warmup_steps=1", "--max_steps=3"}));
     ASSERT_EQ(results.size(), static_cast<size_t>(c.n));
     for (int r = 0; r < c.n; ++r) {
       ASSERT_EQ(results[r].exit_code, 0) << results[r].stderr_tail;
@@ -132,9 +134,9 @@ TEST(RingWorkerTest, MpirunLaunchTrainsAndPrintsTheAccuracy) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   std::vector<ProcessResult> results =
       RunAll({{"mpirun",
-            {mpirun, "-np", "2", "--oversubscribe", kWorker, absl::StrCat("--master_port=", FreePort()),
-             "--dataset=synthetic", "--synthetic_samples=1024", "--max_steps=12", "--log_every=4",
-             "--timeout=30"}}});
+               {mpirun, "-np", "2", "--oversubscribe", kWorker, absl::StrCat("--master_port=", FreePort()),
+                "--dataset=synthetic", "--synthetic_samples=1024", "--max_steps=12", "--log_every=4",
+                "--timeout=30"}}});
   ASSERT_EQ(results.size(), 1u);
   ASSERT_EQ(results[0].exit_code, 0) << results[0].stdout_text << results[0].stderr_tail;
   EXPECT_TRUE(absl::StrContains(results[0].stdout_text, "test accuracy:")) << results[0].stdout_text;
