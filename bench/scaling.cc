@@ -161,6 +161,13 @@ class Runner {
       };
     }
     ASSIGN_OR_RETURN(std::vector<ProcessResult> results, RunJob(specs, job));
+    if (o_.verbose) {
+      for (const ProcessResult& pr : results) {
+        *progress_ << absl::StrFormat("\n    %s: ran from %.2fs to %.2fs, exit %d", pr.name, pr.start_s, pr.end_s,
+                                      pr.exit_code);
+      }
+      *progress_ << "\n   ";
+    }
     RETURN_IF_ERROR(JobStatus(results));
 
     for (int h = 0; counters && h < hosts_used; ++h) {

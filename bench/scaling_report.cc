@@ -286,9 +286,10 @@ void PrintVerdict(const ScalingResult& result, std::ostream& out) {
         if (r == nullptr) {
           absl::StrAppendFormat(&line, " %18s", "failed/not run");
         } else {
-          absl::StrAppendFormat(&line, " %18s",
-                                absl::StrFormat("%.3f (%.1fx)", r->step_s,
-                                                best->step_s > 0 ? r->step_s / best->step_s : 1.0));
+          // The ring on one node exchanges nothing, so its step can be ~0 s: no meaningful ratio there.
+          const double ratio = best->step_s > 0 ? r->step_s / best->step_s : 0;
+          const std::string times = ratio <= 0 ? "-" : ratio < 1000 ? absl::StrFormat("%.1fx", ratio) : ">999x";
+          absl::StrAppendFormat(&line, " %18s", absl::StrFormat("%.3f (%s)", r->step_s, times));
         }
       }
       out << line << "\n";

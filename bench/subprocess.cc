@@ -125,9 +125,11 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
   };
 
   // Services first; the others once every service is ready, so servers listen before workers connect.
+  const absl::Time job_start = absl::Now();
   auto start_all = [&](bool services) -> absl::Status {
     for (size_t i = 0; i < specs.size(); ++i) {
       if (specs[i].service != services) continue;
+      results[i].start_s = absl::ToDoubleSeconds(absl::Now() - job_start);
       RETURN_IF_ERROR(Start(specs[i], &runs[i]));
     }
     return absl::OkStatus();
@@ -237,6 +239,7 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
         pid_t r = waitpid(run.pid, &wstatus, WNOHANG);
         if (r == run.pid) {
           run.reaped = true;
+          results[i].end_s = absl::ToDoubleSeconds(absl::Now() - job_start);
           // Anything the process left in its group (e.g. children of `ip netns exec`) goes with it.
           kill(-run.pid, SIGKILL);
           if (WIFEXITED(wstatus)) {

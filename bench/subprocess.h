@@ -40,6 +40,8 @@ struct ProcessResult {
   int exit_code = -1;    // -1 when killed by a signal or never started
   int term_signal = 0;   // the signal that ended it, 0 if it exited
   bool timed_out = false;  // killed by the harness (job deadline or service grace)
+  double start_s = 0;      // when it started, seconds after the job started
+  double end_s = 0;        // when it was reaped, seconds after the job started
   std::string stdout_text;
   std::string stderr_tail;  // the last 16 KiB of stderr
 };

@@ -241,6 +241,33 @@ TEST_F(ServiceTest, DuplicatePushWhileStepPending) {
   EXPECT_EQ(late.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << late.error_message();
 }
 
+TEST_F(ServiceTest, RanksAtDifferentTrainerStepsStayInLockstep) {
+  // As after a server restart: rank 0 redoes trainer step 5, rank 1 is already at 6. Rank 0's pending push is
+  // dropped as "skipped", a later push of a lower step is refused, and the step forms at trainer step 6.
+  proto::PushHeader behind = Push(0, 0), ahead = Push(1, 0);
+  behind.set_trainer_step(5);
+  ahead.set_trainer_step(6);
+  grpc::Status first;
+  std::thread pusher([&] { first = client_->PushPull(behind, Gradient()); });
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (service()->GetStats().bytes_received() < 40 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  grpc::Status second;
+  std::thread pusher_ahead([&] { second = client_->PushPull(ahead, Gradient()); });
+  pusher.join();
+  EXPECT_EQ(first.error_code(), grpc::StatusCode::ABORTED) << first.error_message();
+  EXPECT_NE(first.error_message().find("skipped"), std::string::npos) << first.error_message();
+  EXPECT_EQ(service()->CopyParameters(), before_);
+  grpc::Status lower = client_->PushPull(behind, Gradient());
+  EXPECT_EQ(lower.error_code(), grpc::StatusCode::ABORTED) << lower.error_message();
+  behind.set_trainer_step(6);
+  ASSERT_TRUE(client_->PushPull(behind, Gradient()).ok());
+  pusher_ahead.join();
+  EXPECT_TRUE(second.ok()) << second.error_message();
+  EXPECT_EQ(service()->version(), 1u);
+}
+
 TEST_F(ServiceTest, RegistrationChecks) {
   proto::RegisterHeader h = Header(0);
   h.mutable_hyperparameters()->set_lr(0.25f);
@@ -265,6 +292,35 @@ TEST_F(ServiceTest, RegistrationChecks) {
   // The re-registration replaced rank 1's old session.
   proto::PushHeader stale = Push(1, 0);
   ExpectRejected(stale, Gradient(), grpc::StatusCode::FAILED_PRECONDITION, "replaced");
+}
+
+TEST(ServiceLockstepTest, ClientSkipsAStepItsPeersAreAlreadyPast) {
+  // As after a server crash in which rank 1 received the reply of trainer step 10 and rank 0 did not: rank 0
+  // redoes step 10 while rank 1 pushes step 11. Rank 0's exchange completes by pulling (skipped), then both
+  // ranks run step 11 and 12 together.
+  ServiceOptions options;
+  options.workers = 2;
+  options.step_timeout = absl::Seconds(20);
+  absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(2, options);
+  ASSERT_TRUE(cluster.ok());
+  constexpr size_t kCount = 9;
+  std::vector<std::vector<float>> params(2, std::vector<float>(kCount, 1.0f));
+  std::vector<float> grads(kCount, 0.5f);
+  std::vector<absl::Status> statuses = testing::RunRanks(2, [&](int rank) -> absl::Status {
+    PsClientOptions client = testing::ClientOptionsFor(*cluster, rank, 2);
+    absl::StatusOr<std::unique_ptr<PsExchange>> exchange = PsExchange::Create(client);
+    if (!exchange.ok()) return exchange.status();
+    const trainer::FloatBuffer p{params[rank].data(), kCount}, g{grads.data(), kCount};
+    if (absl::Status s = (*exchange)->SyncInitialParameters(p); !s.ok()) return s;
+    for (int64_t step : rank == 0 ? std::vector<int64_t>{10, 11, 12} : std::vector<int64_t>{11, 12}) {
+      absl::StatusOr<trainer::ExchangeOutcome> out = (*exchange)->Exchange(step, g, p);
+      if (!out.ok()) return out.status();
+    }
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(params[0], params[1]);
+  for (auto& server : cluster->servers) EXPECT_EQ(server->service()->version(), 2u);
 }
 
 TEST(ServiceAuthTest, TokenRequired) {
