@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "The main comparison of psring: PS vs ring allreduce at N = 1, 2, 4, 8 on an emulated 100 Mbit/s cluster "
       "(gradient exchange of 4 MiB, then training the MLP), ending with a verdict table. No arguments needed.");
+  psring::bench::IncludeBenchFlagsInHelp();
   absl::ParseCommandLine(argc, argv);
   absl::Status status = psring::bench::Main(argv[0]);
   if (!status.ok()) {

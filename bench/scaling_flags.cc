@@ -10,7 +10,9 @@
 #include <sstream>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -59,6 +61,12 @@ absl::StatusOr<std::string> Locate(const std::string& flag_value, const std::str
 }
 
 }  // namespace
+
+void IncludeBenchFlagsInHelp() {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) { return absl::StrContains(file, "bench/"); };
+  absl::SetFlagsUsageConfig(config);
+}
 
 absl::Status ApplySharedFlags(const char* argv0, ScalingOptions* options) {
   std::string error;

@@ -12,6 +12,10 @@
 
 namespace psring::bench {
 
+// Makes --help list the flags of every bench/ file (the shared ones live in scaling_flags.cc, not in main's
+// file). Call before absl::ParseCommandLine.
+void IncludeBenchFlagsInHelp();
+
 // Fills binaries (--ring_worker/--ps_server/--ps_worker, else the Bazel runfiles of this binary, found from
 // argv0), links (--link, --delay, --loopback) and --verbose. kNotFound naming the flag to pass when a
 // binary cannot be located.

@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
       "Scaling sweep of the ring allreduce and the parameter server on an emulated cluster (network namespaces "
       "with tc-limited links; loopback without root). Prints nccl-tests-style tables, the fitted alpha-beta "
       "model and its extrapolation, and writes CSV, JSON and an SVG plot. See bench/PERFORMANCE.md.");
+  psring::bench::IncludeBenchFlagsInHelp();
   absl::ParseCommandLine(argc, argv);
   absl::Status status = psring::bench::Main(argv[0]);
   if (!status.ok()) {

@@ -79,16 +79,20 @@ int MaxMeasuredNodes(const ScalingResult& result) {
   return n;
 }
 
-// Local work per step (everything but the exchange: compute, data, optimizer) for the efficiency: measured in
-// train mode as step - exchange at the smallest N (least CPU contention), assumed in gradient mode
-// (--compute_ms; 0 = none).
-double LocalWorkSeconds(const ScalingResult& result, Exchange exchange) {
+// T1, one worker's step without any exchange (compute, data, optimizer), the baseline of the scaling
+// efficiency: in train mode the smallest step - exchange among the runs at the smallest N (one worker alone,
+// least CPU contention); in gradient mode the assumed --compute_ms (0 = none).
+double SingleWorkerStepSeconds(const ScalingResult& result) {
   if (result.options.mode != "train") return result.options.compute_ms / 1e3;
-  const RunRecord* best = nullptr;
+  int smallest = std::numeric_limits<int>::max();
   for (const auto& r : result.records) {
-    if (r.ok() && r.exchange == exchange && (best == nullptr || r.nodes < best->nodes)) best = &r;
+    if (r.ok()) smallest = std::min(smallest, r.nodes);
   }
-  return best ? std::max(0.0, best->step_s - best->exchange_s) : 0;
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& r : result.records) {
+    if (r.ok() && r.nodes == smallest) best = std::min(best, std::max(0.0, r.step_s - r.exchange_s));
+  }
+  return std::isfinite(best) ? best : 0;
 }
 
 const RunRecord* Find(const ScalingResult& result, Exchange e, int nodes, size_t bytes) {
@@ -472,8 +476,7 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
   eff.x_label = "nodes N (workers)";
   eff.x_scale = Scale::kLog2;
   if (compute_based) {
-    eff.y_label = o.mode == "train" ? "efficiency = (step - exchange) / step (%)"
-                                    : "efficiency = compute / step time (%)";
+    eff.y_label = "efficiency = T1 / step time (%)";
   } else if (link > 0) {
     eff.y_label = "busbw / link bandwidth B (%)";
   } else {
@@ -484,6 +487,7 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
     eff.y_max = 100;
   }
 
+  const double compute = SingleWorkerStepSeconds(result);
   const std::vector<Exchange> exchanges = ExchangesRun(result);
   for (size_t i = 0; i < exchanges.size(); ++i) {
     const Exchange e = exchanges[i];
@@ -492,12 +496,11 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
     const std::string color =
         PaletteColor(static_cast<int>(std::find(all.begin(), all.end(), e) - all.begin()));
     const std::string name = ExchangeName(e);
-    const double compute = LocalWorkSeconds(result, e);
+    // Weak scaling: efficiency = T1 / step time, T1 one worker's step without exchange.
     auto efficiency = [&](double exchange_s, double step_s, int n) {
       if (compute_based) {
         const double total = o.mode == "train" ? step_s : compute + exchange_s;
-        const double c = o.mode == "train" ? total - exchange_s : compute;
-        return total > 0 ? 100 * c / total : 0;
+        return total > 0 ? std::min(100.0, 100 * compute / total) : 0;
       }
       const double busbw = exchange_s > 0 ? bytes / exchange_s * AllReduceBusFactor(n) : 0;
       return link > 0 ? 100 * busbw / link : busbw / 1e6;
@@ -512,7 +515,9 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
       if (!compute_based && !crosses_link) continue;
       measured_time.points.push_back({static_cast<double>(r.nodes), r.step_s});
       // busbw is not defined for one node (nothing crosses a link in an allreduce of one).
-      if (r.nodes >= 2 || compute_based) measured_eff.points.push_back({static_cast<double>(r.nodes), efficiency(r.exchange_s, r.step_s, r.nodes)});
+      if (r.nodes >= 2 || compute_based) {
+        measured_eff.points.push_back({static_cast<double>(r.nodes), efficiency(r.exchange_s, r.step_s, r.nodes)});
+      }
     }
     Series model_time{name + " model", color, {}, Style::kDashedLine};
     Series model_eff{name + " model", color, {}, Style::kDashedLine};
@@ -523,7 +528,9 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes) {
         const double t = PredictSeconds(e, result.fits.at(e), nodes, servers, bytes);
         const double step = (compute_based ? compute : 0) + t;
         if (step > 0) model_time.points.push_back({static_cast<double>(nodes), step});
-        if (nodes >= 2 || compute_based) model_eff.points.push_back({static_cast<double>(nodes), efficiency(t, step, nodes)});
+        if (nodes >= 2 || compute_based) {
+          model_eff.points.push_back({static_cast<double>(nodes), efficiency(t, step, nodes)});
+        }
       }
     }
     time.series.push_back(measured_time);

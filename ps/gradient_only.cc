@@ -82,4 +82,18 @@ absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& op
   return result;
 }
 
+absl::StatusOr<WorkerResult> RunGradientOnlyForResult(const GradientOnlyOptions& options,
+                                                      PsExchange* exchange) {
+  ASSIGN_OR_RETURN(GradientOnlyResult r, RunGradientOnly(options, exchange));
+  WorkerResult result;
+  result.steps = r.steps;
+  result.bytes = options.bytes / sizeof(float) * sizeof(float);
+  result.exchange_s = r.exchange_seconds;
+  result.step_s = r.step_seconds;
+  result.bytes_sent = r.bytes_sent;
+  result.bytes_received = r.bytes_received;
+  result.wrong = r.wrong;
+  return result;
+}
+
 }  // namespace psring::ps

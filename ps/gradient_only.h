@@ -17,6 +17,7 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
+#include "common/worker_result.h"
 #include "ps/client.h"
 
 namespace psring::ps {
@@ -43,6 +44,12 @@ struct GradientOnlyResult {
 // Registers `exchange` (not yet registered), runs the steps and checks the result. Blocks; every wait is
 // bounded by the exchange's timeouts.
 absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& options, PsExchange* exchange);
+
+// RunGradientOnly, reported as the fields of the worker's PSRING_RESULT line (common/worker_result.h):
+// steps, bytes, exchange_s, step_s, bytes_sent/received and wrong; compute_s and samples_per_s are 0,
+// test_accuracy -1. The caller fills exchange, rank and world_size.
+absl::StatusOr<WorkerResult> RunGradientOnlyForResult(const GradientOnlyOptions& options,
+                                                      PsExchange* exchange);
 
 }  // namespace psring::ps
 

@@ -21,23 +21,33 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "ps/binary_main.h"
 
-ABSL_FLAG(int, workers, 2, "Number of worker processes N.");
-ABSL_FLAG(int, num_shards, 1, "Number of server processes K (parameter shards).");
-ABSL_FLAG(std::string, mode, "sync", "Server mode: sync or async (see //ps:server --help).");
-ABSL_FLAG(int, staleness, 0, "Async mode: the bound on how far a worker may run ahead of the slowest.");
+ABSL_FLAG(int, workers, 2,
+          "Number of worker processes N (ranks 0..N-1, each told --world_size=N); every server waits for N.");
+ABSL_FLAG(int, num_shards, 1,
+          "Number of server processes K; the parameters are split into K contiguous shards, one per server.");
+ABSL_FLAG(std::string, mode, "sync",
+          "Server mode: sync (average all N gradients of a step, then update) or async (apply each push on "
+          "arrival, bounded by --staleness); see //ps:server --help.");
+ABSL_FLAG(int, staleness, 0,
+          "Async mode: a worker may run at most this many steps ahead of the slowest (>= 0; 0 acts as sync).");
 ABSL_FLAG(double, step_timeout, 60,
-          "Seconds a server waits for all workers of a step (passed to every server).");
-ABSL_FLAG(std::string, checkpoint_dir, "", "Server checkpoint folder (passed to every server). Empty: none.");
-ABSL_FLAG(std::string, auth_token, "", "Shared secret passed to servers and workers. Empty: none.");
-ABSL_FLAG(double, job_timeout, 3600, "Seconds after which the whole job is killed and the launcher fails.");
+          "Seconds a server waits for all workers of a step before failing the step with DEADLINE_EXCEEDED "
+          "(passed to every server as --step_timeout).");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Folder where every server writes its shard's checkpoint (ps-shard-<i>-of-<K>.ckpt) and resumes "
+          "from it. Empty: no server checkpoints. (The workers' own --checkpoint_dir goes after the second "
+          "--.)");
+ABSL_FLAG(std::string, auth_token, "",
+          "Shared secret passed as --auth_token to every server and worker. Empty: no authentication.");
+ABSL_FLAG(double, job_timeout, 3600,
+          "Seconds after which the whole job is killed and the launcher fails (> 0).");
 ABSL_FLAG(std::string, server_bin, "",
           "Path of the //ps:server binary; default: 'server' next to this launcher (bazel run builds it).");
 ABSL_FLAG(std::string, worker_bin, "",
@@ -142,6 +152,12 @@ absl::Status CheckInterrupted() {
 absl::Status Run(const std::vector<std::string>& worker_args) {
   const int n = absl::GetFlag(FLAGS_workers), k = absl::GetFlag(FLAGS_num_shards);
   if (n < 1 || k < 1) return absl::InvalidArgumentError("--workers and --num_shards must be >= 1");
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode != "sync" && mode != "async") {
+    return absl::InvalidArgumentError(absl::StrCat("--mode=", mode, ": use sync or async"));
+  }
+  if (absl::GetFlag(FLAGS_staleness) < 0) return absl::InvalidArgumentError("--staleness must be >= 0");
+  if (!(absl::GetFlag(FLAGS_job_timeout) > 0)) return absl::InvalidArgumentError("--job_timeout must be > 0");
   const std::string server_bin =
       absl::GetFlag(FLAGS_server_bin).empty() ? SiblingBinary("server") : absl::GetFlag(FLAGS_server_bin);
   const std::string worker_bin =
@@ -171,7 +187,7 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
                                      absl::StrCat("--workers=", n),
                                      absl::StrCat("--shard=", shard),
                                      absl::StrCat("--num_shards=", k),
-                                     "--mode=" + absl::GetFlag(FLAGS_mode),
+                                     "--mode=" + mode,
                                      absl::StrCat("--staleness=", absl::GetFlag(FLAGS_staleness)),
                                      absl::StrCat("--step_timeout=", absl::GetFlag(FLAGS_step_timeout)),
                                      "--checkpoint_dir=" + absl::GetFlag(FLAGS_checkpoint_dir),
@@ -235,21 +251,16 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
 }  // namespace psring::ps
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psring::ps::InitFlagsUsage(
       "Runs a parameter-server job on loopback: K servers and N workers, torn down on exit, error or "
-      "Ctrl-C.\n"
+      "Ctrl-C. Arguments after a second `--` go to every worker (see //ps:worker --help).\n"
       "  bazel run //ps:local -- --workers=4 --num_shards=2 -- --epochs=1 --hidden=256,256");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  std::vector<std::string> worker_args(positional.begin() + 1, positional.end());
-  struct sigaction action {};
-  action.sa_handler = psring::ps::OnSignal;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGHUP, &action, nullptr);
-  absl::Status status = psring::ps::Run(worker_args);
-  if (!status.ok()) {
-    std::fprintf(stderr, "ps local: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return psring::ps::RunMain(argc, argv, "ps local", [](const std::vector<std::string>& worker_args) {
+    struct sigaction action {};
+    action.sa_handler = psring::ps::OnSignal;
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+    sigaction(SIGHUP, &action, nullptr);
+    return psring::ps::Run(worker_args);
+  });
 }

@@ -7,15 +7,15 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "ps/binary_main.h"
 #include "ps/server.h"
-#include "ps/wire.h"
 
 ABSL_FLAG(int, port, 50051, "TCP port to listen on; 0 picks a free one (see --port_file).");
 ABSL_FLAG(std::string, bind_addr, "0.0.0.0", "Address to listen on (0.0.0.0: every interface).");
@@ -54,11 +54,18 @@ absl::Status Run() {
   ServerOptions options;
   options.bind_addr = absl::GetFlag(FLAGS_bind_addr);
   options.port = absl::GetFlag(FLAGS_port);
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--port=", options.port, " must be in [0, 65535] (0: a free port)"));
+  }
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   ServiceOptions& s = options.service;
   s.shard = absl::GetFlag(FLAGS_shard);
   s.num_shards = absl::GetFlag(FLAGS_num_shards);
+  if (s.num_shards < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--num_shards=", s.num_shards, " must be >= 1"));
+  }
   s.workers = absl::GetFlag(FLAGS_workers);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode == "sync") {
@@ -73,6 +80,10 @@ absl::Status Run() {
   s.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_step_timeout));
   s.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   s.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  if (s.checkpoint_every < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--checkpoint_every=", s.checkpoint_every,
+                                                   " must be >= 0 (0: only at shutdown)"));
+  }
   s.auth_token = absl::GetFlag(FLAGS_auth_token);
   if (absl::GetFlag(FLAGS_chunk_bytes) <= 0) return absl::InvalidArgumentError("--chunk_bytes must be > 0");
   s.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_bytes));
@@ -131,16 +142,10 @@ absl::Status Run() {
 }  // namespace psring::ps
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psring::ps::InitFlagsUsage(
       "One shard of the psring parameter server.\n"
       "  bazel run //ps:server -- --port=50051 --workers=4 --shard=0 --num_shards=2 [--mode=async "
       "--staleness=2]");
-  absl::ParseCommandLine(argc, argv);
-  psring::ps::TuneMallocForTensors();
-  absl::Status status = psring::ps::Run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "ps server: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return psring::ps::RunMain(argc, argv, "ps server",
+                             [](const std::vector<std::string>&) { return psring::ps::Run(); });
 }

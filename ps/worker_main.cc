@@ -5,17 +5,16 @@
 // (gradient-only mode, ps/gradient_only.h). Prints one PSRING_RESULT line at the end.
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/cluster_env.h"
 #include "common/status_macros.h"
+#include "common/worker_result.h"
+#include "ps/binary_main.h"
 #include "ps/client.h"
 #include "ps/gradient_only.h"
-#include "ps/wire.h"
 #include "trainer/train.h"
 #include "trainer/train_flags.h"
 
@@ -60,36 +59,35 @@ absl::Status Run() {
   options.tls_target_name = absl::GetFlag(FLAGS_tls_target_name);
   ASSIGN_OR_RETURN(std::unique_ptr<PsExchange> exchange, PsExchange::Create(options));
 
-  std::string result;
   const int64_t model_bytes = absl::GetFlag(FLAGS_model_bytes);
   if (model_bytes < 0) return absl::InvalidArgumentError("--model_bytes must be >= 0");
+  WorkerResult result;
   if (model_bytes > 0) {
     GradientOnlyOptions go;
     go.bytes = static_cast<size_t>(model_bytes);
     go.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
     go.steps = train.max_steps >= 0 ? static_cast<int>(train.max_steps) : 10;
-    ASSIGN_OR_RETURN(GradientOnlyResult r, RunGradientOnly(go, exchange.get()));
-    result = absl::StrFormat(
-        "\"steps\":%d,\"bytes\":%d,\"compute_s\":0.0,\"exchange_s\":%.6f,\"step_s\":%.6f,\"samples_per_s\":0,"
-        "\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":%d,\"test_accuracy\":-1",
-        r.steps, go.bytes / 4 * 4, r.exchange_seconds, r.step_seconds, r.bytes_sent, r.bytes_received,
-        r.wrong);
+    ASSIGN_OR_RETURN(result, RunGradientOnlyForResult(go, exchange.get()));
   } else {
     ASSIGN_OR_RETURN(trainer::TrainResult r, trainer::Train(train, exchange.get()));
-    result = absl::StrFormat(
-        "\"steps\":%d,\"bytes\":%d,\"compute_s\":%.6f,\"exchange_s\":%.6f,\"step_s\":%.6f,\"samples_per_s\":%"
-        ".3f,"
-        "\"bytes_sent\":%d,\"bytes_received\":%d,\"wrong\":0,\"test_accuracy\":%.6f",
-        r.steps, r.params.size() * sizeof(float), r.compute_seconds, r.exchange_seconds,
-        r.steps > 0 ? r.wall_seconds / r.steps : 0.0, r.samples_per_second, exchange->bytes_sent(),
-        exchange->bytes_received(), r.test_accuracy);
+    result.steps = r.steps;
+    result.bytes = r.params.size() * sizeof(float);
+    result.compute_s = r.compute_seconds;
+    result.exchange_s = r.exchange_seconds;
+    result.step_s = r.steps > 0 ? r.wall_seconds / r.steps : 0.0;
+    result.samples_per_s = r.samples_per_second;
+    result.bytes_sent = exchange->bytes_sent();
+    result.bytes_received = exchange->bytes_received();
+    result.test_accuracy = r.test_accuracy;
   }
   if (absl::GetFlag(FLAGS_shutdown_servers)) {
     RETURN_IF_ERROR(exchange->Barrier());
     if (env.rank == 0) RETURN_IF_ERROR(exchange->ShutdownServers());
   }
-  std::printf("PSRING_RESULT {\"role\":\"worker\",\"exchange\":\"%s\",\"rank\":%d,\"world_size\":%d,%s}\n",
-              exchange->name().c_str(), env.rank, env.world_size, result.c_str());
+  result.exchange = exchange->name();
+  result.rank = env.rank;
+  result.world_size = env.world_size;
+  std::printf("%s\n", FormatWorkerResult(result).c_str());
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -98,16 +96,10 @@ absl::Status Run() {
 }  // namespace psring::ps
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psring::trainer::InitFlagsUsage(
       "A psring training rank that exchanges gradients through the parameter servers.\n"
       "  bazel run //ps:worker -- --servers=h1:50051,h2:50051 --rank=0 --world_size=4 --epochs=2\n"
       "  bazel run //ps:worker -- --servers=... --model_bytes=67108864   (gradient-only mode)");
-  absl::ParseCommandLine(argc, argv);
-  psring::ps::TuneMallocForTensors();
-  absl::Status status = psring::ps::Run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "ps worker: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return psring::ps::RunMain(argc, argv, "ps worker",
+                             [](const std::vector<std::string>&) { return psring::ps::Run(); });
 }
