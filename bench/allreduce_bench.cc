@@ -262,7 +262,10 @@ absl::Status Run(const char* argv0) {
   const size_t max_bytes = ParseSize(absl::GetFlag(FLAGS_max_bytes));
   const std::vector<size_t> sizes = SizeSweep(min_bytes, max_bytes, absl::GetFlag(FLAGS_factor));
   if (sizes.empty() || min_bytes < sizeof(float)) {
-    return absl::InvalidArgumentError("need 4 <= --min_bytes <= --max_bytes and --factor >= 2");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--min_bytes=", absl::GetFlag(FLAGS_min_bytes), " --max_bytes=", absl::GetFlag(FLAGS_max_bytes),
+        " --factor=", absl::GetFlag(FLAGS_factor),
+        ": need sizes in bytes with an optional K/M/G suffix, 4 <= min <= max, and factor >= 2"));
   }
   if (absl::GetFlag(FLAGS_iters) < 1 || absl::GetFlag(FLAGS_warmup_iters) < 0) {
     return absl::InvalidArgumentError("need --iters >= 1 and --warmup_iters >= 0");

@@ -27,6 +27,7 @@
 #include "bench/report.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
+#include "common/worker_result.h"  // via //ps:gradient_only
 #include "ps/client.h"
 #include "ps/gradient_only.h"
 #include "ps/server.h"
@@ -122,7 +123,7 @@ absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks,
     servers.push_back(std::move(server));
   }
   CounterSnapshot before(ranks, &servers), after(ranks, &servers);
-  std::vector<absl::StatusOr<ps::GradientOnlyResult>> results(ranks, absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<WorkerResult>> results(ranks, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
@@ -150,7 +151,7 @@ absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks,
   Measurement m;
   for (auto& result : results) {
     RETURN_IF_ERROR(result.status());
-    m.seconds = std::max(m.seconds, result->step_seconds);
+    m.seconds = std::max(m.seconds, result->step_s);
     m.wrong += result->wrong;
   }
   const std::vector<uint64_t> b = before.bytes(), a = after.bytes();

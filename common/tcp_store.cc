@@ -27,6 +27,8 @@ struct ResponseHeader {
   uint8_t reserved[3];
   uint32_t len;
   int64_t number;  // Add's result
+  uint32_t magic;
+  uint32_t reserved2;
 };
 
 constexpr uint32_t kMagic = 0x5053544f;  // "PSTO"
@@ -42,7 +44,13 @@ struct TcpStore::Response {
 absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const TcpStoreOptions& options) {
   std::unique_ptr<TcpStore> store(new TcpStore(options));
   if (options.is_server) {
-    ASSIGN_OR_RETURN(store->listener_, ListenTcp(options.bind_addr, options.master_port));
+    absl::StatusOr<Socket> listener = ListenTcp(options.bind_addr, options.master_port);
+    if (!listener.ok()) {
+      return absl::Status(listener.status().code(),
+                          absl::StrCat("rendezvous store (rank 0): ", listener.status().message(),
+                                       " (--master_port / MASTER_PORT)"));
+    }
+    store->listener_ = std::move(*listener);
     ASSIGN_OR_RETURN(store->port_, LocalPort(store->listener_));
     store->accept_thread_ = std::thread([s = store.get()] { s->AcceptLoop(); });
     return store;
@@ -68,7 +76,8 @@ TcpStore::~TcpStore() {
   {
     absl::MutexLock lock(&clients_mu_);
     auto all_gone = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(clients_mu_) { return active_clients_ == 0; };
-    clients_mu_.AwaitWithTimeout(absl::Condition(&all_gone), options_.shutdown_grace);
+    clients_mu_.AwaitWithTimeout(absl::Condition(&all_gone),
+                                 abandoned_ ? absl::ZeroDuration() : options_.shutdown_grace);
   }
   force_stop_ = true;
   table_.Close();
@@ -136,6 +145,7 @@ void TcpStore::Serve(Socket* client) {
     resp.code = static_cast<uint8_t>(status.code());
     resp.len = static_cast<uint32_t>(payload.size());
     resp.number = number;
+    resp.magic = kMagic;
     if (!SendAll(*client, &resp, sizeof(resp), deadline).ok() ||
         !SendAll(*client, payload.data(), payload.size(), deadline).ok()) {
       break;
@@ -167,7 +177,12 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
   if (io.ok()) io = SendAll(connection_, value.data(), value.size(), deadline);
   ResponseHeader resp{};
   if (io.ok()) io = RecvAll(connection_, &resp, sizeof(resp), deadline);
-  if (io.ok() && resp.len > kMaxLen) io = absl::InternalError("corrupt store response");
+  if (io.ok() && (resp.magic != kMagic || resp.len > kMaxLen ||
+                  resp.code > static_cast<uint8_t>(absl::StatusCode::kUnauthenticated))) {
+    io = absl::UnavailableError(absl::StrCat(
+        "unexpected reply from ", options_.master_addr, ":", options_.master_port,
+        ": not a psring rendezvous store (another service on that port?); check --master_addr/--master_port"));
+  }
   Response out;
   if (io.ok()) {
     out.payload.resize(resp.len);

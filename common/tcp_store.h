@@ -49,6 +49,10 @@ class TcpStore final : public Store {
   // The port the server listens on, or the port the client connected to.
   int port() const { return port_; }
 
+  // Server: the job failed, so the destructor skips `shutdown_grace` instead of waiting for clients (a
+  // stalled rank would hold this one up to it). Thread-safe; a no-op on a client.
+  void Abandon() { abandoned_ = true; }
+
  private:
   struct Response;
   explicit TcpStore(const TcpStoreOptions& options) : options_(options) {}
@@ -70,6 +74,7 @@ class TcpStore final : public Store {
   std::thread accept_thread_;
   std::atomic<bool> stop_accepting_{false};
   std::atomic<bool> force_stop_{false};
+  std::atomic<bool> abandoned_{false};
   absl::Mutex clients_mu_;
   std::vector<std::unique_ptr<Socket>> clients_ ABSL_GUARDED_BY(clients_mu_);
   std::vector<std::thread> handlers_ ABSL_GUARDED_BY(clients_mu_);

@@ -23,6 +23,18 @@ bool NeedsReregistration(const absl::Status& status) {
 
 }  // namespace
 
+absl::Status PsExchange::FromCall(const grpc::Status& status, const std::string& where) const {
+  absl::Status result = FromGrpc(status, where);
+  // A call that ran out of this client's own deadline says only "Deadline Exceeded"; say why that happens.
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+      status.error_message() == "Deadline Exceeded") {
+    return absl::DeadlineExceededError(absl::StrCat(
+        result.message(), " (no answer within --timeout=", absl::FormatDuration(options_.timeout),
+        "; a step waits for every worker: is another worker dead, slow or not started?)"));
+  }
+  return result;
+}
+
 absl::StatusOr<std::vector<std::string>> ParseServerList(const std::string& text) {
   std::vector<std::string> servers;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
@@ -176,7 +188,7 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
   while (!received.ok() && stream->Read(&reply)) {
   }
   grpc::Status status = stream->Finish();
-  RETURN_IF_ERROR(FromGrpc(status, where));
+  RETURN_IF_ERROR(FromCall(status, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream broke"));
   return absl::OkStatus();
@@ -273,7 +285,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     std::abort();
   }
   // A failed call (server gone, deadline, server-side error) explains a short or broken reply best.
-  RETURN_IF_ERROR(FromGrpc(status, where));
+  RETURN_IF_ERROR(FromCall(status, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream ended without parameters"));
   ++shard->next_step;
@@ -325,7 +337,7 @@ absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
   }
   while (!received.ok() && stream->Read(&reply)) {  // drain, so Finish() reports how the call ended
   }
-  RETURN_IF_ERROR(FromGrpc(stream->Finish(), where));
+  RETURN_IF_ERROR(FromCall(stream->Finish(), where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   return absl::OkStatus();
 }
@@ -347,7 +359,7 @@ absl::Status PsExchange::AverageMetrics(absl::Span<double> values) {
   request.set_session(shard.session);
   for (double v : values) request.add_values(v);
   proto::MetricsReply reply;
-  RETURN_IF_ERROR(FromGrpc(shard.stub->AverageMetrics(&context, request, &reply),
+  RETURN_IF_ERROR(FromCall(shard.stub->AverageMetrics(&context, request, &reply),
                            absl::StrCat("AverageMetrics via shard 0 (", shard.address, ")")));
   if (reply.values_size() != static_cast<int>(values.size())) {
     return absl::InternalError(
@@ -364,7 +376,7 @@ absl::Status PsExchange::ShutdownServers() {
     grpc::ClientContext context;
     PrepareContext(&context, options_.timeout);
     proto::ShutdownReply reply;
-    return FromGrpc(shard->stub->Shutdown(&context, proto::ShutdownRequest(), &reply),
+    return FromCall(shard->stub->Shutdown(&context, proto::ShutdownRequest(), &reply),
                     absl::StrCat("Shutdown of shard ", shard->index, " (", shard->address, ")"));
   });
 }
@@ -374,7 +386,7 @@ absl::StatusOr<proto::StatsReply> PsExchange::Stats(int shard) {
   grpc::ClientContext context;
   PrepareContext(&context, options_.timeout);
   proto::StatsReply reply;
-  RETURN_IF_ERROR(FromGrpc(shards_[shard].stub->Stats(&context, proto::StatsRequest(), &reply),
+  RETURN_IF_ERROR(FromCall(shards_[shard].stub->Stats(&context, proto::StatsRequest(), &reply),
                            absl::StrCat("Stats of shard ", shard)));
   return reply;
 }

@@ -105,6 +105,8 @@ class PsExchange final : public trainer::GradientExchange {
 
   explicit PsExchange(const PsClientOptions& options);
   void PrepareContext(grpc::ClientContext* context, absl::Duration timeout) const;
+  // FromGrpc, with a hint when the call hit this client's own deadline (options_.timeout).
+  absl::Status FromCall(const grpc::Status& status, const std::string& where) const;
   proto::ShardAddress Address(const Shard& shard) const;
   // One Register call; on success fills the shard's session/step and params[range] from the server.
   absl::Status RegisterOnce(Shard* shard, trainer::FloatBuffer params);

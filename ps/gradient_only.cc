@@ -15,7 +15,7 @@ float BaseGradient(size_t i) { return static_cast<float>(i % 1013) * 1e-3f - 0.5
 
 }  // namespace
 
-absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& options, PsExchange* exchange) {
+absl::StatusOr<WorkerResult> RunGradientOnly(const GradientOnlyOptions& options, PsExchange* exchange) {
   const size_t count = options.bytes / sizeof(float);
   if (count < static_cast<size_t>(exchange->num_shards())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -34,7 +34,8 @@ absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& op
   const float scale = async ? 1.0f : static_cast<float>(exchange->rank() + 1);
   for (size_t i = 0; i < count; ++i) grads[i] = scale * BaseGradient(i);
 
-  GradientOnlyResult result;
+  WorkerResult result;
+  result.bytes = count * sizeof(float);
   const int total = options.warmup_steps + options.steps;
   uint64_t sent0 = 0, received0 = 0;
   for (int step = 0; step < total; ++step) {
@@ -47,10 +48,10 @@ absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& op
     const absl::Time start = absl::Now();
     ASSIGN_OR_RETURN(trainer::ExchangeOutcome outcome, exchange->Exchange(step, grads_buffer, params_buffer));
     (void)outcome;  // always kParametersUpdated
-    if (step >= options.warmup_steps) result.exchange_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+    if (step >= options.warmup_steps) result.exchange_s += absl::ToDoubleSeconds(absl::Now() - start);
   }
   result.steps = options.steps;
-  result.step_seconds = result.exchange_seconds / options.steps;
+  result.step_s = result.exchange_s / options.steps;
   result.bytes_sent = exchange->bytes_sent() - sent0;
   result.bytes_received = exchange->bytes_received() - received0;
 
@@ -79,20 +80,9 @@ absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& op
   for (int s = 0; s < applications; ++s)
     trainer::SgdMomentumStep(h, gradient.data(), expected.data(), velocity.data(), count);
   for (size_t i = 0; i < count; ++i) result.wrong += params[i] != expected[i];
-  return result;
-}
-
-absl::StatusOr<WorkerResult> RunGradientOnlyForResult(const GradientOnlyOptions& options,
-                                                      PsExchange* exchange) {
-  ASSIGN_OR_RETURN(GradientOnlyResult r, RunGradientOnly(options, exchange));
-  WorkerResult result;
-  result.steps = r.steps;
-  result.bytes = options.bytes / sizeof(float) * sizeof(float);
-  result.exchange_s = r.exchange_seconds;
-  result.step_s = r.step_seconds;
-  result.bytes_sent = r.bytes_sent;
-  result.bytes_received = r.bytes_received;
-  result.wrong = r.wrong;
+  result.exchange = exchange->name();
+  result.rank = exchange->rank();
+  result.world_size = n;
   return result;
 }
 

@@ -32,24 +32,12 @@ struct GradientOnlyOptions {
   std::function<void()> after_measured;
 };
 
-struct GradientOnlyResult {
-  int steps = 0;                // measured steps
-  double exchange_seconds = 0;  // sum over measured steps
-  double step_seconds = 0;      // mean wall time per measured step
-  uint64_t bytes_sent = 0;      // payload bytes during measured steps
-  uint64_t bytes_received = 0;
-  int64_t wrong = 0;  // elements that differ from the closed form
-};
-
 // Registers `exchange` (not yet registered), runs the steps and checks the result. Blocks; every wait is
-// bounded by the exchange's timeouts.
-absl::StatusOr<GradientOnlyResult> RunGradientOnly(const GradientOnlyOptions& options, PsExchange* exchange);
-
-// RunGradientOnly, reported as the fields of the worker's PSRING_RESULT line (common/worker_result.h):
-// steps, bytes, exchange_s, step_s, bytes_sent/received and wrong; compute_s and samples_per_s are 0,
-// test_accuracy -1. The caller fills exchange, rank and world_size.
-absl::StatusOr<WorkerResult> RunGradientOnlyForResult(const GradientOnlyOptions& options,
-                                                      PsExchange* exchange);
+// bounded by the exchange's timeouts. Fills the fields of the worker's PSRING_RESULT line
+// (common/worker_result.h): exchange, rank, world_size, steps (measured), bytes, exchange_s (sum over
+// measured steps), step_s (mean per measured step), bytes_sent/received (payload during measured steps) and
+// wrong (elements that differ from the closed form); compute_s and samples_per_s stay 0, test_accuracy -1.
+absl::StatusOr<WorkerResult> RunGradientOnly(const GradientOnlyOptions& options, PsExchange* exchange);
 
 }  // namespace psring::ps
 

@@ -16,8 +16,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -67,10 +69,10 @@ std::string SiblingBinary(const std::string& name) {
   return path.substr(0, path.rfind('/') + 1) + name;
 }
 
-// The children and their process group; kills whatever is left on destruction.
+// The children and their process group; ends whatever is left on destruction.
 class Job {
  public:
-  ~Job() { KillAll(SIGKILL); }
+  ~Job() { Terminate(absl::Seconds(5)); }
 
   absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& what) {
     const pid_t parent = ::getpid();
@@ -116,6 +118,13 @@ class Job {
     return absl::OkStatus();
   }
 
+  bool AnyRunning() const {
+    for (const Child& c : children_) {
+      if (c.running) return true;
+    }
+    return false;
+  }
+
   bool Running(pid_t pid) const {
     for (const Child& c : children_) {
       if (c.pid == pid) return c.running;
@@ -123,13 +132,20 @@ class Job {
     return false;
   }
 
-  void KillAll(int sig) {
-    if (pgid_ != 0) ::kill(-pgid_, sig);
-    if (sig == SIGKILL) {
-      for (Child& c : children_) {
-        if (c.running) ::waitpid(c.pid, nullptr, 0);
-        c.running = false;
-      }
+  // SIGTERM to every child (servers then write their checkpoint, print their result line and exit),
+  // SIGKILL to those still running after `grace`; reaps them all. Blocks at most `grace` plus the reaping.
+  void Terminate(absl::Duration grace) {
+    if (pgid_ == 0 || !AnyRunning()) return;  // (the group id may be reused once all are gone)
+    ::kill(-pgid_, SIGTERM);
+    const absl::Time give_up = absl::Now() + grace;
+    while (AnyRunning() && absl::Now() < give_up) {
+      Poll().IgnoreError();  // reaps; failures no longer matter
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ::kill(-pgid_, SIGKILL);
+    for (Child& c : children_) {
+      if (c.running) ::waitpid(c.pid, nullptr, 0);
+      c.running = false;
     }
   }
 
@@ -172,6 +188,13 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
   char dir_template[] = "/tmp/psring-local-XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
   const std::string dir = dir_template;
+  struct RemoveOnExit {
+    std::string path;
+    ~RemoveOnExit() {
+      std::error_code error;
+      std::filesystem::remove_all(path, error);  // best effort: a leftover temporary folder is harmless
+    }
+  } remove_dir{dir};
   const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_job_timeout));
   const std::string token = absl::GetFlag(FLAGS_auth_token);
 
@@ -243,7 +266,6 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
       }
     }
   }
-  ::rmdir(dir.c_str());
   return absl::OkStatus();
 }
 

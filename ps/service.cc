@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -75,6 +77,13 @@ absl::StatusOr<std::unique_ptr<ParameterServerService>> ParameterServerService::
   }
   std::unique_ptr<ParameterServerService> service(new ParameterServerService(options));
   if (options.checkpoint_dir.empty()) return service;
+  // Created now (like mkdir -p), so a bad folder fails at start rather than at the first checkpoint.
+  std::error_code error;
+  std::filesystem::create_directories(options.checkpoint_dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot create --checkpoint_dir=", options.checkpoint_dir,
+                                                      ": ", error.message(), "; give a writable folder"));
+  }
 
   const std::string path = ShardCheckpointPath(options.checkpoint_dir, options.shard, options.num_shards);
   absl::StatusOr<ShardCheckpoint> checkpoint = ReadShardCheckpoint(path);
@@ -163,7 +172,8 @@ absl::Status ParameterServerService::CheckSessionLocked(int rank, uint64_t sessi
                                             " (never registered, or the server restarted); call Register"));
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "session of rank ", rank, " was replaced by a newer registration of that rank; this worker is stale"));
+      "session of rank ", rank, " was replaced by a newer registration of that rank (a replacement worker, or "
+      "two workers started with the same --rank); this worker is stale: give every worker its own rank"));
 }
 
 std::vector<float> ParameterServerService::TakeBufferLocked() {
@@ -374,7 +384,7 @@ absl::StatusOr<uint64_t> ParameterServerService::DoPush(grpc::ServerContext* con
     ApplyAsyncLocked(&buffer);
     ReturnBufferLocked(std::move(buffer));
     ++rank.clock;
-    return AwaitStalenessLocked(r, h.step());
+    return AwaitStalenessLocked(r, h.session(), h.step());
   }
   rank.gradient = std::move(buffer);
   rank.arrived = true;
@@ -384,14 +394,17 @@ absl::StatusOr<uint64_t> ParameterServerService::DoPush(grpc::ServerContext* con
     ApplySyncStepLocked();
     return version_;
   }
-  return AwaitStepLocked(r, h.step(), generation);
+  return AwaitStepLocked(r, h.session(), h.step(), generation);
 }
 
-absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, int64_t step,
+absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, uint64_t session, int64_t step,
                                                                  uint64_t generation) {
   const absl::Time deadline = absl::Now() + options_.step_timeout;
-  while (generation == step_generation_ && !shutting_down_) {
-    if (cv_.WaitWithDeadline(&mu_, deadline) && generation == step_generation_ && !shutting_down_) {
+  const auto waiting = [&]() {
+    return generation == step_generation_ && !shutting_down_ && ranks_[rank].session == session;
+  };
+  while (waiting()) {
+    if (cv_.WaitWithDeadline(&mu_, deadline) && waiting()) {
       std::vector<int> missing;
       for (int r = 0; r < options_.workers; ++r) {
         if (!ranks_[r].arrived) missing.push_back(r);
@@ -407,11 +420,13 @@ absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, int64
   }
   if (version_ > static_cast<uint64_t>(step)) return static_cast<uint64_t>(step) + 1;
   RETURN_IF_ERROR(CheckServingLocked());
+  RETURN_IF_ERROR(CheckSessionLocked(rank, session));
   return absl::Status(last_drop_code_, absl::StrCat("synchronous step ", step, " of shard ", options_.shard,
                                                     " was dropped: ", last_drop_reason_));
 }
 
-absl::StatusOr<uint64_t> ParameterServerService::AwaitStalenessLocked(int rank, int64_t step) {
+absl::StatusOr<uint64_t> ParameterServerService::AwaitStalenessLocked(int rank, uint64_t session,
+                                                                      int64_t step) {
   // The pusher's clock is now step + 1; it may run ahead of the slowest rank by at most `staleness`.
   const auto slowest = [this]() {
     int64_t min_clock = ranks_[0].clock;
@@ -420,8 +435,11 @@ absl::StatusOr<uint64_t> ParameterServerService::AwaitStalenessLocked(int rank, 
   };
   const int64_t needed = step + 1 - options_.staleness;
   const absl::Time deadline = absl::Now() + options_.step_timeout;
-  while (slowest() < needed && !shutting_down_) {
-    if (cv_.WaitWithDeadline(&mu_, deadline) && slowest() < needed) {
+  const auto waiting = [&]() {
+    return slowest() < needed && !shutting_down_ && ranks_[rank].session == session;
+  };
+  while (waiting()) {
+    if (cv_.WaitWithDeadline(&mu_, deadline) && waiting()) {
       std::vector<int> behind;
       for (int r = 0; r < options_.workers; ++r) {
         if (ranks_[r].clock < needed) behind.push_back(r);
@@ -433,6 +451,7 @@ absl::StatusOr<uint64_t> ParameterServerService::AwaitStalenessLocked(int rank, 
     }
   }
   RETURN_IF_ERROR(CheckServingLocked());
+  RETURN_IF_ERROR(CheckSessionLocked(rank, session));
   return version_;
 }
 
@@ -654,8 +673,12 @@ grpc::Status ParameterServerService::AverageMetrics(grpc::ServerContext* context
     cv_.SignalAll();
   } else {
     const absl::Time deadline = absl::Now() + options_.step_timeout;
-    while (metrics_round_ == round && !shutting_down_) {
-      if (cv_.WaitWithDeadline(&mu_, deadline) && metrics_round_ == round) {
+    // Ends early when this session is replaced (its metrics were dropped by the new registration).
+    const auto waiting = [&]() {
+      return metrics_round_ == round && !shutting_down_ && rank.session == request->session();
+    };
+    while (waiting()) {
+      if (cv_.WaitWithDeadline(&mu_, deadline) && waiting()) {
         std::vector<int> missing;
         for (int r = 0; r < options_.workers; ++r) {
           if (!ranks_[r].metrics_arrived) missing.push_back(r);
@@ -670,6 +693,9 @@ grpc::Status ParameterServerService::AverageMetrics(grpc::ServerContext* context
       }
     }
     status = CheckServingLocked();
+    if (status.ok() && metrics_result_round_ != round) {
+      status = CheckSessionLocked(request->rank(), request->session());
+    }
     if (status.ok() && metrics_result_round_ != round) {
       status = absl::DeadlineExceededError("AverageMetrics/Barrier round timed out waiting for other ranks");
     }

@@ -137,9 +137,12 @@ class ParameterServerService final : public proto::ParameterServer::Service {
     std::function<absl::Status(float* dst, uint64_t count, uint64_t* bytes)> body;
   };
   absl::StatusOr<uint64_t> DoPush(grpc::ServerContext* context, const PushSource& source);
-  absl::StatusOr<uint64_t> AwaitStepLocked(int rank, int64_t step, uint64_t generation)
+  // Both waits end early with FAILED_PRECONDITION when `session` is replaced by a newer registration of
+  // `rank` (a replacement worker, or a second worker started with the same --rank).
+  absl::StatusOr<uint64_t> AwaitStepLocked(int rank, uint64_t session, int64_t step, uint64_t generation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<uint64_t> AwaitStalenessLocked(int rank, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<uint64_t> AwaitStalenessLocked(int rank, uint64_t session, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyAsyncLocked(std::vector<float>* gradient) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterVersionBumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -41,7 +41,8 @@ ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Bytes per gradient chunk on the wire (
 namespace psring::ps {
 namespace {
 
-absl::Status Run() {
+// Runs the job; returns this rank's PSRING_RESULT fields.
+absl::StatusOr<WorkerResult> Run() {
   ASSIGN_OR_RETURN(ClusterEnv env, ClusterEnvFromFlags());
   ASSIGN_OR_RETURN(trainer::TrainOptions train, trainer::TrainOptionsFromFlags());
   PsClientOptions options;
@@ -67,7 +68,7 @@ absl::Status Run() {
     go.bytes = static_cast<size_t>(model_bytes);
     go.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
     go.steps = train.max_steps >= 0 ? static_cast<int>(train.max_steps) : 10;
-    ASSIGN_OR_RETURN(result, RunGradientOnlyForResult(go, exchange.get()));
+    ASSIGN_OR_RETURN(result, RunGradientOnly(go, exchange.get()));
   } else {
     ASSIGN_OR_RETURN(trainer::TrainResult r, trainer::Train(train, exchange.get()));
     result.steps = r.steps;
@@ -87,9 +88,7 @@ absl::Status Run() {
   result.exchange = exchange->name();
   result.rank = env.rank;
   result.world_size = env.world_size;
-  std::printf("%s\n", FormatWorkerResult(result).c_str());
-  std::fflush(stdout);
-  return absl::OkStatus();
+  return result;
 }
 
 }  // namespace
@@ -100,6 +99,9 @@ int main(int argc, char** argv) {
       "A psring training rank that exchanges gradients through the parameter servers.\n"
       "  bazel run //ps:worker -- --servers=h1:50051,h2:50051 --rank=0 --world_size=4 --epochs=2\n"
       "  bazel run //ps:worker -- --servers=... --model_bytes=67108864   (gradient-only mode)");
-  return psring::ps::RunMain(argc, argv, "ps worker",
-                             [](const std::vector<std::string>&) { return psring::ps::Run(); });
+  return psring::ps::RunMain(argc, argv, "ps worker", [](const std::vector<std::string>&) -> absl::Status {
+    ASSIGN_OR_RETURN(const psring::WorkerResult result, psring::ps::Run());
+    std::printf("%s\n", psring::FormatWorkerResult(result).c_str());
+    return absl::OkStatus();
+  });
 }

@@ -11,11 +11,20 @@ namespace psring::ring {
 RingExchange::RingExchange(std::unique_ptr<ProcessGroup> group, std::unique_ptr<Store> store)
     : store_(std::move(store)), group_(std::move(group)) {}
 
-RingExchange::~RingExchange() { group_.reset(); }
+RingExchange::~RingExchange() {
+  group_.reset();
+  if (failed_ && tcp_store_ != nullptr) tcp_store_->Abandon();
+}
+
+absl::Status RingExchange::Track(absl::Status status) {
+  if (!status.ok()) failed_ = true;
+  return status;
+}
 
 absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Connect(const ClusterEnv& env,
                                                                     const RingExchangeOptions& options) {
   std::unique_ptr<Store> store;
+  TcpStore* tcp_store = nullptr;
   if (env.world_size > 1) {
     TcpStoreOptions so;
     so.master_addr = env.master_addr;
@@ -23,7 +32,9 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Connect(const Cluste
     so.is_server = env.rank == 0;
     so.bind_addr = options.store_bind_addr;
     so.timeout = options.group.tcp.timeout;
-    ASSIGN_OR_RETURN(store, TcpStore::Create(so));
+    ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> created, TcpStore::Create(so));
+    tcp_store = created.get();
+    store = std::move(created);
   } else {
     store = std::make_unique<InMemoryStore>();  // one rank: nobody to meet
   }
@@ -31,29 +42,34 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Connect(const Cluste
   group_options.tcp.master_addr = env.master_addr;
   group_options.tcp.master_port = env.master_port;
   group_options.cuda_device = env.local_rank;
-  ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group,
-                   CreateProcessGroup(store.get(), env.rank, env.world_size, group_options));
-  return std::make_unique<RingExchange>(std::move(group), std::move(store));
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> group =
+      CreateProcessGroup(store.get(), env.rank, env.world_size, group_options);
+  if (!group.ok()) {
+    if (tcp_store != nullptr) tcp_store->Abandon();
+    return group.status();
+  }
+  auto exchange = std::make_unique<RingExchange>(std::move(*group), std::move(store));
+  exchange->tcp_store_ = tcp_store;
+  return exchange;
 }
 
 absl::Status RingExchange::SyncInitialParameters(trainer::FloatBuffer params) {
-  return group_->Broadcast(params.data, params.count, /*root=*/0,
-                           params.memory == trainer::MemoryKind::kCuda);
+  return Track(group_->Broadcast(params.data, params.count, /*root=*/0,
+                                 params.memory == trainer::MemoryKind::kCuda));
 }
 
 absl::StatusOr<trainer::ExchangeOutcome> RingExchange::Exchange(int64_t step, trainer::FloatBuffer grads,
                                                                 trainer::FloatBuffer params) {
-  absl::Status s = group_->AllReduce(grads.data, grads.count, ReduceOp::kAverage,
-                                     grads.memory == trainer::MemoryKind::kCuda);
-  if (!s.ok())
-    return absl::Status(s.code(), absl::StrCat("gradient exchange at step ", step, ": ", s.message()));
+  // Train() names the exchange and the step in the error.
+  RETURN_IF_ERROR(Track(group_->AllReduce(grads.data, grads.count, ReduceOp::kAverage,
+                                          grads.memory == trainer::MemoryKind::kCuda)));
   return trainer::ExchangeOutcome::kGradientsAveraged;
 }
 
 absl::Status RingExchange::AverageMetrics(absl::Span<double> values) {
-  return group_->AllReduceHost(values.data(), values.size(), ReduceOp::kAverage);
+  return Track(group_->AllReduceHost(values.data(), values.size(), ReduceOp::kAverage));
 }
 
-absl::Status RingExchange::Barrier() { return group_->Barrier(); }
+absl::Status RingExchange::Barrier() { return Track(group_->Barrier()); }
 
 }  // namespace psring::ring

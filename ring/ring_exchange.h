@@ -11,12 +11,14 @@
 #ifndef PSRING_RING_RING_EXCHANGE_H_
 #define PSRING_RING_RING_EXCHANGE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/cluster_env.h"
 #include "common/store.h"
+#include "common/tcp_store.h"
 #include "ring/process_group.h"
 #include "trainer/exchange.h"
 
@@ -52,8 +54,13 @@ class RingExchange final : public trainer::GradientExchange {
   ProcessGroup* group() { return group_.get(); }
 
  private:
+  // Records a failed collective, so that destruction does not wait for ranks that may be stalled.
+  absl::Status Track(absl::Status status);
+
   std::unique_ptr<Store> store_;  // destroyed after the group
   std::unique_ptr<ProcessGroup> group_;
+  TcpStore* tcp_store_ = nullptr;  // store_ when rank 0 serves it over TCP; not owned
+  std::atomic<bool> failed_{false};
 };
 
 }  // namespace psring::ring

@@ -14,6 +14,7 @@
 #include "common/worker_result.h"
 #include "ring/gradient_only.h"
 #include "ring/ring_exchange.h"
+#include "trainer/engine.h"
 #include "trainer/train.h"
 #include "trainer/train_flags.h"
 
@@ -48,6 +49,8 @@ namespace {
 absl::StatusOr<Transport> ChooseTransport(const std::string& device) {
   const std::string flag = absl::GetFlag(FLAGS_ring_transport);
   if (!flag.empty()) return ParseTransport(flag);
+  // --device=cuda without a GPU: say which flag to change (not the transport, which follows the device).
+  if (device == "cuda") RETURN_IF_ERROR(trainer::ResolveDevice(device, nullptr).status());
   if (device == "cuda" || (device == "auto" && GpuUsable())) return Transport::kNccl;
   return Transport::kTcp;
 }

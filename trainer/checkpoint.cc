@@ -1,5 +1,12 @@
 #include "trainer/checkpoint.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "trainer/npz.h"
@@ -7,6 +14,20 @@
 namespace psring::trainer {
 
 std::string LatestCheckpointPath(const std::string& dir) { return absl::StrCat(dir, "/latest.npz"); }
+
+absl::Status PrepareCheckpointDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create checkpoint folder ", dir, ": ", ec.message(), "; check --checkpoint_dir"));
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot write to checkpoint folder ", dir, ": ",
+                                                    std::strerror(errno), "; check --checkpoint_dir"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status SaveCheckpoint(const std::string& path, const CheckpointState& s) {
   if (s.params.size() != s.momentum_buffer.size()) {

@@ -37,6 +37,10 @@ struct CheckpointState {
 // `dir`/latest.npz.
 std::string LatestCheckpointPath(const std::string& dir);
 
+// Creates `dir` when missing and checks that this process may write there, so a bad --checkpoint_dir
+// fails before training instead of at the first save. kPermissionDenied naming the folder otherwise.
+absl::Status PrepareCheckpointDir(const std::string& dir);
+
 // Writes `state` atomically (never a half-written file at `path`).
 absl::Status SaveCheckpoint(const std::string& path, const CheckpointState& state);
 

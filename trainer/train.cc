@@ -32,33 +32,6 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
 }
 
-absl::Status ValidateOptions(const TrainOptions& o) {
-  if (o.batch_size < 1)
-    return absl::InvalidArgumentError(absl::StrCat("batch_size must be >= 1, got ", o.batch_size));
-  if (o.epochs < 1) return absl::InvalidArgumentError(absl::StrCat("epochs must be >= 1, got ", o.epochs));
-  if (!(o.lr > 0)) return absl::InvalidArgumentError(absl::StrCat("lr must be > 0, got ", o.lr));
-  if (!(o.momentum >= 0 && o.momentum < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("momentum must be in [0, 1), got ", o.momentum));
-  }
-  if (!(o.weight_decay >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("weight_decay must be >= 0, got ", o.weight_decay));
-  }
-  if (o.dataset != "fashion-mnist" && o.dataset != "synthetic") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dataset '", o.dataset, "' is not one of fashion-mnist, synthetic"));
-  }
-  if (o.dataset == "synthetic" && o.synthetic_samples < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("synthetic_samples must be >= 1, got ", o.synthetic_samples));
-  }
-  if (o.resume && o.checkpoint_dir.empty()) {
-    return absl::InvalidArgumentError("resume needs checkpoint_dir (the folder holding latest.npz)");
-  }
-  if (o.log_every < 0)
-    return absl::InvalidArgumentError(absl::StrCat("log_every must be >= 0, got ", o.log_every));
-  return absl::OkStatus();
-}
-
 // Test split size of the synthetic data set.
 constexpr int64_t kSyntheticTestSamples = 2048;
 
@@ -218,14 +191,39 @@ absl::StatusOr<int64_t> RestoreState(const TrainOptions& o, Engine* engine, int 
 
 }  // namespace
 
+absl::Status ValidateTrainOptions(const TrainOptions& o) {
+  auto invalid = [](absl::string_view flag, auto value, absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": ", rule));
+  };
+  if (o.batch_size < 1) return invalid("batch_size", o.batch_size, "must be >= 1");
+  if (o.epochs < 1) return invalid("epochs", o.epochs, "must be >= 1");
+  if (o.max_steps < -1) return invalid("max_steps", o.max_steps, "must be >= 0, or -1 for no limit");
+  if (!(o.lr > 0)) return invalid("lr", o.lr, "must be > 0");
+  if (!(o.momentum >= 0 && o.momentum < 1)) return invalid("momentum", o.momentum, "must be in [0, 1)");
+  if (!(o.weight_decay >= 0)) return invalid("weight_decay", o.weight_decay, "must be >= 0");
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") {
+    return invalid("device", o.device, "must be auto, cpu or cuda");
+  }
+  if (o.dataset != "fashion-mnist" && o.dataset != "synthetic") {
+    return invalid("dataset", o.dataset, "must be fashion-mnist or synthetic");
+  }
+  if (o.synthetic_samples < 1) return invalid("synthetic_samples", o.synthetic_samples, "must be >= 1");
+  if (o.resume && o.checkpoint_dir.empty()) {
+    return invalid("resume", "true", "needs --checkpoint_dir (the folder holding latest.npz)");
+  }
+  if (o.log_every < 0) return invalid("log_every", o.log_every, "must be >= 0");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange* exchange) {
   const Clock::time_point wall_start = Clock::now();
-  RETURN_IF_ERROR(ValidateOptions(options));
+  RETURN_IF_ERROR(ValidateTrainOptions(options));
   const int rank = exchange->rank();
   const int world = exchange->world_size();
   const bool chief = rank == 0;
   // One BLAS thread per rank: ranks share the machine's cores, and the comparison with PyTorch is per thread.
   cpu::SetBlasThreads(1);
+  if (chief && !options.checkpoint_dir.empty()) RETURN_IF_ERROR(PrepareCheckpointDir(options.checkpoint_dir));
 
   std::string note;
   ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.device, &note));

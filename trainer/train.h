@@ -52,6 +52,10 @@ struct TrainResult {
   std::string device;             // the device actually used: "cpu" or "cuda"
 };
 
+// kInvalidArgument naming the flag, its value and the rule ("--batch_size=0: must be >= 1") when an option
+// is out of range; Train() and TrainOptionsFromFlags() both check with it. Pure.
+absl::Status ValidateTrainOptions(const TrainOptions& options);
+
 // Runs training to the end (epochs or max_steps). Blocks. Errors from data, device or exchange are returned
 // as they are, with context added.
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange* exchange);

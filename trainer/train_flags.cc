@@ -11,10 +11,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 ABSL_FLAG(std::vector<std::string>, hidden, std::vector<std::string>({"256", "256"}),
           "Comma-separated widths of the MLP's hidden layers, input 784 and 10 classes around them "
-          "(e.g. 256,256 or 4096,4096 for large gradients). Each width must be >= 1.");
+          "(e.g. 256,256 or 4096,4096 for large gradients). Each width must be >= 1; empty (--hidden=): "
+          "no hidden layer, a linear softmax classifier.");
 ABSL_FLAG(int, batch_size, 128,
           "Training samples per step on EACH rank (the global batch is batch_size x world size). The last "
           "partial batch of an epoch is dropped.");
@@ -81,26 +83,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.evaluate = absl::GetFlag(FLAGS_evaluate);
 
-  auto invalid = [](absl::string_view flag, auto value, absl::string_view rule) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": ", rule));
-  };
-  if (o.batch_size < 1) return invalid("batch_size", o.batch_size, "must be >= 1");
-  if (o.epochs < 1) return invalid("epochs", o.epochs, "must be >= 1");
-  if (o.max_steps < -1) return invalid("max_steps", o.max_steps, "must be >= 0, or -1 for no limit");
-  if (!(o.lr > 0)) return invalid("lr", o.lr, "must be > 0");
-  if (!(o.momentum >= 0 && o.momentum < 1)) return invalid("momentum", o.momentum, "must be in [0, 1)");
-  if (!(o.weight_decay >= 0)) return invalid("weight_decay", o.weight_decay, "must be >= 0");
-  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") {
-    return invalid("device", o.device, "must be auto, cpu or cuda");
-  }
-  if (o.dataset != "fashion-mnist" && o.dataset != "synthetic") {
-    return invalid("dataset", o.dataset, "must be fashion-mnist or synthetic");
-  }
-  if (o.synthetic_samples < 1) return invalid("synthetic_samples", o.synthetic_samples, "must be >= 1");
-  if (o.resume && o.checkpoint_dir.empty()) {
-    return invalid("resume", "true", "needs --checkpoint_dir (the folder holding latest.npz)");
-  }
-  if (o.log_every < 0) return invalid("log_every", o.log_every, "must be >= 0");
+  RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;
 }
 

@@ -157,6 +157,49 @@ TEST(TcpStoreTest, ServerGoneMakesClientsFailNotHang) {
   stop.join();
 }
 
+// Something other than a psring store on the master port (an HTTP server, a stale service) answers with
+// bytes that are no store reply: the client says so instead of reporting a corrupt stream.
+TEST(TcpStoreTest, ForeignServiceOnThePortIsAClearError) {
+  absl::StatusOr<Socket> listener = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  std::thread foreign([&] {
+    absl::StatusOr<Socket> c = AcceptTcp(*listener, absl::Now() + absl::Seconds(20));
+    if (!c.ok()) return;
+    const std::string reply(64, 'H');
+    (void)SendAll(*c, reply.data(), reply.size(), absl::Now() + absl::Seconds(20));
+    char sink[64];
+    (void)RecvAll(*c, sink, sizeof(sink), absl::Now() + absl::Seconds(5));  // until the client hangs up
+  });
+  std::unique_ptr<TcpStore> client = MakeStore(*LocalPort(*listener), false);
+  ASSERT_NE(client, nullptr);
+  absl::Status s = client->Set("k", "v");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("not a psring rendezvous store"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("--master_port"), std::string::npos) << s;
+  client.reset();
+  foreign.join();
+}
+
+// After a failed job, rank 0 does not wait out the shutdown grace for a client that stays connected (a
+// stalled rank): destroying the abandoned server returns although the grace is an hour.
+TEST(TcpStoreTest, AbandonedServerSkipsTheShutdownGrace) {
+  TcpStoreOptions o;
+  o.master_port = 0;
+  o.is_server = true;
+  o.bind_addr = "127.0.0.1";
+  o.shutdown_grace = absl::Hours(1);
+  absl::StatusOr<std::unique_ptr<TcpStore>> server = TcpStore::Create(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<TcpStore> client = MakeStore((*server)->port(), false);
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Set("k", "v").ok());  // the server has a live client now
+  const absl::Time start = absl::Now();
+  (*server)->Abandon();
+  server->reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // bounded, not the hour
+  EXPECT_FALSE(client->Get("k", absl::Seconds(1)).ok());  // the connection is gone
+}
+
 TEST(StoreBarrierTest, AllThreadsLeaveTogether) {
   InMemoryStore store;
   constexpr int kRanks = 5;

@@ -103,5 +103,18 @@ TEST(CheckpointTest, ServiceResumesAndChecksLayout) {
   EXPECT_TRUE(absl::IsFailedPrecondition(ParameterServerService::Create(options).status()));
 }
 
+TEST(CheckpointTest, ServiceCreatesTheCheckpointFolder) {
+  ServiceOptions options;
+  options.checkpoint_dir = TempDir("create") + "/not/yet/there";
+  absl::StatusOr<std::unique_ptr<ParameterServerService>> service = ParameterServerService::Create(options);
+  ASSERT_TRUE(service.ok()) << service.status();
+  EXPECT_TRUE(std::filesystem::is_directory(options.checkpoint_dir));
+  // A folder that cannot be created fails at start, naming the flag.
+  options.checkpoint_dir = "/proc/psring-cannot-create-this";
+  absl::Status status = ParameterServerService::Create(options).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_NE(status.message().find("--checkpoint_dir"), absl::string_view::npos) << status;
+}
+
 }  // namespace
 }  // namespace psring::ps

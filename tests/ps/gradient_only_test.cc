@@ -23,7 +23,7 @@ void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_
   service.chunk_bytes = chunk_bytes;
   absl::StatusOr<testing::LocalCluster> cluster = StartCluster(k, service);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  std::vector<GradientOnlyResult> results(n);
+  std::vector<WorkerResult> results(n);
   std::vector<absl::Status> statuses = RunRanks(n, [&](int rank) -> absl::Status {
     PsClientOptions options = ClientOptionsFor(*cluster, rank, n);
     options.chunk_bytes = chunk_bytes;
@@ -34,7 +34,7 @@ void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_
     go.bytes = bytes;
     go.warmup_steps = 1;
     go.steps = steps;
-    absl::StatusOr<GradientOnlyResult> result = RunGradientOnly(go, exchange->get());
+    absl::StatusOr<WorkerResult> result = RunGradientOnly(go, exchange->get());
     if (!result.ok()) return result.status();
     results[rank] = *result;
     return absl::OkStatus();
@@ -43,6 +43,10 @@ void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_
     ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
     EXPECT_EQ(results[r].wrong, 0) << "rank " << r;
     EXPECT_EQ(results[r].steps, steps);
+    EXPECT_EQ(results[r].rank, r);
+    EXPECT_EQ(results[r].world_size, n);
+    EXPECT_EQ(results[r].bytes, (bytes / 4) * 4);
+    EXPECT_EQ(results[r].exchange, mode == Mode::kSync || staleness == 0 ? "ps-sync" : "ps-async");
     // Each measured step pushes and pulls the whole vector once.
     EXPECT_EQ(results[r].bytes_sent, static_cast<uint64_t>(steps) * (bytes / 4) * 4);
     EXPECT_EQ(results[r].bytes_received, static_cast<uint64_t>(steps) * (bytes / 4) * 4);

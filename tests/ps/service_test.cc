@@ -160,6 +160,14 @@ class ServiceTest : public ::testing::Test {
     EXPECT_EQ(service()->version(), 0u);
   }
 
+  // Waits (at most 10 s) until one push streamed in: 20 bytes of initial parameters + 20 of gradient.
+  void WaitUntilFirstPushStreamedIn() {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (service()->GetStats().bytes_received() < 40 && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+
   testing::LocalCluster cluster_;
   std::unique_ptr<RawClient> client_;
   std::vector<uint64_t> sessions_;
@@ -220,11 +228,7 @@ TEST_F(ServiceTest, DuplicatePushWhileStepPending) {
   // Rank 0's push of step 0 waits for rank 1; a second push of step 0 by rank 0 is a duplicate.
   grpc::Status first;
   std::thread pusher([&] { first = client_->PushPull(Push(0, 0), Gradient()); });
-  // Wait until the first push streamed in (20 bytes of initial parameters + 20 of gradient received).
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (service()->GetStats().bytes_received() < 40 && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  WaitUntilFirstPushStreamedIn();
   grpc::Status dup = client_->PushPull(Push(0, 0), Gradient());
   EXPECT_EQ(dup.error_code(), grpc::StatusCode::ALREADY_EXISTS) << dup.error_message();
   EXPECT_NE(dup.error_message().find("already pushed step 0"), std::string::npos);
@@ -249,10 +253,7 @@ TEST_F(ServiceTest, RanksAtDifferentTrainerStepsStayInLockstep) {
   ahead.set_trainer_step(6);
   grpc::Status first;
   std::thread pusher([&] { first = client_->PushPull(behind, Gradient()); });
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (service()->GetStats().bytes_received() < 40 && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  WaitUntilFirstPushStreamedIn();
   grpc::Status second;
   std::thread pusher_ahead([&] { second = client_->PushPull(ahead, Gradient()); });
   pusher.join();
@@ -292,6 +293,29 @@ TEST_F(ServiceTest, RegistrationChecks) {
   // The re-registration replaced rank 1's old session.
   proto::PushHeader stale = Push(1, 0);
   ExpectRejected(stale, Gradient(), grpc::StatusCode::FAILED_PRECONDITION, "replaced");
+}
+
+TEST_F(ServiceTest, ReRegisteredRankEndsTheOldSessionsWaitingPush) {
+  // Rank 0's push of step 0 waits for rank 1; then a second process registers rank 0 (a replacement, or a
+  // duplicate --rank). The old push fails at once with FAILED_PRECONDITION instead of waiting out the step
+  // timeout (which would give DEADLINE_EXCEEDED), and the step completes with the new session's push.
+  grpc::Status old_push;
+  std::thread pusher([&] { old_push = client_->PushPull(Push(0, 0), Gradient()); });
+  WaitUntilFirstPushStreamedIn();
+  RawReply again = client_->Register(Header(0), {});
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  pusher.join();
+  EXPECT_EQ(old_push.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << old_push.error_message();
+  EXPECT_NE(old_push.error_message().find("same --rank"), std::string::npos) << old_push.error_message();
+  EXPECT_EQ(service()->CopyParameters(), before_);
+  EXPECT_EQ(service()->version(), 0u);
+  sessions_[0] = again.session;
+  grpc::Status first;
+  std::thread new_pusher([&] { first = client_->PushPull(Push(0, 0), Gradient()); });
+  ASSERT_TRUE(client_->PushPull(Push(1, 0), Gradient()).ok());
+  new_pusher.join();
+  EXPECT_TRUE(first.ok()) << first.error_message();
+  EXPECT_EQ(service()->version(), 1u);
 }
 
 TEST(ServiceLockstepTest, ClientSkipsAStepItsPeersAreAlreadyPast) {

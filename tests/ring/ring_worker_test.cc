@@ -85,25 +85,47 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
   }
 }
 
-TEST(RingWorkerTest, AKilledRankMakesTheOthersExitWithAnError) {
-  constexpr int kRanks = 3;
-  // Every rank runs "forever" on 16 MB buffers; rank 1 is SIGKILLed after two seconds, mid-allreduce.
-  std::vector<ProcessSpec> specs = Ranks(kRanks, FreePort(),
-                                         {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0",
-                                          "--timeout=20"});  // the later --timeout wins
+// Runs `ranks` gradient-only ranks "forever" on 16 MB buffers with --timeout=`timeout_s`; rank 1 runs as
+// `/bin/sh -c '<rank 1> & pid=$!; <then>'`, which signals it.
+std::vector<ProcessResult> RunWithVictim(int ranks, int timeout_s, const std::string& then) {
+  std::vector<ProcessSpec> specs =
+      Ranks(ranks, FreePort(),
+            {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0",
+             absl::StrCat("--timeout=", timeout_s)});  // the later --timeout wins
   std::string victim;
   for (const std::string& a : specs[1].argv) victim += " '" + a + "'";
-  specs[1].argv = {"/bin/sh", "-c", absl::StrCat(victim, " & pid=$!; sleep 2; kill -9 $pid; exit 0")};
-  std::vector<ProcessResult> results = RunAll(specs);
-  ASSERT_EQ(results.size(), static_cast<size_t>(kRanks));
+  specs[1].argv = {"/bin/sh", "-c", absl::StrCat(victim, " & pid=$!; ", then)};
+  return RunAll(specs);
+}
+
+// A survivor exited on its own with status 1 and a dead-peer error. UNAVAILABLE: a neighbour's links closed;
+// DEADLINE_EXCEEDED: a neighbour stalled (or a very slow machine had not connected the ring in time).
+void ExpectFailedWithPeerError(const ProcessResult& p, int rank) {
+  EXPECT_FALSE(p.timed_out) << "rank " << rank << " hung";
+  EXPECT_EQ(p.exit_code, 1) << p.stderr_tail;
+  EXPECT_TRUE(absl::StrContains(p.stderr_tail, "UNAVAILABLE") ||
+              absl::StrContains(p.stderr_tail, "DEADLINE_EXCEEDED"))
+      << p.stderr_tail;
+}
+
+TEST(RingWorkerTest, AKilledRankMakesTheOthersExitWithAnError) {
+  // Rank 1 is SIGKILLed after two seconds, mid-allreduce.
+  std::vector<ProcessResult> results = RunWithVictim(3, 20, "sleep 2; kill -9 $pid; exit 0");
+  ASSERT_EQ(results.size(), 3u);
+  for (int r : {0, 2}) ExpectFailedWithPeerError(results[r], r);
+}
+
+TEST(RingWorkerTest, AStalledRankMakesTheOthersExitWithinTheTimeout) {
+  // Rank 1 is SIGSTOPped after two seconds (alive, connected, silent) and only SIGKILLed 14 s later. With
+  // --timeout=2 the others fail about 2-4 s after the stall; rank 0, which serves the store, must not wait
+  // for the stalled rank's store connection to close (its 10 s shutdown grace) before exiting.
+  std::vector<ProcessResult> results =
+      RunWithVictim(3, 2, "sleep 2; kill -STOP $pid; sleep 14; kill -9 $pid; exit 0");
+  ASSERT_EQ(results.size(), 3u);
   for (int r : {0, 2}) {
-    EXPECT_FALSE(results[r].timed_out) << "rank " << r << " hung";
-    EXPECT_EQ(results[r].exit_code, 1) << results[r].stderr_tail;
-    // UNAVAILABLE: the dead neighbour's links closed (the usual case); DEADLINE_EXCEEDED only if a very slow
-    // machine had not connected the ring before the kill.
-    EXPECT_TRUE(absl::StrContains(results[r].stderr_tail, "UNAVAILABLE") ||
-                absl::StrContains(results[r].stderr_tail, "DEADLINE_EXCEEDED"))
-        << results[r].stderr_tail;
+    ExpectFailedWithPeerError(results[r], r);
+    // Before the stalled rank is killed (16 s): the timeout, not the stalled rank, ends the job.
+    EXPECT_LT(results[r].end_s, 13.0) << "rank " << r << " waited for the stalled rank";
   }
 }
 

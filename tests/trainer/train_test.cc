@@ -155,6 +155,14 @@ TEST(TrainTest, BadOptionsAndDataFailClearly) {
   o = SmallSynthetic();
   o.lr = 0;
   EXPECT_EQ(Train(o, &local).status().code(), absl::StatusCode::kInvalidArgument);
+  // A --checkpoint_dir that cannot be created fails up front, not at the first save after an epoch.
+  const std::string file = TempDir("not_a_folder");
+  std::ofstream(file) << "x";
+  o = SmallSynthetic();
+  o.checkpoint_dir = file + "/sub";
+  r = Train(o, &local);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot create checkpoint folder"));
 }
 
 TEST(TrainTest, DeviceSelection) {
