@@ -16,6 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace psring {
 namespace {
@@ -51,6 +52,12 @@ absl::Status PollUntil(int fd, short events, absl::Time deadline, const std::str
     if (errno == EINTR) continue;
     return absl::InternalError(absl::StrCat("poll on socket to ", peer, ": ", ErrnoText(errno)));
   }
+}
+
+// After EAGAIN: a blocking socket (woken every slice) just checks the deadline; a non-blocking one polls.
+absl::Status WaitToRetry(const Socket& socket, short events, absl::Time deadline, const char* what) {
+  return socket.blocking() ? CheckDeadline(deadline, socket.peer_name(), what)
+                           : PollUntil(socket.fd(), events, deadline, socket.peer_name(), what);
 }
 
 absl::StatusOr<sockaddr_in> Resolve(const std::string& host, int port) {
@@ -233,10 +240,7 @@ absl::Status SendAll(const Socket& socket, const void* data, size_t bytes, absl:
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      absl::Status ready = socket.blocking()
-                               ? CheckDeadline(deadline, socket.peer_name(), "send to")
-                               : PollUntil(socket.fd(), POLLOUT, deadline, socket.peer_name(), "send to");
-      if (!ready.ok()) return ready;
+      RETURN_IF_ERROR(WaitToRetry(socket, POLLOUT, deadline, "send to"));
       continue;
     }
     const int err = errno;
@@ -261,10 +265,7 @@ absl::Status RecvAll(const Socket& socket, void* data, size_t bytes, absl::Time 
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      absl::Status ready = socket.blocking()
-                               ? CheckDeadline(deadline, socket.peer_name(), "receive from")
-                               : PollUntil(socket.fd(), POLLIN, deadline, socket.peer_name(), "receive from");
-      if (!ready.ok()) return ready;
+      RETURN_IF_ERROR(WaitToRetry(socket, POLLIN, deadline, "receive from"));
       continue;
     }
     const int err = errno;

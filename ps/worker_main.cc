@@ -98,7 +98,9 @@ int main(int argc, char** argv) {
   psring::trainer::InitFlagsUsage(
       "A psring training rank that exchanges gradients through the parameter servers.\n"
       "  bazel run //ps:worker -- --servers=h1:50051,h2:50051 --rank=0 --world_size=4 --epochs=2\n"
-      "  bazel run //ps:worker -- --servers=... --model_bytes=67108864   (gradient-only mode)");
+      "  bazel run //ps:worker -- --servers=... --model_bytes=67108864   (gradient-only mode)\n"
+      "Rank and world size may come from mpirun, Slurm or torchrun-style env instead of flags. The PS needs "
+      "no rendezvous: --master_addr/--master_port are accepted but unused.");
   return psring::ps::RunMain(argc, argv, "ps worker", [](const std::vector<std::string>&) -> absl::Status {
     ASSIGN_OR_RETURN(const psring::WorkerResult result, psring::ps::Run());
     std::printf("%s\n", psring::FormatWorkerResult(result).c_str());

@@ -14,6 +14,7 @@
 #include "common/worker_result.h"
 #include "ring/gradient_only.h"
 #include "ring/ring_exchange.h"
+#include "trainer/cuda_engine.h"
 #include "trainer/engine.h"
 #include "trainer/train.h"
 #include "trainer/train_flags.h"
@@ -65,6 +66,8 @@ absl::Status Run() {
   if (segment < 8) return absl::InvalidArgumentError("--segment_bytes must be >= 8");
   if (model_bytes < 0) return absl::InvalidArgumentError("--model_bytes must be >= 0");
 
+  // One GPU per local rank, chosen before anything creates a CUDA context (on device 0 otherwise).
+  if (train.device != "cpu") RETURN_IF_ERROR(trainer::SelectCudaDevice(env.local_rank));
   RingExchangeOptions options;
   ASSIGN_OR_RETURN(options.group.transport, ChooseTransport(train.device));
   options.group.tcp.iface_addr = absl::GetFlag(FLAGS_iface_addr);

@@ -288,6 +288,16 @@ absl::Status ProbeCuda() {
   return absl::OkStatus();
 }
 
+absl::Status SelectCudaDevice(int local_rank) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();  // clear it; ProbeCuda() reports the reason where a GPU is needed
+    return absl::OkStatus();
+  }
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(std::max(local_rank, 0) % count));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch) {
   RETURN_IF_ERROR(ProbeCuda());
   if (max_batch < 1) {

@@ -20,6 +20,11 @@ bool CudaCompiledIn();
 // "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version (error 35)").
 absl::Status ProbeCuda();
 
+// Makes device `local_rank % device count` current on the calling thread, so ranks sharing a host use one
+// GPU each; call it before anything else touches CUDA. OK and a no-op without a usable device or without
+// CUDA compiled in (ProbeCuda() then says why); an error only when cudaSetDevice itself fails.
+absl::Status SelectCudaDevice(int local_rank);
+
 // An engine on the calling thread's current CUDA device (select one with cudaSetDevice first on machines with
 // several). kUnavailable without a usable GPU; kResourceExhausted when device memory runs out.
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch);

@@ -17,6 +17,8 @@ bool CudaCompiledIn() { return false; }
 
 absl::Status ProbeCuda() { return NotCompiledIn(); }
 
+absl::Status SelectCudaDevice(int) { return absl::OkStatus(); }
+
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout&, int) { return NotCompiledIn(); }
 
 }  // namespace psring::trainer

@@ -106,5 +106,39 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   EXPECT_EQ(Count(json, "\"ok\":true"), 8);
 }
 
+TEST(ScalingE2eTest, LoopbackRunsEveryHostOn127001) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  const std::string out_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/loopback_out");
+  std::vector<std::string> argv = {
+      runfiles->Rlocation("psring/bench/scaling"),
+      "--ring_worker=" + runfiles->Rlocation("psring/ring/ring_worker"),
+      "--ps_server=" + runfiles->Rlocation("psring/ps/server"),
+      "--ps_worker=" + runfiles->Rlocation("psring/ps/worker"),
+      "--loopback",
+      "--nodes=2",
+      "--exchanges=ring,ps-colocated",  // co-located shards need distinct ports on one address
+      "--model_bytes=64K",
+      "--steps=2",
+      "--warmup_steps=1",
+      "--worker_timeout=30",
+      "--job_timeout=40",
+      "--out_dir=" + out_dir,
+  };
+  JobOptions options;
+  options.timeout = absl::Seconds(50);
+  auto results = RunJob({{"scaling", argv}}, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  const ProcessResult& r = (*results)[0];
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_tail << "\n" << r.stdout_text;
+  EXPECT_NE(r.stderr_tail.find("no emulated cluster (loopback requested)"), std::string::npos) << r.stderr_tail;
+  EXPECT_NE(r.stdout_text.find("LOOPBACK"), std::string::npos);
+  EXPECT_EQ(r.stdout_text.find("# check"), std::string::npos);  // no acceptance checks without link limits
+  const std::string svg = ReadFile(out_dir + "/scaling.svg");
+  EXPECT_NE(svg.find("LOOPBACK, not a network"), std::string::npos);
+  EXPECT_NE(svg.find("bus bandwidth (MB/s)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace psring::bench

@@ -69,6 +69,26 @@ TEST(ScalingReportTest, CsvHasOneRowPerRunAndModelPoint) {
   EXPECT_EQ(lines.back().rfind("model,gradient,ps-dedicated,1024,2,", 0), 0u) << lines.back();
 }
 
+TEST(ScalingReportTest, CsvRoundTripsThroughRecordsFromCsv) {
+  ScalingResult result = Synthetic();
+  auto records = RecordsFromCsv(ToCsv(result));
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), result.records.size());  // model rows are skipped
+  for (size_t i = 0; i < records->size(); ++i) {
+    const RunRecord& a = result.records[i];
+    const RunRecord& b = (*records)[i];
+    EXPECT_EQ(a.exchange, b.exchange);
+    EXPECT_EQ(a.nodes, b.nodes);
+    EXPECT_EQ(a.servers, b.servers);
+    EXPECT_EQ(a.bytes, b.bytes);
+    EXPECT_NEAR(a.exchange_s, b.exchange_s, 1e-5 * a.exchange_s);
+    EXPECT_EQ(a.ok(), b.ok());
+  }
+  EXPECT_EQ(records->back().error, "ps-1 rank 3 exited with code 1; 'quoted'");
+  EXPECT_FALSE(RecordsFromCsv("a,b\n1,2\n").ok());
+  EXPECT_FALSE(RecordsFromCsv("").ok());
+}
+
 TEST(ScalingReportTest, JsonIsBalancedAndEscaped) {
   const std::string json = ToJson(Synthetic());
   int depth = 0;
