@@ -3,21 +3,9 @@
 #include <cstdio>
 
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "ps/wire.h"
 
 namespace psring::ps {
-
-void InitFlagsUsage(absl::string_view usage) {
-  absl::SetProgramUsageMessage(usage);
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::StartsWith(file, "ps/") || absl::StartsWith(file, "common/");
-  };
-  absl::SetFlagsUsageConfig(config);
-}
 
 int RunMain(int argc, char** argv, absl::string_view name,
             absl::FunctionRef<absl::Status(const std::vector<std::string>&)> run) {

@@ -1,8 +1,8 @@
-// What //ps:server, //ps:worker and //ps:local share around main(): the usage message with every flag of this
-// project listed under --help, flag parsing, and turning a failed run into a one-line error and exit code 1.
+// What //ps:server, //ps:worker and //ps:local share around main(): flag parsing, and turning a failed run
+// into a one-line error and exit code 1. The --help setup is psring::InitFlagsUsage (common/flags_usage.h).
 //
 //   int main(int argc, char** argv) {
-//     psring::ps::InitFlagsUsage("One shard of the parameter server.\n  bazel run //ps:server -- ...");
+//     psring::InitFlagsUsage("One shard of the parameter server.\n  ...", {"common/", "ps/"});
 //     return psring::ps::RunMain(argc, argv, "ps server", [](const std::vector<std::string>&) { ... });
 //   }
 //
@@ -18,12 +18,6 @@
 #include "absl/strings/string_view.h"
 
 namespace psring::ps {
-
-// Sets the usage message and makes --help list the flags defined in ps/ and common/ (not only those of the
-// file holding main()). Binaries that also take the training flags use trainer::InitFlagsUsage instead (it
-// covers ps/ too); //ps:server and //ps:local cannot link trainer/train_flags.cc (both define
-// --checkpoint_dir with another meaning).
-void InitFlagsUsage(absl::string_view usage);
 
 // Parses the command line (exits on unknown flags, --help), tunes malloc for large tensors, then calls
 // run(positional arguments after the program name, i.e. those after a bare `--`). A failed status is printed

@@ -248,14 +248,17 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     header.set_step(shard->next_step);
     header.set_num_elements(shard->range.size());
     header.set_trainer_step(trainer_step);
-    ok = stream->Write(TensorFrame::Header(header)) &&
-         WriteFrameChunks(stream.get(), grads.data + shard->range.begin, shard->range.size(), chunk_elements_,
-                          &tracker, &shard->bytes_sent);
-    if (ok) ok = stream->WritesDone();
-    TensorFrame first;
-    proto::PullReplyHeader reply;
-    if (ok && stream->Read(&first) && first.error().ok() && first.is_header() &&
-        reply.ParseFromString(first.header_bytes())) {
+    // The server streams each updated range back while later chunks are still being pushed: read the reply
+    // on a second thread while this one writes (a gRPC stream allows one reader and one writer at a time).
+    bool got_reply = false;
+    std::thread reader([&] {
+      TensorFrame first;
+      proto::PullReplyHeader reply;
+      if (!stream->Read(&first) || !first.error().ok() || !first.is_header() ||
+          !reply.ParseFromString(first.header_bytes())) {
+        return;
+      }
+      got_reply = true;
       version = reply.version();
       if (reply.num_elements() != shard->range.size()) {
         received = absl::InternalError(absl::StrCat("server sent ", reply.num_elements(),
@@ -264,17 +267,21 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
         received = ReadFrameChunks(stream.get(), params.data + shard->range.begin, shard->range.size(),
                                    &shard->bytes_received, "parameters");
       }
-    } else {
-      ok = false;
-    }
-    if (!received.ok()) {
-      // Drain what the server still sends (nothing is copied once a frame holds an error), so Finish()
-      // reports how the call really ended.
-      TensorFrame sink;
-      sink.ExpectInto(nullptr, 0);
-      while (stream->Read(&sink)) {
+      if (!received.ok()) {
+        // Drain what the server still sends (nothing is copied once a frame holds an error), so Finish()
+        // reports how the call really ended.
+        TensorFrame sink;
+        sink.ExpectInto(nullptr, 0);
+        while (stream->Read(&sink)) {
+        }
       }
-    }
+    });
+    ok = stream->Write(TensorFrame::Header(header)) &&
+         WriteFrameChunks(stream.get(), grads.data + shard->range.begin, shard->range.size(), chunk_elements_,
+                          &tracker, &shard->bytes_sent);
+    if (ok) ok = stream->WritesDone();
+    reader.join();
+    ok = ok && got_reply;
     status = stream->Finish();
   }
   if (!tracker.WaitReleased(options_.timeout)) {

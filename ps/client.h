@@ -13,6 +13,14 @@
 // and exponential backoff (up to reconnect_timeout), and the step's gradient is pushed to it again; the
 // parameters it returns (resumed from its checkpoint) replace this rank's copy of that range.
 //
+// A synchronous step is pipelined: each shard stream pushes the gradient on the calling (or shard) thread
+// while a reader thread takes the updated parameters the server streams back range by range. If a shard
+// drops the step midway (another rank's push broke), it rolls its parameters back and answers UNAVAILABLE;
+// this client then re-registers (which rewrites this rank's copy of the range with the shard's values, so
+// a partly received reply leaves nothing behind) and pushes the step again, within reconnect_timeout.
+// When Exchange fails for good, `params` may hold a mix of old and new values for the failing shard's range
+// (call Pull() to resynchronise).
+//
 // Blocking: every call blocks until all shards answered, failed, or `timeout` passed.
 // Ownership: buffers stay the caller's; they are read/written only during a call.
 // Thread-safety: not thread-safe (one training thread), like every GradientExchange.

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "ps/binary_main.h"
 
@@ -273,10 +274,11 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
 }  // namespace psring::ps
 
 int main(int argc, char** argv) {
-  psring::ps::InitFlagsUsage(
+  psring::InitFlagsUsage(
       "Runs a parameter-server job on loopback: K servers and N workers, torn down on exit, error or "
       "Ctrl-C. Arguments after a second `--` go to every worker (see //ps:worker --help).\n"
-      "  bazel run //ps:local -- --workers=4 --num_shards=2 -- --epochs=1 --hidden=256,256");
+      "  bazel run //ps:local -- --workers=4 --num_shards=2 -- --epochs=1 --hidden=256,256",
+      {"common/", "ps/"});
   return psring::ps::RunMain(argc, argv, "ps local", [](const std::vector<std::string>& worker_args) {
     struct sigaction action {};
     action.sa_handler = psring::ps::OnSignal;

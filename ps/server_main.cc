@@ -13,6 +13,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "ps/binary_main.h"
 #include "ps/server.h"
@@ -142,10 +143,11 @@ absl::Status Run() {
 }  // namespace psring::ps
 
 int main(int argc, char** argv) {
-  psring::ps::InitFlagsUsage(
+  psring::InitFlagsUsage(
       "One shard of the psring parameter server.\n"
       "  bazel run //ps:server -- --port=50051 --workers=4 --shard=0 --num_shards=2 [--mode=async "
-      "--staleness=2]");
+      "--staleness=2]",
+      {"common/", "ps/"});
   return psring::ps::RunMain(argc, argv, "ps server",
                              [](const std::vector<std::string>&) { return psring::ps::Run(); });
 }

@@ -190,8 +190,7 @@ void ParameterServerService::ReturnBufferLocked(std::vector<float> buffer) {
 }
 
 template <typename Writer>
-bool ParameterServerService::WriteParameters(Writer* writer, uint64_t version) {
-  absl::ReaderMutexLock lock(&params_mu_);
+bool ParameterServerService::WriteParametersLocked(Writer* writer, uint64_t version) {
   proto::PullReply header;
   header.mutable_header()->set_version(version);
   header.mutable_header()->set_num_elements(params_.size());
@@ -275,12 +274,10 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> ParameterServerService::DoRegister
         "this shard has no parameters yet; the first worker to register must offer its initial parameters");
   }
   RankState& rank = ranks_[h.rank()];
-  // A replacement starts clean: a gradient its predecessor left in the current step is dropped, it will
-  // push that step again.
-  if (rank.arrived) {
-    ReturnBufferLocked(std::move(rank.gradient));
-    rank.gradient.clear();
-    rank.arrived = false;
+  // A replacement starts clean: the part of the pending step its predecessor pushed is dropped (the whole
+  // step is rolled back if some of it was applied already), it will push that step again.
+  if (aggregate_) {
+    WithdrawRankLocked(h.rank(), absl::StrCat("rank ", h.rank(), " registered again during step ", version_));
   }
   rank.metrics_arrived = false;
   rank.session = next_session_++;
@@ -321,6 +318,36 @@ grpc::Status ParameterServerService::Register(
 
 // ---- Push / PushPull --------------------------------------------------------------------------------------
 
+absl::Status ParameterServerService::ValidatePushLocked(const proto::PushHeader& h) {
+  RETURN_IF_ERROR(CheckServingLocked());
+  RETURN_IF_ERROR(CheckSessionLocked(h.rank(), h.session()));
+  const int r = h.rank();
+  RankState& rank = ranks_[r];
+  if (h.num_elements() != range_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient of ", h.num_elements(), " elements for shard ",
+                                                   options_.shard, " which holds ", range_.size(),
+                                                   " (range [", range_.begin, ", ", range_.end, "))"));
+  }
+  const int64_t expected = aggregate_ ? static_cast<int64_t>(version_) : rank.clock;
+  if (rank.receiving || (h.step() == expected && (rank.arrived || rank.push_id != 0))) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("rank ", r, " already pushed step ", h.step(), " to shard ", options_.shard));
+  }
+  if (h.step() < expected) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("step ", h.step(), " of rank ", r, " is in the past: shard ", options_.shard,
+                     " expects step ", expected, " (version ", version_, ")"));
+  }
+  if (h.step() > expected) {
+    return absl::OutOfRangeError(absl::StrCat("step ", h.step(), " of rank ", r, " is in the future: shard ",
+                                              options_.shard, " expects step ", expected, " (version ",
+                                              version_, ")"));
+  }
+  if (aggregate_) RETURN_IF_ERROR(AlignTrainerStepLocked(r, h.trainer_step()));
+  return absl::OkStatus();
+}
+
+// Async mode (staleness > 0): the whole push is received, then applied on its own.
 absl::StatusOr<uint64_t> ParameterServerService::DoPush(grpc::ServerContext* context,
                                                         const PushSource& source) {
   RETURN_IF_ERROR(CheckAuth(context));
@@ -328,36 +355,10 @@ absl::StatusOr<uint64_t> ParameterServerService::DoPush(grpc::ServerContext* con
   RETURN_IF_ERROR(CheckAddress(h.address()));
   const int r = h.rank();
   std::vector<float> buffer;
-  uint64_t generation = 0;
   {
     absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckServingLocked());
-    RETURN_IF_ERROR(CheckSessionLocked(r, h.session()));
-    RankState& rank = ranks_[r];
-    if (h.num_elements() != range_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("gradient of ", h.num_elements(), " elements for shard ",
-                                                     options_.shard, " which holds ", range_.size(),
-                                                     " (range [", range_.begin, ", ", range_.end, "))"));
-    }
-    const int64_t expected = aggregate_ ? static_cast<int64_t>(version_) : rank.clock;
-    if (rank.receiving || (h.step() == expected && rank.arrived)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("rank ", r, " already pushed step ", h.step(), " to shard ", options_.shard));
-    }
-    if (h.step() < expected) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("step ", h.step(), " of rank ", r, " is in the past: shard ", options_.shard,
-                       " expects step ", expected, " (version ", version_, ")"));
-    }
-    if (h.step() > expected) {
-      return absl::OutOfRangeError(absl::StrCat("step ", h.step(), " of rank ", r,
-                                                " is in the future: shard ", options_.shard, " expects step ",
-                                                expected, " (version ", version_, ")"));
-    }
-    if (aggregate_) RETURN_IF_ERROR(AlignTrainerStepLocked(r, h.trainer_step()));
-    rank.receiving = true;
-    rank.trainer_step = h.trainer_step();
-    generation = step_generation_;
+    RETURN_IF_ERROR(ValidatePushLocked(h));
+    ranks_[r].receiving = true;
     buffer = TakeBufferLocked();
   }
 
@@ -371,58 +372,181 @@ absl::StatusOr<uint64_t> ParameterServerService::DoPush(grpc::ServerContext* con
   rank.receiving = false;
   if (status.ok()) status = CheckServingLocked();
   if (status.ok()) status = CheckSessionLocked(r, h.session());
-  if (status.ok() && aggregate_ && generation != step_generation_) {
-    status = absl::Status(last_drop_code_,
-                          absl::StrCat("step ", h.step(), " was dropped while this push streamed in (",
-                                       last_drop_reason_, ")"));
-  }
   if (!status.ok()) {
     ReturnBufferLocked(std::move(buffer));
     return status;
   }
-  if (!aggregate_) {
-    ApplyAsyncLocked(&buffer);
-    ReturnBufferLocked(std::move(buffer));
-    ++rank.clock;
-    return AwaitStalenessLocked(r, h.session(), h.step());
-  }
-  rank.gradient = std::move(buffer);
-  rank.arrived = true;
-  bool all_arrived = true;
-  for (const RankState& other : ranks_) all_arrived = all_arrived && other.arrived;
-  if (all_arrived) {
-    ApplySyncStepLocked();
-    return version_;
-  }
-  return AwaitStepLocked(r, h.session(), h.step(), generation);
+  ApplyAsyncLocked(&buffer);
+  ReturnBufferLocked(std::move(buffer));
+  ++rank.clock;
+  return AwaitStalenessLocked(r, h.session(), h.step());
 }
 
-absl::StatusOr<uint64_t> ParameterServerService::AwaitStepLocked(int rank, uint64_t session, int64_t step,
-                                                                 uint64_t generation) {
-  const absl::Time deadline = absl::Now() + options_.step_timeout;
-  const auto waiting = [&]() {
-    return generation == step_generation_ && !shutting_down_ && ranks_[rank].session == session;
-  };
-  while (waiting()) {
-    if (cv_.WaitWithDeadline(&mu_, deadline) && waiting()) {
+absl::StatusOr<ParameterServerService::SyncPush> ParameterServerService::StartSyncPush(
+    grpc::ServerContext* context, const proto::PushHeader& h, std::vector<float>* buffer) {
+  RETURN_IF_ERROR(CheckAuth(context));
+  RETURN_IF_ERROR(CheckAddress(h.address()));
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(ValidatePushLocked(h));
+  RankState& rank = ranks_[h.rank()];
+  *buffer = TakeBufferLocked();
+  SyncPush push;
+  push.rank = h.rank();
+  push.session = h.session();
+  push.step = h.step();
+  push.id = next_push_id_++;
+  push.generation = step_generation_;
+  rank.push_id = push.id;
+  rank.grad = buffer->data();
+  rank.delivered = 0;
+  rank.receiving = true;
+  rank.arrived = false;
+  rank.trainer_step = h.trainer_step();
+  return push;
+}
+
+bool ParameterServerService::OwnsSlotLocked(const SyncPush& push) const {
+  return push.generation == step_generation_ && ranks_[push.rank].push_id == push.id;
+}
+
+absl::Status ParameterServerService::DroppedStatusLocked(const SyncPush& push) const {
+  RETURN_IF_ERROR(CheckServingLocked());
+  RETURN_IF_ERROR(CheckSessionLocked(push.rank, push.session));
+  if (push.generation == step_generation_) {
+    return absl::CancelledError(absl::StrCat("the push of rank ", push.rank, " left step ", push.step));
+  }
+  return absl::Status(last_drop_code_, absl::StrCat("synchronous step ", push.step, " of shard ",
+                                                    options_.shard, " was dropped: ", last_drop_reason_));
+}
+
+absl::Status ParameterServerService::ReceiveSyncPush(grpc::ServerContext* context, const SyncPush& push,
+                                                     uint64_t count, const PieceReader& read) {
+  uint64_t reported = 0;
+  while (true) {
+    uint64_t filled = reported;
+    absl::StatusOr<bool> more = read(&filled);
+    if (filled > reported) {
+      bytes_received_ += (filled - reported) * sizeof(float);
+      absl::MutexLock lock(&mu_);
+      if (!OwnsSlotLocked(push)) return DroppedStatusLocked(push);
+      RankState& rank = ranks_[push.rank];
+      rank.delivered = filled;
+      if (filled == count) {
+        rank.receiving = false;
+        rank.arrived = true;
+      }
+      reported = filled;
+      AdvanceStepLocked();
+    }
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+  }
+  if (reported != count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient: stream ended after ", reported, " of ", count, " elements"));
+  }
+  if (context->IsCancelled()) return absl::CancelledError("push cancelled by the client");
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerService::AwaitAppliedLocked(const SyncPush& push, uint64_t want,
+                                                        uint64_t* available) {
+  absl::Time deadline = absl::Now() + options_.step_timeout;
+  uint64_t progress = applied_;
+  while (true) {
+    if (version_ > static_cast<uint64_t>(push.step)) {
+      *available = range_.size();
+      return absl::OkStatus();
+    }
+    if (!OwnsSlotLocked(push)) return DroppedStatusLocked(push);
+    RETURN_IF_ERROR(CheckServingLocked());
+    RETURN_IF_ERROR(CheckSessionLocked(push.rank, push.session));
+    if (applied_ >= want) {
+      *available = applied_;
+      return absl::OkStatus();
+    }
+    if (applied_ > progress) {  // the step moves: the timeout counts from its last progress
+      progress = applied_;
+      deadline = absl::Now() + options_.step_timeout;
+    }
+    if (cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline && applied_ == progress &&
+        OwnsSlotLocked(push) && !shutting_down_) {
       std::vector<int> missing;
       for (int r = 0; r < options_.workers; ++r) {
-        if (!ranks_[r].arrived) missing.push_back(r);
+        if (ranks_[r].push_id == 0 || ranks_[r].delivered < range_.size()) missing.push_back(r);
       }
-      DropPartialStepLocked(
-          absl::StatusCode::kDeadlineExceeded,
-          absl::StrCat("ranks ", absl::StrJoin(missing, ","), " did not push step ", step,
-                       " within --step_timeout=", absl::FormatDuration(options_.step_timeout)));
+      DropPartialStepLocked(absl::StatusCode::kDeadlineExceeded,
+                            absl::StrCat("ranks ", absl::StrJoin(missing, ","), " did not push step ",
+                                         push.step, " within --step_timeout=",
+                                         absl::FormatDuration(options_.step_timeout)));
       return absl::DeadlineExceededError(absl::StrCat(
-          "synchronous step ", step, " of shard ", options_.shard, " timed out: ", last_drop_reason_,
-          " (dead or stuck worker?); the step was dropped, the server keeps serving"));
+          "synchronous step ", push.step, " of shard ", options_.shard, " timed out: ", last_drop_reason_,
+          " (dead or stuck worker?); the step was rolled back, the server keeps serving"));
     }
   }
-  if (version_ > static_cast<uint64_t>(step)) return static_cast<uint64_t>(step) + 1;
-  RETURN_IF_ERROR(CheckServingLocked());
-  RETURN_IF_ERROR(CheckSessionLocked(rank, session));
-  return absl::Status(last_drop_code_, absl::StrCat("synchronous step ", step, " of shard ", options_.shard,
-                                                    " was dropped: ", last_drop_reason_));
+}
+
+absl::Status ParameterServerService::StreamStepReplies(
+    const SyncPush& push, grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream) {
+  uint64_t count = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    count = range_.size();
+  }
+  proto::PullReplyHeader header;
+  header.set_version(static_cast<uint64_t>(push.step) + 1);  // the version this step produces
+  header.set_num_elements(count);
+  if (!stream->Write(TensorFrame::Header(header))) return absl::UnavailableError("client went away");
+  uint64_t sent = 0;
+  while (sent < count) {
+    uint64_t available = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      RETURN_IF_ERROR(AwaitAppliedLocked(push, std::min(count, sent + chunk_elements_), &available));
+    }
+    while (sent < available) {
+      const uint64_t len = std::min(chunk_elements_, available - sent);
+      TensorFrame frame;
+      {
+        // A copy, taken under the lock: a dropped step may restore these values right after.
+        absl::ReaderMutexLock lock(&params_mu_);
+        frame = TensorFrame::CopiedChunk(sent, params_.data() + sent, len);
+      }
+      if (!stream->Write(frame)) return absl::UnavailableError("client went away");
+      bytes_sent_ += len * sizeof(float);
+      sent += len;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ParameterServerService::FinishSyncPush(const SyncPush& push, const absl::Status& why,
+                                            std::vector<float> buffer) {
+  absl::MutexLock lock(&mu_);
+  if (OwnsSlotLocked(push)) {
+    WithdrawRankLocked(push.rank, absl::StrCat("the push of rank ", push.rank, " ended early (",
+                                               why.ToString(), ")"));
+  }
+  ReturnBufferLocked(std::move(buffer));
+}
+
+void ParameterServerService::WithdrawRankLocked(int r, const std::string& reason) {
+  RankState& rank = ranks_[r];
+  if (rank.push_id == 0) return;
+  if (applied_ == 0) {
+    // Nothing of the step was applied (so nothing was sent): forget this rank's part only.
+    rank.push_id = 0;
+    rank.grad = nullptr;
+    rank.delivered = 0;
+    rank.receiving = false;
+    rank.arrived = false;
+    cv_.SignalAll();
+    return;
+  }
+  DropPartialStepLocked(absl::StatusCode::kUnavailable,
+                        absl::StrCat(reason, " after part of the step was applied; the shard was rolled back "
+                                             "to version ",
+                                     version_, ": re-register and push the step again"));
 }
 
 absl::StatusOr<uint64_t> ParameterServerService::AwaitStalenessLocked(int rank, uint64_t session,
@@ -455,20 +579,41 @@ absl::StatusOr<uint64_t> ParameterServerService::AwaitStalenessLocked(int rank, 
   return version_;
 }
 
-void ParameterServerService::ApplySyncStepLocked() {
+void ParameterServerService::AdvanceStepLocked() {
+  const uint64_t n = range_.size();
+  uint64_t ready = n;
+  for (const RankState& rank : ranks_) ready = std::min(ready, rank.push_id != 0 ? rank.delivered : 0);
+  if (ready <= applied_) return;
+  ApplyRangeLocked(applied_, ready);
+  applied_ = ready;
+  cv_.SignalAll();
+  if (applied_ == n) {
+    ResetStepLocked();
+    AfterVersionBumpLocked();
+  }
+}
+
+void ParameterServerService::ApplyRangeLocked(uint64_t range_begin, uint64_t range_end) {
   // Mean of the N gradients, summed in rank order (deterministic whatever the arrival order), then the
-  // optimizer; fused in cache-sized blocks so the shard is streamed through memory once, and split over a
-  // few threads for large shards (element-wise work: the result does not depend on the split).
-  const size_t n = range_.size();
+  // optimizer; fused in cache-sized blocks so the range is streamed through memory once, and split over a
+  // few threads for large ranges (element-wise work: the result depends neither on the split nor on the
+  // ranges the step is applied in). The old values are saved first, for a rollback.
   std::vector<const float*> grads;
-  for (const RankState& rank : ranks_) grads.push_back(rank.gradient.data());
-  float* sum = ranks_[0].gradient.data();
+  for (const RankState& rank : ranks_) grads.push_back(rank.grad);
+  float* sum = ranks_[0].grad;
   const float count = static_cast<float>(ranks_.size());
   const trainer::SgdOptions hyperparameters = hyperparameters_;
+  absl::WriterMutexLock lock(&params_mu_);
+  if (undo_params_.size() != params_.size()) {
+    undo_params_.resize(params_.size());
+    undo_momentum_.resize(momentum_.size());
+  }
   const auto apply = [&](size_t begin, size_t end) {
     constexpr size_t kBlock = 2048;
-    for (size_t b = begin; b < end; b += kBlock) {
-      const size_t len = std::min(kBlock, end - b);
+    for (size_t b = range_begin + begin; b < range_begin + end; b += kBlock) {
+      const size_t len = std::min(kBlock, range_begin + end - b);
+      std::copy_n(params_.data() + b, len, undo_params_.data() + b);
+      std::copy_n(momentum_.data() + b, len, undo_momentum_.data() + b);
       float* s = sum + b;
       for (size_t r = 1; r < grads.size(); ++r) {
         const float* g = grads[r] + b;
@@ -480,17 +625,20 @@ void ParameterServerService::ApplySyncStepLocked() {
       trainer::SgdMomentumStep(hyperparameters, s, params_.data() + b, momentum_.data() + b, len);
     }
   };
-  {
-    absl::WriterMutexLock lock(&params_mu_);
-    ParallelFor(n, apply);
-  }
+  ParallelFor(range_end - range_begin, apply);
+}
+
+void ParameterServerService::ResetStepLocked() {
   for (RankState& rank : ranks_) {
-    ReturnBufferLocked(std::move(rank.gradient));
-    rank.gradient.clear();
+    rank.push_id = 0;
+    rank.grad = nullptr;
+    rank.delivered = 0;
+    rank.receiving = false;
     rank.arrived = false;
   }
+  applied_ = 0;
   ++step_generation_;
-  AfterVersionBumpLocked();
+  cv_.SignalAll();
 }
 
 void ParameterServerService::ApplyAsyncLocked(std::vector<float>* gradient) {
@@ -526,7 +674,7 @@ absl::Status ParameterServerService::AlignTrainerStepLocked(int rank, int64_t tr
   // The pending step's trainer step, from any rank that pushed (or is pushing) it.
   std::optional<int64_t> pending;
   for (const RankState& other : ranks_) {
-    if (other.arrived || other.receiving) pending = other.trainer_step;
+    if (other.arrived || other.receiving || other.push_id != 0) pending = other.trainer_step;
   }
   if (!pending.has_value() || *pending == trainer_step) return absl::OkStatus();
   // Only after a restart or a replacement do ranks disagree (e.g. one rank got the last reply before the
@@ -543,75 +691,120 @@ absl::Status ParameterServerService::AlignTrainerStepLocked(int rank, int64_t tr
 }
 
 void ParameterServerService::DropPartialStepLocked(absl::StatusCode code, const std::string& reason) {
-  for (RankState& rank : ranks_) {
-    if (rank.arrived) ReturnBufferLocked(std::move(rank.gradient));
-    rank.gradient.clear();
-    rank.arrived = false;
+  if (applied_ > 0) {
+    absl::WriterMutexLock lock(&params_mu_);
+    std::copy_n(undo_params_.data(), applied_, params_.data());
+    std::copy_n(undo_momentum_.data(), applied_, momentum_.data());
   }
   last_drop_reason_ = reason;
   last_drop_code_ = code;
-  ++step_generation_;
-  cv_.SignalAll();
+  ResetStepLocked();
 }
 
 grpc::Status ParameterServerService::PushPullFrames(
     grpc::ServerContext* context, grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream) {
-  PushSource source;
-  source.header = [&]() -> absl::StatusOr<proto::PushHeader> {
-    TensorFrame first;
-    proto::PushHeader header;
-    if (!stream->Read(&first) || !first.error().ok() || !first.is_header() ||
-        !header.ParseFromString(first.header_bytes())) {
-      return absl::InvalidArgumentError("a push must start with a PushHeader");
+  TensorFrame first;
+  proto::PushHeader header;
+  if (!stream->Read(&first) || !first.error().ok() || !first.is_header() ||
+      !header.ParseFromString(first.header_bytes())) {
+    return ToGrpc(absl::InvalidArgumentError("a push must start with a PushHeader"));
+  }
+  if (!aggregate_) {
+    PushSource source;
+    source.header = [&]() -> absl::StatusOr<proto::PushHeader> { return header; };
+    source.body = [&](float* dst, uint64_t count, uint64_t* bytes) {
+      return ReadFrameChunks(stream, dst, count, bytes, "gradient");
+    };
+    absl::StatusOr<uint64_t> version = DoPush(context, source);
+    if (!version.ok()) return ToGrpc(version.status());
+    absl::ReaderMutexLock lock(&params_mu_);
+    proto::PullReplyHeader reply;
+    reply.set_version(*version);
+    reply.set_num_elements(params_.size());
+    bool ok = stream->Write(TensorFrame::Header(reply));
+    for (uint64_t offset = 0; ok && offset < params_.size(); offset += chunk_elements_) {
+      const uint64_t len = std::min<uint64_t>(chunk_elements_, params_.size() - offset);
+      ok = stream->Write(TensorFrame::CopiedChunk(offset, params_.data() + offset, len));
+      if (ok) bytes_sent_ += len * sizeof(float);
     }
-    return header;
-  };
-  source.body = [&](float* dst, uint64_t count, uint64_t* bytes) {
-    return ReadFrameChunks(stream, dst, count, bytes, "gradient");
-  };
-  absl::StatusOr<uint64_t> version = DoPush(context, source);
-  if (!version.ok()) return ToGrpc(version.status());
+    if (!ok) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+    return grpc::Status::OK;
+  }
 
-  // The chunks reference params_ without copying: keep the shared lock until gRPC released every slice
-  // (it does once the bytes are written, or when the call ends; the client's deadline bounds that).
-  absl::ReaderMutexLock lock(&params_mu_);
-  proto::PullReplyHeader header;
-  header.set_version(*version);
-  header.set_num_elements(params_.size());
-  SliceTracker tracker;
-  uint64_t sent = 0;
-  const bool ok = stream->Write(TensorFrame::Header(header)) &&
-                  WriteFrameChunks(stream, params_.data(), params_.size(), chunk_elements_, &tracker, &sent);
-  bytes_sent_ += sent;
-  if (!tracker.WaitReleased(options_.step_timeout + absl::Minutes(5))) {
-    context->TryCancel();
-    if (!tracker.WaitReleased(absl::Minutes(1))) {
-      std::fprintf(stderr, "ps shard %d: gRPC still holds parameter slices after cancelling the call\n",
-                   options_.shard);
-      std::abort();  // continuing would let the optimizer change bytes gRPC may still send
+  // Synchronous: this thread reads the push while a second one streams the updated ranges back (a gRPC
+  // sync stream allows one reader and one writer at a time).
+  std::vector<float> buffer;
+  absl::StatusOr<SyncPush> push = StartSyncPush(context, header, &buffer);
+  if (!push.ok()) return ToGrpc(push.status());
+  absl::Status write_status;
+  std::thread writer([&] { write_status = StreamStepReplies(*push, stream); });
+  TensorFrame frame;
+  frame.ExpectInto(buffer.data(), buffer.size());
+  absl::Status read_status =
+      ReceiveSyncPush(context, *push, buffer.size(), [&](uint64_t* filled) -> absl::StatusOr<bool> {
+        const bool more = stream->Read(&frame);
+        *filled = frame.filled();
+        if (more && !frame.error().ok()) {
+          return absl::Status(frame.error().code(), absl::StrCat("gradient: ", frame.error().message()));
+        }
+        if (more && frame.is_header()) {
+          return absl::InvalidArgumentError("gradient: expected only chunks after the header");
+        }
+        return more;
+      });
+  if (!read_status.ok()) {
+    // Ends the writer's wait at once (this push leaves the step) and keeps the buffer alive until then.
+    absl::MutexLock lock(&mu_);
+    if (OwnsSlotLocked(*push)) {
+      WithdrawRankLocked(push->rank, absl::StrCat("the push of rank ", push->rank, " of step ", push->step,
+                                                  " failed (", read_status.ToString(), ")"));
     }
   }
-  if (!ok) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
-  return grpc::Status::OK;
+  writer.join();
+  FinishSyncPush(*push, read_status.ok() ? write_status : read_status, std::move(buffer));
+  if (!read_status.ok()) return ToGrpc(read_status);
+  return ToGrpc(write_status);
 }
 
 grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
                                           grpc::ServerReader<proto::PushRequest>* reader,
                                           proto::PushReply* reply) {
-  PushSource source;
-  source.header = [&]() -> absl::StatusOr<proto::PushHeader> {
-    proto::PushRequest first;
-    if (!reader->Read(&first) || !first.has_header()) {
-      return absl::InvalidArgumentError("a push must start with a PushHeader");
-    }
-    return first.header();
-  };
-  source.body = [&](float* dst, uint64_t count, uint64_t* bytes) {
-    return ReadChunks<proto::PushRequest>(reader, dst, count, bytes, "gradient");
-  };
-  absl::StatusOr<uint64_t> version = DoPush(context, source);
-  if (!version.ok()) return ToGrpc(version.status());
-  reply->set_version(*version);
+  proto::PushRequest first;
+  if (!reader->Read(&first) || !first.has_header()) {
+    return ToGrpc(absl::InvalidArgumentError("a push must start with a PushHeader"));
+  }
+  if (!aggregate_) {
+    PushSource source;
+    source.header = [&]() -> absl::StatusOr<proto::PushHeader> { return first.header(); };
+    source.body = [&](float* dst, uint64_t count, uint64_t* bytes) {
+      return ReadChunks<proto::PushRequest>(reader, dst, count, bytes, "gradient");
+    };
+    absl::StatusOr<uint64_t> version = DoPush(context, source);
+    if (!version.ok()) return ToGrpc(version.status());
+    reply->set_version(*version);
+    return grpc::Status::OK;
+  }
+  std::vector<float> buffer;
+  absl::StatusOr<SyncPush> push = StartSyncPush(context, first.header(), &buffer);
+  if (!push.ok()) return ToGrpc(push.status());
+  proto::PushRequest message;
+  absl::Status status =
+      ReceiveSyncPush(context, *push, buffer.size(), [&](uint64_t* filled) -> absl::StatusOr<bool> {
+        if (!reader->Read(&message)) return false;
+        if (!message.has_chunk()) {
+          return absl::InvalidArgumentError("gradient: expected only chunks after the header");
+        }
+        RETURN_IF_ERROR(AcceptChunk(message.chunk(), buffer.data(), buffer.size(), filled, "gradient"));
+        return true;
+      });
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    uint64_t available = 0;
+    status = AwaitAppliedLocked(*push, buffer.size(), &available);
+  }
+  FinishSyncPush(*push, status, std::move(buffer));
+  if (!status.ok()) return ToGrpc(status);
+  reply->set_version(static_cast<uint64_t>(push->step) + 1);
   return grpc::Status::OK;
 }
 
@@ -620,14 +813,24 @@ grpc::Status ParameterServerService::Pull(grpc::ServerContext* context, const pr
   absl::Status status = CheckAuth(context);
   if (status.ok()) status = CheckAddress(request->address());
   uint64_t version = 0;
-  if (status.ok()) {
-    absl::MutexLock lock(&mu_);
-    status = CheckServingLocked();
-    if (status.ok()) status = CheckSessionLocked(request->rank(), request->session());
-    version = version_;
+  absl::ReleasableMutexLock lock(&mu_);
+  if (status.ok()) status = CheckServingLocked();
+  if (status.ok()) status = CheckSessionLocked(request->rank(), request->session());
+  // Never half a step: wait until the pending synchronous step is not partly applied (it completes or is
+  // dropped, which step_timeout bounds), then hold the parameters while they stream out.
+  const absl::Time deadline = absl::Now() + options_.step_timeout;
+  while (status.ok() && applied_ > 0) {
+    if (cv_.WaitWithDeadline(&mu_, deadline) && applied_ > 0) {
+      status = absl::DeadlineExceededError(
+          absl::StrCat("Pull from shard ", options_.shard, ": a synchronous step stayed half-applied for "
+                       "--step_timeout; try again"));
+    }
   }
   if (!status.ok()) return ToGrpc(status);
-  if (!WriteParameters(writer, version))
+  version = version_;
+  absl::ReaderMutexLock params_lock(&params_mu_);
+  lock.Release();
+  if (!WriteParametersLocked(writer, version))
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
   return grpc::Status::OK;
 }
@@ -768,6 +971,10 @@ absl::Status ParameterServerService::WriteCheckpoint() {
 
 absl::Status ParameterServerService::WriteCheckpointLocked() {
   if (options_.checkpoint_dir.empty() || !initialized_) return absl::OkStatus();
+  if (applied_ > 0) {  // never save half a step
+    DropPartialStepLocked(absl::StatusCode::kUnavailable,
+                          "the server saved its checkpoint mid-step; re-register and push the step again");
+  }
   ShardCheckpoint header;
   header.shard = options_.shard;
   header.num_shards = options_.num_shards;

@@ -1,10 +1,19 @@
 // The ParameterServer gRPC service for one shard: a contiguous range of the model's flat float32 vector,
 // the optimizer state for it, and the step logic.
 //
-//   sync (or async with staleness 0): a push of step t waits until every one of the N ranks pushed step t;
-//     the last arrival sums the N gradients in rank order, divides by N, applies the SGD-momentum step
-//     (trainer/optimizer.h, the trainer's own function, so bit-identical to a local step), bumps the
-//     version and wakes all N calls, which then stream the new parameters back.
+//   sync (or async with staleness 0): step t is pipelined per element range, as in BytePS/ps-lite
+//     partitioned servers. Each push streams into its own buffer; as soon as all N ranks have delivered
+//     elements [0, k) of step t, the server sums them in rank order, divides by N and applies the SGD-momentum
+//     step (trainer/optimizer.h, the trainer's own element-wise function, so bit-identical to a whole-shard or
+//     local step) to the new range, and every PushPull of step t streams the updated range back while later
+//     chunks are still being pushed. A rank's share of a step costs about N*S/B on a full-duplex link instead
+//     of 2*N*S/B. Once the whole shard is applied the version becomes t + 1.
+//     A step is all or nothing: before a range is updated its old parameters and momentum are saved, and a
+//     step that is dropped (timeout, a push that breaks or is refused after part of the step was applied, a
+//     re-registration mid-step, shutdown) restores them, so the shard stays exactly at version t. PushPulls
+//     that already received part of the new values then fail; UNAVAILABLE tells them to re-register (which
+//     returns the shard's version-t parameters) and push the step again. A push that breaks before anything
+//     was applied is simply forgotten (the other ranks keep waiting for that rank, as before).
 //   async with staleness s > 0: a push is applied on arrival as one optimizer step on gradient/N with
 //     weight_decay/N (so one round of N pushes moves the parameters about as far as one synchronous step
 //     in the long run); the call returns once no rank is more than s steps behind the pusher's new clock,
@@ -19,14 +28,16 @@
 //                       re-register
 //   ALREADY_EXISTS      duplicate push of the same step
 //   OUT_OF_RANGE        a step from the future
-//   DEADLINE_EXCEEDED   the other ranks did not arrive within --step_timeout (a dead worker); the partial
-//                       step is dropped and the server keeps serving (a replacement may register that rank)
+//   DEADLINE_EXCEEDED   the step made no progress within --step_timeout (some rank did not push, or stalled
+//                       mid-push: a dead worker); the partial step is rolled back and dropped and the server
+//                       keeps serving (a replacement may register that rank)
 //   ABORTED             "skipped": in a synchronous step, ranks pushed different trainer steps (PushHeader.
 //                       trainer_step), which happens only after a server restart or a worker replacement
 //                       (one rank got the last reply before the crash, another did not). The most advanced
 //                       step wins; the pushes of the others are refused (or dropped, if they came first)
 //                       and their clients pull the parameters instead, so every rank stays in lockstep
-//   UNAVAILABLE         the server is shutting down
+//   UNAVAILABLE         the server is shutting down, or (sync) the step was rolled back after part of it
+//                       was applied because another rank's push broke: re-register and push again
 //   UNAUTHENTICATED     --auth_token set and the call's "x-psring-token" metadata does not match
 //
 // Thread-safety: all methods may be called concurrently (gRPC's sync server runs each call on its own
@@ -112,9 +123,13 @@ class ParameterServerService final : public proto::ParameterServer::Service {
     uint64_t session = 0;      // 0: no live registration
     int64_t clock = 0;         // async: the next step this rank pushes
     bool receiving = false;    // a push from this rank is streaming in
-    bool arrived = false;      // aggregating: its gradient for the current step is in `gradient`
+    bool arrived = false;      // aggregating: its whole gradient for the current step arrived
+    // Aggregating: the push taking part in the pending step (0: none), the buffer it streams into (owned
+    // by that push's handler) and how many elements of it arrived so far.
+    uint64_t push_id = 0;
+    float* grad = nullptr;
+    uint64_t delivered = 0;
     int64_t trainer_step = 0;  // of the push that is receiving or arrived
-    std::vector<float> gradient;
     bool metrics_arrived = false;
     std::vector<double> metrics;
   };
@@ -137,16 +152,55 @@ class ParameterServerService final : public proto::ParameterServer::Service {
     std::function<absl::Status(float* dst, uint64_t count, uint64_t* bytes)> body;
   };
   absl::StatusOr<uint64_t> DoPush(grpc::ServerContext* context, const PushSource& source);
-  // Both waits end early with FAILED_PRECONDITION when `session` is replaced by a newer registration of
-  // `rank` (a replacement worker, or a second worker started with the same --rank).
-  absl::StatusOr<uint64_t> AwaitStepLocked(int rank, uint64_t session, int64_t step, uint64_t generation)
+  // Header checks shared by sync and async pushes (length, duplicate, past/future step, trainer step).
+  absl::Status ValidatePushLocked(const proto::PushHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- The pipelined synchronous step (aggregating mode).
+  struct SyncPush {
+    int rank = 0;
+    uint64_t session = 0;
+    int64_t step = 0;
+    uint64_t id = 0;
+    uint64_t generation = 0;
+  };
+  // Reads one piece of the push body into the buffer; false at the end of the stream; *filled = elements
+  // of the buffer filled so far.
+  using PieceReader = std::function<absl::StatusOr<bool>(uint64_t* filled)>;
+  // Validates the header and enters the push into the pending step; `buffer` receives the gradient and
+  // must stay alive until FinishSyncPush.
+  absl::StatusOr<SyncPush> StartSyncPush(grpc::ServerContext* context, const proto::PushHeader& h,
+                                         std::vector<float>* buffer);
+  // Reads the body, applying every range all ranks delivered. Non-blocking beyond the reads.
+  absl::Status ReceiveSyncPush(grpc::ServerContext* context, const SyncPush& push, uint64_t count,
+                               const PieceReader& read);
+  // Blocks until elements [0, want) of the push's step are applied (*available: how many are), the step is
+  // dropped, or it made no progress within step_timeout (then drops it: DEADLINE_EXCEEDED).
+  absl::Status AwaitAppliedLocked(const SyncPush& push, uint64_t want, uint64_t* available)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Streams the reply header and the step's updated parameters as they are applied.
+  absl::Status StreamStepReplies(const SyncPush& push,
+                                 grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
+  // Takes the push out of the pending step if it is still in it (see the class comment) and recycles
+  // `buffer`. `why` says why the push ended early.
+  void FinishSyncPush(const SyncPush& push, const absl::Status& why, std::vector<float> buffer);
+  bool OwnsSlotLocked(const SyncPush& push) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DroppedStatusLocked(const SyncPush& push) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies the ranges every rank delivered; completes the step when the whole shard is applied.
+  void AdvanceStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyRangeLocked(uint64_t begin, uint64_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ResetStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Clears one rank's part of the pending step when nothing was applied yet; drops (rolls back) the whole
+  // step otherwise.
+  void WithdrawRankLocked(int rank, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Async: waits until the pusher is within `staleness` steps of the slowest rank. Ends early with
+  // FAILED_PRECONDITION when `session` is replaced by a newer registration of `rank`.
   absl::StatusOr<uint64_t> AwaitStalenessLocked(int rank, uint64_t session, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyAsyncLocked(std::vector<float>* gradient) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterVersionBumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops the pending step's contributions; its waiters fail with `code` and `reason`.
+  // Rolls back what the pending step applied and drops its contributions; its waiters fail with `code`
+  // and `reason`.
   void DropPartialStepLocked(absl::StatusCode code, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Aggregating mode: a push must carry the pending step's trainer step; see ABORTED above.
@@ -155,9 +209,9 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   void ReturnBufferLocked(std::vector<float> buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Streams a PullReplyHeader and the parameters. Takes params_mu_ shared.
+  // Streams a PullReplyHeader and the parameters. The caller holds params_mu_ shared.
   template <typename Writer>
-  bool WriteParameters(Writer* writer, uint64_t version);
+  bool WriteParametersLocked(Writer* writer, uint64_t version) ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
 
   const ServiceOptions options_;
   const bool aggregate_;  // sync, or async with staleness 0
@@ -175,6 +229,8 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   uint64_t step_generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped when a step completes or is dropped
   std::string last_drop_reason_ ABSL_GUARDED_BY(mu_);
   absl::StatusCode last_drop_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kDeadlineExceeded;
+  uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;      // elements of the pending sync step applied so far
+  uint64_t next_push_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::vector<float>> buffer_pool_ ABSL_GUARDED_BY(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_);
   uint64_t metrics_round_ ABSL_GUARDED_BY(mu_) = 0;
@@ -189,6 +245,9 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   absl::Mutex params_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::vector<float> params_;
   std::vector<float> momentum_;
+  // Values of params_/momentum_ over [0, applied_) before the pending step: what a dropped step restores.
+  std::vector<float> undo_params_;
+  std::vector<float> undo_momentum_;
 
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};

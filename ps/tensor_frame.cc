@@ -127,6 +127,15 @@ TensorFrame TensorFrame::Chunk(uint64_t offset, const float* data, uint64_t coun
   return frame;
 }
 
+TensorFrame TensorFrame::CopiedChunk(uint64_t offset, const float* data, uint64_t count) {
+  TensorFrame frame;
+  frame.owned_ = grpc::Slice(data, count * sizeof(float));
+  frame.offset_ = offset;
+  frame.data_ = reinterpret_cast<const float*>(frame.owned_.begin());
+  frame.count_ = count;
+  return frame;
+}
+
 void TensorFrame::ExpectInto(float* dst, uint64_t count) {
   dst_ = dst;
   dst_count_ = count;
@@ -161,6 +170,11 @@ Status SerializationTraits<psring::ps::TensorFrame, void>::Serialize(const psrin
   }
   prefix.push_back(static_cast<char>(kDataTag));
   psring::ps::PutVarint(bytes, &prefix);
+  if (frame.tracker_ == nullptr) {  // CopiedChunk
+    Slice slices[2] = {Slice(prefix), frame.owned_};
+    *buffer = ByteBuffer(slices, 2);
+    return Status::OK;
+  }
   frame.tracker_->Add();
   Slice slices[2] = {Slice(prefix), Slice(const_cast<float*>(frame.data_), bytes,
                                           &psring::ps::SliceTracker::Release, frame.tracker_)};

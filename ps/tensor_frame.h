@@ -44,6 +44,8 @@ class TensorFrame {
   // Outgoing frames. The chunk's data must stay valid and unchanged until `tracker` reports it released.
   static TensorFrame Header(const google::protobuf::MessageLite& header);
   static TensorFrame Chunk(uint64_t offset, const float* data, uint64_t count, SliceTracker* tracker);
+  // A chunk that owns a copy of data[0, count): the source may change as soon as this returns.
+  static TensorFrame CopiedChunk(uint64_t offset, const float* data, uint64_t count);
 
   // Incoming: the chunks of the following frames are copied into dst[0, count), which they must fill in
   // order without gaps or overflow (otherwise error() says why and nothing more is copied).
@@ -63,6 +65,7 @@ class TensorFrame {
   const float* data_ = nullptr;
   uint64_t count_ = 0;
   SliceTracker* tracker_ = nullptr;
+  grpc::Slice owned_;  // CopiedChunk: the copy data_ points into
   // incoming
   float* dst_ = nullptr;
   uint64_t dst_count_ = 0;

@@ -10,13 +10,16 @@
 
 #include "absl/flags/flag.h"
 #include "common/cluster_env.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "common/worker_result.h"
 #include "ps/binary_main.h"
 #include "ps/client.h"
 #include "ps/gradient_only.h"
 #include "trainer/train.h"
+#include "trainer/cuda_engine.h"
 #include "trainer/train_flags.h"
+#include "trainer/worker_result.h"
 
 ABSL_FLAG(std::string, servers, "127.0.0.1:50051",
           "Comma-separated host:port of every parameter-server shard, in shard order (shard 0 first).");
@@ -45,6 +48,8 @@ namespace {
 absl::StatusOr<WorkerResult> Run() {
   ASSIGN_OR_RETURN(ClusterEnv env, ClusterEnvFromFlags());
   ASSIGN_OR_RETURN(trainer::TrainOptions train, trainer::TrainOptionsFromFlags());
+  // One GPU per local rank, chosen before anything creates a CUDA context (on device 0 otherwise).
+  if (train.device != "cpu") RETURN_IF_ERROR(trainer::SelectCudaDevice(env.local_rank));
   PsClientOptions options;
   ASSIGN_OR_RETURN(options.servers, ParseServerList(absl::GetFlag(FLAGS_servers)));
   options.rank = env.rank;
@@ -71,15 +76,9 @@ absl::StatusOr<WorkerResult> Run() {
     ASSIGN_OR_RETURN(result, RunGradientOnly(go, exchange.get()));
   } else {
     ASSIGN_OR_RETURN(trainer::TrainResult r, trainer::Train(train, exchange.get()));
-    result.steps = r.steps;
-    result.bytes = r.params.size() * sizeof(float);
-    result.compute_s = r.compute_seconds;
-    result.exchange_s = r.exchange_seconds;
-    result.step_s = r.steps > 0 ? r.wall_seconds / r.steps : 0.0;
-    result.samples_per_s = r.samples_per_second;
+    result = trainer::WorkerResultFromTraining(r);
     result.bytes_sent = exchange->bytes_sent();
     result.bytes_received = exchange->bytes_received();
-    result.test_accuracy = r.test_accuracy;
   }
   if (absl::GetFlag(FLAGS_shutdown_servers)) {
     RETURN_IF_ERROR(exchange->Barrier());
@@ -95,12 +94,13 @@ absl::StatusOr<WorkerResult> Run() {
 }  // namespace psring::ps
 
 int main(int argc, char** argv) {
-  psring::trainer::InitFlagsUsage(
+  psring::InitFlagsUsage(
       "A psring training rank that exchanges gradients through the parameter servers.\n"
       "  bazel run //ps:worker -- --servers=h1:50051,h2:50051 --rank=0 --world_size=4 --epochs=2\n"
       "  bazel run //ps:worker -- --servers=... --model_bytes=67108864   (gradient-only mode)\n"
       "Rank and world size may come from mpirun, Slurm or torchrun-style env instead of flags. The PS needs "
-      "no rendezvous: --master_addr/--master_port are accepted but unused.");
+      "no rendezvous: --master_addr/--master_port are accepted but unused.",
+      {"common/", "trainer/", "ps/"});
   return psring::ps::RunMain(argc, argv, "ps worker", [](const std::vector<std::string>&) -> absl::Status {
     ASSIGN_OR_RETURN(const psring::WorkerResult result, psring::ps::Run());
     std::printf("%s\n", psring::FormatWorkerResult(result).c_str());

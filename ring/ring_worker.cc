@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "common/cluster_env.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "common/worker_result.h"
 #include "ring/gradient_only.h"
@@ -18,6 +19,7 @@
 #include "trainer/engine.h"
 #include "trainer/train.h"
 #include "trainer/train_flags.h"
+#include "trainer/worker_result.h"
 
 ABSL_FLAG(
     std::string, iface_addr, "",
@@ -96,15 +98,9 @@ absl::Status Run() {
     const uint64_t sent0 = exchange->group()->bytes_sent();
     const uint64_t received0 = exchange->group()->bytes_received();
     ASSIGN_OR_RETURN(trainer::TrainResult r, trainer::Train(train, exchange.get()));
-    result.steps = r.steps;
-    result.bytes = r.params.size() * sizeof(float);
-    result.compute_s = r.compute_seconds;
-    result.exchange_s = r.exchange_seconds;
-    result.step_s = r.steps > 0 ? r.wall_seconds / r.steps : 0.0;
-    result.samples_per_s = r.samples_per_second;
+    result = trainer::WorkerResultFromTraining(r);
     result.bytes_sent = exchange->group()->bytes_sent() - sent0;
     result.bytes_received = exchange->group()->bytes_received() - received0;
-    result.test_accuracy = r.test_accuracy;
   }
   // Nobody leaves while a neighbour may still be receiving from it.
   RETURN_IF_ERROR(exchange->Barrier());
@@ -120,12 +116,13 @@ absl::Status Run() {
 }  // namespace psring::ring
 
 int main(int argc, char** argv) {
-  psring::trainer::InitFlagsUsage(
+  psring::InitFlagsUsage(
       "A psring training rank whose gradients are averaged by ring allreduce (TCP ring or NCCL).\n"
       "  mpirun -np 4 bazel-bin/ring/ring_worker --epochs=1\n"
       "  bazel-bin/ring/ring_worker --rank=0 --world_size=2 --master_addr=10.0.0.1 --master_port=29500\n"
       "  RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 bazel-bin/ring/ring_worker\n"
-      "  mpirun -np 4 bazel-bin/ring/ring_worker --model_bytes=67108864   (gradient-only mode)");
+      "  mpirun -np 4 bazel-bin/ring/ring_worker --model_bytes=67108864   (gradient-only mode)",
+      {"common/", "trainer/", "ring/"});
   absl::ParseCommandLine(argc, argv);
   absl::Status status = psring::ring::Run();
   if (!status.ok()) {

@@ -4,10 +4,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -85,18 +82,6 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
 
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;
-}
-
-void InitFlagsUsage(absl::string_view usage) {
-  absl::SetProgramUsageMessage(usage);
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    for (absl::string_view dir : {"common/", "trainer/", "ring/", "ps/", "bench/"}) {
-      if (absl::StartsWith(file, dir)) return true;
-    }
-    return false;
-  };
-  absl::SetFlagsUsageConfig(config);
 }
 
 }  // namespace psring::trainer

@@ -3,7 +3,6 @@
 #define PSRING_TRAINER_TRAIN_FLAGS_H_
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "trainer/train.h"
 
 namespace psring::trainer {
@@ -12,11 +11,6 @@ namespace psring::trainer {
 // --dataset, --data_dir, --synthetic_samples, --checkpoint_dir, --resume, --log_every, --evaluate.
 // kInvalidArgument for values out of range.
 absl::StatusOr<TrainOptions> TrainOptionsFromFlags();
-
-// Sets the program's usage message and makes --help list every flag defined in this project's sources
-// (common/, trainer/, ring/, ps/, bench/), not only those of the file holding main(). Call once in main(),
-// before absl::ParseCommandLine. Not thread-safe.
-void InitFlagsUsage(absl::string_view usage);
 
 }  // namespace psring::trainer
 

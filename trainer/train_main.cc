@@ -3,15 +3,17 @@
 
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
+#include "common/flags_usage.h"
 #include "trainer/exchange.h"
 #include "trainer/train.h"
 #include "trainer/train_flags.h"
 
 int main(int argc, char** argv) {
-  psring::trainer::InitFlagsUsage(
+  psring::InitFlagsUsage(
       "Trains the MLP on Fashion-MNIST in one process (no exchange), prints progress and test accuracy.\n"
       "  bazel run //trainer:train -- --epochs=1\n"
-      "  bazel run //trainer:train -- --hidden=4096,4096 --dataset=synthetic --max_steps=20");
+      "  bazel run //trainer:train -- --hidden=4096,4096 --dataset=synthetic --max_steps=20",
+      {"common/", "trainer/"});
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<psring::trainer::TrainOptions> options = psring::trainer::TrainOptionsFromFlags();
   if (!options.ok()) {

@@ -245,6 +245,29 @@ TEST_F(ServiceTest, DuplicatePushWhileStepPending) {
   EXPECT_EQ(late.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << late.error_message();
 }
 
+TEST_F(ServiceTest, PushBrokenAfterPartOfTheStepWasAppliedRollsTheStepBack) {
+  // Rank 0's whole push is in; rank 1's first chunk lets the server apply elements [0, 3) of the step (and
+  // stream them to rank 0), then rank 1's second chunk leaves a gap. Rank 1 is refused, rank 0 is told to
+  // push again, and parameters and momentum are exactly as before the step.
+  grpc::Status first;
+  std::thread pusher([&] { first = client_->PushPull(Push(0, 0), Gradient()); });
+  WaitUntilFirstPushStreamedIn();
+  grpc::Status broken = client_->PushPull(Push(1, 0), {MakeChunk(0, {1, 1, 1}), MakeChunk(4, {1})});
+  pusher.join();
+  EXPECT_EQ(broken.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << broken.error_message();
+  EXPECT_EQ(first.error_code(), grpc::StatusCode::UNAVAILABLE) << first.error_message();
+  EXPECT_NE(first.error_message().find("rolled back"), std::string::npos) << first.error_message();
+  EXPECT_EQ(service()->CopyParameters(), before_);
+  EXPECT_EQ(service()->version(), 0u);
+  // The step again, whole: p - lr * g with momentum 0.9 on a fresh (restored) momentum buffer.
+  std::thread again([&] { first = client_->PushPull(Push(0, 0), Gradient()); });
+  ASSERT_TRUE(client_->PushPull(Push(1, 0), Gradient()).ok());
+  again.join();
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  EXPECT_EQ(service()->version(), 1u);
+  EXPECT_EQ(service()->CopyParameters(), (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f, 4.5f}));
+}
+
 TEST_F(ServiceTest, RanksAtDifferentTrainerStepsStayInLockstep) {
   // As after a server restart: rank 0 redoes trainer step 5, rank 1 is already at 6. Rank 0's pending push is
   // dropped as "skipped", a later push of a lower step is refused, and the step forms at trainer step 6.
