@@ -217,7 +217,7 @@ absl::Status EmulatedCluster::ShapeLink(const std::string& ns, const std::string
     parent = "1:1";
   }
   if (bits <= 0) return absl::OkStatus();
-  // Burst: 10 ms of traffic (at least 10 full frames), so TCP can fill the link; queue: 50 ms.
+  // Burst: 10 ms of traffic (at least 10 full frames), so TCP can fill the link; queue: --queue (50 ms).
   const int64_t burst = std::max<int64_t>(static_cast<int64_t>(bits / 8 / 100), 15140);
   std::vector<std::string> argv = {Tc(), "-n", ns, "qdisc", "add", "dev", dev};
   if (parent == "root") {
@@ -226,7 +226,7 @@ absl::Status EmulatedCluster::ShapeLink(const std::string& ns, const std::string
     argv.insert(argv.end(), {"parent", parent});
   }
   argv.insert(argv.end(), {"handle", "10:", "tbf", "rate", absl::StrCat(static_cast<int64_t>(bits), "bit"),
-                           "burst", absl::StrCat(burst), "latency", "50ms"});
+                           "burst", absl::StrCat(burst), "latency", options_.queue});
   return RunCommand(argv).status();
 }
 

@@ -43,6 +43,7 @@ struct ClusterOptions {
   int hosts = 2;
   std::string link = "100mbit";  // tc rate of every host link, each direction ("" or "0": unlimited)
   std::string delay;             // one-way netem delay added on each link end, e.g. "1ms" ("": none)
+  std::string queue = "50ms";    // tbf queue of every link end, as the time its bytes take at the link rate
   std::string family = "psr";    // name prefix family; the pid and '-' follow
   bool allow_loopback_fallback = true;  // without CAP_NET_ADMIN: loopback (true) or an error (false)
   bool force_loopback = false;           // loopback even where namespaces would work

@@ -24,6 +24,7 @@
 ABSL_FLAG(int, hosts, 2, "Number of emulated hosts; the command runs once in each.");
 ABSL_FLAG(std::string, link, "100mbit", "tc rate of every host link, each direction (empty: unlimited).");
 ABSL_FLAG(std::string, delay, "", "One-way netem delay at each link end, e.g. 1ms (empty: none).");
+ABSL_FLAG(std::string, queue, "50ms", "Queue of every link end (tc tbf latency), e.g. 5ms.");
 ABSL_FLAG(int, timeout, 300, "Seconds after which every process is killed.");
 
 namespace psring::bench {
@@ -37,6 +38,7 @@ absl::Status Main(const std::vector<std::string>& command) {
   options.hosts = absl::GetFlag(FLAGS_hosts);
   options.link = absl::GetFlag(FLAGS_link);
   options.delay = absl::GetFlag(FLAGS_delay);
+  options.queue = absl::GetFlag(FLAGS_queue);
   ASSIGN_OR_RETURN(std::unique_ptr<EmulatedCluster> cluster, EmulatedCluster::Create(options));
   if (!cluster->emulated()) std::cerr << "cluster_run: loopback only: " << cluster->fallback_reason() << "\n";
   std::vector<ProcessSpec> specs;

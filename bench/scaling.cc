@@ -268,6 +268,7 @@ absl::StatusOr<ScalingResult> RunScaling(const ScalingOptions& options, std::ost
   cluster_options.hosts = hosts;
   cluster_options.link = options.link;
   cluster_options.delay = options.delay;
+  cluster_options.queue = options.queue;
   cluster_options.force_loopback = options.loopback;
   ASSIGN_OR_RETURN(std::unique_ptr<EmulatedCluster> cluster, EmulatedCluster::Create(cluster_options));
   if (!cluster->emulated()) {

@@ -40,6 +40,7 @@ struct ScalingOptions {
   std::string ps_mode = "sync";             // the servers' --mode
   std::string link = "100mbit";             // tc rate per host link and direction
   std::string delay;                        // netem one-way delay per link end ("" = none)
+  std::string queue = "50ms";               // tbf queue per link end, in time at the link rate
   bool loopback = false;                    // skip namespaces even when root
   std::string ring_worker, ps_server, ps_worker;  // binary paths
   // Training mode (the MLP of trainer/).

@@ -31,6 +31,9 @@ ABSL_FLAG(std::string, link, "100mbit",
 ABSL_FLAG(std::string, delay, "",
           "One-way latency added at each end of every host link with netem (e.g. 1ms). Empty: none. Needs the "
           "kernel's sch_netem.");
+ABSL_FLAG(std::string, queue, "50ms",
+          "Queue of every emulated link end (tc tbf latency): how long the bytes waiting for the link may take "
+          "to drain, e.g. 5ms for a shallow-buffered switch port, 50ms for a deep one.");
 ABSL_FLAG(bool, loopback, false,
           "Run every host on 127.0.0.1 without namespaces or link limits, even as root (the automatic "
           "fallback without CAP_NET_ADMIN).");
@@ -85,6 +88,7 @@ absl::Status ApplySharedFlags(const char* argv0, ScalingOptions* options) {
   }
   options->link = absl::GetFlag(FLAGS_link);
   options->delay = absl::GetFlag(FLAGS_delay);
+  options->queue = absl::GetFlag(FLAGS_queue);
   options->loopback = absl::GetFlag(FLAGS_loopback);
   options->verbose = absl::GetFlag(FLAGS_verbose);
   return absl::OkStatus();

@@ -146,8 +146,8 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
       o.ps_servers));
   if (result.emulated) {
     intro.Comment(absl::StrFormat("emulated cluster: one network namespace per host, link %s = %.2f MB/s per "
-                                  "host and direction%s",
-                                  o.link.empty() ? "unlimited" : o.link, link / 1e6,
+                                  "host and direction, queue %s%s",
+                                  o.link.empty() ? "unlimited" : o.link, link / 1e6, o.queue,
                                   o.delay.empty() ? "" : ", delay " + o.delay));
     if (result.stream_bytes_per_second > 0) {
       intro.Comment(absl::StrFormat("link check: one TCP stream between two hosts carried %.2f MB/s (%.1f%% of the link)",
@@ -403,7 +403,7 @@ std::string ToJson(const ScalingResult& result) {
      << "],\"model_bytes\":[" << absl::StrJoin(o.model_bytes, ",") << "],\"steps\":" << o.steps
      << ",\"warmup_steps\":" << o.warmup_steps << ",\"ps_servers\":" << o.ps_servers
      << ",\"ps_mode\":" << JsonString(o.ps_mode) << ",\"link\":" << JsonString(o.link)
-     << ",\"delay\":" << JsonString(o.delay) << ",\"compute_ms\":" << JsonNumber(o.compute_ms) << "},\n";
+     << ",\"delay\":" << JsonString(o.delay) << ",\"queue\":" << JsonString(o.queue) << ",\"compute_ms\":" << JsonNumber(o.compute_ms) << "},\n";
   js << "\"cluster\":{\"emulated\":" << (result.emulated ? "true" : "false")
      << ",\"fallback_reason\":" << JsonString(result.fallback_reason)
      << ",\"link_bytes_per_second\":" << JsonNumber(result.link_bytes_per_second)
