@@ -44,6 +44,9 @@ ABSL_FLAG(int, warmup, 1, "Unmeasured push-pull steps before the measured ones."
 ABSL_FLAG(int, iters, 0,
           "Measured steps per row; 0: automatic (about 256 MB moved per rank per row, between 2 and 50).");
 ABSL_FLAG(std::string, chunk_bytes, "1M", "Tensor chunk size on the wire (at most 4M).");
+ABSL_FLAG(std::string, max_lead_bytes, "1M",
+          "Sync servers: how far one push may run ahead of the slowest (the server's --max_lead_bytes; 0: no "
+          "limit).");
 ABSL_FLAG(std::string, socket_bytes, "64M",
           "Bytes streamed through the plain TCP socket for the reference throughput; the PS row of this size "
           "(N=1, K=1) gives the ratio. 0: skip.");
@@ -111,6 +114,7 @@ absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks,
   service.num_shards = shards;
   service.step_timeout = absl::Seconds(120);
   service.chunk_bytes = chunk_bytes;
+  service.max_lead_bytes = ParseSize(absl::GetFlag(FLAGS_max_lead_bytes));
   std::vector<std::unique_ptr<ps::PsServer>> servers;
   std::vector<std::string> addresses;
   for (int k = 0; k < shards; ++k) {

@@ -47,6 +47,9 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS (with --tls_
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS (with --tls_cert).");
 ABSL_FLAG(int64_t, chunk_bytes, 1 << 20,
           "Bytes per parameter chunk streamed back to workers (4 .. 4194304).");
+ABSL_FLAG(int64_t, max_lead_bytes, 1 << 20,
+          "Sync mode: stop reading a worker's push while it is more than this many bytes ahead of the slowest "
+          "push of the step, so every worker gets a fair share of this server's link (0: no limit).");
 
 namespace psring::ps {
 namespace {
@@ -88,6 +91,10 @@ absl::Status Run() {
   s.auth_token = absl::GetFlag(FLAGS_auth_token);
   if (absl::GetFlag(FLAGS_chunk_bytes) <= 0) return absl::InvalidArgumentError("--chunk_bytes must be > 0");
   s.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_bytes));
+  if (absl::GetFlag(FLAGS_max_lead_bytes) < 0) {
+    return absl::InvalidArgumentError("--max_lead_bytes must be >= 0 (0: no limit)");
+  }
+  s.max_lead_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_lead_bytes));
 
   // SIGINT/SIGTERM are taken synchronously by one thread (blocked everywhere else, including gRPC's threads,
   // which inherit this mask).

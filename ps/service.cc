@@ -437,6 +437,14 @@ absl::Status ParameterServerService::ReceiveSyncPush(grpc::ServerContext* contex
       }
       reported = filled;
       AdvanceStepLocked();
+      // Fair share: hold this push while it is too far ahead of the slowest one (see max_lead_bytes). The
+      // wait ends when the others catch up, the step is dropped (the writer's --step_timeout does that) or
+      // the client cancels.
+      const uint64_t lead = options_.max_lead_bytes / sizeof(float);
+      while (lead > 0 && reported < count && reported > applied_ + lead && OwnsSlotLocked(push) &&
+             !shutting_down_ && !context->IsCancelled()) {
+        cv_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
+      }
     }
     if (!more.ok()) return more.status();
     if (!*more) break;

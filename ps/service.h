@@ -77,6 +77,10 @@ struct ServiceOptions {
   int64_t checkpoint_every = 0;                     // versions between checkpoints; 0: only on shutdown
   std::string auth_token;                           // empty: no authentication
   size_t chunk_bytes = 1 << 20;                     // size of the parameter chunks the server streams back
+  // Sync: a push stops being read while it is more than this many bytes ahead of the slowest rank's push, so
+  // TCP gives every rank a fair share of the shard's downlink and the pipelined replies never wait on one
+  // straggling push (0: no limit).
+  size_t max_lead_bytes = 1 << 20;
 };
 
 class ParameterServerService final : public proto::ParameterServer::Service {

@@ -108,6 +108,7 @@ class ServiceTest : public ::testing::Test {
     ServiceOptions options;
     options.workers = kWorkers;
     options.step_timeout = absl::Seconds(5);
+    Configure(&options);
     absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(2, options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
@@ -121,7 +122,17 @@ class ServiceTest : public ::testing::Test {
     before_ = service()->CopyParameters();
   }
 
+  virtual void Configure(ServiceOptions* options) {}
+
   ParameterServerService* service() { return cluster_.servers[1]->service(); }
+
+  // Waits (at most 10 s) until the shard has read at least `bytes` (registrations included).
+  void WaitForBytesReceived(uint64_t bytes) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (service()->GetStats().bytes_received() < bytes && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
 
   static std::vector<float> Initial() { return {1, 2, 3, 4, 5}; }
 
@@ -161,12 +172,7 @@ class ServiceTest : public ::testing::Test {
   }
 
   // Waits (at most 10 s) until one push streamed in: 20 bytes of initial parameters + 20 of gradient.
-  void WaitUntilFirstPushStreamedIn() {
-    const absl::Time give_up = absl::Now() + absl::Seconds(10);
-    while (service()->GetStats().bytes_received() < 40 && absl::Now() < give_up) {
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-  }
+  void WaitUntilFirstPushStreamedIn() { WaitForBytesReceived(40); }
 
   testing::LocalCluster cluster_;
   std::unique_ptr<RawClient> client_;
@@ -290,6 +296,41 @@ TEST_F(ServiceTest, RanksAtDifferentTrainerStepsStayInLockstep) {
   pusher_ahead.join();
   EXPECT_TRUE(second.ok()) << second.error_message();
   EXPECT_EQ(service()->version(), 1u);
+}
+
+// A push may run at most max_lead_bytes ahead of the slowest push of the step (fair share of the shard's
+// link); the held push goes on as soon as the others catch up, and the step's result is unchanged.
+class LeadLimitTest : public ServiceTest {
+ protected:
+  void Configure(ServiceOptions* options) override { options->max_lead_bytes = sizeof(float); }
+};
+
+TEST_F(LeadLimitTest, PushAheadIsHeldUntilTheOthersCatchUp) {
+  const std::vector<proto::Chunk> one_by_one = {MakeChunk(0, {1}), MakeChunk(1, {1}), MakeChunk(2, {1}),
+                                                MakeChunk(3, {1}), MakeChunk(4, {1})};
+  grpc::Status first;
+  std::thread pusher([&] { first = client_->PushPull(Push(0, 0), one_by_one); });
+  // 20 bytes of initial parameters, then rank 0's elements 0 and 1: 2 elements ahead of rank 1 (at 0) is
+  // more than the 1-element lead, so the shard stops reading rank 0's push there.
+  WaitForBytesReceived(28);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(service()->GetStats().bytes_received(), 28u);
+  ASSERT_TRUE(client_->PushPull(Push(1, 0), one_by_one).ok());
+  pusher.join();
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  EXPECT_EQ(service()->GetStats().bytes_received(), 60u);
+  EXPECT_EQ(service()->version(), 1u);
+  EXPECT_EQ(service()->CopyParameters(), (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f, 4.5f}));
+}
+
+TEST_F(LeadLimitTest, HeldPushEndsWithTheStepTimeoutWhenTheOthersNeverCome) {
+  // Rank 1 never pushes: rank 0, held by the lead limit, gets DEADLINE_EXCEEDED after --step_timeout (5 s)
+  // instead of hanging, and nothing is applied.
+  grpc::Status first = client_->PushPull(Push(0, 0), {MakeChunk(0, {1}), MakeChunk(1, {1}), MakeChunk(2, {1}),
+                                                      MakeChunk(3, {1}), MakeChunk(4, {1})});
+  EXPECT_EQ(first.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << first.error_message();
+  EXPECT_EQ(service()->CopyParameters(), before_);
+  EXPECT_EQ(service()->version(), 0u);
 }
 
 TEST_F(ServiceTest, RegistrationChecks) {
