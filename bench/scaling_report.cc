@@ -290,8 +290,9 @@ void PrintVerdict(const ScalingResult& result, std::ostream& out) {
         if (r == nullptr) {
           absl::StrAppendFormat(&line, " %18s", "failed/not run");
         } else {
-          // The ring on one node exchanges nothing, so its step can be ~0 s: no meaningful ratio there.
-          const double ratio = best->step_s > 0 ? r->step_s / best->step_s : 0;
+          // The ring on one node exchanges nothing, so its step is ~0 s: no meaningful ratio there.
+          const bool nothing_exchanged = n == 1 && best->exchange == Exchange::kRing;
+          const double ratio = best->step_s > 0 && !nothing_exchanged ? r->step_s / best->step_s : 0;
           const std::string times = ratio <= 0 ? "-" : ratio < 1000 ? absl::StrFormat("%.1fx", ratio) : ">999x";
           absl::StrAppendFormat(&line, " %18s", absl::StrFormat("%.3f (%s)", r->step_s, times));
         }
