@@ -3,23 +3,48 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/report.h"
 #include "bench/result_line.h"
 #include "bench/subprocess.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 
 namespace psring::bench {
 namespace {
 
-// Every run gets fresh ports (rendezvous master, servers K ports from kServerPort): on loopback all hosts share
-// one port space, and in the namespaces a port of the previous run may still be in TIME_WAIT.
+// In the namespaces every run gets fresh fixed ports (rendezvous master, servers K ports from kServerPort): a
+// port of the previous run may still be in TIME_WAIT there, but nothing else runs in those port spaces. On
+// loopback all hosts share the machine's port space with whatever else runs (other tests, other jobs'
+// ephemeral client ports), so there the kernel picks free ports (LoopbackPorts) instead.
 constexpr int kMasterPort = 29500;
 constexpr int kServerPort = 50051;
 constexpr int kPortStride = 300;  // > the most servers of one run (N <= 256)
 constexpr int kPortRotation = 16;  // runs before a port is used again
+
+// `count` distinct ports free on 127.0.0.1 right now: all are bound at once (port 0, the kernel picks) and
+// released just before use. A process elsewhere may still take one in between; Run() retries once then.
+absl::StatusOr<std::vector<int>> LoopbackPorts(int count) {
+  std::vector<Socket> held;
+  std::vector<int> ports;
+  for (int i = 0; i < count; ++i) {
+    ASSIGN_OR_RETURN(Socket s, ListenTcp("127.0.0.1", 0, 1));
+    ASSIGN_OR_RETURN(int port, LocalPort(s));
+    held.push_back(std::move(s));
+    ports.push_back(port);
+  }
+  return ports;  // `held` closes here
+}
+
+// A run that failed because a port was taken by someone else between our choice and the bind.
+bool PortClash(const absl::Status& status) {
+  return absl::StrContains(status.message(), "Address already in use") ||
+         absl::StrContains(status.message(), "port is in use") ||
+         absl::StrContains(status.message(), "port in use");
+}
 
 std::string FormatBytes(double bytes) {
   if (bytes >= (1 << 30)) return absl::StrFormat("%gGiB", bytes / (1 << 30));
@@ -70,6 +95,10 @@ class Runner {
     record.bytes = bytes;
     const absl::Time start = absl::Now();
     absl::Status status = RunJobFor(run_index, &record);
+    if (!status.ok() && !cluster_->emulated() && PortClash(status)) {
+      *progress_ << " port taken by another process, retrying with new ports..." << std::flush;
+      status = RunJobFor(run_index + kPortRotation / 2, &record);
+    }
     record.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
     if (!status.ok()) record.error = std::string(status.message());
     return record;
@@ -81,7 +110,16 @@ class Runner {
     const int n = record->nodes;
     const Placement placement = Place(e, n, o_.ps_servers);
     const int port_offset = (run_index % kPortRotation) * kPortStride;
-    const int master_port = kMasterPort + port_offset;
+    int master_port = kMasterPort + port_offset;
+    std::vector<int> server_ports;
+    for (size_t k = 0; k < placement.server_hosts.size(); ++k) {
+      server_ports.push_back(kServerPort + port_offset + static_cast<int>(k));
+    }
+    if (!cluster_->emulated()) {
+      ASSIGN_OR_RETURN(std::vector<int> ports, LoopbackPorts(1 + static_cast<int>(server_ports.size())));
+      master_port = ports[0];
+      std::copy(ports.begin() + 1, ports.end(), server_ports.begin());
+    }
     const double step_estimate = PessimisticStepSeconds(o_, e, n, record->bytes, cluster_->link_bytes_per_second());
     const int worker_timeout =
         o_.worker_timeout_s > 0 ? o_.worker_timeout_s : static_cast<int>(std::max(60.0, 5 * step_estimate + 30));
@@ -107,7 +145,7 @@ class Runner {
     std::vector<std::string> server_addrs;
     for (size_t k = 0; k < placement.server_hosts.size(); ++k) {
       const int host = placement.server_hosts[k];
-      const int port = kServerPort + port_offset + static_cast<int>(k);
+      const int port = server_ports[k];
       server_addrs.push_back(absl::StrCat(cluster_->HostAddress(host), ":", port));
       std::vector<std::string> argv = {o_.ps_server,
                                        absl::StrCat("--port=", port),
