@@ -100,11 +100,13 @@ TEST(ClusterTest, RemovesLeftoversOfADeadRunOnly) {
   if (dead == 0) _exit(0);
   ASSERT_GT(dead, 0);
   waitpid(dead, nullptr, 0);
-  const std::string stale = absl::StrCat(kFamily, dead, "-h0");
-  const std::string live = absl::StrCat(kFamily, getpid(), "-h9");
+  // A family of this process alone, so that a concurrent run of this test cannot clean our stale one first.
+  const std::string family = absl::StrCat(kFamily, getpid(), "x");
+  const std::string stale = absl::StrCat(family, dead, "-h0");
+  const std::string live = absl::StrCat(family, getpid(), "-h9");
   ASSERT_TRUE(RunCommand({"ip", "netns", "add", stale}).ok());
   ASSERT_TRUE(RunCommand({"ip", "netns", "add", live}).ok());
-  auto removed = CleanupLeftoverNamespaces(kFamily);
+  auto removed = CleanupLeftoverNamespaces(family);
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_FALSE(NamespaceExists(stale));
   EXPECT_TRUE(NamespaceExists(live));
