@@ -9,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "ps/tensor_frame.h"
 
@@ -180,6 +182,8 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
         shard->next_step = h.next_step();
         shard->version = h.version();
         shard->range = range;
+        shard->streams_replies = h.mode() == "sync";
+        shard->reply_chunk_elements = h.reply_chunk_elements();
         if (shard->index == 0) name_ = absl::StrCat("ps-", h.mode());
       }
     }
@@ -251,7 +255,47 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     // The server streams each updated range back while later chunks are still being pushed: read the reply
     // on a second thread while this one writes (a gRPC stream allows one reader and one writer at a time).
     bool got_reply = false;
+    // Push window: chunk [o, o+len) goes out once the reply reached o + len - window (or the reply ended).
+    // An older server that does not say its reply range (0) gets no window: we could not size it safely.
+    const uint64_t window =
+        shard->streams_replies && options_.push_window_bytes > 0 && shard->reply_chunk_elements > 0
+            ? std::max<uint64_t>(options_.push_window_bytes / sizeof(float),
+                                 chunk_elements_ + shard->reply_chunk_elements)
+            : 0;
+    absl::Mutex window_mu;
+    absl::CondVar window_cv;
+    uint64_t replied = 0;
+    bool reply_over = false;
+    std::function<void(uint64_t)> on_reply;
+    std::function<bool(uint64_t, uint64_t)> before_chunk;
+    if (window > 0) {
+      on_reply = [&](uint64_t filled) {
+        absl::MutexLock lock(&window_mu);
+        replied = filled;
+        window_cv.SignalAll();
+      };
+      before_chunk = [&](uint64_t offset, uint64_t len) {
+        absl::MutexLock lock(&window_mu);
+        const uint64_t need = offset + len > window ? offset + len - window : 0;
+        // The server's --step_timeout ends a stuck step, which ends the reply; the call deadline bounds it too.
+        const absl::Time deadline = absl::Now() + options_.timeout;
+        while (!reply_over && replied < need) {
+          if (window_cv.WaitWithDeadline(&window_mu, deadline)) break;
+        }
+        return true;
+      };
+    }
     std::thread reader([&] {
+      struct MarkOver {  // however the reader ends, the writer stops waiting for it
+        absl::Mutex* mu;
+        absl::CondVar* cv;
+        bool* over;
+        ~MarkOver() {
+          absl::MutexLock lock(mu);
+          *over = true;
+          cv->SignalAll();
+        }
+      } mark_over{&window_mu, &window_cv, &reply_over};
       TensorFrame first;
       proto::PullReplyHeader reply;
       if (!stream->Read(&first) || !first.error().ok() || !first.is_header() ||
@@ -265,7 +309,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
                                                     " elements for a shard of ", shard->range.size()));
       } else {
         received = ReadFrameChunks(stream.get(), params.data + shard->range.begin, shard->range.size(),
-                                   &shard->bytes_received, "parameters");
+                                   &shard->bytes_received, "parameters", on_reply);
       }
       if (!received.ok()) {
         // Drain what the server still sends (nothing is copied once a frame holds an error), so Finish()
@@ -278,7 +322,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     });
     ok = stream->Write(TensorFrame::Header(header)) &&
          WriteFrameChunks(stream.get(), grads.data + shard->range.begin, shard->range.size(), chunk_elements_,
-                          &tracker, &shard->bytes_sent);
+                          &tracker, &shard->bytes_sent, before_chunk);
     if (ok) ok = stream->WritesDone();
     reader.join();
     ok = ok && got_reply;

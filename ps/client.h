@@ -53,6 +53,11 @@ struct PsClientOptions {
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(2);
   size_t chunk_bytes = 1 << 20;  // tensor chunk size on the wire (tests shrink it to hit many chunks)
+  // Synchronous shards: push at most this many bytes beyond the updated parameters already received back
+  // (the server averages a range only once every worker pushed it, so this bounds how far a worker runs
+  // ahead of the slowest, end to end, whatever the transport buffers). 0: no window. Never less than one
+  // chunk of ours plus one reply range of the server's (smaller would deadlock), so it is raised to that.
+  size_t push_window_bytes = 1 << 20;
   std::string auth_token;        // sent as "x-psring-token" metadata when set
   std::string tls_ca_file;       // PEM root certificate: TLS when set
   std::string tls_target_name;   // overrides the name checked against the server certificate
@@ -107,6 +112,8 @@ class PsExchange final : public trainer::GradientExchange {
     uint64_t session = 0;
     int64_t next_step = 0;
     uint64_t version = 0;
+    bool streams_replies = false;  // a sync shard: it streams each averaged range back during the push
+    uint64_t reply_chunk_elements = 0;  // the most it waits for before sending a range back
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
   };

@@ -12,6 +12,7 @@
 #define PSRING_PS_TENSOR_FRAME_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -76,12 +77,15 @@ class TensorFrame {
 };
 
 // Writes data[0, count) as zero-copy chunk frames of at most chunk_elements floats. False when the stream
-// broke. Adds the payload bytes to *bytes_written.
+// broke. Adds the payload bytes to *bytes_written. `before_chunk`, when set, is called with the range of each
+// chunk before it is written and may block (flow control); the write stops (false) when it returns false.
 template <typename Writer>
 bool WriteFrameChunks(Writer* writer, const float* data, uint64_t count, uint64_t chunk_elements,
-                      SliceTracker* tracker, uint64_t* bytes_written) {
+                      SliceTracker* tracker, uint64_t* bytes_written,
+                      const std::function<bool(uint64_t offset, uint64_t len)>& before_chunk = nullptr) {
   for (uint64_t offset = 0; offset < count; offset += chunk_elements) {
     const uint64_t len = std::min(chunk_elements, count - offset);
+    if (before_chunk && !before_chunk(offset, len)) return false;
     if (!writer->Write(TensorFrame::Chunk(offset, data + offset, len, tracker))) return false;
     *bytes_written += len * sizeof(float);
   }
@@ -90,12 +94,14 @@ bool WriteFrameChunks(Writer* writer, const float* data, uint64_t count, uint64_
 
 // Reads chunk frames until the stream ends, straight into dst[0, count). kInvalidArgument for a header
 // among the chunks, gaps, overflow, or a short tensor. Adds the payload bytes read to *bytes_read.
+// `progress`, when set, is told the number of leading elements filled so far after every frame.
 template <typename Reader>
 absl::Status ReadFrameChunks(Reader* reader, float* dst, uint64_t count, uint64_t* bytes_read,
-                             const char* what) {
+                             const char* what, const std::function<void(uint64_t filled)>& progress = nullptr) {
   TensorFrame frame;
   frame.ExpectInto(dst, count);
   while (reader->Read(&frame)) {
+    if (progress) progress(frame.filled());
     if (!frame.error().ok()) {
       *bytes_read += frame.filled() * sizeof(float);
       return absl::Status(frame.error().code(), absl::StrCat(what, ": ", frame.error().message()));

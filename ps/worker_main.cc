@@ -40,6 +40,10 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, tls_target_name, "",
           "Name to check the servers' certificate against instead of the host in --servers.");
 ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Bytes per gradient chunk on the wire (4 .. 4194304).");
+ABSL_FLAG(int64_t, push_window_bytes, 1 << 20,
+          "Synchronous servers: push at most this many bytes ahead of the updated parameters received back, so "
+          "no worker runs far ahead of the slowest and the server link is shared fairly whatever TCP and gRPC "
+          "buffer. Raised to at least one chunk of ours plus one reply range of the server's. 0: no window.");
 
 namespace psring::ps {
 namespace {
@@ -60,6 +64,10 @@ absl::StatusOr<WorkerResult> Run() {
   options.reconnect_timeout = options.timeout;
   if (absl::GetFlag(FLAGS_chunk_bytes) <= 0) return absl::InvalidArgumentError("--chunk_bytes must be > 0");
   options.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_bytes));
+  if (absl::GetFlag(FLAGS_push_window_bytes) < 0) {
+    return absl::InvalidArgumentError("--push_window_bytes must be >= 0 (0: no window)");
+  }
+  options.push_window_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_push_window_bytes));
   options.auth_token = absl::GetFlag(FLAGS_auth_token);
   options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls_target_name = absl::GetFlag(FLAGS_tls_target_name);

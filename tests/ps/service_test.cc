@@ -411,6 +411,68 @@ TEST(ServiceLockstepTest, ClientSkipsAStepItsPeersAreAlreadyPast) {
   for (auto& server : cluster->servers) EXPECT_EQ(server->service()->version(), 2u);
 }
 
+// The client's push window: with the server's own lead limit off, a worker whose peer has not started yet
+// pushes only `window` elements (no reply can come before the peer pushes), and the rest once it does; with
+// no window it pushes everything at once. Both end with the same, correct parameters.
+// Waits (up to 20 s, for a loaded machine) until rank 0 pushed `expect` bytes, then 300 ms more to catch any
+// excess, and returns what it pushed before its peer started.
+uint64_t PushedAheadOfAbsentPeer(size_t window_bytes, uint64_t expect) {
+  ServiceOptions options;
+  options.workers = 2;
+  options.step_timeout = absl::Seconds(20);
+  options.max_lead_bytes = 0;
+  options.chunk_bytes = sizeof(float);  // one element per reply range
+  absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(1, options);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  if (!cluster.ok()) return 0;
+  constexpr size_t kCount = 64;
+  std::vector<std::vector<float>> params(2, std::vector<float>(kCount, 1.0f));
+  std::vector<std::vector<float>> grads = {std::vector<float>(kCount, 0.5f), std::vector<float>(kCount, 1.5f)};
+  std::vector<std::unique_ptr<PsExchange>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    PsClientOptions client = testing::ClientOptionsFor(*cluster, r, 2);
+    client.chunk_bytes = sizeof(float);
+    client.push_window_bytes = window_bytes;
+    absl::StatusOr<std::unique_ptr<PsExchange>> exchange = PsExchange::Create(client);
+    EXPECT_TRUE(exchange.ok()) << exchange.status();
+    if (!exchange.ok()) return 0;
+    ranks.push_back(std::move(*exchange));
+    EXPECT_TRUE(ranks[r]->SyncInitialParameters({params[r].data(), kCount}).ok());
+  }
+  ParameterServerService* service = cluster->servers[0]->service();
+  const uint64_t base = service->GetStats().bytes_received();
+  absl::Status first;
+  std::thread rank0([&] {
+    first = ranks[0]->Exchange(0, {grads[0].data(), kCount}, {params[0].data(), kCount}).status();
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (service->GetStats().bytes_received() - base < expect && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  const uint64_t ahead = service->GetStats().bytes_received() - base;
+  absl::Status second = ranks[1]->Exchange(0, {grads[1].data(), kCount}, {params[1].data(), kCount}).status();
+  rank0.join();
+  EXPECT_TRUE(first.ok()) << first;
+  EXPECT_TRUE(second.ok()) << second;
+  EXPECT_EQ(params[0], params[1]);
+  EXPECT_EQ(service->version(), 1u);
+  return ahead;
+}
+
+TEST(ServicePushWindowTest, WorkerWaitsForRepliesBeforePushingFurther) {
+  EXPECT_EQ(PushedAheadOfAbsentPeer(8 * sizeof(float), 8 * sizeof(float)), 8 * sizeof(float));
+}
+
+TEST(ServicePushWindowTest, WithoutWindowTheWholePushGoesOut) {
+  EXPECT_EQ(PushedAheadOfAbsentPeer(0, 64 * sizeof(float)), 64 * sizeof(float));
+}
+
+TEST(ServicePushWindowTest, WindowBelowOneChunkPlusOneReplyRangeIsRaisedNotDeadlocked) {
+  // 1 byte: raised to one chunk (1 element) plus one reply range (1 element).
+  EXPECT_EQ(PushedAheadOfAbsentPeer(1, 2 * sizeof(float)), 2 * sizeof(float));
+}
+
 TEST(ServiceAuthTest, TokenRequired) {
   ServiceOptions options;
   options.workers = 1;
