@@ -14,7 +14,9 @@
 // parameters it returns (resumed from its checkpoint) replace this rank's copy of that range.
 //
 // A synchronous step is pipelined: each shard stream pushes the gradient on the calling (or shard) thread
-// while a reader thread takes the updated parameters the server streams back range by range. If a shard
+// while a reader thread takes the updated parameters the server streams back range by range. The pusher
+// keeps within push_window_bytes of what the reader has received (a flow-control window whose
+// acknowledgements are the averaged ranges), so no rank runs far ahead of the slowest on a shared link. If a shard
 // drops the step midway (another rank's push broke), it rolls its parameters back and answers UNAVAILABLE;
 // this client then re-registers (which rewrites this rank's copy of the range with the shard's values, so
 // a partly received reply leaves nothing behind) and pushes the step again, within reconnect_timeout.
