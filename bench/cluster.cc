@@ -53,8 +53,6 @@ bool HasCapNetAdmin() {
 
 bool ProcessAlive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
-bool NamespaceExists(const std::string& name) { return access(("/run/netns/" + name).c_str(), F_OK) == 0; }
-
 // Kills what still runs inside `ns`, then deletes it.
 absl::Status DeleteNamespace(const std::string& ns) {
   absl::StatusOr<std::string> pids = RunCommand({Ip(), "netns", "pids", ns});
@@ -102,6 +100,8 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv) {
   }
   return r.stdout_text;
 }
+
+bool NamespaceExists(const std::string& name) { return access(("/run/netns/" + name).c_str(), F_OK) == 0; }
 
 absl::StatusOr<std::vector<std::string>> CleanupLeftoverNamespaces(const std::string& family) {
   ASSIGN_OR_RETURN(std::string list, RunCommand({Ip(), "netns", "list"}));

@@ -60,6 +60,9 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv);
 // killing any process left inside them. Returns the names it removed.
 absl::StatusOr<std::vector<std::string>> CleanupLeftoverNamespaces(const std::string& family);
 
+// Whether a named network namespace exists (a file under /run/netns).
+bool NamespaceExists(const std::string& name);
+
 class EmulatedCluster {
  public:
   static absl::StatusOr<std::unique_ptr<EmulatedCluster>> Create(const ClusterOptions& options);

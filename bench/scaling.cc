@@ -40,6 +40,16 @@ absl::StatusOr<std::vector<int>> LoopbackPorts(int count) {
   return ports;  // `held` closes here
 }
 
+// The rendezvous master's port followed by one port per server for run `run_index`: fixed and rotating in
+// the namespaces, from the kernel on loopback (see above).
+absl::StatusOr<std::vector<int>> RunPorts(bool emulated, int run_index, int servers) {
+  if (!emulated) return LoopbackPorts(1 + servers);
+  const int offset = (run_index % kPortRotation) * kPortStride;
+  std::vector<int> ports = {kMasterPort + offset};
+  for (int k = 0; k < servers; ++k) ports.push_back(kServerPort + offset + k);
+  return ports;
+}
+
 // A run that failed because a port was taken by someone else between our choice and the bind.
 bool PortClash(const absl::Status& status) {
   return absl::StrContains(status.message(), "Address already in use") ||
@@ -98,7 +108,7 @@ class Runner {
     absl::Status status = RunJobFor(run_index, &record);
     if (!status.ok() && !cluster_->emulated() && PortClash(status)) {
       *progress_ << " port taken by another process, retrying with new ports..." << std::flush;
-      status = RunJobFor(run_index + kPortRotation / 2, &record);
+      status = RunJobFor(run_index, &record);  // loopback ports are new on every call
     }
     record.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
     if (!status.ok()) record.error = std::string(status.message());
@@ -110,17 +120,9 @@ class Runner {
     const Exchange e = record->exchange;
     const int n = record->nodes;
     const Placement placement = Place(e, n, o_.ps_servers);
-    const int port_offset = (run_index % kPortRotation) * kPortStride;
-    int master_port = kMasterPort + port_offset;
-    std::vector<int> server_ports;
-    for (size_t k = 0; k < placement.server_hosts.size(); ++k) {
-      server_ports.push_back(kServerPort + port_offset + static_cast<int>(k));
-    }
-    if (!cluster_->emulated()) {
-      ASSIGN_OR_RETURN(std::vector<int> ports, LoopbackPorts(1 + static_cast<int>(server_ports.size())));
-      master_port = ports[0];
-      std::copy(ports.begin() + 1, ports.end(), server_ports.begin());
-    }
+    ASSIGN_OR_RETURN(const std::vector<int> ports,
+                     RunPorts(cluster_->emulated(), run_index, static_cast<int>(placement.server_hosts.size())));
+    const int master_port = ports[0];
     const double step_estimate = PessimisticStepSeconds(o_, e, n, record->bytes, cluster_->link_bytes_per_second());
     const int worker_timeout =
         o_.worker_timeout_s > 0 ? o_.worker_timeout_s : static_cast<int>(std::max(60.0, 5 * step_estimate + 30));
@@ -155,7 +157,7 @@ class Runner {
     std::vector<std::string> server_addrs;
     for (size_t k = 0; k < placement.server_hosts.size(); ++k) {
       const int host = placement.server_hosts[k];
-      const int port = server_ports[k];
+      const int port = ports[1 + k];
       server_addrs.push_back(absl::StrCat(cluster_->HostAddress(host), ":", port));
       std::vector<std::string> argv = {o_.ps_server,
                                        absl::StrCat("--port=", port),

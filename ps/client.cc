@@ -182,7 +182,6 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
         shard->next_step = h.next_step();
         shard->version = h.version();
         shard->range = range;
-        shard->streams_replies = h.mode() == "sync";
         shard->reply_chunk_elements = h.reply_chunk_elements();
         if (shard->index == 0) name_ = absl::StrCat("ps-", h.mode());
       }
@@ -256,9 +255,10 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     // on a second thread while this one writes (a gRPC stream allows one reader and one writer at a time).
     bool got_reply = false;
     // Push window: chunk [o, o+len) goes out once the reply reached o + len - window (or the reply ended).
-    // An older server that does not say its reply range (0) gets no window: we could not size it safely.
+    // Only sync servers stream replies during the push and announce their range; an async server or an
+    // older one (0) gets no window: it answers after the whole push, or we could not size it safely.
     const uint64_t window =
-        shard->streams_replies && options_.push_window_bytes > 0 && shard->reply_chunk_elements > 0
+        options_.push_window_bytes > 0 && shard->reply_chunk_elements > 0
             ? std::max<uint64_t>(options_.push_window_bytes / sizeof(float),
                                  chunk_elements_ + shard->reply_chunk_elements)
             : 0;
@@ -267,7 +267,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     uint64_t replied = 0;
     bool reply_over = false;
     std::function<void(uint64_t)> on_reply;
-    std::function<bool(uint64_t, uint64_t)> before_chunk;
+    std::function<void(uint64_t, uint64_t)> before_chunk;
     if (window > 0) {
       on_reply = [&](uint64_t filled) {
         absl::MutexLock lock(&window_mu);
@@ -282,7 +282,6 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
         while (!reply_over && replied < need) {
           if (window_cv.WaitWithDeadline(&window_mu, deadline)) break;
         }
-        return true;
       };
     }
     std::thread reader([&] {

@@ -114,8 +114,9 @@ class PsExchange final : public trainer::GradientExchange {
     uint64_t session = 0;
     int64_t next_step = 0;
     uint64_t version = 0;
-    bool streams_replies = false;  // a sync shard: it streams each averaged range back during the push
-    uint64_t reply_chunk_elements = 0;  // the most it waits for before sending a range back
+    // Sync shards: the most elements they gather before streaming a range back during the push; 0 for
+    // async shards (they answer after the whole push) and servers that do not say.
+    uint64_t reply_chunk_elements = 0;
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
   };

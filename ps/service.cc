@@ -305,7 +305,7 @@ grpc::Status ParameterServerService::Register(
     header->set_version(registered->second);
     header->set_next_step(aggregate_ ? static_cast<int64_t>(registered->second) : ranks_[rank].clock);
     header->set_mode(aggregate_ ? "sync" : "async");
-    header->set_reply_chunk_elements(chunk_elements_);
+    if (aggregate_) header->set_reply_chunk_elements(chunk_elements_);
   }
   if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
   absl::ReaderMutexLock lock(&params_mu_);

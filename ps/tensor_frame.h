@@ -78,14 +78,14 @@ class TensorFrame {
 
 // Writes data[0, count) as zero-copy chunk frames of at most chunk_elements floats. False when the stream
 // broke. Adds the payload bytes to *bytes_written. `before_chunk`, when set, is called with the range of each
-// chunk before it is written and may block (flow control); the write stops (false) when it returns false.
+// chunk before it is written and may block (flow control).
 template <typename Writer>
 bool WriteFrameChunks(Writer* writer, const float* data, uint64_t count, uint64_t chunk_elements,
                       SliceTracker* tracker, uint64_t* bytes_written,
-                      const std::function<bool(uint64_t offset, uint64_t len)>& before_chunk = nullptr) {
+                      const std::function<void(uint64_t offset, uint64_t len)>& before_chunk = nullptr) {
   for (uint64_t offset = 0; offset < count; offset += chunk_elements) {
     const uint64_t len = std::min(chunk_elements, count - offset);
-    if (before_chunk && !before_chunk(offset, len)) return false;
+    if (before_chunk) before_chunk(offset, len);
     if (!writer->Write(TensorFrame::Chunk(offset, data + offset, len, tracker))) return false;
     *bytes_written += len * sizeof(float);
   }

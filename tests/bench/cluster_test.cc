@@ -32,8 +32,6 @@ bool CanAdminNetwork() {
   return false;
 }
 
-bool NamespaceExists(const std::string& name) { return access(("/run/netns/" + name).c_str(), F_OK) == 0; }
-
 TEST(ClusterTest, ParsesLinkRates) {
   EXPECT_DOUBLE_EQ(*ParseLinkRate("100mbit"), 100e6);
   EXPECT_DOUBLE_EQ(*ParseLinkRate("1Gbit"), 1e9);
