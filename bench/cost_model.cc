@@ -40,8 +40,15 @@ int ServerCount(Exchange exchange, int nodes, int dedicated_servers) {
 }
 
 double LatencyTerms(Exchange exchange, int nodes, int servers) {
-  if (exchange == Exchange::kRing) return 2.0 * (nodes - 1);
-  return 1.0;
+  switch (exchange) {
+    case Exchange::kRing:
+    case Exchange::kPsColocated:
+      return 2.0 * (nodes - 1);
+    case Exchange::kPsOne:
+    case Exchange::kPsDedicated:
+      return 2.0 * nodes;
+  }
+  return 0;
 }
 
 double BusiestLinkBytes(Exchange exchange, int nodes, int servers, double bytes) {

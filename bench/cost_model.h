@@ -6,11 +6,14 @@
 //
 //   exchange       LatencyTerms   BusiestLinkBytes       (bytes through the busiest link direction)
 //   ring           2(N-1)         2(N-1)/N * S           (reduce-scatter + allgather, one message per hop)
-//   ps-1           1              N * S                  (every worker pushes S to, and pulls S from, one host)
-//   ps-colocated   1              2(N-1)/N * S           (K = N shards, shard i on worker host i)
-//   ps-dedicated   1              max(S, N*S/K)          (K servers on hosts of their own)
+//   ps-1           2N             N * S                  (every worker pushes S to, and pulls S from, one host)
+//   ps-colocated   2(N-1)         2(N-1)/N * S           (K = N shards, shard i on worker host i)
+//   ps-dedicated   2N             max(S, N*S/K)          (K servers on hosts of their own)
 //
-// alpha is a per-message (per-round) latency in seconds and beta the seconds per byte on the busiest link;
+// The PS latency terms count the messages the busiest server handles in a step, one after another on its link
+// (a linear gather of N pushes plus a linear scatter of N replies; a co-located shard's own worker is local):
+// the cost of starting and ending a step that every one of the N workers must reach before it completes.
+// alpha is a per-message latency in seconds and beta the seconds per byte on the busiest link;
 // with ideal links beta = 1/B. For the PS the push and the pull of a step may or may not overlap; beta absorbs
 // that factor (up to 2/B), and the fitted 1/beta is reported as the exchange's effective bandwidth.
 // bench/PERFORMANCE.md derives the formulas.

@@ -63,6 +63,12 @@ absl::StatusOr<std::unique_ptr<PsExchange>> PsExchange::Create(const PsClientOpt
     return absl::InvalidArgumentError(
         absl::StrCat("chunk size ", options.chunk_bytes, " must be in [4, ", kMaxChunkBytes, "] bytes"));
   }
+  if (options.receive_window_bytes != 0 &&
+      (options.receive_window_bytes < 16384 || options.receive_window_bytes > 1073741823)) {
+    return absl::InvalidArgumentError(absl::StrCat("receive window of ", options.receive_window_bytes,
+                                                   " bytes must be 0 (gRPC's adaptive window) or in 16384 .. "
+                                                   "1073741823 (HTTP/2's limits)"));
+  }
   if (options.timeout <= absl::ZeroDuration() || options.reconnect_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("timeouts must be positive");
   }
@@ -83,6 +89,10 @@ absl::StatusOr<std::unique_ptr<PsExchange>> PsExchange::Create(const PsClientOpt
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    if (options.receive_window_bytes > 0) {
+      args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+      args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, static_cast<int>(options.receive_window_bytes));
+    }
     if (!options.tls_target_name.empty()) args.SetSslTargetNameOverride(options.tls_target_name);
     Shard shard;
     shard.index = static_cast<int>(i);

@@ -45,6 +45,12 @@ ABSL_FLAG(int64_t, push_window_bytes, 1 << 20,
           "no worker runs far ahead of the slowest and the server link is shared fairly whatever TCP and gRPC "
           "buffer. Raised to at least one chunk of ours plus one reply range of the server's. 0: no window.");
 
+ABSL_FLAG(int64_t, receive_window_bytes, 0,
+          "HTTP/2 receive window per server connection (bytes, 16384 .. 1073741823), with gRPC's BDP probing "
+          "off: at most this much of this worker's replies is queued for it in the server, which keeps the push "
+          "window's loop tight on a slow shared link. Must cover the link's bandwidth-delay product. 0: gRPC's "
+          "adaptive window.");
+
 namespace psring::ps {
 namespace {
 
@@ -68,6 +74,9 @@ absl::StatusOr<WorkerResult> Run() {
     return absl::InvalidArgumentError("--push_window_bytes must be >= 0 (0: no window)");
   }
   options.push_window_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_push_window_bytes));
+  const int64_t receive_window = absl::GetFlag(FLAGS_receive_window_bytes);
+  if (receive_window < 0) return absl::InvalidArgumentError("--receive_window_bytes must be >= 0");
+  options.receive_window_bytes = static_cast<size_t>(receive_window);
   options.auth_token = absl::GetFlag(FLAGS_auth_token);
   options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls_target_name = absl::GetFlag(FLAGS_tls_target_name);

@@ -29,6 +29,11 @@ std::vector<Measurement> Synthesize(Exchange exchange, double alpha, double beta
 TEST(CostModelTest, FormulasMatchDesign) {
   const double s = 16 * kMiB;
   EXPECT_DOUBLE_EQ(LatencyTerms(Exchange::kRing, 4, 0), 6);
+  // The PS: messages through the busiest server per step, N pushes in and N replies out (a co-located shard's
+  // own worker is local).
+  EXPECT_DOUBLE_EQ(LatencyTerms(Exchange::kPsOne, 8, 1), 16);
+  EXPECT_DOUBLE_EQ(LatencyTerms(Exchange::kPsColocated, 8, 8), 14);
+  EXPECT_DOUBLE_EQ(LatencyTerms(Exchange::kPsDedicated, 8, 2), 16);
   EXPECT_DOUBLE_EQ(BusiestLinkBytes(Exchange::kRing, 4, 0, s), 1.5 * s);
   EXPECT_DOUBLE_EQ(BusiestLinkBytes(Exchange::kRing, 1, 0, s), 0);
   EXPECT_DOUBLE_EQ(BusiestLinkBytes(Exchange::kPsOne, 8, 1, s), 8 * s);
@@ -77,8 +82,9 @@ TEST(CostModelTest, NoisyPointsFitWithinTheNoise) {
 }
 
 TEST(CostModelTest, SingleShapeFitsBetaOnly) {
-  // One size, and ps-1 has a constant latency term: alpha and beta cannot both be identified from one point.
-  std::vector<Measurement> points = {{4, 1, 4 * kMiB, 4 * 4 * kMiB * 1e-7}};
+  // ps-1 at one size: latency terms (2N) and bytes (N*S) are proportional, so alpha and beta cannot both be
+  // identified; the fit takes beta alone.
+  std::vector<Measurement> points = {{4, 1, 4 * kMiB, 4 * 4 * kMiB * 1e-7}, {8, 1, 4 * kMiB, 8 * 4 * kMiB * 1e-7}};
   auto fit = FitAlphaBeta(Exchange::kPsOne, points);
   ASSERT_TRUE(fit.ok());
   EXPECT_EQ(fit->alpha, 0);
@@ -101,8 +107,8 @@ TEST(CostModelTest, RejectsUnusablePoints) {
   EXPECT_FALSE(FitAlphaBeta(Exchange::kRing, {{1, 0, kMiB, 0.1}}).ok());
   EXPECT_FALSE(FitAlphaBeta(Exchange::kPsColocated, {{1, 1, kMiB, 0.01}}).ok());
   // ...and does not disturb the fit of the others.
-  auto fit = FitAlphaBeta(Exchange::kPsColocated, {{1, 1, 16 * kMiB, 0.05}, {2, 2, kMiB, 1e-3 + kMiB * 1e-7},
-                                                   {4, 4, kMiB, 1e-3 + 1.5 * kMiB * 1e-7}});
+  auto fit = FitAlphaBeta(Exchange::kPsColocated, {{1, 1, 16 * kMiB, 0.05}, {2, 2, kMiB, 2e-3 + kMiB * 1e-7},
+                                                   {4, 4, kMiB, 6e-3 + 1.5 * kMiB * 1e-7}});
   ASSERT_TRUE(fit.ok());
   EXPECT_EQ(fit->points, 2);
   EXPECT_NEAR(fit->alpha, 1e-3, 1e-9);

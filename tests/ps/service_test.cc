@@ -473,6 +473,52 @@ TEST(ServicePushWindowTest, WindowBelowOneChunkPlusOneReplyRangeIsRaisedNotDeadl
   EXPECT_EQ(PushedAheadOfAbsentPeer(1, 2 * sizeof(float)), 2 * sizeof(float));
 }
 
+// Tiny HTTP/2 receive windows (16 KiB, the worker's --receive_window_bytes) make the server's reply writers
+// block on every worker's flow control while the pushes keep streaming in on the same connections: with 3
+// ranks, 2 shards, several steps and 4 KiB reply ranges every rank must still end with the exact average.
+TEST(ServiceReceiveWindowTest, SmallReceiveWindowsStayExact) {
+  ServiceOptions options;
+  options.workers = 3;
+  options.step_timeout = absl::Seconds(30);
+  options.chunk_bytes = 4096;
+  absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(2, options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  constexpr size_t kCount = 200000;  // 800 KB: 50x the window
+  constexpr int kRanks = 3, kSteps = 3;
+  std::vector<std::vector<float>> params(kRanks, std::vector<float>(kCount, 0.0f));
+  std::vector<std::unique_ptr<PsExchange>> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    PsClientOptions client = testing::ClientOptionsFor(*cluster, r, kRanks);
+    client.chunk_bytes = 8192;
+    client.receive_window_bytes = 16384;
+    client.hyperparameters = {1.0f, 0.0f, 0.0f};  // plain SGD, lr 1: params -= mean gradient
+    absl::StatusOr<std::unique_ptr<PsExchange>> exchange = PsExchange::Create(client);
+    ASSERT_TRUE(exchange.ok()) << exchange.status();
+    ranks.push_back(std::move(*exchange));
+  }
+  std::vector<absl::Status> statuses(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      statuses[r] = ranks[r]->SyncInitialParameters({params[r].data(), kCount});
+      std::vector<float> grad(kCount);
+      for (int step = 0; step < kSteps && statuses[r].ok(); ++step) {
+        for (size_t i = 0; i < kCount; ++i) grad[i] = static_cast<float>((r + 1) * ((i % 7) + step));
+        statuses[r] = ranks[r]->Exchange(step, {grad.data(), kCount}, {params[r].data(), kCount}).status();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  // Mean gradient of step s at i: (1+2+3)/3 * ((i%7)+s) = 2((i%7)+s); after 3 steps: -2(3(i%7) + 0+1+2).
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < kCount; i += 997) {
+      ASSERT_EQ(params[r][i], -2.0f * (3.0f * (i % 7) + 3.0f)) << "rank " << r << " element " << i;
+    }
+    EXPECT_EQ(params[r], params[0]);
+  }
+}
+
 TEST(ServiceAuthTest, TokenRequired) {
   ServiceOptions options;
   options.workers = 1;
