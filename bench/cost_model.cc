@@ -90,11 +90,19 @@ absl::StatusOr<ModelFit> FitAlphaBeta(Exchange exchange, const std::vector<Measu
   ModelFit fit;
   fit.points = static_cast<int>(used.size());
   const double det = saa * sbb - sab * sab;
+  // Proportional features (one shape of point, e.g. ps-1 at a single size: 2N and N*S): alpha and beta are
+  // not separable and either alone predicts the same; beta is the one reported as a bandwidth.
+  const bool separable = det > 1e-9 * saa * sbb;
   bool solved = false;
-  if (det > 1e-12 * saa * sbb) {
+  if (separable) {
     fit.alpha = (sa * sbb - sb * sab) / det;
     fit.beta = (saa * sb - sab * sa) / det;
     solved = fit.alpha >= 0 && fit.beta >= 0;
+  }
+  if (!solved && !separable && sbb > 0) {
+    fit.alpha = 0;
+    fit.beta = sb / sbb;
+    solved = true;
   }
   if (!solved) {
     // Constrained optimum on an edge: the better of beta alone and alpha alone.

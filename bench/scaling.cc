@@ -24,8 +24,7 @@ constexpr int kMasterPort = 29500;
 constexpr int kServerPort = 50051;
 constexpr int kPortStride = 300;  // > the most servers of one run (N <= 256)
 constexpr int kPortRotation = 16;  // runs before a port is used again
-constexpr int kSlowLinkChunkBytes = 128 << 10;          // PS --chunk_bytes on links of 1 Gbit/s or less
-constexpr int kSlowLinkReceiveWindowBytes = 256 << 10;  // PS worker --receive_window_bytes there
+constexpr int kSlowLinkChunkBytes = 128 << 10;  // PS --chunk_bytes on links of 1 Gbit/s or less
 
 // `count` distinct ports free on 127.0.0.1 right now: all are bound at once (port 0, the kernel picks) and
 // released just before use. A process elsewhere may still take one in between; Run() retries once then.
@@ -150,15 +149,12 @@ class Runner {
     // 1 MiB default, 1.6% with 128 KiB (measured at N = 8 on 100 Mbit/s: 12.0-12.2 s per step with 128 KiB,
     // 12.7-12.8 s with 256 KiB; N*S/B = 10.7 s). Faster (or unlimited) links keep the default, where fewer, larger
     // messages cost less CPU. Flags in --worker_args/--server_args come later and win.
-    // Workers there also bound their HTTP/2 receive window (256 KiB, 20 ms at 100 Mbit/s), so replies queued
-    // for them in the server stay few and the push window's loop stays tight (N = 8, 16 MiB: 11.9-12.0 s per
-    // step against 12.0-12.8 s with gRPC's adaptive window).
-    std::vector<std::string> ps_args, ps_worker_args;
+    // The workers keep gRPC's adaptive HTTP/2 receive window: a fixed 256 KiB one (--receive_window_bytes)
+    // helps ps-1 at N = 8 (11.9 against 12.3 s per 16 MiB step) but slows every exchange whose connections each
+    // carry a large share of a link (training the MLP, ps-1 at N = 1: 0.25 against 0.17 s per step).
+    std::vector<std::string> ps_args;
     const double link = cluster_->link_bytes_per_second();
-    if (link > 0 && link <= 125e6) {
-      ps_args.push_back(absl::StrCat("--chunk_bytes=", kSlowLinkChunkBytes));
-      ps_worker_args.push_back(absl::StrCat("--receive_window_bytes=", kSlowLinkReceiveWindowBytes));
-    }
+    if (link > 0 && link <= 125e6) ps_args.push_back(absl::StrCat("--chunk_bytes=", kSlowLinkChunkBytes));
 
     std::vector<ProcessSpec> specs;
     std::vector<std::string> server_addrs;
@@ -188,7 +184,6 @@ class Runner {
         argv = {o_.ps_worker, absl::StrCat("--servers=", absl::StrJoin(server_addrs, ",")),
                 "--shutdown_servers=true"};
         argv.insert(argv.end(), ps_args.begin(), ps_args.end());
-        argv.insert(argv.end(), ps_worker_args.begin(), ps_worker_args.end());
       }
       argv.push_back(absl::StrCat("--rank=", r));
       argv.insert(argv.end(), common.begin(), common.end());

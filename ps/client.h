@@ -63,8 +63,9 @@ struct PsClientOptions {
   // HTTP/2 receive window of each server connection, bytes (gRPC's lookahead, with its BDP probing off): at
   // most this much of our replies is queued for us in the server's transport and socket buffers, so the push
   // window's loop (the reply is its acknowledgement) stays tight on a slow shared link. Must cover the link's
-  // bandwidth-delay product, or replies are held to window/RTT. 0: gRPC's adaptive window (grows to
-  // megabytes per stream on a fast link). The bench passes 256 KiB on links of 1 Gbit/s or less.
+  // bandwidth-delay product of this connection's share of the link, or replies are held to window/RTT (on
+  // the emulated 100 Mbit/s links 256 KiB helps one server with 8 workers and slows one with 1-2 workers:
+  // bench/PERFORMANCE.md 7.1). 0: gRPC's adaptive window (grows to megabytes per stream on a fast link).
   size_t receive_window_bytes = 0;
   std::string auth_token;        // sent as "x-psring-token" metadata when set
   std::string tls_ca_file;       // PEM root certificate: TLS when set
