@@ -519,6 +519,22 @@ TEST(ServiceReceiveWindowTest, SmallReceiveWindowsStayExact) {
   }
 }
 
+TEST(ServiceReceiveWindowTest, WindowsOutsideHttp2LimitsAreRejected) {
+  PsClientOptions options;
+  options.servers = {"127.0.0.1:1"};
+  for (size_t bad : {size_t{1}, size_t{16383}, size_t{1} << 30}) {
+    options.receive_window_bytes = bad;
+    absl::StatusOr<std::unique_ptr<PsExchange>> exchange = PsExchange::Create(options);
+    ASSERT_FALSE(exchange.ok()) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(exchange.status())) << exchange.status();
+    EXPECT_NE(exchange.status().message().find("receive window"), std::string::npos) << exchange.status();
+  }
+  for (size_t good : {size_t{0}, size_t{16384}, size_t{262144}}) {
+    options.receive_window_bytes = good;
+    EXPECT_TRUE(PsExchange::Create(options).ok()) << good;
+  }
+}
+
 TEST(ServiceAuthTest, TokenRequired) {
   ServiceOptions options;
   options.workers = 1;
