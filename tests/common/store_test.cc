@@ -9,16 +9,10 @@
 #include "common/socket.h"
 #include "common/tcp_store.h"
 #include "gtest/gtest.h"
+#include "tests/testing/free_port.h"
 
 namespace psring {
 namespace {
-
-// A free loopback port for a server that must listen on a fixed port (clients get it up front).
-int FreePort() {
-  absl::StatusOr<Socket> s = ListenTcp("127.0.0.1", 0);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return *LocalPort(*s);
-}
 
 TEST(InMemoryStoreTest, SetGetAdd) {
   InMemoryStore store;
@@ -99,7 +93,7 @@ TEST(TcpStoreTest, ClientsAndServerShareKeys) {
 }
 
 TEST(TcpStoreTest, ClientStartedBeforeServerRetriesUntilItListens) {
-  const int port = FreePort();
+  const int port = testing::FreeLoopbackPort();
   std::unique_ptr<TcpStore> client;
   std::thread t([&] { client = MakeStore(port, false); });
   absl::SleepFor(absl::Milliseconds(200));
@@ -113,7 +107,7 @@ TEST(TcpStoreTest, ClientStartedBeforeServerRetriesUntilItListens) {
 
 TEST(TcpStoreTest, NoServerTimesOutWithAClearError) {
   TcpStoreOptions o;
-  o.master_port = FreePort();
+  o.master_port = testing::FreeLoopbackPort();
   o.timeout = absl::Milliseconds(300);
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<TcpStore>> s = TcpStore::Create(o);

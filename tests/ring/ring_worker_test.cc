@@ -11,6 +11,7 @@
 #include "bench/subprocess.h"
 #include "common/socket.h"
 #include "gtest/gtest.h"
+#include "tests/testing/free_port.h"
 
 namespace psring::ring {
 namespace {
@@ -19,12 +20,6 @@ using bench::ProcessResult;
 using bench::ProcessSpec;
 
 constexpr char kWorker[] = "ring/ring_worker";
-
-int FreePort() {
-  absl::StatusOr<Socket> s = ListenTcp("127.0.0.1", 0);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return *LocalPort(*s);
-}
 
 std::vector<ProcessSpec> Ranks(int n, int port, const std::vector<std::string>& extra) {
   std::vector<ProcessSpec> specs;
@@ -67,7 +62,7 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
                         Case{8, 4 * 65539, 4096}}) {
     SCOPED_TRACE(absl::StrCat("world ", c.n, " bytes ", c.bytes));
     std::vector<ProcessResult> results =
-        RunAll(Ranks(c.n, FreePort(),
+        RunAll(Ranks(c.n, testing::FreeLoopbackPort(),
                      {absl::StrCat("--model_bytes=", c.bytes), absl::StrCat("--segment_bytes=", c.segment),
                       "--warmup_steps=1", "--max_steps=3"}));
     ASSERT_EQ(results.size(), static_cast<size_t>(c.n));
@@ -89,7 +84,7 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
 // `/bin/sh -c '<rank 1> & pid=$!; <then>'`, which signals it.
 std::vector<ProcessResult> RunWithVictim(int ranks, int timeout_s, const std::string& then) {
   std::vector<ProcessSpec> specs =
-      Ranks(ranks, FreePort(),
+      Ranks(ranks, testing::FreeLoopbackPort(),
             {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0",
              absl::StrCat("--timeout=", timeout_s)});  // the later --timeout wins
   std::string victim;
@@ -131,7 +126,7 @@ TEST(RingWorkerTest, AStalledRankMakesTheOthersExitWithinTheTimeout) {
 
 TEST(RingWorkerTest, TorchrunStyleEnvironment) {
   constexpr int kRanks = 2;
-  const int port = FreePort();
+  const int port = testing::FreeLoopbackPort();
   std::vector<ProcessSpec> specs;
   for (int r = 0; r < kRanks; ++r) {
     specs.push_back({absl::StrCat("rank ", r),
@@ -156,7 +151,7 @@ TEST(RingWorkerTest, MpirunLaunchTrainsAndPrintsTheAccuracy) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   std::vector<ProcessResult> results =
       RunAll({{"mpirun",
-               {mpirun, "-np", "2", "--oversubscribe", kWorker, absl::StrCat("--master_port=", FreePort()),
+               {mpirun, "-np", "2", "--oversubscribe", kWorker, absl::StrCat("--master_port=", testing::FreeLoopbackPort()),
                 "--dataset=synthetic", "--synthetic_samples=1024", "--max_steps=12", "--log_every=4",
                 "--timeout=30"}}});
   ASSERT_EQ(results.size(), 1u);
