@@ -118,6 +118,7 @@ absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks,
   service.step_timeout = absl::Seconds(120);
   service.chunk_bytes = chunk_bytes;
   service.max_lead_bytes = ParseSize(absl::GetFlag(FLAGS_max_lead_bytes));
+  const size_t push_window_bytes = ParseSize(absl::GetFlag(FLAGS_push_window_bytes));
   std::vector<std::unique_ptr<ps::PsServer>> servers;
   std::vector<std::string> addresses;
   for (int k = 0; k < shards; ++k) {
@@ -139,7 +140,7 @@ absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks,
       options.rank = r;
       options.world_size = ranks;
       options.chunk_bytes = chunk_bytes;
-      options.push_window_bytes = ParseSize(absl::GetFlag(FLAGS_push_window_bytes));
+      options.push_window_bytes = push_window_bytes;
       options.timeout = absl::Seconds(300);
       absl::StatusOr<std::unique_ptr<ps::PsExchange>> exchange = ps::PsExchange::Create(options);
       if (!exchange.ok()) {

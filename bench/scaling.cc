@@ -19,31 +19,17 @@ namespace {
 // In the namespaces every run gets fresh fixed ports (rendezvous master, servers K ports from kServerPort): a
 // port of the previous run may still be in TIME_WAIT there, but nothing else runs in those port spaces. On
 // loopback all hosts share the machine's port space with whatever else runs (other tests, other jobs'
-// ephemeral client ports), so there the kernel picks free ports (LoopbackPorts) instead.
+// ephemeral client ports), so there the kernel picks free ports (FreeLoopbackPorts) instead.
 constexpr int kMasterPort = 29500;
 constexpr int kServerPort = 50051;
 constexpr int kPortStride = 300;  // > the most servers of one run (N <= 256)
 constexpr int kPortRotation = 16;  // runs before a port is used again
 constexpr int kSlowLinkChunkBytes = 128 << 10;  // PS --chunk_bytes on links of 1 Gbit/s or less
 
-// `count` distinct ports free on 127.0.0.1 right now: all are bound at once (port 0, the kernel picks) and
-// released just before use. A process elsewhere may still take one in between; Run() retries once then.
-absl::StatusOr<std::vector<int>> LoopbackPorts(int count) {
-  std::vector<Socket> held;
-  std::vector<int> ports;
-  for (int i = 0; i < count; ++i) {
-    ASSIGN_OR_RETURN(Socket s, ListenTcp("127.0.0.1", 0, 1));
-    ASSIGN_OR_RETURN(int port, LocalPort(s));
-    held.push_back(std::move(s));
-    ports.push_back(port);
-  }
-  return ports;  // `held` closes here
-}
-
 // The rendezvous master's port followed by one port per server for run `run_index`: fixed and rotating in
 // the namespaces, from the kernel on loopback (see above).
 absl::StatusOr<std::vector<int>> RunPorts(bool emulated, int run_index, int servers) {
-  if (!emulated) return LoopbackPorts(1 + servers);
+  if (!emulated) return FreeLoopbackPorts(1 + servers);  // Run() retries once if one is taken meanwhile
   const int offset = (run_index % kPortRotation) * kPortStride;
   std::vector<int> ports = {kMasterPort + offset};
   for (int k = 0; k < servers; ++k) ports.push_back(kServerPort + offset + k);

@@ -183,6 +183,18 @@ absl::StatusOr<int> LocalPort(const Socket& socket) {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count) {
+  std::vector<Socket> held;
+  std::vector<int> ports;
+  for (int i = 0; i < count; ++i) {
+    ASSIGN_OR_RETURN(Socket s, ListenTcp("127.0.0.1", 0, 1));
+    ASSIGN_OR_RETURN(int port, LocalPort(s));
+    held.push_back(std::move(s));
+    ports.push_back(port);
+  }
+  return ports;  // `held` closes here
+}
+
 absl::StatusOr<Socket> AcceptTcp(const Socket& listener, absl::Time deadline) {
   while (true) {
     absl::Status ready = PollUntil(listener.fd(), POLLIN, deadline, "a connection from", "accept");

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -63,6 +64,11 @@ absl::StatusOr<Socket> ListenTcp(const std::string& bind_addr, int port, int bac
 
 // The port a bound socket listens on.
 absl::StatusOr<int> LocalPort(const Socket& socket);
+
+// `count` distinct TCP ports free on 127.0.0.1 right now, for servers whose clients are told the port up
+// front: all are bound at once (port 0, the kernel picks) and released on return, so another process may
+// still take one before the caller binds it again.
+absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count);
 
 // Waits for one connection until `deadline` (kDeadlineExceeded after it).
 absl::StatusOr<Socket> AcceptTcp(const Socket& listener, absl::Time deadline);

@@ -91,5 +91,18 @@ TEST(SocketHelpersTest, AddressesAndErrors) {
   EXPECT_EQ(ListenTcp("192.0.2.1", 0).status().code(), absl::StatusCode::kInvalidArgument);  // not ours
 }
 
+TEST(SocketHelpersTest, FreeLoopbackPortsAreDistinctAndBindable) {
+  absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(3);
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  ASSERT_EQ(ports->size(), 3u);
+  EXPECT_NE((*ports)[0], (*ports)[1]);
+  EXPECT_NE((*ports)[0], (*ports)[2]);
+  EXPECT_NE((*ports)[1], (*ports)[2]);
+  for (int port : *ports) {
+    EXPECT_GT(port, 0);
+    EXPECT_TRUE(ListenTcp("127.0.0.1", port).ok()) << port;  // released on return
+  }
+}
+
 }  // namespace
 }  // namespace psring

@@ -1,9 +1,10 @@
-// A TCP port free on 127.0.0.1 right now, for tests whose server must listen on a port its clients are told
-// up front (the rendezvous store, ring workers): bound with port 0 (the kernel picks) and released on return.
-// Another process may take it before the test binds it again; the callers' tests are short and bind at once.
-// Fails the current test and returns 0 when no socket can be bound.
+// One TCP port free on 127.0.0.1 right now (common/socket.h FreeLoopbackPorts), for tests whose server must
+// listen on a port its clients are told up front (the rendezvous store, ring workers); the callers bind it at
+// once. Fails the current test and returns 0 when no socket can be bound.
 #ifndef PSRING_TESTS_TESTING_FREE_PORT_H_
 #define PSRING_TESTS_TESTING_FREE_PORT_H_
+
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/socket.h"
@@ -12,17 +13,12 @@
 namespace psring::testing {
 
 inline int FreeLoopbackPort() {
-  absl::StatusOr<Socket> socket = ListenTcp("127.0.0.1", 0);
-  if (!socket.ok()) {
-    ADD_FAILURE() << "cannot bind a loopback port: " << socket.status();
+  absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(1);
+  if (!ports.ok()) {
+    ADD_FAILURE() << "cannot find a free loopback port: " << ports.status();
     return 0;
   }
-  absl::StatusOr<int> port = LocalPort(*socket);
-  if (!port.ok()) {
-    ADD_FAILURE() << "cannot read the bound port: " << port.status();
-    return 0;
-  }
-  return *port;
+  return ports->front();
 }
 
 }  // namespace psring::testing
