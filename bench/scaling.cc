@@ -24,7 +24,8 @@ constexpr int kMasterPort = 29500;
 constexpr int kServerPort = 50051;
 constexpr int kPortStride = 300;  // > the most servers of one run (N <= 256)
 constexpr int kPortRotation = 16;  // runs before a port is used again
-constexpr int kSlowLinkChunkBytes = 128 << 10;  // PS --chunk_bytes on links of 1 Gbit/s or less
+constexpr int kSlowLinkChunkBytes = 32 << 10;         // PS --chunk_bytes on links of 1 Gbit/s or less
+constexpr int kSlowLinkPushWindowBytes = 128 << 10;  // PS worker --push_window_bytes there
 
 // The rendezvous master's port followed by one port per server for run `run_index`: fixed and rotating in
 // the namespaces, from the kernel on loopback (see above).
@@ -130,17 +131,26 @@ class Runner {
     }
     common.insert(common.end(), o_.worker_args.begin(), o_.worker_args.end());
 
-    // PS chunks on slow links: a synchronous step pays about 2*N*chunk/B to fill and drain its pipeline
-    // (the first range goes back only once every worker pushed it), 13% of a 16 MiB step at N = 8 with the
-    // 1 MiB default, 1.6% with 128 KiB (measured at N = 8 on 100 Mbit/s: 12.0-12.2 s per step with 128 KiB,
-    // 12.7-12.8 s with 256 KiB; N*S/B = 10.7 s). Faster (or unlimited) links keep the default, where fewer, larger
-    // messages cost less CPU. Flags in --worker_args/--server_args come later and win.
+    // PS chunks and push window on slow links. A synchronous step pays about 2*N*chunk/B to fill and drain
+    // its pipeline (the first range goes back only once every worker pushed it), and N workers pushing into
+    // one server link (incast) keep up to N * push window in flight: with the 1 MiB defaults that is 8 MiB
+    // against the 625 KB a 50 ms queue holds at 100 Mbit/s, so tail drops and retransmission timeouts stall
+    // the whole step. Measured at N = 8, S = 16 MiB on 100 Mbit/s (N*S/B = 10.74 s, 3-step runs): chunk
+    // 128 KiB + window 1 MiB 12.0-12.8 s (965-3496 segments retransmitted), 64 KiB + 1 MiB 11.8-12.0 s,
+    // 64 KiB + 128-256 KiB 11.6-11.7 s, 32 KiB + 128 KiB 11.38 s (90 segments); the harness with 32 KiB +
+    // 128 KiB: 1.05-1.06 x N*S/B for N = 1, 2, 4, 8 (bench/PERFORMANCE.md 7.1). Faster (or unlimited) links
+    // keep the defaults, where fewer, larger messages cost less CPU. Flags in --worker_args/--server_args come
+    // later and win.
     // The workers keep gRPC's adaptive HTTP/2 receive window: a fixed 256 KiB one (--receive_window_bytes)
-    // helps ps-1 at N = 8 (11.9 against 12.3 s per 16 MiB step) but slows every exchange whose connections each
-    // carry a large share of a link (training the MLP, ps-1 at N = 1: 0.25 against 0.17 s per step).
+    // slows every exchange whose connections each carry a large share of a link (training the MLP, ps-1 at
+    // N = 1: 0.25 against 0.17 s per step).
     std::vector<std::string> ps_args;
+    std::vector<std::string> ps_worker_args;
     const double link = cluster_->link_bytes_per_second();
-    if (link > 0 && link <= 125e6) ps_args.push_back(absl::StrCat("--chunk_bytes=", kSlowLinkChunkBytes));
+    if (link > 0 && link <= 125e6) {
+      ps_args.push_back(absl::StrCat("--chunk_bytes=", kSlowLinkChunkBytes));
+      ps_worker_args.push_back(absl::StrCat("--push_window_bytes=", kSlowLinkPushWindowBytes));
+    }
 
     std::vector<ProcessSpec> specs;
     std::vector<std::string> server_addrs;
@@ -170,6 +180,7 @@ class Runner {
         argv = {o_.ps_worker, absl::StrCat("--servers=", absl::StrJoin(server_addrs, ",")),
                 "--shutdown_servers=true"};
         argv.insert(argv.end(), ps_args.begin(), ps_args.end());
+        argv.insert(argv.end(), ps_worker_args.begin(), ps_worker_args.end());
       }
       argv.push_back(absl::StrCat("--rank=", r));
       argv.insert(argv.end(), common.begin(), common.end());

@@ -39,11 +39,16 @@ ABSL_FLAG(std::string, tls_ca, "",
           "PEM root certificate to verify the servers' TLS certificates. Empty: plaintext.");
 ABSL_FLAG(std::string, tls_target_name, "",
           "Name to check the servers' certificate against instead of the host in --servers.");
-ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Bytes per gradient chunk on the wire (4 .. 4194304).");
+ABSL_FLAG(int64_t, chunk_bytes, 1 << 20,
+          "Bytes per gradient chunk on the wire (4 .. 4194304). On links of 1 Gbit/s or less use 32768 here "
+          "and on the servers (a step pays about 2 * workers * chunk / link rate to fill and drain).");
 ABSL_FLAG(int64_t, push_window_bytes, 1 << 20,
           "Synchronous servers: push at most this many bytes ahead of the updated parameters received back, so "
           "no worker runs far ahead of the slowest and the server link is shared fairly whatever TCP and gRPC "
-          "buffer. Raised to at least one chunk of ours plus one reply range of the server's. 0: no window.");
+          "buffer. Raised to at least one chunk of ours plus one reply range of the server's. 0: no window. On "
+          "links of 1 Gbit/s or less use 131072: N workers keep up to N windows in flight into one server link, "
+          "and more than its queue holds costs tail drops and retransmission timeouts (bench/PERFORMANCE.md "
+          "7.1).");
 
 ABSL_FLAG(int64_t, receive_window_bytes, 0,
           "HTTP/2 receive window per server connection (bytes, 16384 .. 1073741823), with gRPC's BDP probing "
