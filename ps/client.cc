@@ -359,6 +359,7 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
   RETURN_IF_ERROR(CheckBuffer(grads, "grads"));
   RETURN_IF_ERROR(CheckBuffer(params, "params"));
   RETURN_IF_ERROR(ForEachShard([&](Shard* shard) {
+    const int64_t pushed_step = shard->next_step;
     absl::Status status = PushPullOnce(shard, step, grads, params);
     const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
     while (NeedsReregistration(status) && absl::Now() < give_up) {
@@ -367,6 +368,15 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
       std::fprintf(stderr, "ps rank %d: %s; re-registering\n", options_.rank,
                    std::string(status.message()).c_str());
       RETURN_IF_ERROR(RegisterWithRetries(shard, params));
+      if (shard->next_step > pushed_step) {
+        // The shard is past the step we pushed: it applied our gradient before the call broke (an async
+        // push counted in the rank's clock, or a synchronous step completed and saved before a restart).
+        // Pushing it again would apply it twice; registration already gave us the shard's parameters.
+        std::fprintf(stderr, "ps rank %d: shard %d already applied step %lld; not pushing it again\n",
+                     options_.rank, shard->index, static_cast<long long>(pushed_step));
+        status = absl::OkStatus();
+        break;
+      }
       status = PushPullOnce(shard, step, grads, params);
     }
     if (absl::IsAborted(status)) {

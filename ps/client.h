@@ -11,7 +11,9 @@
 // Shards are served in parallel: one thread per shard beyond the first, for the duration of each call.
 // A shard that becomes unreachable, or that restarted and forgot this rank, is re-registered with retries
 // and exponential backoff (up to reconnect_timeout), and the step's gradient is pushed to it again; the
-// parameters it returns (resumed from its checkpoint) replace this rank's copy of that range.
+// parameters it returns (resumed from its checkpoint) replace this rank's copy of that range. If the shard
+// is already past the step (it applied the push, and saved it, before the call broke), the gradient is not
+// pushed a second time.
 //
 // A synchronous step is pipelined: each shard stream pushes the gradient on the calling (or shard) thread
 // while a reader thread takes the updated parameters the server streams back range by range. The pusher

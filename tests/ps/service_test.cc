@@ -1,10 +1,13 @@
 // Every malformed or ill-timed request, sent straight at the ParameterServer service with a raw stub, gets
 // its precise status, and the shard's parameters and version stay untouched. Also: authentication, the
 // replacement of a rank, hyperparameter checks.
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ps/server.h"
 #include "ps/wire.h"
@@ -409,6 +412,76 @@ TEST(ServiceLockstepTest, ClientSkipsAStepItsPeersAreAlreadyPast) {
   for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(params[0], params[1]);
   for (auto& server : cluster->servers) EXPECT_EQ(server->service()->version(), 2u);
+}
+
+// An async push that the shard applied (and saved) before a shutdown broke the call is not pushed again
+// when the client re-registers with the restarted shard: rank 0's step 1 is applied, then the shard stops
+// while rank 0 waits for rank 1 (staleness 1) and restarts from its checkpoint. The result must equal the
+// same three pushes without the restart, bit for bit (a second push of step 1 would apply it twice and
+// leave rank 0 waiting for rank 1 until the step timeout).
+struct AsyncRun {
+  std::vector<float> params;
+  uint64_t version = 0;
+};
+
+AsyncRun RunAsyncPushes(bool restart_after_second_push) {
+  ServiceOptions options;
+  options.workers = 2;
+  options.mode = Mode::kAsync;
+  options.staleness = 1;
+  options.step_timeout = absl::Seconds(20);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  options.checkpoint_dir = absl::StrCat(tmp ? tmp : "/tmp", "/async_restart_", restart_after_second_push);
+  std::filesystem::remove_all(options.checkpoint_dir);
+  absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(1, options);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  if (!cluster.ok()) return {};
+  constexpr size_t kCount = 7;
+  std::vector<std::vector<float>> params(2, std::vector<float>(kCount, 1.0f));
+  std::vector<float> g0(kCount, 0.5f), g1(kCount, -0.25f), h0(kCount, 2.0f);
+  std::vector<std::unique_ptr<PsExchange>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    absl::StatusOr<std::unique_ptr<PsExchange>> exchange =
+        PsExchange::Create(testing::ClientOptionsFor(*cluster, r, 2));
+    EXPECT_TRUE(exchange.ok()) << exchange.status();
+    if (!exchange.ok()) return {};
+    ranks.push_back(std::move(*exchange));
+    EXPECT_TRUE(ranks[r]->SyncInitialParameters({params[r].data(), kCount}).ok());
+  }
+  auto exchange = [&](int rank, int64_t step, std::vector<float>& grads) {
+    return ranks[rank]->Exchange(step, {grads.data(), kCount}, {params[rank].data(), kCount}).status();
+  };
+  EXPECT_TRUE(exchange(0, 0, g0).ok());
+  absl::Status second;
+  std::thread rank0([&] { second = exchange(0, 1, g1); });  // applied, then waits for rank 1
+  ParameterServerService* service = cluster->servers[0]->service();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (service->version() < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(service->version(), 2u);
+  if (restart_after_second_push) {
+    EXPECT_TRUE(cluster->servers[0]->Stop(/*write_checkpoint=*/true).ok());
+    EXPECT_TRUE(testing::RestartShard(&*cluster, 0).ok());
+    rank0.join();  // re-registered: the shard is past step 1, so the call ends without a second push
+    EXPECT_TRUE(second.ok()) << second;
+  }
+  EXPECT_TRUE(exchange(1, 0, h0).ok());  // after a restart: re-registers (unknown session), then pushes
+  if (!restart_after_second_push) rank0.join();
+  EXPECT_TRUE(second.ok()) << second;
+  AsyncRun run;
+  run.version = cluster->servers[0]->service()->version();
+  run.params.resize(kCount);
+  EXPECT_TRUE(ranks[0]->Pull({run.params.data(), kCount}).ok());
+  return run;
+}
+
+TEST(ServiceRestartTest, AsyncPushAppliedBeforeAShutdownIsNotAppliedAgain) {
+  const AsyncRun plain = RunAsyncPushes(false);
+  const AsyncRun restarted = RunAsyncPushes(true);
+  EXPECT_EQ(plain.version, 3u);
+  EXPECT_EQ(restarted.version, 3u);
+  ASSERT_EQ(plain.params.size(), 7u);
+  EXPECT_EQ(restarted.params, plain.params);
+  EXPECT_NE(plain.params, std::vector<float>(7, 1.0f));
 }
 
 // The client's push window: with the server's own lead limit off, a worker whose peer has not started yet
