@@ -2,20 +2,18 @@
 // damage detected; a server resumes from its checkpoint and refuses one of another layout.
 #include "ps/checkpoint.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "gtest/gtest.h"
 #include "ps/service.h"
+#include "tests/testing/temp_dir.h"
 
 namespace psring::ps {
 namespace {
 
 std::string TempDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(root != nullptr ? root : "/tmp") + "/" + name;
-  std::filesystem::remove_all(dir);
+  const std::string dir = psring::testing::FreshTempPath(name);
   std::filesystem::create_directories(dir);
   return dir;
 }

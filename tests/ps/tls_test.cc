@@ -6,15 +6,14 @@
 #include "gtest/gtest.h"
 #include "ps/client.h"
 #include "ps/server.h"
+#include "tests/testing/temp_dir.h"
 
 namespace psring::ps {
 namespace {
 
 TEST(TlsTest, ExchangeOverTls) {
   if (std::system("command -v openssl > /dev/null 2>&1") != 0) GTEST_SKIP() << "openssl is not installed";
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(root != nullptr ? root : "/tmp") + "/tls";
-  std::filesystem::remove_all(dir);
+  const std::string dir = psring::testing::FreshTempPath("tls");
   std::filesystem::create_directories(dir);
   const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
   const std::string command =

@@ -1,7 +1,6 @@
 // Train() with several ranks as threads over an in-memory exchange: the DDP property (N ranks with batch b
 // equal one rank with batch N*b), identical parameters on every rank, the kParametersUpdated path (optimizer
 // applied by the exchange, as the parameter server does), metric averaging and rank-0-only checkpoints.
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -11,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 #include "trainer/exchange.h"
 #include "trainer/optimizer.h"
 #include "trainer/train.h"
@@ -157,12 +157,7 @@ TrainOptions Small(int batch) {
   return o;
 }
 
-std::string TempDir(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-  std::filesystem::remove_all(path);
-  return path;
-}
+using psring::testing::FreshTempPath;
 
 TEST(TrainDistributedTest, FourRanksEqualOneRankWithFourTimesTheBatch) {
   LocalExchange local;
@@ -202,7 +197,7 @@ TEST(TrainDistributedTest, OnlyRankZeroCheckpointsAndResumeIsExact) {
   ASSERT_TRUE(uninterrupted[0].ok()) << uninterrupted[0].status();
 
   TrainOptions first = Small(16);
-  first.checkpoint_dir = TempDir("distributed_ckpt");
+  first.checkpoint_dir = FreshTempPath("distributed_ckpt");
   first.max_steps = 30;  // mid-epoch 1 (48 steps per epoch)
   const auto part = TrainRanks(first, 2, false);
   ASSERT_TRUE(part[0].ok() && part[1].ok());

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cuda_engine.h"
 #include "trainer/exchange.h"
@@ -17,12 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string TempDir(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-  std::filesystem::remove_all(path);
-  return path;
-}
+using psring::testing::FreshTempPath;
 
 TrainOptions SmallSynthetic() {
   TrainOptions o;
@@ -91,7 +87,7 @@ TEST(TrainTest, ResumeEqualsUninterruptedRun) {
   ASSERT_TRUE(whole.ok()) << whole.status();
   for (int64_t stop : {25, 40}) {
     TrainOptions first = SmallSynthetic();
-    first.checkpoint_dir = TempDir("resume_" + std::to_string(stop));
+    first.checkpoint_dir = FreshTempPath("resume_" + std::to_string(stop));
     first.max_steps = stop;
     absl::StatusOr<TrainResult> part = Train(first, &local);
     ASSERT_TRUE(part.ok()) << part.status();
@@ -116,7 +112,7 @@ TEST(TrainTest, CheckpointsEveryEpoch) {
   LocalExchange local;
   TrainOptions o = SmallSynthetic();
   o.epochs = 2;
-  o.checkpoint_dir = TempDir("every_epoch");
+  o.checkpoint_dir = FreshTempPath("every_epoch");
   o.max_steps = 20;  // stops exactly at the end of epoch 1
   ASSERT_TRUE(Train(o, &local).ok());
   absl::StatusOr<CheckpointState> s = LoadCheckpoint(LatestCheckpointPath(o.checkpoint_dir));
@@ -129,14 +125,14 @@ TEST(TrainTest, ResumeRejectsDifferentModelOrMissingCheckpoint) {
   LocalExchange local;
   TrainOptions o = SmallSynthetic();
   o.epochs = 1;
-  o.checkpoint_dir = TempDir("resume_mismatch");
+  o.checkpoint_dir = FreshTempPath("resume_mismatch");
   ASSERT_TRUE(Train(o, &local).ok());
   o.resume = true;
   o.hidden = {32, 17};
   absl::StatusOr<TrainResult> r = Train(o, &local);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("hidden=32,16"));
-  o.checkpoint_dir = TempDir("resume_nothing");
+  o.checkpoint_dir = FreshTempPath("resume_nothing");
   r = Train(o, &local);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
 }
@@ -148,7 +144,7 @@ TEST(TrainTest, BadOptionsAndDataFailClearly) {
   EXPECT_THAT(Train(o, &local).status().message(), HasSubstr("fewer than one batch"));
   o = SmallSynthetic();
   o.dataset = "fashion-mnist";
-  o.data_dir = TempDir("empty_data_dir");
+  o.data_dir = FreshTempPath("empty_data_dir");
   absl::StatusOr<TrainResult> r = Train(o, &local);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(r.status().message(), HasSubstr("loading the training set"));
@@ -156,7 +152,7 @@ TEST(TrainTest, BadOptionsAndDataFailClearly) {
   o.lr = 0;
   EXPECT_EQ(Train(o, &local).status().code(), absl::StatusCode::kInvalidArgument);
   // A --checkpoint_dir that cannot be created fails up front, not at the first save after an epoch.
-  const std::string file = TempDir("not_a_folder");
+  const std::string file = FreshTempPath("not_a_folder");
   std::ofstream(file) << "x";
   o = SmallSynthetic();
   o.checkpoint_dir = file + "/sub";
