@@ -23,3 +23,23 @@ def cc_grpc_proto(name, src, deps = [], **kwargs):
         deps = deps + ["//third_party:grpc"],
         **kwargs
     )
+
+def cc_proto(name, src, deps = [], **kwargs):
+    """Generates <base>.pb.{h,cc} (messages only, no gRPC service) from `src` and wraps them in a cc_library."""
+    base = src[:-len(".proto")]
+    pkg = native.package_name()
+    outs = [base + ".pb.h", base + ".pb.cc"]
+    native.genrule(
+        name = name + "_gen",
+        srcs = [src],
+        outs = outs,
+        cmd = "protoc --proto_path=. --cpp_out=$(GENDIR) {pkg}/{src}".format(pkg = pkg, src = src),
+        message = "protoc " + src,
+    )
+    native.cc_library(
+        name = name,
+        srcs = [base + ".pb.cc"],
+        hdrs = [base + ".pb.h"],
+        deps = deps + ["//third_party:protobuf"],
+        **kwargs
+    )
