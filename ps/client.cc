@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<PsExchange>> PsExchange::Create(const PsClientOpt
     shard.channel = grpc::CreateCustomChannel(shard.address, credentials, args);
     shard.stub = proto::ParameterServer::NewStub(shard.channel);
     shard.push_pull =
-        std::make_unique<grpc::internal::RpcMethod>("/psring.ps.proto.ParameterServer/PushPull",
+        std::make_unique<grpc::internal::RpcMethod>(PushPullMethodName().c_str(),
                                                     grpc::internal::RpcMethod::BIDI_STREAMING, shard.channel);
     exchange->shards_.push_back(std::move(shard));
   }

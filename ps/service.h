@@ -1,5 +1,8 @@
 // The ParameterServer gRPC service for one shard: a contiguous range of the model's flat float32 vector,
-// the optimizer state for it, and the step logic.
+// the optimizer state for it, and the step logic. The service is a thin adapter from gRPC streams to the
+// shard's core (ps/shard_core.h, no gRPC), which holds the state and makes every decision below; the
+// adapter authenticates calls, checks shard addresses, moves tensors between streams and buffers and
+// counts the bytes.
 //
 //   sync (or async with staleness 0): step t is pipelined per element range, as in BytePS/ps-lite
 //     partitioned servers. Each push streams into its own buffer; as soon as all N ranks have delivered
@@ -41,46 +44,29 @@
 //   UNAUTHENTICATED     --auth_token set and the call's "x-psring-token" metadata does not match
 //
 // Thread-safety: all methods may be called concurrently (gRPC's sync server runs each call on its own
-// thread).
+// thread). Replies copy each chunk of parameters under the shard's lock and write it without the lock, so
+// a slow client never holds up other calls.
 #ifndef PSRING_PS_SERVICE_H_
 #define PSRING_PS_SERVICE_H_
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/ps.grpc.pb.h"
-#include "ps/checkpoint.h"
+#include "ps/shard_core.h"
 #include "ps/tensor_frame.h"
-#include "ps/wire.h"
-#include "trainer/optimizer.h"
 
 namespace psring::ps {
 
-enum class Mode { kSync, kAsync };
-
-struct ServiceOptions {
-  int shard = 0;
-  int num_shards = 1;
-  int workers = 1;  // N: ranks 0..N-1 take part in every synchronous step
-  Mode mode = Mode::kSync;
-  int staleness = 0;                                // async only; 0 behaves exactly as sync
-  absl::Duration step_timeout = absl::Seconds(60);  // longest wait for the other ranks (steps, metrics)
-  std::string checkpoint_dir;                       // empty: no checkpoints
-  int64_t checkpoint_every = 0;                     // versions between checkpoints; 0: only on shutdown
-  std::string auth_token;                           // empty: no authentication
-  size_t chunk_bytes = 1 << 20;                     // size of the parameter chunks the server streams back
-  // Sync: a push stops being read while it is more than this many bytes ahead of the slowest rank's push, so
-  // TCP gives every rank a fair share of the shard's downlink and the pipelined replies never wait on one
-  // straggling push (0: no limit).
-  size_t max_lead_bytes = 1 << 20;
+// The core's options plus what only the transport needs.
+struct ServiceOptions : ShardOptions {
+  std::string auth_token;  // empty: no authentication
 };
 
 class ParameterServerService final : public proto::ParameterServer::Service {
@@ -96,8 +82,6 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   // without copying tensors through protobuf); installed in the constructor.
   grpc::Status PushPullFrames(grpc::ServerContext* context,
                               grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
-  grpc::Status Push(grpc::ServerContext* context, grpc::ServerReader<proto::PushRequest>* reader,
-                    proto::PushReply* reply) override;
   grpc::Status Pull(grpc::ServerContext* context, const proto::PullRequest* request,
                     grpc::ServerWriter<proto::PullReply>* writer) override;
   grpc::Status AverageMetrics(grpc::ServerContext* context, const proto::MetricsRequest* request,
@@ -108,151 +92,45 @@ class ParameterServerService final : public proto::ParameterServer::Service {
                         proto::ShutdownReply* reply) override;
 
   // Blocks until a Shutdown RPC (or RequestShutdown()) arrives or `timeout` passes; true when requested.
-  bool WaitForShutdownRequest(absl::Duration timeout);
-  void RequestShutdown();
+  bool WaitForShutdownRequest(absl::Duration timeout) { return core_->WaitForShutdownRequest(timeout); }
+  void RequestShutdown() { core_->RequestShutdown(); }
   // Fails every waiting and future call with UNAVAILABLE. Non-blocking; idempotent.
-  void BeginShutdown();
+  void BeginShutdown() { core_->BeginShutdown(); }
 
   // Writes the shard checkpoint now. OK without effect when there is no checkpoint_dir or no parameters.
   // Blocks on disk I/O.
-  absl::Status WriteCheckpoint();
+  absl::Status WriteCheckpoint() { return core_->WriteCheckpoint(); }
 
   proto::StatsReply GetStats();
   // A copy of the shard's parameters (empty before the first registration). For tests and tools.
-  std::vector<float> CopyParameters();
-  uint64_t version();
+  std::vector<float> CopyParameters() { return core_->CopyParameters(); }
+  uint64_t version() { return core_->version(); }
 
  private:
-  struct RankState {
-    uint64_t session = 0;      // 0: no live registration
-    int64_t clock = 0;         // async: the next step this rank pushes
-    bool receiving = false;    // a push from this rank is streaming in
-    bool arrived = false;      // aggregating: its whole gradient for the current step arrived
-    // Aggregating: the push taking part in the pending step (0: none), the buffer it streams into (owned
-    // by that push's handler) and how many elements of it arrived so far.
-    uint64_t push_id = 0;
-    float* grad = nullptr;
-    uint64_t delivered = 0;
-    int64_t trainer_step = 0;  // of the push that is receiving or arrived
-    bool metrics_arrived = false;
-    std::vector<double> metrics;
-  };
-
-  explicit ParameterServerService(const ServiceOptions& options);
+  ParameterServerService(const ServiceOptions& options, std::unique_ptr<ShardCore> core);
 
   absl::Status CheckAuth(grpc::ServerContext* context) const;
   absl::Status CheckAddress(const proto::ShardAddress& address) const;
-  absl::Status CheckServingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckSessionLocked(int rank, uint64_t session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  absl::StatusOr<std::pair<uint64_t, uint64_t>> DoRegister(
+  absl::StatusOr<RegisteredRank> DoRegister(
       grpc::ServerContext* context,
-      grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream, int* rank);
-  // Receives one push and applies it (sync: waits for the step to complete). Returns the version it
-  // produced.
-  // Where a push comes from: its header, then its gradient into a buffer (proto or TensorFrame stream).
-  struct PushSource {
-    std::function<absl::StatusOr<proto::PushHeader>()> header;
-    std::function<absl::Status(float* dst, uint64_t count, uint64_t* bytes)> body;
-  };
-  absl::StatusOr<uint64_t> DoPush(grpc::ServerContext* context, const PushSource& source);
-  // Header checks shared by sync and async pushes (length, duplicate, past/future step, trainer step).
-  absl::Status ValidatePushLocked(const proto::PushHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // ---- The pipelined synchronous step (aggregating mode).
-  struct SyncPush {
-    int rank = 0;
-    uint64_t session = 0;
-    int64_t step = 0;
-    uint64_t id = 0;
-    uint64_t generation = 0;
-  };
-  // Reads one piece of the push body into the buffer; false at the end of the stream; *filled = elements
-  // of the buffer filled so far.
-  using PieceReader = std::function<absl::StatusOr<bool>(uint64_t* filled)>;
-  // Validates the header and enters the push into the pending step; `buffer` receives the gradient and
-  // must stay alive until FinishSyncPush.
-  absl::StatusOr<SyncPush> StartSyncPush(grpc::ServerContext* context, const proto::PushHeader& h,
-                                         std::vector<float>* buffer);
-  // Reads the body, applying every range all ranks delivered. Non-blocking beyond the reads.
-  absl::Status ReceiveSyncPush(grpc::ServerContext* context, const SyncPush& push, uint64_t count,
-                               const PieceReader& read);
-  // Blocks until elements [0, want) of the push's step are applied (*available: how many are), the step is
-  // dropped, or it made no progress within step_timeout (then drops it: DEADLINE_EXCEEDED).
-  absl::Status AwaitAppliedLocked(const SyncPush& push, uint64_t want, uint64_t* available)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Streams the reply header and the step's updated parameters as they are applied.
-  absl::Status StreamStepReplies(const SyncPush& push,
-                                 grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
-  // Takes the push out of the pending step if it is still in it (see the class comment) and recycles
-  // `buffer`. `why` says why the push ended early.
-  void FinishSyncPush(const SyncPush& push, const absl::Status& why, std::vector<float> buffer);
-  bool OwnsSlotLocked(const SyncPush& push) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status DroppedStatusLocked(const SyncPush& push) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies the ranges every rank delivered; completes the step when the whole shard is applied.
-  void AdvanceStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyRangeLocked(uint64_t begin, uint64_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ResetStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Clears one rank's part of the pending step when nothing was applied yet; drops (rolls back) the whole
-  // step otherwise.
-  void WithdrawRankLocked(int rank, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Async: waits until the pusher is within `staleness` steps of the slowest rank. Ends early with
-  // FAILED_PRECONDITION when `session` is replaced by a newer registration of `rank`.
-  absl::StatusOr<uint64_t> AwaitStalenessLocked(int rank, uint64_t session, int64_t step)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyAsyncLocked(std::vector<float>* gradient) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AfterVersionBumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Rolls back what the pending step applied and drops its contributions; its waiters fail with `code`
-  // and `reason`.
-  void DropPartialStepLocked(absl::StatusCode code, const std::string& reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Aggregating mode: a push must carry the pending step's trainer step; see ABORTED above.
-  absl::Status AlignTrainerStepLocked(int rank, int64_t trainer_step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<float> TakeBufferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReturnBufferLocked(std::vector<float> buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status WriteCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Streams a PullReplyHeader and the parameters. The caller holds params_mu_ shared.
-  template <typename Writer>
-  bool WriteParametersLocked(Writer* writer, uint64_t version) ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
+      grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream);
+  // PushPull with staleness > 0: the whole push, then the parameters after it.
+  grpc::Status AsyncPushPull(grpc::ServerContext* context, const PushInfo& info,
+                             grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
+  // PushPull of the pipelined step: this thread reads the push while a second one streams the applied
+  // ranges back (a gRPC sync stream allows one reader and one writer at a time).
+  grpc::Status SyncPushPull(grpc::ServerContext* context, const PushInfo& info,
+                            grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
+  absl::Status ReceiveSyncPush(grpc::ServerContext* context, SyncPush* push,
+                               grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
+  absl::Status StreamStepReplies(const SyncPush& push, grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
+  // Writes parameters [begin, end) as chunk frames, each copied under the core's lock. False when the
+  // stream broke.
+  bool WriteParameterFrames(grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream, uint64_t begin,
+                            uint64_t end);
 
   const ServiceOptions options_;
-  const bool aggregate_;  // sync, or async with staleness 0
-  const uint64_t chunk_elements_;
-
-  absl::Mutex mu_;
-  absl::CondVar cv_;  // signalled on every state change anyone waits for
-  bool layout_known_ ABSL_GUARDED_BY(mu_) = false;
-  bool initialized_ ABSL_GUARDED_BY(mu_) = false;  // params_ hold real values
-  uint64_t total_params_ ABSL_GUARDED_BY(mu_) = 0;
-  ShardRange range_ ABSL_GUARDED_BY(mu_);
-  trainer::SgdOptions hyperparameters_ ABSL_GUARDED_BY(mu_);
-  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<RankState> ranks_ ABSL_GUARDED_BY(mu_);
-  uint64_t step_generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped when a step completes or is dropped
-  std::string last_drop_reason_ ABSL_GUARDED_BY(mu_);
-  absl::StatusCode last_drop_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kDeadlineExceeded;
-  uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;      // elements of the pending sync step applied so far
-  uint64_t next_push_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<std::vector<float>> buffer_pool_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_session_ ABSL_GUARDED_BY(mu_);
-  uint64_t metrics_round_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t metrics_result_round_ ABSL_GUARDED_BY(mu_) = ~uint64_t{0};
-  std::vector<double> metrics_result_ ABSL_GUARDED_BY(mu_);
-  bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;
-  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t checkpoints_written_ ABSL_GUARDED_BY(mu_) = 0;
-
-  // params_ and momentum_ are written only with mu_ held AND params_mu_ held exclusively; readers that
-  // stream them out hold params_mu_ shared (without mu_, so a slow client never blocks other calls' checks).
-  absl::Mutex params_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::vector<float> params_;
-  std::vector<float> momentum_;
-  // Values of params_/momentum_ over [0, applied_) before the pending step: what a dropped step restores.
-  std::vector<float> undo_params_;
-  std::vector<float> undo_momentum_;
-
+  const std::unique_ptr<ShardCore> core_;
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
 };

@@ -6,15 +6,30 @@
 #include <fstream>
 #include <sstream>
 
-namespace psring::ps {
+#include "google/protobuf/descriptor.h"
+#include "proto/ps.grpc.pb.h"
 
-ShardRange ComputeShardRange(uint64_t total, int shard, int num_shards) {
-  // 128-bit products so that total * shard cannot overflow for any vector that fits in memory.
-  const auto bound = [&](int i) {
-    return static_cast<uint64_t>(static_cast<unsigned __int128>(total) * i / num_shards);
-  };
-  return ShardRange{bound(shard), bound(shard + 1)};
+namespace psring::ps {
+namespace {
+
+const google::protobuf::MethodDescriptor& PushPullMethod() {
+  // The generated service registers its methods in the descriptor's order, so index() is the handler slot.
+  static const google::protobuf::MethodDescriptor* const method =
+      google::protobuf::DescriptorPool::generated_pool()
+          ->FindServiceByName(proto::ParameterServer::service_full_name())
+          ->FindMethodByName("PushPull");
+  return *method;
 }
+
+}  // namespace
+
+const std::string& PushPullMethodName() {
+  static const std::string* const name = new std::string(
+      absl::StrCat("/", PushPullMethod().service()->full_name(), "/", PushPullMethod().name()));
+  return *name;
+}
+
+int PushPullMethodIndex() { return PushPullMethod().index(); }
 
 void TuneMallocForTensors() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);

@@ -1,5 +1,6 @@
-// What the parameter server and its client share about the wire: shard layout, tensor chunking, the auth
-// metadata key, and the one place grpc::Status becomes absl::Status (the ps/ edge).
+// What the parameter server and its client share about the wire: the PushPull method, tensor chunking, the
+// auth metadata key, and the one place grpc::Status becomes absl::Status (the ps/ edge). The shard layout is
+// in ps/shard_layout.h (included here).
 //
 // Tensors cross as raw little-endian float32 bytes in Chunk messages of at most `chunk_elements` floats,
 // streamed in order (see proto/ps.proto), so no message depends on gRPC's 4 MB default limit.
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/ps.pb.h"
+#include "ps/shard_layout.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ps/ sends host floats as little-endian bytes");
 
@@ -24,19 +26,11 @@ namespace psring::ps {
 // Call metadata carrying --auth_token (gRPC metadata keys are lower case).
 inline constexpr char kAuthMetadataKey[] = "x-psring-token";
 
-// Largest chunk a client may configure, and the message size limit both ends set explicitly (a chunk plus
-// its small header must fit).
-inline constexpr size_t kMaxChunkBytes = 4 << 20;
-inline constexpr int kMaxMessageBytes = 8 << 20;
-
-// Contiguous range [begin, end) of a flat vector of `total` elements held by shard `shard` of `num_shards`:
-// the ranges are balanced in bytes (lengths differ by at most one element) and cover the vector in order.
-struct ShardRange {
-  uint64_t begin = 0;
-  uint64_t end = 0;
-  uint64_t size() const { return end - begin; }
-};
-ShardRange ComputeShardRange(uint64_t total, int shard, int num_shards);
+// The full name ("/package.Service/Method") and the index in the service of the PushPull method, both
+// from the generated descriptor of proto/ps.proto (the server installs its TensorFrame handler at that
+// index, the client opens the method by that name). Thread-safe; computed once.
+const std::string& PushPullMethodName();
+int PushPullMethodIndex();
 
 // Makes glibc keep large freed blocks instead of returning them to the kernel (mmap threshold 32 MB, trim
 // threshold 512 MB). gRPC allocates a fresh buffer for every large read; without this each one is a new

@@ -1,0 +1,251 @@
+// ShardCore: everything one parameter-server shard decides, without any transport (the gRPC service in
+// ps/service.h is a thin adapter from streams to these calls, as ps-lite's KVServer separates the request
+// handle from the update). It owns the shard's state under one mutex:
+//   - registration: the layout (total size, this shard's range, hyperparameters) fixed by the first
+//     registration, the initial parameters (first offer wins; a checkpoint wins over every offer) and one
+//     session per rank (a newer registration of a rank replaces the older session);
+//   - the synchronous step, pipelined per range with rollback and trainer-step alignment (ps/sync_step.h);
+//   - the asynchronous bounded-staleness policy (ps/async_policy.h);
+//   - the metrics barrier (ps/metrics_barrier.h);
+//   - checkpoints: resumed in Create(); every checkpoint_every versions the state is copied under the lock
+//     and written to disk (ps/checkpoint.h) without it, by the call that completed that version.
+// Status codes are those documented at the top of ps/service.h (the adapter passes them through).
+//
+// A synchronous push, as a transport drives it (each call may run on its own thread; replies are streamed
+// by a second thread while the first reads):
+//   ASSIGN_OR_RETURN(SyncPush push, core->StartSyncPush(info));        // buffer from the core's pool
+//   reader:  receive into push.gradient.data(), calling Delivered(push, filled, cancelled) as it fills
+//   writer:  for each range: AwaitApplied(push, end) then ReadParameters(range) and send it
+//   core->FinishSyncPush(std::move(push), status);                   // leaves the step, recycles the buffer
+//
+// Thread-safety: every public method may be called concurrently from any thread.
+#ifndef PSRING_PS_SHARD_CORE_H_
+#define PSRING_PS_SHARD_CORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "ps/async_policy.h"
+#include "ps/checkpoint.h"
+#include "ps/metrics_barrier.h"
+#include "ps/shard_layout.h"
+#include "ps/shard_update.h"
+#include "ps/sync_step.h"
+#include "trainer/optimizer.h"
+
+namespace psring::ps {
+
+enum class Mode { kSync, kAsync };
+
+struct ShardOptions {
+  int shard = 0;
+  int num_shards = 1;
+  int workers = 1;  // N: ranks 0..N-1 take part in every synchronous step
+  Mode mode = Mode::kSync;
+  int staleness = 0;                                // async only; 0 behaves exactly as sync
+  absl::Duration step_timeout = absl::Seconds(60);  // longest wait for the other ranks (steps, metrics)
+  std::string checkpoint_dir;                       // empty: no checkpoints
+  int64_t checkpoint_every = 0;                     // versions between checkpoints; 0: only on shutdown
+  size_t chunk_bytes = 1 << 20;                     // size of the parameter ranges replies are cut into
+  // Sync: a push stops being read while it is more than this many bytes ahead of the slowest rank's push, so
+  // TCP gives every rank a fair share of the shard's downlink and the pipelined replies never wait on one
+  // straggling push (0: no limit).
+  size_t max_lead_bytes = 1 << 20;
+};
+
+// What a worker says about itself when it registers.
+struct Registration {
+  int rank = 0;
+  int world_size = 0;
+  uint64_t total_params = 0;  // the whole flat vector, all shards together
+  trainer::SgdOptions hyperparameters;
+};
+
+// What a registered worker gets back.
+struct RegisteredRank {
+  uint64_t session = 0;
+  uint64_t total_params = 0;
+  ShardRange range;
+  uint64_t version = 0;
+  int64_t next_step = 0;  // the step this rank pushes next
+  bool aggregating = true;
+  std::vector<float> params;  // the shard's parameters at `version`
+};
+
+// The header of a push (proto PushHeader without the shard address, which the transport checks).
+struct PushInfo {
+  int rank = 0;
+  uint64_t session = 0;
+  int64_t step = 0;
+  uint64_t num_elements = 0;
+  int64_t trainer_step = 0;
+};
+
+// A push admitted into the pending synchronous step. `gradient` (the shard's length, from the core's pool)
+// receives the push; the core reads [0, filled) of it until the push is finished, so it must not be
+// resized or freed before FinishSyncPush, which takes it back.
+struct SyncPush {
+  SyncStep::Ticket ticket;
+  uint64_t session = 0;
+  int64_t step = 0;
+  std::vector<float> gradient;
+};
+
+// An admitted asynchronous push: the caller fills `gradient`, then hands it to FinishAsyncPush.
+struct AsyncPush {
+  int rank = 0;
+  uint64_t session = 0;
+  int64_t step = 0;
+  std::vector<float> gradient;
+};
+
+struct ParameterSnapshot {
+  uint64_t version = 0;
+  std::vector<float> params;
+};
+
+struct ShardStats {
+  int registered_workers = 0;
+  uint64_t version = 0;
+  uint64_t total_params = 0;  // 0 until the first registration
+  ShardRange range;
+  uint64_t checkpoints_written = 0;
+};
+
+class ShardCore {
+ public:
+  // Validates options; resumes from the shard's checkpoint in checkpoint_dir (created if missing) when
+  // there is one (kDataLoss when it is corrupt, kFailedPrecondition when it belongs to another layout).
+  static absl::StatusOr<std::unique_ptr<ShardCore>> Create(const ShardOptions& options);
+  ShardCore(const ShardCore&) = delete;
+  ShardCore& operator=(const ShardCore&) = delete;
+
+  const ShardOptions& options() const { return options_; }
+  // Sync, or async with staleness 0: pushes go through the pipelined step. Otherwise applied on arrival.
+  bool aggregating() const { return aggregating_; }
+  // Replies are cut into ranges of at most this many elements.
+  uint64_t chunk_elements() const { return chunk_elements_; }
+
+  // ---- Registration, in three calls so that a transport can read the offered parameters in between.
+  // Validates `registration` and returns the shard's range; the first registration fixes the layout and
+  // the hyperparameters. Non-blocking.
+  absl::StatusOr<ShardRange> BeginRegistration(const Registration& registration);
+  // Keeps `initial` (the shard's length) as the parameters unless the shard has some already.
+  absl::Status OfferInitialParameters(std::vector<float> initial);
+  // Gives `rank` a new session (replacing any older one, whose waiting calls end) and returns the state
+  // it starts from. A part of the pending synchronous step the old session pushed is withdrawn.
+  absl::StatusOr<RegisteredRank> CompleteRegistration(int rank);
+
+  // ---- The synchronous step (aggregating mode).
+  // Validates the push and enters it into the pending step. Non-blocking.
+  absl::StatusOr<SyncPush> StartSyncPush(const PushInfo& info);
+  // Records that push.gradient[0, filled) arrived (filled never decreases) and applies every range all
+  // ranks delivered. Blocks on the arithmetic, on writing a checkpoint this completed, and while the push
+  // is more than max_lead_bytes ahead of the slowest push, until the others catch up, the step is
+  // dropped, the server shuts down or cancelled() (polled) says so. Fails when the push left the step.
+  absl::Status Delivered(const SyncPush& push, uint64_t filled, absl::FunctionRef<bool()> cancelled);
+  // Blocks until elements [0, want) of the push's step are applied and returns how many are (the whole
+  // shard once the step completed). Fails when the step is dropped, and drops it (DEADLINE_EXCEEDED) when
+  // it made no progress within step_timeout.
+  absl::StatusOr<uint64_t> AwaitApplied(const SyncPush& push, uint64_t want);
+  // Calls read(params + offset) with the parameters held still, so `read` can copy [offset, offset +
+  // count) (which must lie in the shard) consistently. Blocks only while an update is being applied.
+  void ReadParameters(uint64_t offset, uint64_t count, absl::FunctionRef<void(const float*)> read);
+  // The push broke (`why`): takes it out of the step at once (rolling the step back when part of it was
+  // applied), so the other waiters end now. The buffer stays valid.
+  void AbandonSyncPush(const SyncPush& push, const absl::Status& why);
+  // Takes the push out of the step if it is still in it (it ended early: `why`) and recycles its buffer.
+  void FinishSyncPush(SyncPush push, const absl::Status& why);
+
+  // ---- Asynchronous pushes (staleness > 0).
+  // Validates the push and hands out the buffer to receive it into. Non-blocking.
+  absl::StatusOr<AsyncPush> StartAsyncPush(const PushInfo& info);
+  // Applies the push when `received` is OK (and the session still current), then blocks until the pusher
+  // is within `staleness` steps of the slowest rank; returns the shard's version then.
+  absl::StatusOr<uint64_t> FinishAsyncPush(AsyncPush push, const absl::Status& received);
+
+  // The shard's parameters and their version, never half a synchronous step: waits (at most step_timeout)
+  // while a step is partly applied.
+  absl::StatusOr<ParameterSnapshot> Pull(int rank, uint64_t session);
+
+  // Blocks until all ranks called it (a round), then returns the element-wise mean of their values.
+  absl::StatusOr<std::vector<double>> AverageMetrics(int rank, uint64_t session, std::vector<double> values);
+
+  ShardStats Stats();
+  // A copy of the shard's parameters (empty before the first registration). For tests and tools.
+  std::vector<float> CopyParameters();
+  uint64_t version();
+
+  // Blocks until RequestShutdown() or `timeout`; true when requested.
+  bool WaitForShutdownRequest(absl::Duration timeout);
+  void RequestShutdown();
+  // Fails every waiting and future call with UNAVAILABLE. Non-blocking; idempotent.
+  void BeginShutdown();
+
+  // Writes the shard checkpoint now (a partly applied step is dropped first). OK without effect when
+  // there is no checkpoint_dir or no parameters. Blocks on disk I/O, without holding the shard's lock.
+  absl::Status WriteCheckpoint();
+
+ private:
+  explicit ShardCore(const ShardOptions& options);
+
+  absl::Status CheckServingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckSessionLocked(int rank, uint64_t session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Header checks shared by sync and async pushes (session, length, duplicate, past/future, trainer step).
+  absl::Status ValidatePushLocked(const PushInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DroppedStatusLocked(const SyncPush& push) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WithdrawLocked(int rank, absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropStepLocked(absl::StatusCode code, std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<uint64_t> AwaitStalenessLocked(int rank, uint64_t session, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The version moved on; true when a checkpoint is due (snapshotted into pending_checkpoint_).
+  bool BumpVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::unique_ptr<ShardCheckpoint> SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes pending_checkpoint_, if any; logs a failure (training goes on). Call without mu_.
+  void WritePendingCheckpoint() ABSL_LOCKS_EXCLUDED(mu_, checkpoint_mu_);
+  absl::Status WriteSnapshot(const ShardCheckpoint& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  std::vector<float> TakeBufferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReturnBufferLocked(std::vector<float> buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ShardOptions options_;
+  const bool aggregating_;
+  const uint64_t chunk_elements_;
+
+  // Serializes checkpoint writes, so files are written in version order.
+  absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled on every state change anyone waits for
+  bool layout_known_ ABSL_GUARDED_BY(mu_) = false;
+  bool initialized_ ABSL_GUARDED_BY(mu_) = false;  // tensors_ hold real values
+  uint64_t total_params_ ABSL_GUARDED_BY(mu_) = 0;
+  ShardRange range_ ABSL_GUARDED_BY(mu_);
+  trainer::SgdOptions hyperparameters_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> sessions_ ABSL_GUARDED_BY(mu_);  // per rank; 0: no live registration
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_);
+  SyncStep sync_ ABSL_GUARDED_BY(mu_);
+  StalenessPolicy staleness_ ABSL_GUARDED_BY(mu_);
+  MetricsBarrier metrics_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<float>> buffer_pool_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ShardCheckpoint> pending_checkpoint_ ABSL_GUARDED_BY(mu_);
+  uint64_t checkpoints_written_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+
+  // The tensors are written only with mu_ held AND tensors_mu_ held exclusively; readers that copy them
+  // out hold tensors_mu_ shared (without mu_, so copying a reply never blocks other calls' checks).
+  absl::Mutex tensors_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  ShardTensors tensors_ ABSL_GUARDED_BY(tensors_mu_);
+};
+
+}  // namespace psring::ps
+
+#endif  // PSRING_PS_SHARD_CORE_H_

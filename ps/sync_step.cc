@@ -1,0 +1,105 @@
+#include "ps/sync_step.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psring::ps {
+
+SyncStep::SyncStep(int workers, ShardTensors* tensors, absl::Mutex* tensors_mu)
+    : tensors_mu_(tensors_mu), tensors_(tensors), slots_(workers) {}
+
+absl::Status SyncStep::AlignTrainerStep(int rank, int64_t trainer_step) {
+  std::optional<int64_t> pending;
+  for (const Slot& slot : slots_) {
+    if (slot.id != 0) pending = slot.trainer_step;
+  }
+  if (!pending.has_value() || *pending == trainer_step) return absl::OkStatus();
+  if (trainer_step < *pending) {
+    return absl::AbortedError(absl::StrCat("skipped: rank ", rank, " pushed trainer step ", trainer_step,
+                                           " but the other ranks are at step ", *pending,
+                                           "; pull the parameters and go on"));
+  }
+  Drop(absl::StatusCode::kAborted, absl::StrCat("skipped: rank ", rank, " is at trainer step ", trainer_step,
+                                                ", ahead of step ", *pending, "; pull the parameters and go on"));
+  return absl::OkStatus();
+}
+
+SyncStep::Ticket SyncStep::Enter(int rank, float* gradient, int64_t trainer_step) {
+  Slot& slot = slots_[rank];
+  slot.id = next_id_++;
+  slot.gradient = gradient;
+  slot.delivered = 0;
+  slot.trainer_step = trainer_step;
+  return Ticket{rank, slot.id, generation_};
+}
+
+bool SyncStep::Deliver(const Ticket& ticket, uint64_t filled, const trainer::SgdOptions& hyperparameters) {
+  slots_[ticket.rank].delivered = filled;
+  uint64_t ready = size_;
+  for (const Slot& slot : slots_) ready = std::min(ready, slot.id != 0 ? slot.delivered : 0);
+  if (ready <= applied_) return false;
+  std::vector<float*> grads;
+  for (const Slot& slot : slots_) grads.push_back(slot.gradient);
+  {
+    absl::WriterMutexLock lock(tensors_mu_);
+    if (undo_.params.size() != tensors_->params.size()) {
+      undo_.params.resize(tensors_->params.size());
+      undo_.momentum.resize(tensors_->momentum.size());
+    }
+    ApplyMeanStep(hyperparameters, grads, applied_, ready, tensors_, &undo_);
+  }
+  applied_ = ready;
+  if (applied_ < size_) return false;
+  Reset();
+  return true;
+}
+
+absl::Status SyncStep::LeftStatus(const Ticket& ticket, int64_t step, int shard) const {
+  if (ticket.generation == generation_) {
+    return absl::CancelledError(absl::StrCat("the push of rank ", ticket.rank, " left step ", step));
+  }
+  return absl::Status(drop_code_,
+                      absl::StrCat("synchronous step ", step, " of shard ", shard, " was dropped: ", drop_reason_));
+}
+
+void SyncStep::Drop(absl::StatusCode code, std::string reason) {
+  if (applied_ > 0) {
+    absl::WriterMutexLock lock(tensors_mu_);
+    std::copy_n(undo_.params.data(), applied_, tensors_->params.data());
+    std::copy_n(undo_.momentum.data(), applied_, tensors_->momentum.data());
+  }
+  drop_code_ = code;
+  drop_reason_ = std::move(reason);
+  Reset();
+}
+
+void SyncStep::Withdraw(int rank, absl::string_view reason, uint64_t version) {
+  if (slots_[rank].id == 0) return;
+  if (applied_ == 0) {
+    // Nothing of the step was applied (so nothing was sent): forget this rank's part only.
+    slots_[rank] = Slot();
+    return;
+  }
+  Drop(absl::StatusCode::kUnavailable,
+       absl::StrCat(reason, " after part of the step was applied; the shard was rolled back to version ", version,
+                    ": re-register and push the step again"));
+}
+
+std::vector<int> SyncStep::MissingRanks() const {
+  std::vector<int> missing;
+  for (int r = 0; r < static_cast<int>(slots_.size()); ++r) {
+    if (slots_[r].id == 0 || slots_[r].delivered < size_) missing.push_back(r);
+  }
+  return missing;
+}
+
+void SyncStep::Reset() {
+  for (Slot& slot : slots_) slot = Slot();
+  applied_ = 0;
+  ++generation_;
+}
+
+}  // namespace psring::ps

@@ -1,0 +1,118 @@
+// The pending synchronous step of one shard, pipelined per element range (as in BytePS / ps-lite
+// partitioned servers), all or nothing:
+//
+//   rank 0 push  [#########|#####      ]   delivered 0: 14 of 22 elements
+//   rank 1 push  [#########|##         ]   delivered 1: 11
+//   rank 2 push  [#########|######     ]   delivered 2: 15
+//   parameters   [=========|           ]   applied: 9 = what was applied so far
+//                           ^ min(delivered) = 11: Deliver() applies [9, 11) now
+//
+// Every push streams into its own buffer. As soon as all N ranks delivered elements [0, k), [applied, k) is
+// averaged (ps/shard_update.h) and applied, so the replies can stream it back while the rest is pushed. The
+// old parameters and momentum of every applied range are saved first: a step that is dropped (timeout, a
+// push that breaks after part of it was applied, a re-registration, a trainer-step mismatch) restores them
+// bit for bit, and the pushes still in it learn why through DroppedStatus(). When the whole shard is
+// applied the step is complete and the state resets for the next one.
+//
+// Trainer-step alignment: all pushes of a step must carry the same trainer step (PushHeader.trainer_step).
+// Ranks differ only after a server restart or a worker replacement; the most advanced wins: a push behind
+// the pending step is refused with ABORTED, a push ahead of it drops the pending step (its pushes get
+// ABORTED) and starts a new one.
+//
+// Thread-compatible: the owner (ps/shard_core.h) serializes every call with its own mutex. SyncStep writes
+// the shard's tensors only with *tensors_mu held exclusively; readers of the tensors hold it shared.
+#ifndef PSRING_PS_SYNC_STEP_H_
+#define PSRING_PS_SYNC_STEP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "ps/shard_update.h"
+#include "trainer/optimizer.h"
+
+namespace psring::ps {
+
+class SyncStep {
+ public:
+  // Identifies one push in one step: a push whose step was dropped or completed no longer owns its slot.
+  struct Ticket {
+    int rank = 0;
+    uint64_t id = 0;
+    uint64_t generation = 0;
+  };
+
+  // `tensors` (guarded by *tensors_mu) is the shard the steps apply to; both must outlive this object.
+  SyncStep(int workers, ShardTensors* tensors, absl::Mutex* tensors_mu);
+  SyncStep(const SyncStep&) = delete;
+  SyncStep& operator=(const SyncStep&) = delete;
+
+  // The shard's length in elements; set once the layout is known, before the first push.
+  void set_size(uint64_t size) { size_ = size; }
+
+  // Whether `rank` has a push in the step, and whether it is still streaming in.
+  bool HasPush(int rank) const { return slots_[rank].id != 0; }
+  bool Receiving(int rank) const { return slots_[rank].id != 0 && slots_[rank].delivered < size_; }
+
+  // OK when a push at `trainer_step` may join the step; ABORTED ("skipped") when the step's pushes carry a
+  // later trainer step. A later trainer step than the pending one drops the pending step first.
+  absl::Status AlignTrainerStep(int rank, int64_t trainer_step);
+
+  // Enters `rank`'s push; gradient[0, size) receives it and must stay valid until the push leaves the step
+  // (Withdraw, Drop, completion). The rank must not have a push in the step.
+  Ticket Enter(int rank, float* gradient, int64_t trainer_step);
+  bool Owns(const Ticket& ticket) const {
+    return ticket.generation == generation_ && slots_[ticket.rank].id == ticket.id;
+  }
+
+  // Records that gradient[0, filled) of an owned push arrived and applies every range all ranks delivered
+  // (blocks on the arithmetic). True when this completed the step: the state is reset for the next one.
+  bool Deliver(const Ticket& ticket, uint64_t filled, const trainer::SgdOptions& hyperparameters);
+
+  // Elements of the pending step applied so far (0: the tensors hold exactly the last complete version).
+  uint64_t applied() const { return applied_; }
+  // Bumped whenever a step completes or is dropped.
+  uint64_t generation() const { return generation_; }
+
+  // For a push that no longer owns its slot: CANCELLED when it left a step that is still pending, else the
+  // code and reason its step was dropped with.
+  absl::Status LeftStatus(const Ticket& ticket, int64_t step, int shard) const;
+
+  // Rolls back what the step applied and ends it; its pushes fail with `code` and `reason`.
+  void Drop(absl::StatusCode code, std::string reason);
+  // Takes `rank`'s push out of the step: only its part is forgotten while nothing was applied; otherwise
+  // the whole step is dropped with UNAVAILABLE (the shard rolls back to `version`). No-op without a push.
+  void Withdraw(int rank, absl::string_view reason, uint64_t version);
+
+  // Ranks that have not delivered their whole push yet.
+  std::vector<int> MissingRanks() const;
+
+ private:
+  struct Slot {
+    uint64_t id = 0;  // 0: no push in the step
+    float* gradient = nullptr;
+    uint64_t delivered = 0;
+    int64_t trainer_step = 0;
+  };
+  void Reset();
+
+  absl::Mutex* const tensors_mu_;
+  ShardTensors* const tensors_ ABSL_PT_GUARDED_BY(tensors_mu_);
+  // Values of the tensors over [0, applied_) before the pending step: what Drop() restores.
+  ShardTensors undo_ ABSL_GUARDED_BY(tensors_mu_);
+  std::vector<Slot> slots_;
+  uint64_t size_ = 0;
+  uint64_t applied_ = 0;
+  uint64_t generation_ = 0;
+  uint64_t next_id_ = 1;
+  absl::StatusCode drop_code_ = absl::StatusCode::kDeadlineExceeded;
+  std::string drop_reason_;
+};
+
+}  // namespace psring::ps
+
+#endif  // PSRING_PS_SYNC_STEP_H_
