@@ -1,0 +1,515 @@
+// The parameter-server core (ps/shard_core.h) driven directly from threads, without gRPC or sockets: the
+// synchronous step and its exact result, rollback, the step timeout, trainer-step alignment, bounded
+// staleness, the metrics barrier, session replacement and checkpoints. Expected parameters are computed
+// with the trainer's own SgdMomentumStep on the rank-ordered mean, and compared bit for bit.
+#include "ps/shard_core.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "gtest/gtest.h"
+#include "ps/checkpoint.h"
+#include "tests/testing/temp_dir.h"
+#include "trainer/optimizer.h"
+
+namespace psring::ps {
+namespace {
+
+const trainer::SgdOptions kHyper = {0.5f, 0.9f, 0.01f};
+
+// Distinct for every (rank, step, element), and not exactly representable: summation order shows.
+std::vector<float> Gradient(int rank, int64_t step, size_t n) {
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i) g[i] = 0.1f * (rank + 1) + 0.01f * i - 0.03f * step;
+  return g;
+}
+
+std::vector<float> Initial(size_t n) {
+  std::vector<float> p(n);
+  for (size_t i = 0; i < n; ++i) p[i] = 0.25f * i - 1.0f;
+  return p;
+}
+
+// The reference synchronous step: sum in rank order, divide by N, the trainer's optimizer.
+void ReferenceStep(const std::vector<std::vector<float>>& grads, std::vector<float>* params,
+                   std::vector<float>* momentum) {
+  std::vector<float> mean = grads[0];
+  for (size_t r = 1; r < grads.size(); ++r) {
+    for (size_t i = 0; i < mean.size(); ++i) mean[i] += grads[r][i];
+  }
+  if (grads.size() > 1) {
+    for (float& m : mean) m /= static_cast<float>(grads.size());
+  }
+  trainer::SgdMomentumStep(kHyper, mean.data(), params->data(), momentum->data(), params->size());
+}
+
+// One synchronous push-pull as the gRPC adapter drives it: this thread delivers the gradient in pieces of
+// `piece` elements, a second one collects the applied ranges as they become available.
+absl::StatusOr<std::vector<float>> PushPull(ShardCore* core, const PushInfo& info, const std::vector<float>& grad,
+                                            uint64_t piece) {
+  absl::StatusOr<SyncPush> push = core->StartSyncPush(info);
+  if (!push.ok()) return push.status();
+  const uint64_t count = push->gradient.size();
+  std::vector<float> reply(count);
+  absl::Status write_status;
+  std::thread writer([&] {
+    uint64_t got = 0;
+    while (got < count) {
+      absl::StatusOr<uint64_t> available =
+          core->AwaitApplied(*push, std::min(count, got + core->chunk_elements()));
+      if (!available.ok()) {
+        write_status = available.status();
+        return;
+      }
+      core->ReadParameters(got, *available - got,
+                           [&](const float* p) { std::copy_n(p, *available - got, reply.data() + got); });
+      got = *available;
+    }
+  });
+  absl::Status read_status;
+  for (uint64_t filled = 0; filled < count && read_status.ok();) {
+    const uint64_t len = std::min(piece, count - filled);
+    std::copy_n(grad.data() + filled, len, push->gradient.data() + filled);
+    filled += len;
+    read_status = core->Delivered(*push, filled, [] { return false; });
+  }
+  if (!read_status.ok()) core->AbandonSyncPush(*push, read_status);
+  writer.join();
+  const absl::Status status = read_status.ok() ? write_status : read_status;
+  core->FinishSyncPush(std::move(*push), status);
+  if (!status.ok()) return status;
+  return reply;
+}
+
+// Delivers the whole gradient of an admitted push at once (never blocks: a complete push is never ahead).
+void DeliverAll(ShardCore* core, SyncPush* push, const std::vector<float>& grad) {
+  std::copy(grad.begin(), grad.end(), push->gradient.begin());
+  ASSERT_TRUE(core->Delivered(*push, grad.size(), [] { return false; }).ok());
+}
+
+absl::StatusOr<std::vector<float>> AsyncPushPull(ShardCore* core, const PushInfo& info,
+                                                 const std::vector<float>& grad, uint64_t* version) {
+  ASSIGN_OR_RETURN(AsyncPush push, core->StartAsyncPush(info));
+  std::copy(grad.begin(), grad.end(), push.gradient.begin());
+  ASSIGN_OR_RETURN(*version, core->FinishAsyncPush(std::move(push), absl::OkStatus()));
+  return core->CopyParameters();
+}
+
+bool Contains(const absl::Status& status, absl::string_view fragment) {
+  return status.message().find(fragment) != absl::string_view::npos;
+}
+
+class ShardCoreTest : public ::testing::Test {
+ protected:
+  // A core of one shard holding `n` elements, every rank registered, rank 0 offering Initial(n).
+  void Start(ShardOptions options, size_t n) {
+    n_ = n;
+    absl::StatusOr<std::unique_ptr<ShardCore>> core = ShardCore::Create(options);
+    ASSERT_TRUE(core.ok()) << core.status();
+    core_ = std::move(*core);
+    sessions_.assign(options.workers, 0);
+    for (int rank = 0; rank < options.workers; ++rank) {
+      absl::StatusOr<RegisteredRank> registered = Register(rank, rank == 0 ? Initial(n) : std::vector<float>());
+      ASSERT_TRUE(registered.ok()) << registered.status();
+      EXPECT_EQ(registered->params, Initial(n));
+    }
+  }
+
+  absl::StatusOr<RegisteredRank> Register(int rank, std::vector<float> initial) {
+    Registration registration{rank, core_->options().workers, n_, kHyper};
+    RETURN_IF_ERROR(core_->BeginRegistration(registration).status());
+    if (!initial.empty()) RETURN_IF_ERROR(core_->OfferInitialParameters(std::move(initial)));
+    ASSIGN_OR_RETURN(RegisteredRank registered, core_->CompleteRegistration(rank));
+    sessions_[rank] = registered.session;
+    return registered;
+  }
+
+  PushInfo Info(int rank, int64_t step, int64_t trainer_step = 0) {
+    return PushInfo{rank, sessions_[rank], step, n_, trainer_step};
+  }
+
+  // Every rank pushes Gradient(rank, step) from its own thread, in pieces of rank + 1 elements.
+  std::vector<absl::StatusOr<std::vector<float>>> RunStep(int64_t step) {
+    const int workers = core_->options().workers;
+    std::vector<absl::StatusOr<std::vector<float>>> replies(workers, absl::UnknownError("not run"));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < workers; ++r) {
+      threads.emplace_back([&, r] { replies[r] = PushPull(core_.get(), Info(r, step), Gradient(r, step, n_), r + 1); });
+    }
+    for (std::thread& t : threads) t.join();
+    return replies;
+  }
+
+  uint64_t n_ = 0;
+  std::unique_ptr<ShardCore> core_;
+  std::vector<uint64_t> sessions_;
+};
+
+ShardOptions AsyncOptions(int workers, absl::Duration step_timeout) {
+  ShardOptions options;
+  options.workers = workers;
+  options.mode = Mode::kAsync;
+  options.staleness = 1;
+  options.step_timeout = step_timeout;
+  return options;
+}
+
+ShardOptions SyncOptions(int workers) {
+  ShardOptions options;
+  options.workers = workers;
+  options.chunk_bytes = 2 * sizeof(float);  // replies in ranges of 2 elements: 7 = 2 + 2 + 2 + 1
+  options.step_timeout = absl::Seconds(20);
+  return options;
+}
+
+TEST_F(ShardCoreTest, SyncStepsApplyTheRankOrderedMeanExactly) {
+  Start(SyncOptions(3), 7);
+  std::vector<float> params = Initial(7), momentum(7, 0.0f);
+  for (int64_t step = 0; step < 3; ++step) {
+    std::vector<absl::StatusOr<std::vector<float>>> replies = RunStep(step);
+    ReferenceStep({Gradient(0, step, 7), Gradient(1, step, 7), Gradient(2, step, 7)}, &params, &momentum);
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(replies[r].ok()) << "rank " << r << ": " << replies[r].status();
+      EXPECT_EQ(*replies[r], params) << "rank " << r << " step " << step;
+    }
+    EXPECT_EQ(core_->version(), static_cast<uint64_t>(step + 1));
+  }
+  EXPECT_EQ(core_->CopyParameters(), params);
+  // The next push of a step already applied is from the past, one of a step not reached from the future.
+  EXPECT_TRUE(absl::IsFailedPrecondition(core_->StartSyncPush(Info(0, 2)).status()));
+  EXPECT_TRUE(absl::IsOutOfRange(core_->StartSyncPush(Info(0, 4)).status()));
+}
+
+TEST_F(ShardCoreTest, PushBrokenAfterPartWasAppliedRollsBackParamsAndMomentum) {
+  ShardOptions options = SyncOptions(2);
+  options.checkpoint_dir = psring::testing::FreshTempPath("core_rollback");
+  Start(options, 6);
+  // One complete step first, so the momentum the rollback must restore is not zero.
+  for (const auto& reply : RunStep(0)) ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_TRUE(core_->WriteCheckpoint().ok());
+  const std::string path = ShardCheckpointPath(options.checkpoint_dir, 0, 1);
+  absl::StatusOr<ShardCheckpoint> before = ReadShardCheckpoint(path);
+  ASSERT_TRUE(before.ok()) << before.status();
+
+  absl::StatusOr<SyncPush> whole = core_->StartSyncPush(Info(0, 1));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  DeliverAll(core_.get(), &*whole, Gradient(0, 1, 6));
+  absl::Status waiter;
+  std::thread rank0([&] { waiter = core_->AwaitApplied(*whole, 6).status(); });
+  absl::StatusOr<SyncPush> broken = core_->StartSyncPush(Info(1, 1));
+  ASSERT_TRUE(broken.ok()) << broken.status();
+  const std::vector<float> g1 = Gradient(1, 1, 6);
+  std::copy_n(g1.begin(), 3, broken->gradient.begin());
+  ASSERT_TRUE(core_->Delivered(*broken, 3, [] { return false; }).ok());
+  ASSERT_NE(core_->CopyParameters(), before->params);  // elements [0, 3) of step 1 were applied
+  core_->AbandonSyncPush(*broken, absl::InvalidArgumentError("gradient: a gap"));
+  rank0.join();
+  EXPECT_TRUE(absl::IsUnavailable(waiter)) << waiter;
+  EXPECT_TRUE(Contains(waiter, "rolled back to version 1")) << waiter;
+  core_->FinishSyncPush(std::move(*broken), absl::InvalidArgumentError("gradient: a gap"));
+  core_->FinishSyncPush(std::move(*whole), waiter);
+
+  EXPECT_EQ(core_->version(), 1u);
+  EXPECT_EQ(core_->CopyParameters(), before->params);
+  ASSERT_TRUE(core_->WriteCheckpoint().ok());
+  absl::StatusOr<ShardCheckpoint> after = ReadShardCheckpoint(path);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->version, 1u);
+  EXPECT_EQ(after->params, before->params);
+  EXPECT_EQ(after->momentum, before->momentum);
+  // Step 1 again, whole: exactly one step on the restored state.
+  std::vector<float> params = before->params, momentum = before->momentum;
+  ReferenceStep({Gradient(0, 1, 6), Gradient(1, 1, 6)}, &params, &momentum);
+  for (const auto& reply : RunStep(1)) {
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(*reply, params);
+  }
+}
+
+TEST_F(ShardCoreTest, StepTimeoutDropsTheStepAndTheShardKeepsServing) {
+  ShardOptions options = SyncOptions(2);
+  options.step_timeout = absl::Milliseconds(300);
+  Start(options, 5);
+  // Rank 1 delivers 2 elements (so [0, 2) is applied) and then stalls.
+  absl::StatusOr<SyncPush> stalled = core_->StartSyncPush(Info(1, 0));
+  ASSERT_TRUE(stalled.ok());
+  const std::vector<float> g1 = Gradient(1, 0, 5);
+  std::copy_n(g1.begin(), 2, stalled->gradient.begin());
+  ASSERT_TRUE(core_->Delivered(*stalled, 2, [] { return false; }).ok());
+  absl::StatusOr<std::vector<float>> first = absl::UnknownError("not run");
+  std::thread rank0([&] { first = PushPull(core_.get(), Info(0, 0), Gradient(0, 0, 5), 5); });
+  rank0.join();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(first.status())) << first.status();
+  EXPECT_TRUE(Contains(first.status(), "ranks 1 did not push step 0")) << first.status();
+  EXPECT_EQ(core_->CopyParameters(), Initial(5));
+  EXPECT_EQ(core_->version(), 0u);
+  // The stalled push learns that its step is gone.
+  absl::Status late = core_->Delivered(*stalled, 5, [] { return false; });
+  EXPECT_TRUE(absl::IsDeadlineExceeded(late)) << late;
+  core_->FinishSyncPush(std::move(*stalled), late);
+
+  std::vector<float> params = Initial(5), momentum(5, 0.0f);
+  ReferenceStep({Gradient(0, 0, 5), Gradient(1, 0, 5)}, &params, &momentum);
+  for (const auto& reply : RunStep(0)) {
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(*reply, params);
+  }
+  EXPECT_EQ(core_->version(), 1u);
+}
+
+TEST_F(ShardCoreTest, MostAdvancedTrainerStepWinsAndOthersAreAborted) {
+  Start(SyncOptions(2), 4);
+  // Rank 0 redoes trainer step 5 (it missed the reply before a restart); rank 1 is already at 6.
+  absl::StatusOr<SyncPush> behind = core_->StartSyncPush(Info(0, 0, /*trainer_step=*/5));
+  ASSERT_TRUE(behind.ok());
+  DeliverAll(core_.get(), &*behind, Gradient(0, 0, 4));
+  absl::StatusOr<std::vector<float>> ahead = absl::UnknownError("not run");
+  std::thread rank1([&] { ahead = PushPull(core_.get(), Info(1, 0, 6), Gradient(1, 0, 4), 4); });
+  absl::StatusOr<uint64_t> dropped = core_->AwaitApplied(*behind, 4);
+  EXPECT_TRUE(absl::IsAborted(dropped.status())) << dropped.status();
+  EXPECT_TRUE(Contains(dropped.status(), "skipped")) << dropped.status();
+  core_->FinishSyncPush(std::move(*behind), dropped.status());
+  EXPECT_EQ(core_->CopyParameters(), Initial(4));
+  // A later push of the lower trainer step is refused; at trainer step 6 it joins and the step forms.
+  absl::Status lower = core_->StartSyncPush(Info(0, 0, 5)).status();
+  EXPECT_TRUE(absl::IsAborted(lower)) << lower;
+  absl::StatusOr<std::vector<float>> joined = PushPull(core_.get(), Info(0, 0, 6), Gradient(0, 0, 4), 1);
+  rank1.join();
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  ASSERT_TRUE(ahead.ok()) << ahead.status();
+  std::vector<float> params = Initial(4), momentum(4, 0.0f);
+  ReferenceStep({Gradient(0, 0, 4), Gradient(1, 0, 4)}, &params, &momentum);
+  EXPECT_EQ(*joined, params);
+  EXPECT_EQ(*ahead, params);
+  EXPECT_EQ(core_->version(), 1u);
+}
+
+TEST_F(ShardCoreTest, PushAheadOfTheSlowestIsHeldUntilItCatchesUp) {
+  ShardOptions options = SyncOptions(2);
+  options.max_lead_bytes = sizeof(float);
+  Start(options, 6);
+  absl::StatusOr<SyncPush> fast = core_->StartSyncPush(Info(0, 0));
+  ASSERT_TRUE(fast.ok());
+  std::atomic<bool> released{false};
+  std::thread rank0([&] {
+    const std::vector<float> g = Gradient(0, 0, 6);
+    std::copy(g.begin(), g.end(), fast->gradient.begin());
+    // 3 elements delivered, none of rank 1's: more than one element ahead, so this blocks.
+    EXPECT_TRUE(core_->Delivered(*fast, 3, [] { return false; }).ok());
+    released = true;
+    EXPECT_TRUE(core_->Delivered(*fast, 6, [] { return false; }).ok());
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(released);
+  absl::StatusOr<std::vector<float>> slow = PushPull(core_.get(), Info(1, 0), Gradient(1, 0, 6), 1);
+  rank0.join();
+  EXPECT_TRUE(released);
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_TRUE(core_->AwaitApplied(*fast, 6).ok());
+  core_->FinishSyncPush(std::move(*fast), absl::OkStatus());
+  EXPECT_EQ(core_->version(), 1u);
+}
+
+TEST_F(ShardCoreTest, AsyncPusherWaitsForTheSlowestWithinTheStaleness) {
+  Start(AsyncOptions(2, absl::Seconds(20)), 3);
+  ASSERT_FALSE(core_->aggregating());
+  // Each push is one optimizer step on g / N with weight_decay / N, in arrival order.
+  trainer::SgdOptions scaled = kHyper;
+  scaled.weight_decay /= 2;
+  std::vector<float> params = Initial(3), momentum(3, 0.0f);
+  const auto reference = [&](int rank, int64_t step) {
+    std::vector<float> g = Gradient(rank, step, 3);
+    for (float& v : g) v /= 2.0f;
+    trainer::SgdMomentumStep(scaled, g.data(), params.data(), momentum.data(), 3);
+  };
+  uint64_t version = 0;
+  // Rank 0, step 0: clock 1, rank 1 at 0 >= 1 - 1: goes on at once.
+  ASSERT_TRUE(AsyncPushPull(core_.get(), Info(0, 0), Gradient(0, 0, 3), &version).ok());
+  EXPECT_EQ(version, 1u);
+  reference(0, 0);
+  // Rank 0, step 1: applied, then held (rank 1 would be 2 steps behind).
+  std::atomic<bool> done{false};
+  absl::StatusOr<std::vector<float>> held = absl::UnknownError("not run");
+  uint64_t held_version = 0;
+  std::thread rank0([&] {
+    held = AsyncPushPull(core_.get(), Info(0, 1), Gradient(0, 1, 3), &held_version);
+    done = true;
+  });
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (core_->version() < 2 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  reference(0, 1);
+  EXPECT_EQ(core_->CopyParameters(), params);
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(done);
+  // Rank 1's step 0 releases it.
+  ASSERT_TRUE(AsyncPushPull(core_.get(), Info(1, 0), Gradient(1, 0, 3), &version).ok());
+  reference(1, 0);
+  rank0.join();
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held_version, 3u);
+  EXPECT_EQ(core_->CopyParameters(), params);
+  // A duplicate of an applied step is from the past.
+  EXPECT_TRUE(absl::IsFailedPrecondition(core_->StartAsyncPush(Info(1, 0)).status()));
+}
+
+TEST_F(ShardCoreTest, AsyncStalenessWaitTimesOutNamingTheSlowRank) {
+  Start(AsyncOptions(3, absl::Milliseconds(200)), 2);
+  uint64_t version = 0;
+  ASSERT_TRUE(AsyncPushPull(core_.get(), Info(0, 0), Gradient(0, 0, 2), &version).ok());
+  ASSERT_TRUE(AsyncPushPull(core_.get(), Info(2, 0), Gradient(2, 0, 2), &version).ok());
+  absl::Status held = AsyncPushPull(core_.get(), Info(0, 1), Gradient(0, 1, 2), &version).status();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(held)) << held;
+  EXPECT_TRUE(Contains(held, "ahead of ranks 1 which did not reach step 1")) << held;
+  EXPECT_EQ(core_->version(), 3u);  // applied all the same: the wait comes after
+}
+
+TEST_F(ShardCoreTest, MetricsBarrierAveragesEveryRoundInRankOrder) {
+  Start(SyncOptions(3), 2);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<absl::StatusOr<std::vector<double>>> means(3, absl::UnknownError("not run"));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r) {
+      threads.emplace_back([&, r] {
+        means[r] = core_->AverageMetrics(r, sessions_[r], {0.1 * (r + 1) + round, 10.0 * r});
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    const std::vector<double> expected = {(((0.1 + round) + (0.2 + round)) + (0.3 + round)) / 3, 10.0};
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(means[r].ok()) << means[r].status();
+      EXPECT_EQ(*means[r], expected);
+    }
+  }
+  // An empty list is a plain barrier.
+  std::vector<absl::Status> barrier(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] { barrier[r] = core_->AverageMetrics(r, sessions_[r], {}).status(); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : barrier) EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_F(ShardCoreTest, MetricsBarrierRefusesMismatchesAndTimesOut) {
+  ShardOptions options = SyncOptions(2);
+  options.step_timeout = absl::Seconds(1);
+  Start(options, 2);
+  absl::StatusOr<std::vector<double>> alone = absl::UnknownError("not run");
+  std::thread rank0([&] { alone = core_->AverageMetrics(0, sessions_[0], {1.0, 2.0}); });
+  absl::SleepFor(absl::Milliseconds(200));  // rank 0 arrives first
+  absl::Status mismatch = core_->AverageMetrics(1, sessions_[1], {1.0}).status();
+  rank0.join();
+  EXPECT_TRUE(absl::IsInvalidArgument(mismatch)) << mismatch;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(alone.status())) << alone.status();
+  EXPECT_TRUE(Contains(alone.status(), "waiting for ranks 1")) << alone.status();
+  // The abandoned round is over: a new one completes.
+  std::thread again([&] { alone = core_->AverageMetrics(0, sessions_[0], {4.0}); });
+  absl::StatusOr<std::vector<double>> mean = core_->AverageMetrics(1, sessions_[1], {6.0});
+  again.join();
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  EXPECT_EQ(*mean, std::vector<double>{5.0});
+  EXPECT_EQ(*alone, std::vector<double>{5.0});
+}
+
+TEST_F(ShardCoreTest, NewRegistrationReplacesTheSessionAndEndsItsWaits) {
+  Start(SyncOptions(2), 3);
+  // Rank 0 waits in the metrics barrier and has a whole push in the pending step.
+  absl::Status metrics;
+  std::thread waiter([&] { metrics = core_->AverageMetrics(0, sessions_[0], {1.0}).status(); });
+  absl::StatusOr<SyncPush> old_push = core_->StartSyncPush(Info(0, 0));
+  ASSERT_TRUE(old_push.ok());
+  DeliverAll(core_.get(), &*old_push, Gradient(0, 0, 3));
+  absl::SleepFor(absl::Milliseconds(100));
+  const uint64_t old_session = sessions_[0];
+  absl::StatusOr<RegisteredRank> again = Register(0, {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->session, old_session);
+  EXPECT_EQ(again->next_step, 0);
+  waiter.join();
+  EXPECT_TRUE(absl::IsFailedPrecondition(metrics)) << metrics;
+  EXPECT_TRUE(Contains(metrics, "replaced")) << metrics;
+  absl::Status push_status = core_->AwaitApplied(*old_push, 3).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(push_status)) << push_status;
+  core_->FinishSyncPush(std::move(*old_push), push_status);
+  PushInfo stale = Info(0, 0);
+  stale.session = old_session;
+  EXPECT_TRUE(absl::IsFailedPrecondition(core_->StartSyncPush(stale).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(core_->Pull(0, old_session).status()));
+  // The new session's push forms the step with rank 1.
+  for (const auto& reply : RunStep(0)) ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(core_->version(), 1u);
+  EXPECT_EQ(core_->Stats().registered_workers, 2);
+}
+
+TEST(ShardCoreRegistrationTest, ChecksRanksLayoutAndSessions) {
+  ShardOptions options = SyncOptions(2);
+  options.shard = 1;
+  options.num_shards = 2;
+  absl::StatusOr<std::unique_ptr<ShardCore>> created = ShardCore::Create(options);
+  ASSERT_TRUE(created.ok());
+  ShardCore& core = **created;
+  EXPECT_TRUE(absl::IsNotFound(core.Pull(0, 1).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(core.BeginRegistration({2, 2, 10, kHyper}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(core.BeginRegistration({0, 3, 10, kHyper}).status()));
+  absl::StatusOr<ShardRange> range = core.BeginRegistration({0, 2, 10, kHyper});
+  ASSERT_TRUE(range.ok());
+  EXPECT_EQ(range->begin, 5u);
+  EXPECT_EQ(range->end, 10u);
+  EXPECT_TRUE(absl::IsFailedPrecondition(core.CompleteRegistration(0).status()));  // no parameters yet
+  EXPECT_TRUE(absl::IsInvalidArgument(core.BeginRegistration({1, 2, 11, kHyper}).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(core.BeginRegistration({1, 2, 10, {0.1f, 0.9f, 0.01f}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(core.OfferInitialParameters({1, 2, 3})));
+  ASSERT_TRUE(core.OfferInitialParameters({1, 2, 3, 4, 5}).ok());
+  ASSERT_TRUE(core.OfferInitialParameters({9, 9, 9, 9, 9}).ok());  // the first offer wins
+  absl::StatusOr<RegisteredRank> registered = core.CompleteRegistration(0);
+  ASSERT_TRUE(registered.ok());
+  EXPECT_EQ(registered->params, (std::vector<float>{1, 2, 3, 4, 5}));
+  absl::StatusOr<ParameterSnapshot> pulled = core.Pull(0, registered->session);
+  ASSERT_TRUE(pulled.ok());
+  EXPECT_EQ(pulled->params, registered->params);
+  EXPECT_EQ(pulled->version, 0u);
+  core.BeginShutdown();
+  EXPECT_TRUE(absl::IsUnavailable(core.Pull(0, registered->session).status()));
+}
+
+TEST(ShardCoreCheckpointTest, PeriodicCheckpointsHoldExactVersionsAndResume) {
+  ShardOptions options = SyncOptions(1);
+  options.checkpoint_dir = psring::testing::FreshTempPath("core_checkpoint");
+  options.checkpoint_every = 2;
+  constexpr size_t kN = 5;
+  std::vector<float> params = Initial(kN), momentum(kN, 0.0f);
+  {
+    absl::StatusOr<std::unique_ptr<ShardCore>> core = ShardCore::Create(options);
+    ASSERT_TRUE(core.ok());
+    ASSERT_TRUE((*core)->BeginRegistration({0, 1, kN, kHyper}).ok());
+    ASSERT_TRUE((*core)->OfferInitialParameters(Initial(kN)).ok());
+    absl::StatusOr<RegisteredRank> registered = (*core)->CompleteRegistration(0);
+    ASSERT_TRUE(registered.ok());
+    for (int64_t step = 0; step < 3; ++step) {
+      ASSERT_TRUE(PushPull(core->get(), {0, registered->session, step, kN, step}, Gradient(0, step, kN), 2).ok());
+      ReferenceStep({Gradient(0, step, kN)}, &params, &momentum);
+      if (step == 1) {  // version 2 was written by the push that completed it
+        absl::StatusOr<ShardCheckpoint> saved = ReadShardCheckpoint(ShardCheckpointPath(options.checkpoint_dir, 0, 1));
+        ASSERT_TRUE(saved.ok()) << saved.status();
+        EXPECT_EQ(saved->version, 2u);
+        EXPECT_EQ(saved->params, params);
+        EXPECT_EQ(saved->momentum, momentum);
+      }
+    }
+    EXPECT_EQ((*core)->Stats().checkpoints_written, 1u);
+    ASSERT_TRUE((*core)->WriteCheckpoint().ok());
+    EXPECT_EQ((*core)->Stats().checkpoints_written, 2u);
+  }
+  absl::StatusOr<std::unique_ptr<ShardCore>> resumed = ShardCore::Create(options);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ((*resumed)->version(), 3u);
+  EXPECT_EQ((*resumed)->CopyParameters(), params);
+}
+
+}  // namespace
+}  // namespace psring::ps
