@@ -6,6 +6,7 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/base/macros.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -308,6 +309,7 @@ absl::StatusOr<uint64_t> ShardCore::AwaitApplied(const SyncPush& push, uint64_t 
 
 void ShardCore::ReadParameters(uint64_t offset, uint64_t count, absl::FunctionRef<void(const float*)> read) {
   absl::ReaderMutexLock lock(&tensors_mu_);
+  ABSL_ASSERT(offset + count <= tensors_.params.size());
   read(tensors_.params.data() + offset);
 }
 

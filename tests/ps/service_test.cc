@@ -182,6 +182,11 @@ class ServiceTest : public ::testing::Test {
   std::vector<float> before_;
 };
 
+TEST(ServiceMethodTest, PushPullNameAndIndexComeFromTheDescriptor) {
+  EXPECT_EQ(PushPullMethodName(), absl::StrCat("/", proto::ParameterServer::service_full_name(), "/PushPull"));
+  EXPECT_EQ(PushPullMethodIndex(), 1);  // after Register, as declared in proto/ps.proto
+}
+
 TEST_F(ServiceTest, WrongTensorLength) {
   proto::PushHeader h = Push(0, 0);
   h.set_num_elements(6);
