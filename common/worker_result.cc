@@ -60,7 +60,8 @@ absl::Status PrintResultLine(const google::protobuf::Message& result) {
   absl::StatusOr<std::string> line = FormatResultLine(result);
   if (!line.ok()) return line.status();
   std::printf("%s\n", line->c_str());
-  if (std::fflush(stdout) != 0) return absl::UnavailableError("cannot write the PSRING_RESULT line to stdout");
+  if (std::fflush(stdout) != 0)
+    return absl::UnavailableError("cannot write the PSRING_RESULT line to stdout");
   return absl::OkStatus();
 }
 

@@ -40,7 +40,8 @@ std::vector<float> ExpectedServerParameters(const OptimizerInfo& optimizer, size
     h.weight_decay /= n;
     updates = steps * world_size;
   }
-  for (int u = 0; u < updates; ++u) SgdMomentumStep(h, gradient.data(), params.data(), velocity.data(), count);
+  for (int u = 0; u < updates; ++u)
+    SgdMomentumStep(h, gradient.data(), params.data(), velocity.data(), count);
   return params;
 }
 
@@ -53,15 +54,15 @@ int64_t CountWrong(const std::vector<float>& got, const std::vector<float>& want
 }  // namespace
 
 float GradientOnlyValue(int rank, int world_size, size_t index) {
-  const int64_t spread = (2 * static_cast<int64_t>(rank) - (world_size - 1)) *
-                         static_cast<int64_t>(1 + index % kSpreadPeriod);
+  const int64_t spread =
+      (2 * static_cast<int64_t>(rank) - (world_size - 1)) * static_cast<int64_t>(1 + index % kSpreadPeriod);
   return static_cast<float>(32768 + static_cast<int64_t>(1 + index % kMeanPeriod) + spread) * kUnit;
 }
 
 float GradientOnlyMean(size_t index) { return static_cast<float>(32768 + 1 + index % kMeanPeriod) * kUnit; }
 
 absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& options,
-                                                   GradientExchange* exchange) {
+                                                    GradientExchange* exchange) {
   const size_t count = options.bytes / sizeof(float);
   const int n = exchange->world_size();
   if (count < 1) {
@@ -109,8 +110,8 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
       grads[i] = same_on_every_rank ? mean[i] : GradientOnlyValue(exchange->rank(), n, i);
     }
     const absl::Time start = absl::Now();
-    RETURN_IF_ERROR(
-        Annotate(exchange->Exchange(step, grads_buffer, params_buffer).status(), absl::StrCat("step ", step)));
+    RETURN_IF_ERROR(Annotate(exchange->Exchange(step, grads_buffer, params_buffer).status(),
+                             absl::StrCat("step ", step)));
     if (!measured) continue;
     exchange_s += absl::ToDoubleSeconds(absl::Now() - start);
     if (trainer_owned) wrong += CountWrong(grads, mean);

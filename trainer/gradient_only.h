@@ -6,9 +6,9 @@
 //   trainer owns the optimizer (ring, local): rank r sends f(r, i); after every measured step `grads` must
 //     hold the mean m(i), compared after each step.
 //   servers own it, one update on the mean per step (PS sync): rank r pushes f(r, i); the servers apply
-//     SGD-momentum (trainer/optimizer.h, the exchange's hyperparameters) to m(i) once per step. After the last
-//     step and a barrier, every rank reads the parameters back (PullParameters) and compares them with the
-//     same steps run locally from the same initial parameters.
+//     SGD-momentum (trainer/optimizer.h, the exchange's hyperparameters) to m(i) once per step. After the
+//     last step and a barrier, every rank reads the parameters back (PullParameters) and compares them with
+//     the same steps run locally from the same initial parameters.
 //   servers own it, one update per push on gradient / N with weight_decay / N (PS async): every rank pushes
 //     the same m(i) (distinct values per rank would make the result depend on the arrival order), so the
 //     servers take warmup + steps rounds of N identical updates; checked like the sync case.
@@ -58,15 +58,15 @@ float GradientOnlyValue(int rank, int world_size, size_t index);
 // The mean m(index) of GradientOnlyValue over the ranks.
 float GradientOnlyMean(size_t index);
 
-// Runs the steps on `exchange` (not yet synchronised: this calls SyncInitialParameters) and checks the result.
-// Every rank of the job calls it with the same options. Blocks; every wait is bounded by the exchange's
-// timeouts. Returns this rank's PSRING_RESULT fields: exchange, rank, world_size, steps (measured), bytes,
-// exchange_s (sum over measured steps), step_s (mean per measured step), bytes_sent/received (payload during
-// measured steps) and wrong; compute_s and samples_per_s stay 0, test_accuracy -1.
-// kInvalidArgument for bad options or a world size above kGradientOnlyMaxRanks; the exchange's errors as
-// they are, with context.
+// Runs the steps on `exchange` (not yet synchronised: this calls SyncInitialParameters) and checks the
+// result. Every rank of the job calls it with the same options. Blocks; every wait is bounded by the
+// exchange's timeouts. Returns this rank's PSRING_RESULT fields: exchange, rank, world_size, steps
+// (measured), bytes, exchange_s (sum over measured steps), step_s (mean per measured step),
+// bytes_sent/received (payload during measured steps) and wrong; compute_s and samples_per_s stay 0,
+// test_accuracy -1. kInvalidArgument for bad options or a world size above kGradientOnlyMaxRanks; the
+// exchange's errors as they are, with context.
 absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& options,
-                                                   GradientExchange* exchange);
+                                                    GradientExchange* exchange);
 
 }  // namespace psring::trainer
 

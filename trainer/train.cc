@@ -210,7 +210,8 @@ absl::Status CheckCheckpointOwnership(const TrainOptions& o, const GradientExcha
   return absl::FailedPreconditionError(absl::StrCat(
       o.resume ? "--resume" : "--checkpoint_dir", ": exchange ", exchange.name(),
       " applies the optimizer on the parameter servers, so this worker holds no momentum to checkpoint and "
-      "could not resume the run exactly; drop --checkpoint_dir/--resume from the workers and give the servers "
+      "could not resume the run exactly; drop --checkpoint_dir/--resume from the workers and give the "
+      "servers "
       "--checkpoint_dir instead (a restarted server resumes parameters and momentum, and the workers "
       "reconnect to it)"));
 }
@@ -280,7 +281,8 @@ class TrainingRun {
         sgd_{options.lr, options.momentum, options.weight_decay} {}
 
   absl::Status LoadData() {
-    if (chief_ && !options_.checkpoint_dir.empty()) RETURN_IF_ERROR(PrepareCheckpointDir(options_.checkpoint_dir));
+    if (chief_ && !options_.checkpoint_dir.empty())
+      RETURN_IF_ERROR(PrepareCheckpointDir(options_.checkpoint_dir));
     std::string note;
     ASSIGN_OR_RETURN(result_.device, ResolveDevice(options_.device, &note));
     if (!note.empty() && chief_)
@@ -360,8 +362,8 @@ class TrainingRun {
                 batch_images_.begin() + static_cast<size_t>(i) * train_set_.dim);
       batch_labels_[i] = train_set_.labels[sample];
     }
-    ASSIGN_OR_RETURN(BatchStats stats,
-                     engine_->ForwardBackward(batch_images_.data(), batch_labels_.data(), options_.batch_size));
+    ASSIGN_OR_RETURN(BatchStats stats, engine_->ForwardBackward(batch_images_.data(), batch_labels_.data(),
+                                                                options_.batch_size));
     window_.Add(stats);
     RETURN_IF_ERROR(engine_->Synchronize());
     const Clock::time_point exchange_start = Clock::now();
@@ -393,7 +395,8 @@ class TrainingRun {
       const double rate = sums[2] * world_ / std::max(SecondsSince(window_.start), 1e-9);
       std::printf("step [%*ld/%ld] epoch [%ld/%d] | loss: %.3f | acc: %.1f%% | %s samples/s\n", width,
                   static_cast<long>(b + 1), static_cast<long>(steps_per_epoch_), static_cast<long>(epoch + 1),
-                  options_.epochs, result_.final_loss, 100.0 * result_.train_accuracy, FormatRate(rate).c_str());
+                  options_.epochs, result_.final_loss, 100.0 * result_.train_accuracy,
+                  FormatRate(rate).c_str());
       std::fflush(stdout);
     }
     window_ = Window();

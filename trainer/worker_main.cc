@@ -19,11 +19,12 @@ ABSL_FLAG(double, timeout, absl::ToDoubleSeconds(psring::trainer::WorkerOptions{
           "every collective. Parameter server: the deadline of each call to a server (a step includes "
           "waiting for the other workers) and how long to keep reconnecting to a server that is down or "
           "restarting.");
-ABSL_FLAG(int64_t, model_bytes, psring::trainer::GradientOnlyOptions{}.bytes,
-          "Gradient-only mode when > 0: no model; this many bytes of float32 values f(rank, index) go through "
-          "the exchange (ring: averaged; parameter server: pushed, stepped by the servers and pulled) for "
-          "--warmup_steps + --max_steps (default 10) steps, and the elements that differ from the closed "
-          "form are counted (\"wrong\" in the result line). 0: train the MLP.");
+ABSL_FLAG(
+    int64_t, model_bytes, psring::trainer::GradientOnlyOptions{}.bytes,
+    "Gradient-only mode when > 0: no model; this many bytes of float32 values f(rank, index) go through "
+    "the exchange (ring: averaged; parameter server: pushed, stepped by the servers and pulled) for "
+    "--warmup_steps + --max_steps (default 10) steps, and the elements that differ from the closed "
+    "form are counted (\"wrong\" in the result line). 0: train the MLP.");
 ABSL_FLAG(int, warmup_steps, psring::trainer::GradientOnlyOptions{}.warmup_steps,
           "Gradient-only mode: unmeasured steps before the measured ones (>= 0).");
 

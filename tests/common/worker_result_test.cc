@@ -21,7 +21,8 @@ void ExpectRoundTrip(const google::protobuf::Message& want, const std::string& l
       google::protobuf::util::JsonStringToMessage(line.substr(sizeof(kPrefix) - 1), parsed.get());
   ASSERT_TRUE(status.ok()) << status.ToString() << "\n" << line;
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equivalent(*parsed, want))
-      << parsed->DebugString() << "\nvs\n" << want.DebugString();
+      << parsed->DebugString() << "\nvs\n"
+      << want.DebugString();
 }
 
 TEST(WorkerResultTest, WorkerLineParsesBackToTheSameMessage) {
@@ -39,7 +40,8 @@ TEST(WorkerResultTest, WorkerLineParsesBackToTheSameMessage) {
   absl::StatusOr<std::string> line = FormatResultLine(r);
   ASSERT_TRUE(line.ok()) << line.status();
   // The keys and order users' scripts read; byte counters are plain JSON numbers, not strings.
-  EXPECT_TRUE(absl::StartsWith(*line, "PSRING_RESULT {\"role\":\"worker\",\"exchange\":\"ring-tcp\",\"rank\":3,"))
+  EXPECT_TRUE(
+      absl::StartsWith(*line, "PSRING_RESULT {\"role\":\"worker\",\"exchange\":\"ring-tcp\",\"rank\":3,"))
       << *line;
   EXPECT_TRUE(absl::StrContains(*line, "\"bytes_sent\":123456789012,")) << *line;
   EXPECT_TRUE(absl::StrContains(*line, "\"test_accuracy\":-1}")) << *line;
@@ -50,8 +52,9 @@ TEST(WorkerResultTest, WorkerLineParsesBackToTheSameMessage) {
 TEST(WorkerResultTest, UnsetFieldsPrintWithTheirDefaults) {
   absl::StatusOr<std::string> line = FormatResultLine(proto::WorkerResult());
   ASSERT_TRUE(line.ok()) << line.status();
-  for (const char* key : {"role", "exchange", "rank", "world_size", "steps", "bytes", "compute_s", "exchange_s",
-                          "step_s", "samples_per_s", "bytes_sent", "bytes_received", "wrong", "test_accuracy"}) {
+  for (const char* key :
+       {"role", "exchange", "rank", "world_size", "steps", "bytes", "compute_s", "exchange_s", "step_s",
+        "samples_per_s", "bytes_sent", "bytes_received", "wrong", "test_accuracy"}) {
     EXPECT_TRUE(absl::StrContains(*line, absl::StrCat("\"", key, "\":"))) << key << " missing: " << *line;
   }
   EXPECT_TRUE(absl::StrContains(*line, "\"world_size\":1,")) << *line;
@@ -67,9 +70,10 @@ TEST(WorkerResultTest, ServerLineParsesBackToTheSameMessage) {
   r.set_bytes_received(3);
   absl::StatusOr<std::string> line = FormatResultLine(r);
   ASSERT_TRUE(line.ok()) << line.status();
-  EXPECT_EQ(*line,
-            "PSRING_RESULT {\"role\":\"server\",\"shard\":1,\"num_shards\":2,\"mode\":\"async\",\"version\":42,"
-            "\"bytes_sent\":1000000000000,\"bytes_received\":3}");
+  EXPECT_EQ(
+      *line,
+      "PSRING_RESULT {\"role\":\"server\",\"shard\":1,\"num_shards\":2,\"mode\":\"async\",\"version\":42,"
+      "\"bytes_sent\":1000000000000,\"bytes_received\":3}");
   ExpectRoundTrip(r, *line);
 }
 

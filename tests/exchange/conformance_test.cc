@@ -68,9 +68,9 @@ TYPED_TEST(ExchangeConformanceTest, GradientOnlyMatchesTheClosedFormExactly) {
         absl::StatusOr<proto::WorkerResult> result = trainer::RunGradientOnly(options, exchange);
         if (!result.ok()) return result.status();
         RETURN_IF_ERROR(Check(result->wrong() == 0, absl::StrCat(result->wrong(), " wrong")));
-        RETURN_IF_ERROR(Check(result->steps() == 3 && result->rank() == rank &&
-                                          result->world_size() == n && result->exchange() == exchange->name(),
-                                      result->DebugString()));
+        RETURN_IF_ERROR(Check(result->steps() == 3 && result->rank() == rank && result->world_size() == n &&
+                                  result->exchange() == exchange->name(),
+                              result->DebugString()));
         RETURN_IF_ERROR(Check(result->bytes() == count * sizeof(float), result->DebugString()));
         // A network exchange moves payload in every measured step once there is someone to talk to.
         const bool networked = n > 1 || exchange->optimizer().owner == trainer::OptimizerOwner::kServer;
@@ -94,17 +94,17 @@ TYPED_TEST(ExchangeConformanceTest, ExchangeOutcomeFollowsTheOptimizerOwner) {
         // Every rank sent 0.5: the mean is 0.5, the parameters are the trainer's to step.
         RETURN_IF_ERROR(
             Check(*outcome == trainer::ExchangeOutcome::kGradientsAveraged, "trainer-owned: averaged"));
-        RETURN_IF_ERROR(Check(grads == std::vector<float>(5, 0.5f) &&
-                                          params == std::vector<float>({1, 2, 3, 4, 5}),
-                                      "mean gradient, untouched parameters"));
+        RETURN_IF_ERROR(
+            Check(grads == std::vector<float>(5, 0.5f) && params == std::vector<float>({1, 2, 3, 4, 5}),
+                  "mean gradient, untouched parameters"));
         return Check(absl::IsFailedPrecondition(exchange->PullParameters(p)), "no parameters to pull");
       }
       RETURN_IF_ERROR(
           Check(*outcome == trainer::ExchangeOutcome::kParametersUpdated, "server-owned: parameters"));
       // One step of the servers' SGD on the mean 0.5 from the synchronised values.
       std::vector<float> expected = {1, 2, 3, 4, 5}, velocity(5, 0.0f);
-      trainer::SgdMomentumStep(optimizer.server_hyperparameters, grads.data(), expected.data(), velocity.data(),
-                               5);
+      trainer::SgdMomentumStep(optimizer.server_hyperparameters, grads.data(), expected.data(),
+                               velocity.data(), 5);
       RETURN_IF_ERROR(Check(params == expected, "parameters after one server step"));
       std::vector<float> pulled(5);
       RETURN_IF_ERROR(exchange->Barrier());
@@ -122,9 +122,9 @@ TYPED_TEST(ExchangeConformanceTest, AverageMetricsGivesEveryRankTheMean) {
       std::vector<double> values = {0.5 * rank, 10.0, -3.0 * rank};
       RETURN_IF_ERROR(exchange->AverageMetrics(absl::MakeSpan(values)));
       const double mean_rank = (n - 1) / 2.0;
-      RETURN_IF_ERROR(Check(values[0] == 0.5 * mean_rank && values[1] == 10.0 &&
-                                        values[2] == -3.0 * mean_rank,
-                                    absl::StrCat("means ", values[0], " ", values[1], " ", values[2])));
+      RETURN_IF_ERROR(
+          Check(values[0] == 0.5 * mean_rank && values[1] == 10.0 && values[2] == -3.0 * mean_rank,
+                absl::StrCat("means ", values[0], " ", values[1], " ", values[2])));
       std::vector<double> none;
       return exchange->AverageMetrics(absl::MakeSpan(none));
     });

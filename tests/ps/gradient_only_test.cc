@@ -12,10 +12,10 @@ namespace psring::ps {
 namespace {
 
 using testing::ClientOptionsFor;
-using trainer::GradientOnlyOptions;
-using trainer::RunGradientOnly;
 using testing::RunRanks;
 using testing::StartCluster;
+using trainer::GradientOnlyOptions;
+using trainer::RunGradientOnly;
 
 void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_bytes, int steps) {
   SCOPED_TRACE(absl::StrCat("N=", n, " K=", k, " bytes=", bytes));

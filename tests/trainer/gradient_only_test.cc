@@ -29,8 +29,8 @@ TEST(GradientOnlyValuesTest, EveryPartialSumAndBothAveragesAreExact) {
       ASSERT_EQ(up, down) << "N=" << n << " i=" << i;
       const float mean = GradientOnlyMean(i);
       ASSERT_EQ(static_cast<double>(mean) * n, exact) << "N=" << n << " i=" << i;
-      ASSERT_EQ(up / static_cast<float>(n), mean) << "sum / N, N=" << n << " i=" << i;      // the servers
-      ASSERT_EQ(up * inverse, mean) << "sum * (1/N), N=" << n << " i=" << i;               // the TCP ring
+      ASSERT_EQ(up / static_cast<float>(n), mean) << "sum / N, N=" << n << " i=" << i;  // the servers
+      ASSERT_EQ(up * inverse, mean) << "sum * (1/N), N=" << n << " i=" << i;            // the TCP ring
     }
   }
 }
