@@ -23,7 +23,7 @@
 // this client then re-registers (which rewrites this rank's copy of the range with the shard's values, so
 // a partly received reply leaves nothing behind) and pushes the step again, within reconnect_timeout.
 // When Exchange fails for good, `params` may hold a mix of old and new values for the failing shard's range
-// (call Pull() to resynchronise).
+// (call PullParameters() to resynchronise).
 //
 // Blocking: every call blocks until all shards answered, failed, or `timeout` passed.
 // Ownership: buffers stay the caller's; they are read/written only during a call.
