@@ -77,7 +77,8 @@ class GradientExchange {
  public:
   virtual ~GradientExchange() = default;
 
-  // Short name for logs and tables: "local", "ring-tcp", "ring-nccl", "ps-sync", "ps-async".
+  // Short name for logs and tables: "local", "ring-tcp", "ring-nccl", "ps-sync", "ps-async". Only for people
+  // to read: what the caller must do differently follows from optimizer(), never from the name.
   virtual std::string name() const = 0;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
