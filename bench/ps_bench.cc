@@ -4,7 +4,7 @@
 //
 // Columns: time = mean wall time of one push-pull step (slowest rank); algbw = size / time; busbw = algbw *
 // N / K, the load on one server's link per direction (cost model T ~ N*S/(K*B), DESIGN.md); #wrong = elements
-// that differ from the closed form (ps/gradient_only.h); srv_MB = payload MB the busiest server moved (in +
+// that differ from the closed form (trainer/gradient_only.h); srv_MB = payload MB the busiest server moved (in +
 // out) per step, from its own counters.
 //
 // The same run then streams --socket_bytes through a plain TCP socket on loopback (one send of the whole buffer)
@@ -27,11 +27,11 @@
 #include "bench/report.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
-#include "common/worker_result.h"  // via //ps:gradient_only
+#include "proto/results.pb.h"
 #include "ps/client.h"
-#include "ps/gradient_only.h"
 #include "ps/server.h"
 #include "ps/wire.h"
+#include "trainer/gradient_only.h"
 
 ABSL_FLAG(std::string, min_bytes, "4K", "Smallest push-pull size (bytes; K, M, G suffixes allowed).");
 ABSL_FLAG(std::string, max_bytes, "256M", "Largest push-pull size (bytes; K, M, G suffixes allowed).");
@@ -131,7 +131,7 @@ absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks,
     servers.push_back(std::move(server));
   }
   CounterSnapshot before(ranks, &servers), after(ranks, &servers);
-  std::vector<absl::StatusOr<WorkerResult>> results(ranks, absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<proto::WorkerResult>> results(ranks, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
@@ -147,21 +147,21 @@ absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks,
         results[r] = exchange.status();
         return;
       }
-      ps::GradientOnlyOptions go;
+      trainer::GradientOnlyOptions go;
       go.bytes = bytes;
       go.warmup_steps = warmup;
       go.steps = iters;
       go.before_measured = [&] { before.Arrive(); };
       go.after_measured = [&] { after.Arrive(); };
-      results[r] = ps::RunGradientOnly(go, exchange->get());
+      results[r] = trainer::RunGradientOnly(go, exchange->get());
     });
   }
   for (std::thread& t : threads) t.join();
   Measurement m;
   for (auto& result : results) {
     RETURN_IF_ERROR(result.status());
-    m.seconds = std::max(m.seconds, result->step_s);
-    m.wrong += result->wrong;
+    m.seconds = std::max(m.seconds, result->step_s());
+    m.wrong += static_cast<int64_t>(result->wrong());
   }
   const std::vector<uint64_t> b = before.bytes(), a = after.bytes();
   for (size_t k = 0; k < a.size() && k < b.size(); ++k) {

@@ -1,35 +1,38 @@
-// The one line every worker rank prints at the end (the contract with the scaling harness, which parses it
-// with bench/result_line.h):
+// The result lines psring binaries print at the end, the contract with the scaling harness (bench/) and with
+// users' scripts: one line per process,
 //
 //   PSRING_RESULT {"role":"worker","exchange":"ring-tcp","rank":0,"world_size":4,"steps":10,...}
+//   PSRING_RESULT {"role":"server","shard":0,"num_shards":2,"mode":"sync","version":12,...}
 //
-// Pure functions; thread-safe.
+// whose payload is protobuf's JSON mapping of a psring::proto::WorkerResult or ServerResult
+// (proto/results.proto) with the field names as written there. Producers fill the message; nothing else
+// formats these lines.
+//
+//   proto::WorkerResult result;
+//   result.set_exchange(exchange->name());
+//   ...
+//   RETURN_IF_ERROR(PrintResultLine(result));
+//
+// Pure functions apart from PrintResultLine's write to stdout; thread-safe.
 #ifndef PSRING_COMMON_WORKER_RESULT_H_
 #define PSRING_COMMON_WORKER_RESULT_H_
 
-#include <cstdint>
 #include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "google/protobuf/message.h"
+#include "proto/results.pb.h"
 
 namespace psring {
 
-struct WorkerResult {
-  std::string exchange;  // GradientExchange::name(): "ring-tcp", "ring-nccl", "ps-sync", ...
-  int rank = 0;
-  int world_size = 1;
-  int64_t steps = 0;         // measured steps
-  uint64_t bytes = 0;        // gradient (model) bytes per step
-  double compute_s = 0;      // sum over measured steps
-  double exchange_s = 0;     // sum over measured steps
-  double step_s = 0;         // mean wall time per measured step
-  double samples_per_s = 0;  // 0 in gradient-only mode
-  uint64_t bytes_sent = 0;   // payload this process sent over the network during measured steps
-  uint64_t bytes_received = 0;
-  int64_t wrong = 0;          // gradient-only mode: elements that differ from the closed form
-  double test_accuracy = -1;  // -1: not evaluated
-};
+// "PSRING_RESULT <json>" without a trailing newline. Every field of `result` prints, the unset ones with
+// their schema defaults, so every key is always there for the scripts that read the line.
+// kInternal if protobuf cannot print the message.
+absl::StatusOr<std::string> FormatResultLine(const google::protobuf::Message& result);
 
-// "PSRING_RESULT {...}" without a trailing newline.
-std::string FormatWorkerResult(const WorkerResult& r);
+// Writes FormatResultLine(result) and a newline to stdout and flushes it. Blocks on stdout.
+absl::Status PrintResultLine(const google::protobuf::Message& result);
 
 }  // namespace psring
 

@@ -1,22 +1,16 @@
 #include "ps/binary_main.h"
 
-#include <cstdio>
-
-#include "absl/flags/parse.h"
+#include "common/binary_main.h"
 #include "ps/wire.h"
 
 namespace psring::ps {
 
 int RunMain(int argc, char** argv, absl::string_view name,
             absl::FunctionRef<absl::Status(const std::vector<std::string>&)> run) {
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  TuneMallocForTensors();
-  const absl::Status status = run(std::vector<std::string>(positional.begin() + 1, positional.end()));
-  if (!status.ok()) {
-    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(name.size()), name.data(), status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return psring::RunMain(argc, argv, name, [&](const std::vector<std::string>& positional) {
+    TuneMallocForTensors();
+    return run(positional);
+  });
 }
 
 }  // namespace psring::ps

@@ -1,5 +1,5 @@
-// What //ps:server, //ps:worker and //ps:local share around main(): flag parsing, and turning a failed run
-// into a one-line error and exit code 1. The --help setup is psring::InitFlagsUsage (common/flags_usage.h).
+// main() of //ps:server and //ps:local: psring::RunMain (common/binary_main.h) with malloc tuned for the
+// large tensors the parameter server moves.
 //
 //   int main(int argc, char** argv) {
 //     psring::InitFlagsUsage("One shard of the parameter server.\n  ...", {"common/", "ps/"});
@@ -19,9 +19,7 @@
 
 namespace psring::ps {
 
-// Parses the command line (exits on unknown flags, --help), tunes malloc for large tensors, then calls
-// run(positional arguments after the program name, i.e. those after a bare `--`). A failed status is printed
-// to stderr as "<name>: <status>" on one line. Returns the process exit code: 0 or 1.
+// psring::RunMain, calling TuneMallocForTensors() (ps/wire.h) before run. Returns ExitCodeFor(status).
 int RunMain(int argc, char** argv, absl::string_view name,
             absl::FunctionRef<absl::Status(const std::vector<std::string>&)> run);
 

@@ -25,11 +25,12 @@ bool NeedsReregistration(const absl::Status& status) {
 
 }  // namespace
 
-absl::Status PsExchange::FromCall(const grpc::Status& status, const std::string& where) const {
+absl::Status PsExchange::FromCall(const grpc::Status& status, absl::Time deadline,
+                                  const std::string& where) const {
   absl::Status result = FromGrpc(status, where);
-  // A call that ran out of this client's own deadline says only "Deadline Exceeded"; say why that happens.
-  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-      status.error_message() == "Deadline Exceeded") {
+  // Past our own deadline the call ran out of --timeout (a server's --step_timeout answers before it); say
+  // why that happens.
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() >= deadline) {
     return absl::DeadlineExceededError(absl::StrCat(
         result.message(), " (no answer within --timeout=", absl::FormatDuration(options_.timeout),
         "; a step waits for every worker: is another worker dead, slow or not started?)"));
@@ -112,9 +113,15 @@ PsExchange::PsExchange(const PsClientOptions& options)
 
 PsExchange::~PsExchange() = default;
 
-void PsExchange::PrepareContext(grpc::ClientContext* context, absl::Duration timeout) const {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+trainer::OptimizerInfo PsExchange::optimizer() const {
+  return trainer::OptimizerInfo{trainer::OptimizerOwner::kServer, server_update_, options_.hyperparameters};
+}
+
+absl::Time PsExchange::PrepareContext(grpc::ClientContext* context) const {
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  context->set_deadline(absl::ToChronoTime(deadline));
   if (!options_.auth_token.empty()) context->AddMetadata(kAuthMetadataKey, options_.auth_token);
+  return deadline;
 }
 
 proto::ShardAddress PsExchange::Address(const Shard& shard) const {
@@ -160,7 +167,7 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
   const std::string where = absl::StrCat("Register with shard ", shard->index, " (", shard->address, ")");
   const ShardRange range = ComputeShardRange(params.count, shard->index, static_cast<int>(shards_.size()));
   grpc::ClientContext context;
-  PrepareContext(&context, options_.timeout);
+  const absl::Time deadline = PrepareContext(&context);
   auto stream = shard->stub->Register(&context);
   proto::RegisterRequest request;
   proto::RegisterHeader* header = request.mutable_header();
@@ -193,7 +200,11 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
         shard->version = h.version();
         shard->range = range;
         shard->reply_chunk_elements = h.reply_chunk_elements();
-        if (shard->index == 0) name_ = absl::StrCat("ps-", h.mode());
+        if (shard->index == 0) {
+          name_ = absl::StrCat("ps-", h.mode());
+          server_update_ =
+              h.mode() == "async" ? trainer::ServerUpdate::kEachPush : trainer::ServerUpdate::kMeanPerStep;
+        }
       }
     }
   }
@@ -201,7 +212,7 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
   while (!received.ok() && stream->Read(&reply)) {
   }
   grpc::Status status = stream->Finish();
-  RETURN_IF_ERROR(FromCall(status, where));
+  RETURN_IF_ERROR(FromCall(status, deadline, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream broke"));
   return absl::OkStatus();
@@ -248,9 +259,10 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
   bool ok = false;
   uint64_t version = 0;
   grpc::Status status;
+  absl::Time deadline;
   {
     grpc::ClientContext context;
-    PrepareContext(&context, options_.timeout);
+    deadline = PrepareContext(&context);
     std::unique_ptr<grpc::ClientReaderWriter<TensorFrame, TensorFrame>> stream(
         grpc::internal::ClientReaderWriterFactory<TensorFrame, TensorFrame>::Create(
             shard->channel.get(), *shard->push_pull, &context));
@@ -288,9 +300,9 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
         absl::MutexLock lock(&window_mu);
         const uint64_t need = offset + len > window ? offset + len - window : 0;
         // The server's --step_timeout ends a stuck step, which ends the reply; the call deadline bounds it too.
-        const absl::Time deadline = absl::Now() + options_.timeout;
+        const absl::Time give_up = absl::Now() + options_.timeout;
         while (!reply_over && replied < need) {
-          if (window_cv.WaitWithDeadline(&window_mu, deadline)) break;
+          if (window_cv.WaitWithDeadline(&window_mu, give_up)) break;
         }
       };
     }
@@ -345,7 +357,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     std::abort();
   }
   // A failed call (server gone, deadline, server-side error) explains a short or broken reply best.
-  RETURN_IF_ERROR(FromCall(status, where));
+  RETURN_IF_ERROR(FromCall(status, deadline, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream ended without parameters"));
   ++shard->next_step;
@@ -392,7 +404,7 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
 absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
   const std::string where = absl::StrCat("Pull from shard ", shard->index, " (", shard->address, ")");
   grpc::ClientContext context;
-  PrepareContext(&context, options_.timeout);
+  const absl::Time deadline = PrepareContext(&context);
   proto::PullRequest request;
   *request.mutable_address() = Address(*shard);
   request.set_rank(options_.rank);
@@ -407,13 +419,13 @@ absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
   }
   while (!received.ok() && stream->Read(&reply)) {  // drain, so Finish() reports how the call ended
   }
-  RETURN_IF_ERROR(FromCall(stream->Finish(), where));
+  RETURN_IF_ERROR(FromCall(stream->Finish(), deadline, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   return absl::OkStatus();
 }
 
-absl::Status PsExchange::Pull(trainer::FloatBuffer params) {
-  if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before Pull");
+absl::Status PsExchange::PullParameters(trainer::FloatBuffer params) {
+  if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before PullParameters");
   RETURN_IF_ERROR(CheckBuffer(params, "params"));
   return ForEachShard([&](Shard* shard) { return PullOnce(shard, params); });
 }
@@ -422,14 +434,14 @@ absl::Status PsExchange::AverageMetrics(absl::Span<double> values) {
   if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before AverageMetrics");
   Shard& shard = shards_[0];
   grpc::ClientContext context;
-  PrepareContext(&context, options_.timeout);
+  const absl::Time deadline = PrepareContext(&context);
   proto::MetricsRequest request;
   *request.mutable_address() = Address(shard);
   request.set_rank(options_.rank);
   request.set_session(shard.session);
   for (double v : values) request.add_values(v);
   proto::MetricsReply reply;
-  RETURN_IF_ERROR(FromCall(shard.stub->AverageMetrics(&context, request, &reply),
+  RETURN_IF_ERROR(FromCall(shard.stub->AverageMetrics(&context, request, &reply), deadline,
                            absl::StrCat("AverageMetrics via shard 0 (", shard.address, ")")));
   if (reply.values_size() != static_cast<int>(values.size())) {
     return absl::InternalError(
@@ -444,9 +456,9 @@ absl::Status PsExchange::Barrier() { return AverageMetrics(absl::Span<double>())
 absl::Status PsExchange::ShutdownServers() {
   return ForEachShard([&](Shard* shard) {
     grpc::ClientContext context;
-    PrepareContext(&context, options_.timeout);
+    const absl::Time deadline = PrepareContext(&context);
     proto::ShutdownReply reply;
-    return FromCall(shard->stub->Shutdown(&context, proto::ShutdownRequest(), &reply),
+    return FromCall(shard->stub->Shutdown(&context, proto::ShutdownRequest(), &reply), deadline,
                     absl::StrCat("Shutdown of shard ", shard->index, " (", shard->address, ")"));
   });
 }
@@ -454,9 +466,9 @@ absl::Status PsExchange::ShutdownServers() {
 absl::StatusOr<proto::StatsReply> PsExchange::Stats(int shard) {
   if (shard < 0 || shard >= num_shards()) return absl::InvalidArgumentError("no such shard");
   grpc::ClientContext context;
-  PrepareContext(&context, options_.timeout);
+  const absl::Time deadline = PrepareContext(&context);
   proto::StatsReply reply;
-  RETURN_IF_ERROR(FromCall(shards_[shard].stub->Stats(&context, proto::StatsRequest(), &reply),
+  RETURN_IF_ERROR(FromCall(shards_[shard].stub->Stats(&context, proto::StatsRequest(), &reply), deadline,
                            absl::StrCat("Stats of shard ", shard)));
   return reply;
 }

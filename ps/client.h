@@ -23,7 +23,7 @@
 // this client then re-registers (which rewrites this rank's copy of the range with the shard's values, so
 // a partly received reply leaves nothing behind) and pushes the step again, within reconnect_timeout.
 // When Exchange fails for good, `params` may hold a mix of old and new values for the failing shard's range
-// (call Pull() to resynchronise).
+// (call PullParameters() to resynchronise).
 //
 // Blocking: every call blocks until all shards answered, failed, or `timeout` passed.
 // Ownership: buffers stay the caller's; they are read/written only during a call.
@@ -87,6 +87,9 @@ class PsExchange final : public trainer::GradientExchange {
   std::string name() const override { return name_; }
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
+  // The servers own the optimizer; the update rule follows the mode shard 0 reported at registration
+  // (async with staleness 0 reports sync), so it is kMeanPerStep until SyncInitialParameters.
+  trainer::OptimizerInfo optimizer() const override;
 
   // Registers with every shard (retrying until reconnect_timeout while servers come up), offering `params`
   // as initial values, and overwrites `params` with the servers' values.
@@ -101,16 +104,15 @@ class PsExchange final : public trainer::GradientExchange {
   absl::Status Barrier() override;
 
   // Pulls every shard's current parameters into `params` without pushing.
-  absl::Status Pull(trainer::FloatBuffer params);
+  absl::Status PullParameters(trainer::FloatBuffer params) override;
   // Asks every server to checkpoint and exit. Call once, after a Barrier, from one rank.
   absl::Status ShutdownServers();
   absl::StatusOr<proto::StatsReply> Stats(int shard);
 
   // Tensor payload bytes this client sent / received (all shards, all calls).
-  uint64_t bytes_sent() const { return bytes_sent_; }
-  uint64_t bytes_received() const { return bytes_received_; }
+  uint64_t bytes_sent() const override { return bytes_sent_; }
+  uint64_t bytes_received() const override { return bytes_received_; }
   int num_shards() const { return static_cast<int>(shards_.size()); }
-  const trainer::SgdOptions& hyperparameters() const { return options_.hyperparameters; }
 
  private:
   struct Shard {
@@ -131,9 +133,11 @@ class PsExchange final : public trainer::GradientExchange {
   };
 
   explicit PsExchange(const PsClientOptions& options);
-  void PrepareContext(grpc::ClientContext* context, absl::Duration timeout) const;
-  // FromGrpc, with a hint when the call hit this client's own deadline (options_.timeout).
-  absl::Status FromCall(const grpc::Status& status, const std::string& where) const;
+  // Sets the call's deadline (now + options_.timeout) and metadata; returns the deadline.
+  absl::Time PrepareContext(grpc::ClientContext* context) const;
+  // FromGrpc, with a hint when the call ran out of this client's own deadline (options_.timeout), which is
+  // told from a server's DEADLINE_EXCEEDED (its --step_timeout) by the call's deadline having passed.
+  absl::Status FromCall(const grpc::Status& status, absl::Time deadline, const std::string& where) const;
   proto::ShardAddress Address(const Shard& shard) const;
   // One Register call; on success fills the shard's session/step and params[range] from the server.
   absl::Status RegisterOnce(Shard* shard, trainer::FloatBuffer params);
@@ -152,6 +156,7 @@ class PsExchange final : public trainer::GradientExchange {
   uint64_t total_params_ = 0;
   bool registered_ = false;
   std::string name_;
+  trainer::ServerUpdate server_update_ = trainer::ServerUpdate::kMeanPerStep;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
 };

@@ -15,39 +15,42 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
+#include "common/worker_result.h"
+#include "proto/results.pb.h"
 #include "ps/binary_main.h"
 #include "ps/server.h"
 
 ABSL_FLAG(int, port, 50051, "TCP port to listen on; 0 picks a free one (see --port_file).");
-ABSL_FLAG(std::string, bind_addr, "0.0.0.0", "Address to listen on (0.0.0.0: every interface).");
+ABSL_FLAG(std::string, bind_addr, psring::ps::ServerOptions{}.bind_addr, "Address to listen on (0.0.0.0: every interface).");
 ABSL_FLAG(
     std::string, port_file, "",
     "When set, write the port actually bound to this file once serving (for launchers using --port=0).");
-ABSL_FLAG(int, workers, 1, "Number of worker ranks N; a synchronous step waits for all N.");
-ABSL_FLAG(int, shard, 0, "This server's shard index in [0, --num_shards).");
-ABSL_FLAG(int, num_shards, 1, "Number of server shards K the parameters are split over (contiguous ranges).");
+ABSL_FLAG(int, workers, psring::ps::ServiceOptions{}.workers, "Number of worker ranks N; a synchronous step waits for all N.");
+ABSL_FLAG(int, shard, psring::ps::ServiceOptions{}.shard, "This server's shard index in [0, --num_shards).");
+ABSL_FLAG(int, num_shards, psring::ps::ServiceOptions{}.num_shards, "Number of server shards K the parameters are split over (contiguous ranges).");
 ABSL_FLAG(std::string, mode, "sync",
           "sync: average all N gradients of a step, then update; async: apply each push on arrival with "
           "bounded staleness (--staleness).");
 ABSL_FLAG(
-    int, staleness, 0,
+    int, staleness, psring::ps::ServiceOptions{}.staleness,
     "Async mode: a worker may run at most this many steps ahead of the slowest; 0 behaves exactly as sync.");
-ABSL_FLAG(double, step_timeout, 60,
+ABSL_FLAG(double, step_timeout, absl::ToDoubleSeconds(psring::ps::ServiceOptions{}.step_timeout),
           "Seconds a step (or metrics barrier) waits for the other workers before failing their calls with "
           "DEADLINE_EXCEEDED (a dead worker); the server keeps serving.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder for this shard's checkpoint (ps-shard-<i>-of-<K>.ckpt, written atomically); a restarted "
           "server resumes from it. Empty: no checkpoints.");
+// Not ServiceOptions{}.checkpoint_every (0: only at shutdown): a server run by hand checkpoints periodically.
 ABSL_FLAG(int64_t, checkpoint_every, 100,
           "Versions (optimizer steps) between checkpoints; 0: only at shutdown.");
 ABSL_FLAG(
-    std::string, auth_token, "",
+    std::string, auth_token, psring::ps::ServiceOptions{}.auth_token,
     "Shared secret: calls without metadata x-psring-token=<token> fail with UNAUTHENTICATED. Empty: off.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS (with --tls_key). Empty: plaintext.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS (with --tls_cert).");
-ABSL_FLAG(int64_t, chunk_bytes, 1 << 20,
+ABSL_FLAG(int64_t, chunk_bytes, psring::ps::ServiceOptions{}.chunk_bytes,
           "Bytes per parameter chunk streamed back to workers (4 .. 4194304).");
-ABSL_FLAG(int64_t, max_lead_bytes, 1 << 20,
+ABSL_FLAG(int64_t, max_lead_bytes, psring::ps::ServiceOptions{}.max_lead_bytes,
           "Sync mode: stop reading a worker's push while it is more than this many bytes ahead of the slowest "
           "push of the step, so every worker gets a fair share of this server's link (0: no limit).");
 
@@ -137,13 +140,14 @@ absl::Status Run() {
                got_signal ? "signal" : "Shutdown request");
   RETURN_IF_ERROR(server->Stop(/*write_checkpoint=*/true));
   const proto::StatsReply stats = server->service()->GetStats();
-  std::printf(
-      "PSRING_RESULT {\"role\":\"server\",\"shard\":%d,\"num_shards\":%d,\"mode\":\"%s\",\"version\":%lu,"
-      "\"bytes_sent\":%lu,\"bytes_received\":%lu}\n",
-      s.shard, s.num_shards, stats.mode().c_str(), static_cast<unsigned long>(stats.version()),
-      static_cast<unsigned long>(stats.bytes_sent()), static_cast<unsigned long>(stats.bytes_received()));
-  std::fflush(stdout);
-  return absl::OkStatus();
+  ::psring::proto::ServerResult result;
+  result.set_shard(s.shard);
+  result.set_num_shards(s.num_shards);
+  result.set_mode(stats.mode());
+  result.set_version(static_cast<double>(stats.version()));
+  result.set_bytes_sent(static_cast<double>(stats.bytes_sent()));
+  result.set_bytes_received(static_cast<double>(stats.bytes_received()));
+  return PrintResultLine(result);
 }
 
 }  // namespace

@@ -45,6 +45,11 @@ class RingExchange final : public trainer::GradientExchange {
   int rank() const override { return group_->rank(); }
   int world_size() const override { return group_->world_size(); }
   bool AcceptsDeviceMemory() const override { return group_->AcceptsDeviceMemory(); }
+  trainer::OptimizerInfo optimizer() const override {
+    return trainer::OptimizerInfo{trainer::OptimizerOwner::kTrainer};
+  }
+  uint64_t bytes_sent() const override { return group_->bytes_sent(); }
+  uint64_t bytes_received() const override { return group_->bytes_received(); }
   absl::Status SyncInitialParameters(trainer::FloatBuffer params) override;
   absl::StatusOr<trainer::ExchangeOutcome> Exchange(int64_t step, trainer::FloatBuffer grads,
                                                     trainer::FloatBuffer params) override;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,9 +55,11 @@ std::string FormatRate(double samples_per_second) {
 // cannot, gradients (and parameters) are staged through host vectors around each exchange call.
 class ExchangeAdapter {
  public:
-  ExchangeAdapter(GradientExchange* exchange, Engine* engine)
+  // `trainer_steps`: the exchange averages gradients (else it returns new parameters).
+  ExchangeAdapter(GradientExchange* exchange, Engine* engine, bool trainer_steps)
       : exchange_(exchange),
         engine_(engine),
+        trainer_steps_(trainer_steps),
         staged_(engine->params().memory == MemoryKind::kCuda && !exchange->AcceptsDeviceMemory()) {
     if (staged_) {
       host_params_.resize(engine->layout().num_params());
@@ -72,26 +76,34 @@ class ExchangeAdapter {
     return engine_->SetParams(host_params_);
   }
 
-  absl::StatusOr<ExchangeOutcome> Exchange(int64_t step) {
-    if (!staged_) return exchange_->Exchange(step, engine_->grads(), engine_->params());
+  absl::Status Exchange(int64_t step) {
+    if (!staged_) return Checked(exchange_->Exchange(step, engine_->grads(), engine_->params()));
     RETURN_IF_ERROR(engine_->GetGrads(absl::MakeSpan(host_grads_)));
     // Exchanges that update parameters remotely may read them too, so the host copy is kept current.
     RETURN_IF_ERROR(engine_->GetParams(absl::MakeSpan(host_params_)));
-    ASSIGN_OR_RETURN(ExchangeOutcome outcome,
-                     exchange_->Exchange(step, HostBuffer(&host_grads_), HostBuffer(&host_params_)));
-    if (outcome == ExchangeOutcome::kGradientsAveraged) {
-      RETURN_IF_ERROR(engine_->SetGrads(host_grads_));
-    } else {
-      RETURN_IF_ERROR(engine_->SetParams(host_params_));
-    }
-    return outcome;
+    RETURN_IF_ERROR(Checked(exchange_->Exchange(step, HostBuffer(&host_grads_), HostBuffer(&host_params_))));
+    return trainer_steps_ ? engine_->SetGrads(host_grads_) : engine_->SetParams(host_params_);
   }
 
  private:
   static FloatBuffer HostBuffer(std::vector<float>* v) { return {v->data(), v->size(), MemoryKind::kHost}; }
 
+  // The outcome must be the one the exchange's optimizer owner promises, or the trainer would step on (or
+  // skip) the wrong buffer.
+  absl::Status Checked(const absl::StatusOr<ExchangeOutcome>& outcome) const {
+    if (!outcome.ok()) return outcome.status();
+    const ExchangeOutcome expected =
+        trainer_steps_ ? ExchangeOutcome::kGradientsAveraged : ExchangeOutcome::kParametersUpdated;
+    if (*outcome != expected) {
+      return absl::InternalError(absl::StrCat("exchange ", exchange_->name(),
+                                              " returned an outcome that contradicts its optimizer owner"));
+    }
+    return absl::OkStatus();
+  }
+
   GradientExchange* exchange_;
   Engine* engine_;
+  bool trainer_steps_;
   bool staged_;
   std::vector<float> host_params_;
   std::vector<float> host_grads_;
@@ -189,6 +201,228 @@ absl::StatusOr<int64_t> RestoreState(const TrainOptions& o, Engine* engine, int 
   return state.step;
 }
 
+// Trainer checkpoints hold parameters and momentum; with the optimizer on the servers the momentum never
+// reaches the trainer, so a checkpoint here would save zeros and --resume would not continue the run.
+absl::Status CheckCheckpointOwnership(const TrainOptions& o, const GradientExchange& exchange) {
+  if (exchange.optimizer().owner == OptimizerOwner::kTrainer || (o.checkpoint_dir.empty() && !o.resume)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      o.resume ? "--resume" : "--checkpoint_dir", ": exchange ", exchange.name(),
+      " applies the optimizer on the parameter servers, so this worker holds no momentum to checkpoint and "
+      "could not resume the run exactly; drop --checkpoint_dir/--resume from the workers and give the "
+      "servers "
+      "--checkpoint_dir instead (a restarted server resumes parameters and momentum, and the workers "
+      "reconnect to it)"));
+}
+
+// One call of Train(): the data, the engine and the loop state, set up by Create and then run.
+class TrainingRun {
+ public:
+  // Resolves the device, loads the data, builds the engine with its initial (or resumed) parameters and
+  // synchronises them through the exchange. Blocks.
+  static absl::StatusOr<std::unique_ptr<TrainingRun>> Create(const TrainOptions& options,
+                                                             GradientExchange* exchange) {
+    std::unique_ptr<TrainingRun> run(new TrainingRun(options, exchange));
+    RETURN_IF_ERROR(run->LoadData());
+    RETURN_IF_ERROR(run->BuildEngine());
+    RETURN_IF_ERROR(run->PlanSteps());
+    RETURN_IF_ERROR(run->Synchronize());
+    return run;
+  }
+
+  // Trains until the last step, checkpointing (rank 0) at every epoch end. Blocks.
+  absl::Status TrainToTheEnd() {
+    const int64_t steps_per_epoch = steps_per_epoch_;
+    const Clock::time_point train_start = Clock::now();
+    while (step_ < last_step_) {
+      const int64_t epoch = step_ / steps_per_epoch;
+      const std::vector<int64_t> indices = sampler_->Indices(epoch);
+      for (int64_t b = step_ % steps_per_epoch; b < steps_per_epoch && step_ < last_step_; ++b) {
+        RETURN_IF_ERROR(Step(indices, b));
+        const bool log_now = options_.log_every > 0 && (b + 1) % options_.log_every == 0;
+        if (log_now || step_ == last_step_) RETURN_IF_ERROR(CloseWindow(epoch, b));
+      }
+      // Every epoch end and the final step leave a checkpoint; both may coincide.
+      if (chief_ && !options_.checkpoint_dir.empty()) {
+        RETURN_IF_ERROR(SaveState(options_, engine_.get(), world_, step_, steps_per_epoch));
+      }
+    }
+    const double train_seconds = SecondsSince(train_start);
+    result_.samples_per_second =
+        train_seconds > 0 ? static_cast<double>(result_.steps) * options_.batch_size * world_ / train_seconds
+                          : 0;
+    return absl::OkStatus();
+  }
+
+  // Evaluates the test set (when asked) and returns the result with the final parameters; wall_seconds is
+  // the caller's.
+  absl::StatusOr<TrainResult> Finish() {
+    if (options_.evaluate) {
+      ASSIGN_OR_RETURN(result_.test_accuracy, EvaluateTestSet(test_set_, engine_.get(), exchange_));
+      if (chief_) {
+        std::printf("test accuracy: %.2f%% (%ld images)\n", 100.0 * result_.test_accuracy,
+                    static_cast<long>(test_set_.size));
+        std::fflush(stdout);
+      }
+    }
+    result_.params.resize(engine_->layout().num_params());
+    RETURN_IF_ERROR(engine_->GetParams(absl::MakeSpan(result_.params)));
+    return std::move(result_);
+  }
+
+ private:
+  TrainingRun(const TrainOptions& options, GradientExchange* exchange)
+      : options_(options),
+        exchange_(exchange),
+        world_(exchange->world_size()),
+        chief_(exchange->rank() == 0),
+        trainer_steps_(exchange->optimizer().owner == OptimizerOwner::kTrainer),
+        sgd_{options.lr, options.momentum, options.weight_decay} {}
+
+  absl::Status LoadData() {
+    if (chief_ && !options_.checkpoint_dir.empty())
+      RETURN_IF_ERROR(PrepareCheckpointDir(options_.checkpoint_dir));
+    std::string note;
+    ASSIGN_OR_RETURN(result_.device, ResolveDevice(options_.device, &note));
+    if (!note.empty() && chief_)
+      std::fprintf(stderr, "psring: --device=%s: %s\n", options_.device.c_str(), note.c_str());
+    absl::StatusOr<Dataset> train_set = LoadSplit(options_, Split::kTrain);
+    if (!train_set.ok()) return Annotate(train_set.status(), "loading the training set");
+    train_set_ = std::move(train_set).value();
+    if (options_.evaluate) {
+      absl::StatusOr<Dataset> test_set = LoadSplit(options_, Split::kTest);
+      if (!test_set.ok()) return Annotate(test_set.status(), "loading the test set");
+      test_set_ = std::move(test_set).value();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BuildEngine() {
+    ASSIGN_OR_RETURN(MlpLayout layout,
+                     MlpLayout::Create(train_set_.dim, options_.hidden, train_set_.num_classes));
+    ASSIGN_OR_RETURN(engine_, CreateEngine(result_.device, layout, options_.batch_size));
+    std::vector<float> initial(layout.num_params());
+    InitParameters(layout, options_.seed, absl::MakeSpan(initial));
+    RETURN_IF_ERROR(engine_->SetParams(initial));
+    batch_images_.resize(static_cast<size_t>(options_.batch_size) * train_set_.dim);
+    batch_labels_.resize(options_.batch_size);
+    return absl::OkStatus();
+  }
+
+  // This rank's share of every epoch, the last step, and where a resumed run starts.
+  absl::Status PlanSteps() {
+    ASSIGN_OR_RETURN(DistributedSampler sampler,
+                     DistributedSampler::Create(train_set_.size, world_, exchange_->rank(), /*shuffle=*/true,
+                                                options_.seed));
+    sampler_ = std::make_unique<DistributedSampler>(std::move(sampler));
+    steps_per_epoch_ = sampler_->num_samples() / options_.batch_size;
+    if (steps_per_epoch_ < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("each rank gets ", sampler_->num_samples(),
+                                                     " training samples per epoch, fewer than one batch of ",
+                                                     options_.batch_size, "; lower --batch_size"));
+    }
+    const int64_t total_steps = steps_per_epoch_ * options_.epochs;
+    last_step_ = options_.max_steps >= 0 ? std::min(total_steps, options_.max_steps) : total_steps;
+    if (options_.resume) {
+      ASSIGN_OR_RETURN(step_, RestoreState(options_, engine_.get(), world_));
+      if (chief_)
+        std::fprintf(stderr, "psring: resuming at step %ld (epoch %ld)\n", static_cast<long>(step_),
+                     static_cast<long>(step_ / steps_per_epoch_ + 1));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize() {
+    adapter_ = std::make_unique<ExchangeAdapter>(exchange_, engine_.get(), trainer_steps_);
+    RETURN_IF_ERROR(Annotate(adapter_->SyncInitialParameters(),
+                             absl::StrCat("exchange ", exchange_->name(), ": SyncInitialParameters")));
+    if (chief_) {
+      const MlpLayout& layout = engine_->layout();
+      std::vector<int> widths = {layout.input_dim()};
+      widths.insert(widths.end(), options_.hidden.begin(), options_.hidden.end());
+      widths.push_back(layout.num_classes());
+      std::fprintf(stderr,
+                   "psring: training MLP %s (%zu parameters, %.1f MB) on %s, exchange %s, world size %d%s\n",
+                   absl::StrJoin(widths, "-").c_str(), layout.num_params(), layout.num_params() * 4.0 / 1e6,
+                   result_.device.c_str(), exchange_->name().c_str(), world_,
+                   adapter_->staged() ? " (staged through host memory)" : "");
+    }
+    window_ = Window();
+    return absl::OkStatus();
+  }
+
+  // Batch `b` of the epoch whose sample order is `indices`: forward/backward, exchange, optimizer step when
+  // the trainer owns it.
+  absl::Status Step(const std::vector<int64_t>& indices, int64_t b) {
+    const Clock::time_point compute_start = Clock::now();
+    for (int i = 0; i < options_.batch_size; ++i) {
+      const int64_t sample = indices[b * options_.batch_size + i];
+      std::copy(train_set_.image(sample), train_set_.image(sample) + train_set_.dim,
+                batch_images_.begin() + static_cast<size_t>(i) * train_set_.dim);
+      batch_labels_[i] = train_set_.labels[sample];
+    }
+    ASSIGN_OR_RETURN(BatchStats stats, engine_->ForwardBackward(batch_images_.data(), batch_labels_.data(),
+                                                                options_.batch_size));
+    window_.Add(stats);
+    RETURN_IF_ERROR(engine_->Synchronize());
+    const Clock::time_point exchange_start = Clock::now();
+    result_.compute_seconds += std::chrono::duration<double>(exchange_start - compute_start).count();
+
+    RETURN_IF_ERROR(Annotate(adapter_->Exchange(step_),
+                             absl::StrCat("exchange ", exchange_->name(), " at step ", step_)));
+    result_.exchange_seconds += SecondsSince(exchange_start);
+
+    const Clock::time_point update_start = Clock::now();
+    if (trainer_steps_) {
+      RETURN_IF_ERROR(engine_->SgdStep(sgd_));
+      RETURN_IF_ERROR(engine_->Synchronize());
+    }
+    result_.compute_seconds += SecondsSince(update_start);
+    ++step_;
+    ++result_.steps;
+    return absl::OkStatus();
+  }
+
+  // Averages the window's loss and accuracy across ranks into the result; rank 0 prints a progress line.
+  absl::Status CloseWindow(int64_t epoch, int64_t b) {
+    double sums[3] = {window_.loss_sum, window_.correct, window_.count};
+    RETURN_IF_ERROR(Annotate(exchange_->AverageMetrics(absl::MakeSpan(sums, 3)), "averaging metrics"));
+    result_.final_loss = sums[0] / sums[2];
+    result_.train_accuracy = sums[1] / sums[2];
+    if (chief_ && options_.log_every > 0) {
+      const int width = static_cast<int>(std::to_string(steps_per_epoch_).size());
+      const double rate = sums[2] * world_ / std::max(SecondsSince(window_.start), 1e-9);
+      std::printf("step [%*ld/%ld] epoch [%ld/%d] | loss: %.3f | acc: %.1f%% | %s samples/s\n", width,
+                  static_cast<long>(b + 1), static_cast<long>(steps_per_epoch_), static_cast<long>(epoch + 1),
+                  options_.epochs, result_.final_loss, 100.0 * result_.train_accuracy,
+                  FormatRate(rate).c_str());
+      std::fflush(stdout);
+    }
+    window_ = Window();
+    return absl::OkStatus();
+  }
+
+  const TrainOptions& options_;
+  GradientExchange* const exchange_;
+  const int world_;
+  const bool chief_;
+  const bool trainer_steps_;  // the trainer owns the optimizer: it steps after every exchange
+  const SgdOptions sgd_;
+  Dataset train_set_;
+  Dataset test_set_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ExchangeAdapter> adapter_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t last_step_ = 0;
+  int64_t step_ = 0;  // global step, counted across resumes
+  std::vector<float> batch_images_;
+  std::vector<int32_t> batch_labels_;
+  Window window_;
+  TrainResult result_;
+};
+
 }  // namespace
 
 absl::Status ValidateTrainOptions(const TrainOptions& o) {
@@ -218,147 +452,12 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange* exchange) {
   const Clock::time_point wall_start = Clock::now();
   RETURN_IF_ERROR(ValidateTrainOptions(options));
-  const int rank = exchange->rank();
-  const int world = exchange->world_size();
-  const bool chief = rank == 0;
+  RETURN_IF_ERROR(CheckCheckpointOwnership(options, *exchange));
   // One BLAS thread per rank: ranks share the machine's cores, and the comparison with PyTorch is per thread.
   cpu::SetBlasThreads(1);
-  if (chief && !options.checkpoint_dir.empty()) RETURN_IF_ERROR(PrepareCheckpointDir(options.checkpoint_dir));
-
-  std::string note;
-  ASSIGN_OR_RETURN(std::string device, ResolveDevice(options.device, &note));
-  if (!note.empty() && chief)
-    std::fprintf(stderr, "psring: --device=%s: %s\n", options.device.c_str(), note.c_str());
-
-  absl::StatusOr<Dataset> train_set = LoadSplit(options, Split::kTrain);
-  if (!train_set.ok()) return Annotate(train_set.status(), "loading the training set");
-  Dataset test_set;
-  if (options.evaluate) {
-    absl::StatusOr<Dataset> loaded = LoadSplit(options, Split::kTest);
-    if (!loaded.ok()) return Annotate(loaded.status(), "loading the test set");
-    test_set = std::move(loaded).value();
-  }
-
-  ASSIGN_OR_RETURN(MlpLayout layout,
-                   MlpLayout::Create(train_set->dim, options.hidden, train_set->num_classes));
-  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(device, layout, options.batch_size));
-  {
-    std::vector<float> initial(layout.num_params());
-    InitParameters(layout, options.seed, absl::MakeSpan(initial));
-    RETURN_IF_ERROR(engine->SetParams(initial));
-  }
-
-  ASSIGN_OR_RETURN(DistributedSampler sampler,
-                   DistributedSampler::Create(train_set->size, world, rank, /*shuffle=*/true, options.seed));
-  const int64_t steps_per_epoch = sampler.num_samples() / options.batch_size;
-  if (steps_per_epoch < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("each rank gets ", sampler.num_samples(),
-                                                   " training samples per epoch, fewer than one batch of ",
-                                                   options.batch_size, "; lower --batch_size"));
-  }
-  const int64_t total_steps = steps_per_epoch * options.epochs;
-  const int64_t last_step = options.max_steps >= 0 ? std::min(total_steps, options.max_steps) : total_steps;
-
-  int64_t step = 0;
-  if (options.resume) {
-    ASSIGN_OR_RETURN(step, RestoreState(options, engine.get(), world));
-    if (chief)
-      std::fprintf(stderr, "psring: resuming at step %ld (epoch %ld)\n", static_cast<long>(step),
-                   static_cast<long>(step / steps_per_epoch + 1));
-  }
-
-  ExchangeAdapter adapter(exchange, engine.get());
-  RETURN_IF_ERROR(Annotate(adapter.SyncInitialParameters(),
-                           absl::StrCat("exchange ", exchange->name(), ": SyncInitialParameters")));
-  if (chief) {
-    std::vector<int> widths = {layout.input_dim()};
-    widths.insert(widths.end(), options.hidden.begin(), options.hidden.end());
-    widths.push_back(layout.num_classes());
-    std::fprintf(stderr,
-                 "psring: training MLP %s (%zu parameters, %.1f MB) on %s, exchange %s, world size %d%s\n",
-                 absl::StrJoin(widths, "-").c_str(), layout.num_params(), layout.num_params() * 4.0 / 1e6,
-                 device.c_str(), exchange->name().c_str(), world,
-                 adapter.staged() ? " (staged through host memory)" : "");
-  }
-
-  const SgdOptions sgd{options.lr, options.momentum, options.weight_decay};
-  TrainResult result;
-  result.device = device;
-  std::vector<float> batch_images(static_cast<size_t>(options.batch_size) * train_set->dim);
-  std::vector<int32_t> batch_labels(options.batch_size);
-  Window window;
-  const int width = static_cast<int>(std::to_string(steps_per_epoch).size());
-  const Clock::time_point train_start = Clock::now();
-
-  while (step < last_step) {
-    const int64_t epoch = step / steps_per_epoch;
-    const std::vector<int64_t> indices = sampler.Indices(epoch);
-    for (int64_t b = step % steps_per_epoch; b < steps_per_epoch && step < last_step; ++b) {
-      const Clock::time_point compute_start = Clock::now();
-      for (int i = 0; i < options.batch_size; ++i) {
-        const int64_t sample = indices[b * options.batch_size + i];
-        std::copy(train_set->image(sample), train_set->image(sample) + train_set->dim,
-                  batch_images.begin() + static_cast<size_t>(i) * train_set->dim);
-        batch_labels[i] = train_set->labels[sample];
-      }
-      ASSIGN_OR_RETURN(BatchStats stats,
-                       engine->ForwardBackward(batch_images.data(), batch_labels.data(), options.batch_size));
-      window.Add(stats);
-      RETURN_IF_ERROR(engine->Synchronize());
-      const Clock::time_point exchange_start = Clock::now();
-      result.compute_seconds += std::chrono::duration<double>(exchange_start - compute_start).count();
-
-      absl::StatusOr<ExchangeOutcome> outcome = adapter.Exchange(step);
-      if (!outcome.ok()) {
-        return Annotate(outcome.status(), absl::StrCat("exchange ", exchange->name(), " at step ", step));
-      }
-      result.exchange_seconds += SecondsSince(exchange_start);
-
-      const Clock::time_point update_start = Clock::now();
-      if (*outcome == ExchangeOutcome::kGradientsAveraged) {
-        RETURN_IF_ERROR(engine->SgdStep(sgd));
-        RETURN_IF_ERROR(engine->Synchronize());
-      }
-      result.compute_seconds += SecondsSince(update_start);
-      ++step;
-      ++result.steps;
-
-      const bool log_now = options.log_every > 0 && (b + 1) % options.log_every == 0;
-      if (log_now || step == last_step) {
-        double sums[3] = {window.loss_sum, window.correct, window.count};
-        RETURN_IF_ERROR(Annotate(exchange->AverageMetrics(absl::MakeSpan(sums, 3)), "averaging metrics"));
-        result.final_loss = sums[0] / sums[2];
-        result.train_accuracy = sums[1] / sums[2];
-        if (chief && options.log_every > 0) {
-          const double rate = sums[2] * world / std::max(SecondsSince(window.start), 1e-9);
-          std::printf("step [%*ld/%ld] epoch [%ld/%d] | loss: %.3f | acc: %.1f%% | %s samples/s\n", width,
-                      static_cast<long>(b + 1), static_cast<long>(steps_per_epoch),
-                      static_cast<long>(epoch + 1), options.epochs, result.final_loss,
-                      100.0 * result.train_accuracy, FormatRate(rate).c_str());
-          std::fflush(stdout);
-        }
-        window = Window();
-      }
-    }
-    // Every epoch end and the final step leave a checkpoint; both may coincide.
-    if (chief && !options.checkpoint_dir.empty()) {
-      RETURN_IF_ERROR(SaveState(options, engine.get(), world, step, steps_per_epoch));
-    }
-  }
-  const double train_seconds = SecondsSince(train_start);
-  result.samples_per_second =
-      train_seconds > 0 ? static_cast<double>(result.steps) * options.batch_size * world / train_seconds : 0;
-
-  if (options.evaluate) {
-    ASSIGN_OR_RETURN(result.test_accuracy, EvaluateTestSet(test_set, engine.get(), exchange));
-    if (chief) {
-      std::printf("test accuracy: %.2f%% (%ld images)\n", 100.0 * result.test_accuracy,
-                  static_cast<long>(test_set.size));
-      std::fflush(stdout);
-    }
-  }
-  result.params.resize(layout.num_params());
-  RETURN_IF_ERROR(engine->GetParams(absl::MakeSpan(result.params)));
+  ASSIGN_OR_RETURN(std::unique_ptr<TrainingRun> run, TrainingRun::Create(options, exchange));
+  RETURN_IF_ERROR(run->TrainToTheEnd());
+  ASSIGN_OR_RETURN(TrainResult result, run->Finish());
   result.wall_seconds = SecondsSince(wall_start);
   return result;
 }

@@ -56,8 +56,11 @@ struct TrainResult {
 // is out of range; Train() and TrainOptionsFromFlags() both check with it. Pure.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 
-// Runs training to the end (epochs or max_steps). Blocks. Errors from data, device or exchange are returned
-// as they are, with context added.
+// Runs training to the end (epochs or max_steps). Blocks. Steps the optimizer after each exchange when the
+// exchange says the trainer owns it (GradientExchange::optimizer()); otherwise takes the parameters the
+// exchange returns. kFailedPrecondition when options.checkpoint_dir or resume is set but the exchange's
+// servers own the optimizer (the momentum is theirs: checkpoint on the servers). Errors from data, device or
+// exchange are returned as they are, with context added.
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange* exchange);
 
 }  // namespace psring::trainer

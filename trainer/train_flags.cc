@@ -10,45 +10,63 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
-ABSL_FLAG(std::vector<std::string>, hidden, std::vector<std::string>({"256", "256"}),
+namespace {
+
+// --hidden's default: TrainOptions' widths as the flag's strings.
+std::vector<std::string> DefaultHidden() {
+  std::vector<std::string> widths;
+  for (int w : psring::trainer::TrainOptions{}.hidden) widths.push_back(std::to_string(w));
+  return widths;
+}
+
+}  // namespace
+
+ABSL_FLAG(std::vector<std::string>, hidden, DefaultHidden(),
           "Comma-separated widths of the MLP's hidden layers, input 784 and 10 classes around them "
           "(e.g. 256,256 or 4096,4096 for large gradients). Each width must be >= 1; empty (--hidden=): "
           "no hidden layer, a linear softmax classifier.");
-ABSL_FLAG(int, batch_size, 128,
+ABSL_FLAG(int, batch_size, psring::trainer::TrainOptions{}.batch_size,
           "Training samples per step on EACH rank (the global batch is batch_size x world size). The last "
           "partial batch of an epoch is dropped.");
-ABSL_FLAG(int, epochs, 5, "Passes over the training set (>= 1).");
-ABSL_FLAG(int64_t, max_steps, -1,
+ABSL_FLAG(int, epochs, psring::trainer::TrainOptions{}.epochs, "Passes over the training set (>= 1).");
+ABSL_FLAG(int64_t, max_steps, psring::trainer::TrainOptions{}.max_steps,
           "Stop once this many optimizer steps have been taken in total (counted across --resume); -1: no "
           "limit, train for --epochs.");
-ABSL_FLAG(double, lr, 0.03,
+ABSL_FLAG(float, lr, psring::trainer::TrainOptions{}.lr,
           "SGD learning rate (> 0), constant for the whole run (a parameter server applies the same value).");
-ABSL_FLAG(double, momentum, 0.9, "SGD momentum in [0, 1) (PyTorch semantics, no dampening, no Nesterov).");
-ABSL_FLAG(double, weight_decay, 1e-4,
+ABSL_FLAG(float, momentum, psring::trainer::TrainOptions{}.momentum,
+          "SGD momentum in [0, 1) (PyTorch semantics, no dampening, no Nesterov).");
+ABSL_FLAG(float, weight_decay, psring::trainer::TrainOptions{}.weight_decay,
           "L2 weight decay added to the gradient, g += weight_decay * param (>= 0).");
-ABSL_FLAG(uint64_t, seed, 1,
+ABSL_FLAG(uint64_t, seed, psring::trainer::TrainOptions{}.seed,
           "Seed for parameter initialisation, the per-epoch shuffle of the DistributedSampler and the "
           "synthetic data set. Same seed, same run.");
-ABSL_FLAG(std::string, device, "auto",
+ABSL_FLAG(std::string, device, psring::trainer::TrainOptions{}.device,
           "Where to train: auto (the GPU when one is usable, otherwise the CPU, saying why), cpu, or cuda "
           "(fails when no GPU is usable).");
-ABSL_FLAG(std::string, dataset, "fashion-mnist",
+ABSL_FLAG(std::string, dataset, psring::trainer::TrainOptions{}.dataset,
           "Training data: fashion-mnist (IDX files from --data_dir) or synthetic (generated, "
           "--synthetic_samples samples with Fashion-MNIST's shape; for benchmarks).");
 ABSL_FLAG(
-    std::string, data_dir, "/usr/share/datasets/fashion-mnist",
+    std::string, data_dir, psring::trainer::TrainOptions{}.data_dir,
     "Folder with Fashion-MNIST's train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte "
     "and t10k-labels-idx1-ubyte, each plain or .gz (Debian: apt-get install dataset-fashion-mnist).");
-ABSL_FLAG(int64_t, synthetic_samples, 8192, "Training samples of --dataset=synthetic (>= 1).");
-ABSL_FLAG(std::string, checkpoint_dir, "",
-          "Folder for checkpoints: rank 0 writes <dir>/latest.npz (NumPy .npz, see README.md) after every "
-          "epoch and at the end. Empty: no checkpoints.");
-ABSL_FLAG(bool, resume, false,
+ABSL_FLAG(int64_t, synthetic_samples, psring::trainer::TrainOptions{}.synthetic_samples,
+          "Training samples of --dataset=synthetic (>= 1).");
+ABSL_FLAG(
+    std::string, checkpoint_dir, psring::trainer::TrainOptions{}.checkpoint_dir,
+    "Folder for checkpoints: rank 0 writes <dir>/latest.npz (NumPy .npz, see README.md) after every "
+    "epoch and at the end. Empty: no checkpoints. Refused by parameter-server workers: their servers own "
+    "the optimizer's momentum, so checkpoint there (the servers' --checkpoint_dir).");
+ABSL_FLAG(bool, resume, psring::trainer::TrainOptions{}.resume,
           "Continue exactly from <checkpoint_dir>/latest.npz (parameters, momentum, step); the run must use "
           "the same --hidden, --batch_size, --seed, --dataset and world size. Every rank reads the file, so "
-          "on several hosts --checkpoint_dir must be a shared folder.");
-ABSL_FLAG(int, log_every, 50, "Steps between progress lines printed by rank 0 (0: no progress lines).");
-ABSL_FLAG(bool, evaluate, true, "Measure accuracy on the full test set at the end and print it.");
+          "on several hosts --checkpoint_dir must be a shared folder. Refused by parameter-server workers (a "
+          "restarted server resumes from its own --checkpoint_dir).");
+ABSL_FLAG(int, log_every, psring::trainer::TrainOptions{}.log_every,
+          "Steps between progress lines printed by rank 0 (0: no progress lines).");
+ABSL_FLAG(bool, evaluate, psring::trainer::TrainOptions{}.evaluate,
+          "Measure accuracy on the full test set at the end and print it.");
 
 namespace psring::trainer {
 
@@ -67,9 +85,9 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
-  o.lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
-  o.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
-  o.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
+  o.lr = absl::GetFlag(FLAGS_lr);
+  o.momentum = absl::GetFlag(FLAGS_momentum);
+  o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.device = absl::GetFlag(FLAGS_device);
   o.dataset = absl::GetFlag(FLAGS_dataset);

@@ -1,9 +1,12 @@
 // //trainer:train: single-process training (world size 1, LocalExchange). See --help.
 #include <cstdio>
+#include <string>
+#include <vector>
 
-#include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
+#include "common/binary_main.h"
 #include "common/flags_usage.h"
+#include "common/status_macros.h"
 #include "trainer/exchange.h"
 #include "trainer/train.h"
 #include "trainer/train_flags.h"
@@ -14,19 +17,12 @@ int main(int argc, char** argv) {
       "  bazel run //trainer:train -- --epochs=1\n"
       "  bazel run //trainer:train -- --hidden=4096,4096 --dataset=synthetic --max_steps=20",
       {"common/", "trainer/"});
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<psring::trainer::TrainOptions> options = psring::trainer::TrainOptionsFromFlags();
-  if (!options.ok()) {
-    std::fprintf(stderr, "train: %s\n", options.status().ToString().c_str());
-    return 2;
-  }
-  psring::trainer::LocalExchange local;
-  absl::StatusOr<psring::trainer::TrainResult> result = psring::trainer::Train(*options, &local);
-  if (!result.ok()) {
-    std::fprintf(stderr, "train: %s\n", result.status().ToString().c_str());
-    return 1;
-  }
-  std::printf("trained %ld steps in %.1f s on %s (%.0f samples/s)\n", static_cast<long>(result->steps),
-              result->wall_seconds, result->device.c_str(), result->samples_per_second);
-  return 0;
+  return psring::RunMain(argc, argv, "train", [](const std::vector<std::string>&) -> absl::Status {
+    ASSIGN_OR_RETURN(const psring::trainer::TrainOptions options, psring::trainer::TrainOptionsFromFlags());
+    psring::trainer::LocalExchange local;
+    ASSIGN_OR_RETURN(const psring::trainer::TrainResult result, psring::trainer::Train(options, &local));
+    std::printf("trained %ld steps in %.1f s on %s (%.0f samples/s)\n", static_cast<long>(result.steps),
+                result.wall_seconds, result.device.c_str(), result.samples_per_second);
+    return absl::OkStatus();
+  });
 }

@@ -1,41 +1,80 @@
 #include "common/worker_result.h"
 
+#include <string>
+
 #include "absl/strings/match.h"
-#include "bench/result_line.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
 namespace psring {
 namespace {
 
-TEST(WorkerResultTest, TheHarnessParsesWhatWorkersPrint) {
-  WorkerResult r;
-  r.exchange = "ring-tcp";
-  r.rank = 3;
-  r.world_size = 4;
-  r.steps = 10;
-  r.bytes = 16777216;
-  r.exchange_s = 12.5;
-  r.step_s = 1.25;
-  r.bytes_sent = 123456789012;
-  r.bytes_received = 456;
-  r.wrong = 7;
-  const std::string line = FormatWorkerResult(r);
-  EXPECT_TRUE(absl::StartsWith(line, "PSRING_RESULT {\"role\":\"worker\""));
-  absl::StatusOr<std::vector<bench::ResultLine>> parsed = bench::ExtractResults("noise\n" + line + "\n");
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  ASSERT_EQ(parsed->size(), 1u);
-  const bench::ResultLine& p = parsed->front();
-  EXPECT_EQ(p.String("role"), "worker");
-  EXPECT_EQ(p.String("exchange"), "ring-tcp");
-  EXPECT_EQ(p.Number("rank"), 3);
-  EXPECT_EQ(p.Number("world_size"), 4);
-  EXPECT_EQ(p.Number("steps"), 10);
-  EXPECT_EQ(p.Number("bytes"), 16777216);
-  EXPECT_EQ(p.Number("exchange_s"), 12.5);
-  EXPECT_EQ(p.Number("step_s"), 1.25);
-  EXPECT_EQ(p.Number("bytes_sent"), 123456789012.0);
-  EXPECT_EQ(p.Number("wrong"), 7);
-  EXPECT_EQ(p.Number("test_accuracy"), -1);
+constexpr char kPrefix[] = "PSRING_RESULT ";
+
+// Parses the JSON after the prefix back into a message of the same type as `want` and compares.
+void ExpectRoundTrip(const google::protobuf::Message& want, const std::string& line) {
+  ASSERT_TRUE(absl::StartsWith(line, kPrefix)) << line;
+  std::unique_ptr<google::protobuf::Message> parsed(want.New());
+  const auto status =
+      google::protobuf::util::JsonStringToMessage(line.substr(sizeof(kPrefix) - 1), parsed.get());
+  ASSERT_TRUE(status.ok()) << status.ToString() << "\n" << line;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equivalent(*parsed, want))
+      << parsed->DebugString() << "\nvs\n"
+      << want.DebugString();
+}
+
+TEST(WorkerResultTest, WorkerLineParsesBackToTheSameMessage) {
+  proto::WorkerResult r;
+  r.set_exchange("ring-tcp");
+  r.set_rank(3);
+  r.set_world_size(4);
+  r.set_steps(10);
+  r.set_bytes(16777216);
+  r.set_exchange_s(12.5);
+  r.set_step_s(1.25);
+  r.set_bytes_sent(123456789012);
+  r.set_bytes_received(456);
+  r.set_wrong(7);
+  absl::StatusOr<std::string> line = FormatResultLine(r);
+  ASSERT_TRUE(line.ok()) << line.status();
+  // The keys and order users' scripts read; byte counters are plain JSON numbers, not strings.
+  EXPECT_TRUE(
+      absl::StartsWith(*line, "PSRING_RESULT {\"role\":\"worker\",\"exchange\":\"ring-tcp\",\"rank\":3,"))
+      << *line;
+  EXPECT_TRUE(absl::StrContains(*line, "\"bytes_sent\":123456789012,")) << *line;
+  EXPECT_TRUE(absl::StrContains(*line, "\"test_accuracy\":-1}")) << *line;
+  EXPECT_FALSE(absl::StrContains(*line, "\n"));
+  ExpectRoundTrip(r, *line);
+}
+
+TEST(WorkerResultTest, UnsetFieldsPrintWithTheirDefaults) {
+  absl::StatusOr<std::string> line = FormatResultLine(proto::WorkerResult());
+  ASSERT_TRUE(line.ok()) << line.status();
+  for (const char* key :
+       {"role", "exchange", "rank", "world_size", "steps", "bytes", "compute_s", "exchange_s", "step_s",
+        "samples_per_s", "bytes_sent", "bytes_received", "wrong", "test_accuracy"}) {
+    EXPECT_TRUE(absl::StrContains(*line, absl::StrCat("\"", key, "\":"))) << key << " missing: " << *line;
+  }
+  EXPECT_TRUE(absl::StrContains(*line, "\"world_size\":1,")) << *line;
+}
+
+TEST(WorkerResultTest, ServerLineParsesBackToTheSameMessage) {
+  proto::ServerResult r;
+  r.set_shard(1);
+  r.set_num_shards(2);
+  r.set_mode("async");
+  r.set_version(42);
+  r.set_bytes_sent(1e12);
+  r.set_bytes_received(3);
+  absl::StatusOr<std::string> line = FormatResultLine(r);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(
+      *line,
+      "PSRING_RESULT {\"role\":\"server\",\"shard\":1,\"num_shards\":2,\"mode\":\"async\",\"version\":42,"
+      "\"bytes_sent\":1000000000000,\"bytes_received\":3}");
+  ExpectRoundTrip(r, *line);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
-// Push-pull through real gRPC servers on loopback, checked against the closed form (ps/gradient_only.h):
+// Gradient-only mode (trainer/gradient_only.h) through real gRPC servers on loopback, in the configurations
+// only the parameter server has (the cases every exchange shares are in tests/exchange/conformance_test.cc):
 // sync with N = 1, 2, 4 ranks and K = 1, 2, 3 shards, many small chunks, sizes not divisible by K; async
-// with bounded staleness; and the 4096x4096 MLP's size (~80 MB) in one round trip.
-#include "ps/gradient_only.h"
+// with bounded staleness (one update per push); and the 4096x4096 MLP's size (~80 MB) in one round trip.
+#include "trainer/gradient_only.h"
 
 #include "gtest/gtest.h"
+#include "ps/client.h"
 #include "tests/ps/ps_cluster.h"
 
 namespace psring::ps {
@@ -12,6 +14,8 @@ namespace {
 using testing::ClientOptionsFor;
 using testing::RunRanks;
 using testing::StartCluster;
+using trainer::GradientOnlyOptions;
+using trainer::RunGradientOnly;
 
 void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_bytes, int steps) {
   SCOPED_TRACE(absl::StrCat("N=", n, " K=", k, " bytes=", bytes));
@@ -23,7 +27,7 @@ void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_
   service.chunk_bytes = chunk_bytes;
   absl::StatusOr<testing::LocalCluster> cluster = StartCluster(k, service);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  std::vector<WorkerResult> results(n);
+  std::vector<::psring::proto::WorkerResult> results(n);
   std::vector<absl::Status> statuses = RunRanks(n, [&](int rank) -> absl::Status {
     PsClientOptions options = ClientOptionsFor(*cluster, rank, n);
     options.chunk_bytes = chunk_bytes;
@@ -34,22 +38,22 @@ void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_
     go.bytes = bytes;
     go.warmup_steps = 1;
     go.steps = steps;
-    absl::StatusOr<WorkerResult> result = RunGradientOnly(go, exchange->get());
+    absl::StatusOr<::psring::proto::WorkerResult> result = RunGradientOnly(go, exchange->get());
     if (!result.ok()) return result.status();
     results[rank] = *result;
     return absl::OkStatus();
   });
   for (int r = 0; r < n; ++r) {
     ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
-    EXPECT_EQ(results[r].wrong, 0) << "rank " << r;
-    EXPECT_EQ(results[r].steps, steps);
-    EXPECT_EQ(results[r].rank, r);
-    EXPECT_EQ(results[r].world_size, n);
-    EXPECT_EQ(results[r].bytes, (bytes / 4) * 4);
-    EXPECT_EQ(results[r].exchange, mode == Mode::kSync || staleness == 0 ? "ps-sync" : "ps-async");
+    EXPECT_EQ(results[r].wrong(), 0) << "rank " << r;
+    EXPECT_EQ(results[r].steps(), steps);
+    EXPECT_EQ(results[r].rank(), r);
+    EXPECT_EQ(results[r].world_size(), n);
+    EXPECT_EQ(results[r].bytes(), (bytes / 4) * 4);
+    EXPECT_EQ(results[r].exchange(), mode == Mode::kSync || staleness == 0 ? "ps-sync" : "ps-async");
     // Each measured step pushes and pulls the whole vector once.
-    EXPECT_EQ(results[r].bytes_sent, static_cast<uint64_t>(steps) * (bytes / 4) * 4);
-    EXPECT_EQ(results[r].bytes_received, static_cast<uint64_t>(steps) * (bytes / 4) * 4);
+    EXPECT_EQ(results[r].bytes_sent(), static_cast<double>(steps) * (bytes / 4) * 4);
+    EXPECT_EQ(results[r].bytes_received(), static_cast<double>(steps) * (bytes / 4) * 4);
   }
   uint64_t expected_version =
       static_cast<uint64_t>(steps + 1) * (mode == Mode::kAsync && staleness > 0 ? n : 1);

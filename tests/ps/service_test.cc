@@ -472,7 +472,7 @@ AsyncRun RunAsyncPushes(bool restart_after_second_push) {
   AsyncRun run;
   run.version = cluster->servers[0]->service()->version();
   run.params.resize(kCount);
-  EXPECT_TRUE(ranks[0]->Pull({run.params.data(), kCount}).ok());
+  EXPECT_TRUE(ranks[0]->PullParameters({run.params.data(), kCount}).ok());
   return run;
 }
 

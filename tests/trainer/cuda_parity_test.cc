@@ -155,6 +155,9 @@ class HostOnlyExchange final : public GradientExchange {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   bool AcceptsDeviceMemory() const override { return false; }
+  OptimizerInfo optimizer() const override { return OptimizerInfo{OptimizerOwner::kTrainer}; }
+  uint64_t bytes_sent() const override { return 0; }
+  uint64_t bytes_received() const override { return 0; }
   absl::Status SyncInitialParameters(FloatBuffer params) override { return CheckHost(params); }
   absl::StatusOr<ExchangeOutcome> Exchange(int64_t, FloatBuffer grads, FloatBuffer params) override {
     absl::Status s = CheckHost(grads);

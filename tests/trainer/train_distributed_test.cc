@@ -67,6 +67,12 @@ class ThreadExchange final : public GradientExchange {
   std::string name() const override { return server_ != nullptr ? "threads-ps" : "threads-allreduce"; }
   int rank() const override { return rank_; }
   int world_size() const override { return group_->size(); }
+  OptimizerInfo optimizer() const override {
+    if (server_ == nullptr) return OptimizerInfo{OptimizerOwner::kTrainer};
+    return OptimizerInfo{OptimizerOwner::kServer, ServerUpdate::kMeanPerStep, server_->sgd};
+  }
+  uint64_t bytes_sent() const override { return 0; }
+  uint64_t bytes_received() const override { return 0; }
 
   absl::Status SyncInitialParameters(FloatBuffer params) override {
     EXPECT_EQ(params.memory, MemoryKind::kHost);
@@ -219,6 +225,23 @@ TEST(TrainDistributedTest, OnlyRankZeroCheckpointsAndResumeIsExact) {
   // A different world size cannot continue the same sample order.
   const auto wrong_world = TrainRanks(second, 3, false);
   EXPECT_EQ(wrong_world[0].status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TrainDistributedTest, ServerOwnedOptimizerRefusesTrainerCheckpoints) {
+  // The momentum lives on the servers: a worker checkpoint could not hold it, so neither is accepted.
+  TrainOptions save = Small(16);
+  save.checkpoint_dir = FreshTempPath("server_owned_ckpt");
+  TrainOptions resume = save;
+  resume.resume = true;
+  for (const TrainOptions& o : {save, resume}) {
+    const auto ranks = TrainRanks(o, 2, /*server_side=*/true);
+    for (const auto& r : ranks) {
+      ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+      EXPECT_NE(r.status().message().find("give the servers --checkpoint_dir"), absl::string_view::npos)
+          << r.status();
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(save.checkpoint_dir));
 }
 
 TEST(TrainDistributedTest, WorldSizeNotDividingTheDataSet) {

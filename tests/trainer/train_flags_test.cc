@@ -13,7 +13,7 @@
 
 ABSL_DECLARE_FLAG(std::vector<std::string>, hidden);
 ABSL_DECLARE_FLAG(int, batch_size);
-ABSL_DECLARE_FLAG(double, momentum);
+ABSL_DECLARE_FLAG(float, momentum);
 ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(bool, resume);
 
@@ -31,9 +31,9 @@ TEST(TrainFlagsTest, DefaultsMatchTrainOptions) {
   EXPECT_EQ(o->batch_size, d.batch_size);
   EXPECT_EQ(o->epochs, d.epochs);
   EXPECT_EQ(o->max_steps, d.max_steps);
-  EXPECT_FLOAT_EQ(o->lr, d.lr);
-  EXPECT_FLOAT_EQ(o->momentum, d.momentum);
-  EXPECT_FLOAT_EQ(o->weight_decay, d.weight_decay);
+  EXPECT_EQ(o->lr, d.lr);
+  EXPECT_EQ(o->momentum, d.momentum);
+  EXPECT_EQ(o->weight_decay, d.weight_decay);
   EXPECT_EQ(o->seed, d.seed);
   EXPECT_EQ(o->device, d.device);
   EXPECT_EQ(o->dataset, d.dataset);
@@ -69,7 +69,7 @@ TEST(TrainFlagsTest, RejectsOutOfRangeValues) {
        "'x' is not a positive"},
       {[] { absl::SetFlag(&FLAGS_hidden, std::vector<std::string>{"0"}); }, "'0' is not a positive"},
       {[] { absl::SetFlag(&FLAGS_batch_size, 0); }, "--batch_size=0: must be >= 1"},
-      {[] { absl::SetFlag(&FLAGS_momentum, 1.0); }, "--momentum=1: must be in [0, 1)"},
+      {[] { absl::SetFlag(&FLAGS_momentum, 1.0f); }, "--momentum=1: must be in [0, 1)"},
       {[] { absl::SetFlag(&FLAGS_device, std::string("tpu")); }, "--device=tpu: must be auto, cpu or cuda"},
       {[] { absl::SetFlag(&FLAGS_resume, true); }, "needs --checkpoint_dir"},
   };

@@ -1,0 +1,20 @@
+#include "common/binary_main.h"
+
+#include <cstdio>
+
+#include "absl/flags/parse.h"
+#include "common/exit_codes.h"
+
+namespace psring {
+
+int RunMain(int argc, char** argv, absl::string_view name,
+            absl::FunctionRef<absl::Status(const std::vector<std::string>&)> run) {
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const absl::Status status = run(std::vector<std::string>(positional.begin() + 1, positional.end()));
+  if (!status.ok()) {
+    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(name.size()), name.data(), status.ToString().c_str());
+  }
+  return ExitCodeFor(status);
+}
+
+}  // namespace psring

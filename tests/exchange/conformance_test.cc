@@ -1,0 +1,172 @@
+// One suite, every GradientExchange: the local exchange, the TCP ring and the parameter server go through
+// the same cases (tests/testing/exchange_ranks.h runs their ranks as threads). What differs between them is
+// only what they report through the interface (who owns the optimizer), never their names.
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "gtest/gtest.h"
+#include "proto/results.pb.h"
+#include "tests/testing/exchange_ranks.h"
+#include "trainer/exchange.h"
+#include "trainer/gradient_only.h"
+
+namespace psring::testing {
+namespace {
+
+using trainer::GradientExchange;
+
+absl::Status Check(bool ok, const std::string& what) {
+  return ok ? absl::OkStatus() : absl::InternalError(what);
+}
+
+template <typename Ranks>
+class ExchangeConformanceTest : public ::testing::Test {
+ protected:
+  // N = 1 .. 4, as far as the exchange goes.
+  static std::vector<int> WorldSizes() {
+    std::vector<int> sizes;
+    for (int n = 1; n <= std::min(4, Ranks::kMaxWorldSize); ++n) sizes.push_back(n);
+    return sizes;
+  }
+
+  static void RunAndExpectOk(int world_size, size_t num_params, const RankBody& body) {
+    SCOPED_TRACE(absl::StrCat("N=", world_size, " params=", num_params));
+    const std::vector<absl::Status> statuses = Ranks::Run(world_size, num_params, body);
+    ASSERT_EQ(statuses.size(), static_cast<size_t>(world_size));
+    for (int r = 0; r < world_size; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  }
+};
+
+struct KindName {
+  template <typename T>
+  static std::string GetName(int) {
+    if (std::is_same_v<T, LocalRanks>) return "Local";
+    if (std::is_same_v<T, RingRanks>) return "RingTcp";
+    return "ParameterServer";
+  }
+};
+
+using ExchangeKinds = ::testing::Types<LocalRanks, RingRanks, PsRanks>;
+TYPED_TEST_SUITE(ExchangeConformanceTest, ExchangeKinds, KindName);
+
+// Sizes not divisible by N (or by the two PS shards), a single float, and a few floats: fewer than the ring
+// has ranks and far below one segment or chunk.
+TYPED_TEST(ExchangeConformanceTest, GradientOnlyMatchesTheClosedFormExactly) {
+  for (int n : TestFixture::WorldSizes()) {
+    for (size_t count : {size_t{1}, size_t{3}, size_t{1001}}) {
+      TestFixture::RunAndExpectOk(n, count, [&](int rank, GradientExchange* exchange) -> absl::Status {
+        trainer::GradientOnlyOptions options;
+        options.bytes = count * sizeof(float) + 3;  // a partial float is dropped
+        options.warmup_steps = 1;
+        options.steps = 3;
+        absl::StatusOr<proto::WorkerResult> result = trainer::RunGradientOnly(options, exchange);
+        if (!result.ok()) return result.status();
+        RETURN_IF_ERROR(Check(result->wrong() == 0, absl::StrCat(result->wrong(), " wrong")));
+        RETURN_IF_ERROR(Check(result->steps() == 3 && result->rank() == rank && result->world_size() == n &&
+                                  result->exchange() == exchange->name(),
+                              result->DebugString()));
+        RETURN_IF_ERROR(Check(result->bytes() == count * sizeof(float), result->DebugString()));
+        // A network exchange moves payload in every measured step once there is someone to talk to.
+        const bool networked = n > 1 || exchange->optimizer().owner == trainer::OptimizerOwner::kServer;
+        return Check((result->bytes_sent() > 0) == networked && (result->bytes_received() > 0) == networked,
+                     result->DebugString());
+      });
+    }
+  }
+}
+
+TYPED_TEST(ExchangeConformanceTest, ExchangeOutcomeFollowsTheOptimizerOwner) {
+  for (int n : TestFixture::WorldSizes()) {
+    TestFixture::RunAndExpectOk(n, 5, [&](int rank, GradientExchange* exchange) -> absl::Status {
+      std::vector<float> params = {1, 2, 3, 4, 5}, grads = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+      const trainer::FloatBuffer p{params.data(), params.size()}, g{grads.data(), grads.size()};
+      RETURN_IF_ERROR(exchange->SyncInitialParameters(p));
+      absl::StatusOr<trainer::ExchangeOutcome> outcome = exchange->Exchange(0, g, p);
+      if (!outcome.ok()) return outcome.status();
+      const trainer::OptimizerInfo optimizer = exchange->optimizer();
+      if (optimizer.owner == trainer::OptimizerOwner::kTrainer) {
+        // Every rank sent 0.5: the mean is 0.5, the parameters are the trainer's to step.
+        RETURN_IF_ERROR(
+            Check(*outcome == trainer::ExchangeOutcome::kGradientsAveraged, "trainer-owned: averaged"));
+        RETURN_IF_ERROR(
+            Check(grads == std::vector<float>(5, 0.5f) && params == std::vector<float>({1, 2, 3, 4, 5}),
+                  "mean gradient, untouched parameters"));
+        return Check(absl::IsFailedPrecondition(exchange->PullParameters(p)), "no parameters to pull");
+      }
+      RETURN_IF_ERROR(
+          Check(*outcome == trainer::ExchangeOutcome::kParametersUpdated, "server-owned: parameters"));
+      // One step of the servers' SGD on the mean 0.5 from the synchronised values.
+      std::vector<float> expected = {1, 2, 3, 4, 5}, velocity(5, 0.0f);
+      trainer::SgdMomentumStep(optimizer.server_hyperparameters, grads.data(), expected.data(),
+                               velocity.data(), 5);
+      RETURN_IF_ERROR(Check(params == expected, "parameters after one server step"));
+      std::vector<float> pulled(5);
+      RETURN_IF_ERROR(exchange->Barrier());
+      RETURN_IF_ERROR(exchange->PullParameters({pulled.data(), 5}));
+      return Check(pulled == expected, absl::StrCat("rank ", rank, ": pulled parameters"));
+    });
+  }
+}
+
+TYPED_TEST(ExchangeConformanceTest, AverageMetricsGivesEveryRankTheMean) {
+  for (int n : TestFixture::WorldSizes()) {
+    TestFixture::RunAndExpectOk(n, 1, [&](int rank, GradientExchange* exchange) -> absl::Status {
+      float param = 1;
+      RETURN_IF_ERROR(exchange->SyncInitialParameters({&param, 1}));
+      std::vector<double> values = {0.5 * rank, 10.0, -3.0 * rank};
+      RETURN_IF_ERROR(exchange->AverageMetrics(absl::MakeSpan(values)));
+      const double mean_rank = (n - 1) / 2.0;
+      RETURN_IF_ERROR(
+          Check(values[0] == 0.5 * mean_rank && values[1] == 10.0 && values[2] == -3.0 * mean_rank,
+                absl::StrCat("means ", values[0], " ", values[1], " ", values[2])));
+      std::vector<double> none;
+      return exchange->AverageMetrics(absl::MakeSpan(none));
+    });
+  }
+}
+
+TYPED_TEST(ExchangeConformanceTest, BarrierWaitsForEveryRank) {
+  for (int n : TestFixture::WorldSizes()) {
+    std::atomic<int> arrived{0};
+    TestFixture::RunAndExpectOk(n, 1, [&](int rank, GradientExchange* exchange) -> absl::Status {
+      float param = 1;
+      RETURN_IF_ERROR(exchange->SyncInitialParameters({&param, 1}));
+      absl::SleepFor(absl::Milliseconds(30 * rank));  // the last rank comes late
+      ++arrived;
+      RETURN_IF_ERROR(exchange->Barrier());
+      return Check(arrived == n, absl::StrCat("rank ", rank, " passed the barrier with ", arrived.load(),
+                                              " of ", n, " ranks there"));
+    });
+  }
+}
+
+TYPED_TEST(ExchangeConformanceTest, SyncInitialParametersLeavesEveryRankWithTheSameValues) {
+  constexpr size_t kCount = 333;
+  for (int n : TestFixture::WorldSizes()) {
+    std::vector<std::vector<float>> synced(n);
+    TestFixture::RunAndExpectOk(n, kCount, [&](int rank, GradientExchange* exchange) -> absl::Status {
+      std::vector<float> params(kCount);
+      for (size_t i = 0; i < kCount; ++i) params[i] = static_cast<float>(i) + 1000.0f * rank;
+      RETURN_IF_ERROR(exchange->SyncInitialParameters({params.data(), kCount}));
+      synced[rank] = params;
+      return absl::OkStatus();
+    });
+    // Every value is some rank's offer (the ring takes rank 0's, each PS shard the first rank to register
+    // with it), and every rank holds the same ones.
+    ASSERT_EQ(synced[0].size(), kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      const float offer = (synced[0][i] - static_cast<float>(i)) / 1000.0f;
+      ASSERT_TRUE(offer == static_cast<int>(offer) && offer >= 0 && offer < n) << i << ": " << synced[0][i];
+    }
+    for (int r = 1; r < n; ++r) EXPECT_EQ(synced[r], synced[0]) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace psring::testing

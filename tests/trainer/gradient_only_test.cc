@@ -1,0 +1,65 @@
+// The values of gradient-only mode (trainer/gradient_only.h) average exactly in float32 for every world size
+// up to kGradientOnlyMaxRanks, whichever way an exchange forms the mean, and differ between ranks.
+#include "trainer/gradient_only.h"
+
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "trainer/exchange.h"
+
+namespace psring::trainer {
+namespace {
+
+// One index per (j, s) pair, so every mean and every spread the values take is covered.
+constexpr size_t kPeriod = 251 * 127;
+
+TEST(GradientOnlyValuesTest, EveryPartialSumAndBothAveragesAreExact) {
+  for (int n = 1; n <= kGradientOnlyMaxRanks; ++n) {
+    const float inverse = 1.0f / static_cast<float>(n);
+    for (size_t i = 0; i < kPeriod; i += (n <= 8 ? 1 : 97)) {
+      float up = 0, down = 0;
+      double exact = 0;
+      for (int r = 0; r < n; ++r) {
+        up += GradientOnlyValue(r, n, i);
+        down += GradientOnlyValue(n - 1 - r, n, i);
+        exact += GradientOnlyValue(r, n, i);
+        ASSERT_EQ(static_cast<double>(up), exact) << "N=" << n << " i=" << i << " r=" << r;
+      }
+      ASSERT_EQ(up, down) << "N=" << n << " i=" << i;
+      const float mean = GradientOnlyMean(i);
+      ASSERT_EQ(static_cast<double>(mean) * n, exact) << "N=" << n << " i=" << i;
+      ASSERT_EQ(up / static_cast<float>(n), mean) << "sum / N, N=" << n << " i=" << i;  // the servers
+      ASSERT_EQ(up * inverse, mean) << "sum * (1/N), N=" << n << " i=" << i;            // the TCP ring
+    }
+  }
+}
+
+TEST(GradientOnlyValuesTest, RanksAndNearbyIndicesDiffer) {
+  for (int n : {2, 7, kGradientOnlyMaxRanks}) {
+    for (size_t i = 0; i < 1000; ++i) {
+      std::set<float> per_rank;
+      for (int r = 0; r < n; ++r) per_rank.insert(GradientOnlyValue(r, n, i));
+      ASSERT_EQ(per_rank.size(), static_cast<size_t>(n)) << "N=" << n << " i=" << i;
+    }
+  }
+  std::set<float> along_index;
+  for (size_t i = 0; i < 251; ++i) along_index.insert(GradientOnlyMean(i));
+  EXPECT_EQ(along_index.size(), 251u);
+}
+
+TEST(GradientOnlyTest, RejectsBadOptionsAndTooManyRanks) {
+  LocalExchange local;
+  GradientOnlyOptions o;
+  o.bytes = 3;  // less than one float
+  EXPECT_EQ(RunGradientOnly(o, &local).status().code(), absl::StatusCode::kInvalidArgument);
+  o.bytes = 400;
+  o.steps = 0;
+  EXPECT_EQ(RunGradientOnly(o, &local).status().code(), absl::StatusCode::kInvalidArgument);
+  o.steps = 1;
+  o.warmup_steps = -1;
+  EXPECT_EQ(RunGradientOnly(o, &local).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace psring::trainer

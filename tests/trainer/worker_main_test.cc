@@ -1,0 +1,77 @@
+// The worker flow both worker binaries share (trainer/worker_main.h): flag defaults come from the options
+// structs, and a rank runs its exchange, its finish hook and prints one PSRING_RESULT line.
+#include "trainer/worker_main.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "proto/results.pb.h"
+
+ABSL_DECLARE_FLAG(int64_t, model_bytes);
+ABSL_DECLARE_FLAG(int64_t, max_steps);
+ABSL_DECLARE_FLAG(double, timeout);
+
+namespace psring::trainer {
+namespace {
+
+TEST(WorkerMainTest, FlagDefaultsAreTheOptionsDefaults) {
+  absl::FlagSaver saver;
+  absl::StatusOr<WorkerOptions> o = WorkerOptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  const WorkerOptions d;
+  EXPECT_EQ(o->timeout, d.timeout);
+  EXPECT_EQ(o->gradient_only.bytes, d.gradient_only.bytes);
+  EXPECT_EQ(o->gradient_only.warmup_steps, d.gradient_only.warmup_steps);
+  EXPECT_EQ(o->gradient_only.steps, d.gradient_only.steps);
+}
+
+TEST(WorkerMainTest, FlagsOutOfRangeNameTheFlag) {
+  absl::FlagSaver saver;
+  absl::SetFlag(&FLAGS_timeout, 0.0);
+  EXPECT_TRUE(absl::StrContains(WorkerOptionsFromFlags().status().message(), "--timeout=0"));
+  absl::SetFlag(&FLAGS_timeout, 5.0);
+  absl::SetFlag(&FLAGS_model_bytes, -1);
+  EXPECT_TRUE(absl::StrContains(WorkerOptionsFromFlags().status().message(), "--model_bytes=-1"));
+}
+
+TEST(WorkerMainTest, GradientOnlyRankRunsFinishAndPrintsItsResultLine) {
+  absl::FlagSaver saver;
+  absl::SetFlag(&FLAGS_model_bytes, 4 * 101);
+  absl::SetFlag(&FLAGS_max_steps, 4);
+  absl::StatusOr<WorkerOptions> o = WorkerOptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  o->train.device = "cpu";
+  bool finished = false;
+  ::testing::internal::CaptureStdout();
+  const absl::Status status = RunWorker(*o, [&](const WorkerOptions&) -> absl::StatusOr<WorkerExchange> {
+    WorkerExchange made;
+    made.exchange = std::make_unique<LocalExchange>();
+    made.finish = [&] {
+      finished = true;
+      return absl::OkStatus();
+    };
+    return made;
+  });
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(finished);
+  constexpr char kPrefix[] = "PSRING_RESULT ";
+  ASSERT_TRUE(absl::StartsWith(out, kPrefix) && absl::EndsWith(out, "}\n")) << out;
+  proto::WorkerResult result;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out.substr(sizeof(kPrefix) - 1), &result).ok())
+      << out;
+  EXPECT_EQ(result.exchange(), "local");
+  EXPECT_EQ(result.steps(), 4);
+  EXPECT_EQ(result.bytes(), 4 * 101);
+  EXPECT_EQ(result.wrong(), 0);
+  EXPECT_EQ(result.bytes_sent(), 0);
+}
+
+}  // namespace
+}  // namespace psring::trainer

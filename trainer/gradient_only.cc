@@ -1,0 +1,140 @@
+#include "trainer/gradient_only.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "trainer/optimizer.h"
+
+namespace psring::trainer {
+namespace {
+
+constexpr float kUnit = 1.0f / 32768;  // 2^-15: the values are integers times this
+constexpr size_t kMeanPeriod = 251;    // j(i)
+constexpr size_t kSpreadPeriod = 127;  // s(i)
+
+// Initial parameters offered by every rank (server-owned optimizers); any values work, these vary.
+float InitialValue(size_t i) { return static_cast<float>((i * 7919) % 1000) * 1e-3f - 0.5f; }
+
+absl::Status Annotate(const absl::Status& status, absl::string_view what) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("gradient-only mode: ", what, ": ", status.message()));
+}
+
+// The parameters the servers must hold after `steps` training steps of `world_size` ranks, from the same
+// initial values, applying the same float32 operations in the same order.
+std::vector<float> ExpectedServerParameters(const OptimizerInfo& optimizer, size_t count, int world_size,
+                                            int steps) {
+  std::vector<float> params(count), velocity(count, 0.0f), gradient(count);
+  SgdOptions h = optimizer.server_hyperparameters;
+  int updates = steps;
+  for (size_t i = 0; i < count; ++i) {
+    params[i] = InitialValue(i);
+    gradient[i] = GradientOnlyMean(i);
+  }
+  if (optimizer.server_update == ServerUpdate::kEachPush) {
+    const float n = static_cast<float>(world_size);
+    for (float& g : gradient) g /= n;
+    h.weight_decay /= n;
+    updates = steps * world_size;
+  }
+  for (int u = 0; u < updates; ++u)
+    SgdMomentumStep(h, gradient.data(), params.data(), velocity.data(), count);
+  return params;
+}
+
+int64_t CountWrong(const std::vector<float>& got, const std::vector<float>& want) {
+  int64_t wrong = 0;
+  for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
+  return wrong;
+}
+
+}  // namespace
+
+float GradientOnlyValue(int rank, int world_size, size_t index) {
+  const int64_t spread =
+      (2 * static_cast<int64_t>(rank) - (world_size - 1)) * static_cast<int64_t>(1 + index % kSpreadPeriod);
+  return static_cast<float>(32768 + static_cast<int64_t>(1 + index % kMeanPeriod) + spread) * kUnit;
+}
+
+float GradientOnlyMean(size_t index) { return static_cast<float>(32768 + 1 + index % kMeanPeriod) * kUnit; }
+
+absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& options,
+                                                    GradientExchange* exchange) {
+  const size_t count = options.bytes / sizeof(float);
+  const int n = exchange->world_size();
+  if (count < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient-only mode needs --model_bytes >= 4 (one float); got ", options.bytes));
+  }
+  if (options.steps < 1 || options.warmup_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient-only mode needs --max_steps >= 1 (got ",
+                                                   options.steps, ") and --warmup_steps >= 0 (got ",
+                                                   options.warmup_steps, ")"));
+  }
+  if (n > kGradientOnlyMaxRanks) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient-only mode checks exact sums of at most ",
+                                                   kGradientOnlyMaxRanks, " ranks; this job has ", n));
+  }
+  std::vector<float> params(count), grads(count);
+  for (size_t i = 0; i < count; ++i) params[i] = InitialValue(i);
+  const FloatBuffer params_buffer{params.data(), count};
+  const FloatBuffer grads_buffer{grads.data(), count};
+  RETURN_IF_ERROR(Annotate(exchange->SyncInitialParameters(params_buffer), "SyncInitialParameters"));
+  // Read after SyncInitialParameters: a PS learns its servers' update rule when it registers.
+  const OptimizerInfo optimizer = exchange->optimizer();
+  const bool trainer_owned = optimizer.owner == OptimizerOwner::kTrainer;
+  const bool same_on_every_rank =
+      optimizer.owner == OptimizerOwner::kServer && optimizer.server_update == ServerUpdate::kEachPush;
+
+  std::vector<float> mean(count);
+  for (size_t i = 0; i < count; ++i) mean[i] = GradientOnlyMean(i);
+  proto::WorkerResult result;
+  const int total = options.warmup_steps + options.steps;
+  uint64_t sent0 = 0, received0 = 0;
+  int64_t wrong = 0;
+  double exchange_s = 0;
+  for (int step = 0; step < total; ++step) {
+    const bool measured = step >= options.warmup_steps;
+    if (step == options.warmup_steps) {
+      if (options.before_measured) options.before_measured();
+      // Measured steps start together on every rank.
+      RETURN_IF_ERROR(Annotate(exchange->Barrier(), "barrier before the measured steps"));
+      sent0 = exchange->bytes_sent();
+      received0 = exchange->bytes_received();
+    }
+    // Trainer-owned exchanges average in place, so the values are written again before every step.
+    for (size_t i = 0; i < count; ++i) {
+      grads[i] = same_on_every_rank ? mean[i] : GradientOnlyValue(exchange->rank(), n, i);
+    }
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(Annotate(exchange->Exchange(step, grads_buffer, params_buffer).status(),
+                             absl::StrCat("step ", step)));
+    if (!measured) continue;
+    exchange_s += absl::ToDoubleSeconds(absl::Now() - start);
+    if (trainer_owned) wrong += CountWrong(grads, mean);
+  }
+  result.set_bytes_sent(static_cast<double>(exchange->bytes_sent() - sent0));
+  result.set_bytes_received(static_cast<double>(exchange->bytes_received() - received0));
+  if (options.after_measured) options.after_measured();
+  // Nobody leaves while a ring neighbour may still be receiving from it, and once every rank is past this
+  // barrier every push is in: the servers' parameters are final.
+  RETURN_IF_ERROR(Annotate(exchange->Barrier(), "barrier after the measured steps"));
+  if (!trainer_owned) {
+    RETURN_IF_ERROR(Annotate(exchange->PullParameters(params_buffer), "reading the parameters back"));
+    wrong = CountWrong(params, ExpectedServerParameters(optimizer, count, n, total));
+  }
+  result.set_exchange(exchange->name());
+  result.set_rank(exchange->rank());
+  result.set_world_size(n);
+  result.set_steps(options.steps);
+  result.set_bytes(static_cast<double>(count * sizeof(float)));
+  result.set_exchange_s(exchange_s);
+  result.set_step_s(exchange_s / options.steps);
+  result.set_wrong(static_cast<double>(wrong));
+  return result;
+}
+
+}  // namespace psring::trainer

@@ -1,0 +1,103 @@
+#include "trainer/worker_main.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/binary_main.h"
+#include "common/status_macros.h"
+#include "common/worker_result.h"
+#include "proto/results.pb.h"
+#include "trainer/cuda_engine.h"
+#include "trainer/train_flags.h"
+
+ABSL_FLAG(double, timeout, absl::ToDoubleSeconds(psring::trainer::WorkerOptions{}.timeout),
+          "Seconds (> 0) any wait for another process may take before this rank fails instead of hanging on "
+          "a peer that died or stalled. Ring: connecting to the rendezvous store and the neighbours, and "
+          "every collective. Parameter server: the deadline of each call to a server (a step includes "
+          "waiting for the other workers) and how long to keep reconnecting to a server that is down or "
+          "restarting.");
+ABSL_FLAG(
+    int64_t, model_bytes, psring::trainer::GradientOnlyOptions{}.bytes,
+    "Gradient-only mode when > 0: no model; this many bytes of float32 values f(rank, index) go through "
+    "the exchange (ring: averaged; parameter server: pushed, stepped by the servers and pulled) for "
+    "--warmup_steps + --max_steps (default 10) steps, and the elements that differ from the closed "
+    "form are counted (\"wrong\" in the result line). 0: train the MLP.");
+ABSL_FLAG(int, warmup_steps, psring::trainer::GradientOnlyOptions{}.warmup_steps,
+          "Gradient-only mode: unmeasured steps before the measured ones (>= 0).");
+
+namespace psring::trainer {
+namespace {
+
+// The result-line fields a training run knows; the caller adds the exchange's identity and byte counters.
+proto::WorkerResult ResultFromTraining(const TrainResult& r) {
+  proto::WorkerResult result;
+  result.set_steps(static_cast<int32_t>(r.steps));
+  result.set_bytes(static_cast<double>(r.params.size() * sizeof(float)));
+  result.set_compute_s(r.compute_seconds);
+  result.set_exchange_s(r.exchange_seconds);
+  result.set_step_s(r.steps > 0 ? r.wall_seconds / r.steps : 0.0);
+  result.set_samples_per_s(r.samples_per_second);
+  result.set_test_accuracy(r.test_accuracy);
+  return result;
+}
+
+absl::StatusOr<proto::WorkerResult> TrainAndReport(const WorkerOptions& options, GradientExchange* exchange) {
+  const uint64_t sent0 = exchange->bytes_sent();
+  const uint64_t received0 = exchange->bytes_received();
+  ASSIGN_OR_RETURN(TrainResult trained, Train(options.train, exchange));
+  proto::WorkerResult result = ResultFromTraining(trained);
+  result.set_exchange(exchange->name());
+  result.set_rank(exchange->rank());
+  result.set_world_size(exchange->world_size());
+  result.set_bytes_sent(static_cast<double>(exchange->bytes_sent() - sent0));
+  result.set_bytes_received(static_cast<double>(exchange->bytes_received() - received0));
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
+  WorkerOptions o;
+  ASSIGN_OR_RETURN(o.env, ClusterEnvFromFlags());
+  ASSIGN_OR_RETURN(o.train, TrainOptionsFromFlags());
+  const double timeout_s = absl::GetFlag(FLAGS_timeout);
+  if (!(timeout_s > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--timeout=", timeout_s, ": must be > 0 seconds"));
+  }
+  o.timeout = absl::Seconds(timeout_s);
+  const int64_t model_bytes = absl::GetFlag(FLAGS_model_bytes);
+  if (model_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model_bytes=", model_bytes, ": must be >= 0 (0: train the MLP)"));
+  }
+  o.gradient_only.bytes = static_cast<size_t>(model_bytes);
+  o.gradient_only.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  if (o.train.max_steps >= 0) o.gradient_only.steps = static_cast<int>(o.train.max_steps);
+  return o;
+}
+
+absl::Status RunWorker(const WorkerOptions& options, ExchangeFactory make_exchange) {
+  // One GPU per local rank, chosen before anything creates a CUDA context (on device 0 otherwise).
+  if (options.train.device != "cpu") RETURN_IF_ERROR(SelectCudaDevice(options.env.local_rank));
+  ASSIGN_OR_RETURN(WorkerExchange made, make_exchange(options));
+  proto::WorkerResult result;
+  if (options.gradient_only.bytes > 0) {
+    ASSIGN_OR_RETURN(result, RunGradientOnly(options.gradient_only, made.exchange.get()));
+  } else {
+    ASSIGN_OR_RETURN(result, TrainAndReport(options, made.exchange.get()));
+  }
+  if (made.finish) RETURN_IF_ERROR(made.finish());
+  return PrintResultLine(result);
+}
+
+int WorkerMain(int argc, char** argv, absl::string_view name, ExchangeFactory make_exchange) {
+  return RunMain(argc, argv, name, [&](const std::vector<std::string>&) -> absl::Status {
+    ASSIGN_OR_RETURN(const WorkerOptions options, WorkerOptionsFromFlags());
+    return RunWorker(options, make_exchange);
+  });
+}
+
+}  // namespace psring::trainer
