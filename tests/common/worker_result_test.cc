@@ -21,21 +21,21 @@ TEST(WorkerResultTest, TheHarnessParsesWhatWorkersPrint) {
   r.wrong = 7;
   const std::string line = FormatWorkerResult(r);
   EXPECT_TRUE(absl::StartsWith(line, "PSRING_RESULT {\"role\":\"worker\""));
-  absl::StatusOr<std::vector<bench::ResultLine>> parsed = bench::ExtractResults("noise\n" + line + "\n");
+  absl::StatusOr<bench::ResultLines> parsed = bench::ExtractResults("noise\n" + line + "\n");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  ASSERT_EQ(parsed->size(), 1u);
-  const bench::ResultLine& p = parsed->front();
-  EXPECT_EQ(p.String("role"), "worker");
-  EXPECT_EQ(p.String("exchange"), "ring-tcp");
-  EXPECT_EQ(p.Number("rank"), 3);
-  EXPECT_EQ(p.Number("world_size"), 4);
-  EXPECT_EQ(p.Number("steps"), 10);
-  EXPECT_EQ(p.Number("bytes"), 16777216);
-  EXPECT_EQ(p.Number("exchange_s"), 12.5);
-  EXPECT_EQ(p.Number("step_s"), 1.25);
-  EXPECT_EQ(p.Number("bytes_sent"), 123456789012.0);
-  EXPECT_EQ(p.Number("wrong"), 7);
-  EXPECT_EQ(p.Number("test_accuracy"), -1);
+  ASSERT_EQ(parsed->workers.size(), 1u);
+  const proto::WorkerResult& p = parsed->workers.front();
+  EXPECT_EQ(p.role(), "worker");
+  EXPECT_EQ(p.exchange(), "ring-tcp");
+  EXPECT_EQ(p.rank(), 3);
+  EXPECT_EQ(p.world_size(), 4);
+  EXPECT_EQ(p.steps(), 10);
+  EXPECT_EQ(p.bytes(), 16777216);
+  EXPECT_EQ(p.exchange_s(), 12.5);
+  EXPECT_EQ(p.step_s(), 1.25);
+  EXPECT_EQ(p.bytes_sent(), 123456789012.0);
+  EXPECT_EQ(p.wrong(), 7);
+  EXPECT_EQ(p.test_accuracy(), -1);
 }
 
 }  // namespace
