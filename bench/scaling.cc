@@ -3,7 +3,7 @@
 #include "bench/scaling.h"
 
 #include <algorithm>
-#include <cmath>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

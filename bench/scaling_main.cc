@@ -28,6 +28,21 @@ std::vector<std::string> Strings(const std::vector<T>& values) {
   return out;
 }
 
+// Sizes as --model_bytes takes them, e.g. 16777216 -> "16M".
+std::vector<std::string> SizeStrings(const std::vector<size_t>& sizes) {
+  std::vector<std::string> out;
+  for (size_t bytes : sizes) {
+    const char* suffix = "";
+    for (const char* unit : {"K", "M", "G"}) {
+      if (bytes < 1024 || bytes % 1024 != 0) break;
+      bytes /= 1024;
+      suffix = unit;
+    }
+    out.push_back(absl::StrCat(bytes, suffix));
+  }
+  return out;
+}
+
 std::vector<std::string> ExchangeNames(const std::vector<psring::bench::Exchange>& exchanges) {
   std::vector<std::string> out;
   for (psring::bench::Exchange e : exchanges) out.push_back(psring::bench::ExchangeName(e));
@@ -50,7 +65,7 @@ ABSL_FLAG(std::vector<std::string>, exchanges, ExchangeNames(Defaults().exchange
 ABSL_FLAG(std::string, mode, Defaults().mode,
           "gradient: workers exchange a synthetic buffer of --model_bytes (no model); train: workers train the "
           "MLP (trainer/) and exchange its real gradients.");
-ABSL_FLAG(std::vector<std::string>, model_bytes, Strings(Defaults().model_bytes),
+ABSL_FLAG(std::vector<std::string>, model_bytes, SizeStrings(Defaults().model_bytes),
           "Comma-separated gradient sizes S for gradient mode, in bytes or with K/M/G suffixes (binary units).");
 ABSL_FLAG(int, steps, Defaults().steps, "Measured exchange (or training) steps per run.");
 ABSL_FLAG(int, warmup_steps, Defaults().warmup_steps, "Unmeasured steps before the measured ones (gradient mode).");

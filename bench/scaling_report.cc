@@ -378,66 +378,93 @@ std::string ToCsv(const ScalingResult& result) {
   return csv.str();
 }
 
-absl::StatusOr<std::vector<RunRecord>> RecordsFromCsv(const std::string& csv) {
-  // Splits one line on commas outside double quotes.
-  auto split = [](absl::string_view line) {
-    std::vector<std::string> fields(1);
-    bool quoted = false;
-    for (char c : line) {
-      if (c == '"') {
-        quoted = !quoted;
-      } else if (c == ',' && !quoted) {
-        fields.emplace_back();
-      } else {
-        fields.back() += c;
-      }
+namespace {
+
+// Splits one CSV line on commas outside double quotes.
+std::vector<std::string> SplitCsvLine(absl::string_view line) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
     }
-    return fields;
-  };
-  std::vector<absl::string_view> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
-  if (lines.empty()) return absl::InvalidArgumentError("empty CSV");
-  const std::vector<std::string> header = split(lines[0]);
-  auto column = [&](const std::string& name) -> int {
+  }
+  return fields;
+}
+
+// One data row of a scaling.csv, its columns found by name in the header.
+class CsvRow {
+ public:
+  CsvRow(const std::vector<std::string>* header, std::vector<std::string> fields)
+      : header_(header), fields_(std::move(fields)) {}
+
+  static int Column(const std::vector<std::string>& header, const std::string& name) {
     auto it = std::find(header.begin(), header.end(), name);
     return it == header.end() ? -1 : static_cast<int>(it - header.begin());
-  };
+  }
+  // "" when the column is absent.
+  std::string Text(const std::string& name) const {
+    const int c = Column(*header_, name);
+    return c < 0 ? "" : fields_[c];
+  }
+  // 0 when the column is absent or empty.
+  double Number(const std::string& name) const {
+    const std::string text = Text(name);
+    return text.empty() ? 0.0 : std::strtod(text.c_str(), nullptr);
+  }
+
+ private:
+  const std::vector<std::string>* header_;
+  std::vector<std::string> fields_;
+};
+
+absl::StatusOr<RunRecord> RecordFromRow(const CsvRow& row) {
+  RunRecord r;
+  ASSIGN_OR_RETURN(r.exchange, ParseExchange(row.Text("exchange")));
+  r.nodes = static_cast<int>(row.Number("nodes"));
+  r.servers = static_cast<int>(row.Number("servers"));
+  r.bytes = static_cast<size_t>(row.Number("bytes"));
+  r.steps = static_cast<int>(row.Number("steps"));
+  r.step_s = row.Number("step_s");
+  r.compute_s = row.Number("compute_s");
+  r.exchange_s = row.Number("exchange_s");
+  r.samples_per_s = row.Number("samples_per_s");
+  r.algbw = row.Number("algbw_Bps");
+  r.busbw = row.Number("busbw_Bps");
+  r.link_bytes_per_step = row.Number("link_bytes_per_step");
+  r.bytes_sent_per_step = static_cast<int64_t>(row.Number("sent_bytes_per_step"));
+  r.wrong = static_cast<int64_t>(row.Number("wrong"));
+  r.test_accuracy = row.Number("test_accuracy");
+  r.error = row.Text("error");
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RunRecord>> RecordsFromCsv(const std::string& csv) {
+  std::vector<absl::string_view> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  if (lines.empty()) return absl::InvalidArgumentError("empty CSV: pass a scaling.csv written by a run");
+  const std::vector<std::string> header = SplitCsvLine(lines[0]);
   for (const char* required : {"source", "exchange", "nodes", "servers", "bytes", "step_s", "exchange_s"}) {
-    if (column(required) < 0) {
+    if (CsvRow::Column(header, required) < 0) {
       return absl::InvalidArgumentError(absl::StrCat("CSV has no column '", required, "': not a scaling.csv"));
     }
   }
   std::vector<RunRecord> records;
   for (size_t i = 1; i < lines.size(); ++i) {
-    const std::vector<std::string> f = split(lines[i]);
-    if (f.size() != header.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("CSV line ", i + 1, " has ", f.size(), " fields, not ",
+    std::vector<std::string> fields = SplitCsvLine(lines[i]);
+    if (fields.size() != header.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("CSV line ", i + 1, " has ", fields.size(), " fields, not ",
                                                      header.size()));
     }
-    if (f[column("source")] != "measured") continue;
-    auto number = [&](const std::string& name) {
-      const int c = column(name);
-      return c < 0 || f[c].empty() ? 0.0 : std::strtod(f[c].c_str(), nullptr);
-    };
-    RunRecord r;
-    absl::StatusOr<Exchange> e = ParseExchange(f[column("exchange")]);
-    if (!e.ok()) return e.status();
-    r.exchange = *e;
-    r.nodes = static_cast<int>(number("nodes"));
-    r.servers = static_cast<int>(number("servers"));
-    r.bytes = static_cast<size_t>(number("bytes"));
-    r.steps = static_cast<int>(number("steps"));
-    r.step_s = number("step_s");
-    r.compute_s = number("compute_s");
-    r.exchange_s = number("exchange_s");
-    r.samples_per_s = number("samples_per_s");
-    r.algbw = number("algbw_Bps");
-    r.busbw = number("busbw_Bps");
-    r.link_bytes_per_step = number("link_bytes_per_step");
-    r.bytes_sent_per_step = static_cast<int64_t>(number("sent_bytes_per_step"));
-    r.wrong = static_cast<int64_t>(number("wrong"));
-    r.test_accuracy = number("test_accuracy");
-    if (column("error") >= 0) r.error = f[column("error")];
-    records.push_back(r);
+    const CsvRow row(&header, std::move(fields));
+    if (row.Text("source") != "measured") continue;  // the model's rows are recomputed
+    ASSIGN_OR_RETURN(RunRecord record, RecordFromRow(row));
+    records.push_back(std::move(record));
   }
   return records;
 }
@@ -536,100 +563,138 @@ absl::StatusOr<std::string> ToJson(const ScalingResult& result) {
   return json;
 }
 
-Figure MakeFigure(const ScalingResult& result, size_t bytes) {
-  const ScalingOptions& o = result.options;
-  const double link = result.link_bytes_per_second;
-  const bool compute_based = o.mode == "train" || o.compute_ms > 0;
-  const int max_model_nodes =
-      std::max(MaxMeasuredNodes(result),
-               o.extrapolate_nodes.empty() ? 1 : *std::max_element(o.extrapolate_nodes.begin(),
-                                                                   o.extrapolate_nodes.end()));
-  Figure figure;
-  figure.title = absl::StrFormat(
-      "PS vs ring allreduce: %s, S = %s, B = %s per link%s",
-      o.mode == "train" ? "training the MLP" : "gradient exchange", Size(bytes),
-      link > 0 ? absl::StrFormat("%s (%.1f MB/s)", LinkText(result), link / 1e6) : "unlimited",
-      result.emulated ? " (emulated cluster)" : " (LOOPBACK, not a network)");
-  figure.subtitle = absl::StrFormat(
-      "dots: measured (N = %s); dashed: fitted alpha-beta model, extrapolated to N = %d; ps-dedicated K = %d",
-      absl::StrJoin(o.nodes, ","), max_model_nodes, o.ps_servers);
+namespace {
 
-  Panel time;
-  time.title = "Step time vs nodes";
-  time.x_label = "nodes N (workers)";
-  time.y_label = "time per step (s)";
-  time.x_scale = Scale::kLog2;
-  time.y_scale = Scale::kLog10;
-  Panel eff;
-  eff.title = compute_based ? "Scaling efficiency vs nodes" : "Bandwidth efficiency vs nodes";
-  eff.x_label = "nodes N (workers)";
-  eff.x_scale = Scale::kLog2;
-  if (compute_based) {
-    eff.y_label = "efficiency = T1 / step time (%)";
-  } else if (link > 0) {
-    eff.y_label = "busbw / link bandwidth B (%)";
-  } else {
-    eff.y_label = "bus bandwidth (MB/s)";
-  }
-  if (compute_based || link > 0) {
-    eff.y_min = 0;
-    eff.y_max = 100;
+// One fixed colour per exchange, so every plot reads the same.
+std::string ExchangeColor(Exchange e) {
+  const std::vector<Exchange> all = AllExchanges();
+  return PaletteColor(static_cast<int>(std::find(all.begin(), all.end(), e) - all.begin()));
+}
+
+// The two panels at one S: step time, and efficiency (bandwidth efficiency busbw / B without compute, weak
+// scaling T1 / step time with it), each with a measured and a model series per exchange.
+class FigureBuilder {
+ public:
+  FigureBuilder(const ScalingResult& result, size_t bytes)
+      : result_(result),
+        o_(result.options),
+        bytes_(bytes),
+        link_(result.link_bytes_per_second),
+        compute_based_(o_.mode == "train" || o_.compute_ms > 0),
+        compute_(SingleWorkerStepSeconds(result)) {
+    max_model_nodes_ = MaxMeasuredNodes(result);
+    for (int n : o_.extrapolate_nodes) max_model_nodes_ = std::max(max_model_nodes_, n);
   }
 
-  const double compute = SingleWorkerStepSeconds(result);
-  const std::vector<Exchange> exchanges = ExchangesRun(result);
-  for (size_t i = 0; i < exchanges.size(); ++i) {
-    const Exchange e = exchanges[i];
-    // One fixed colour per exchange, so every plot reads the same.
-    const std::vector<Exchange> all = AllExchanges();
-    const std::string color =
-        PaletteColor(static_cast<int>(std::find(all.begin(), all.end(), e) - all.begin()));
-    const ExchangePlugin& plugin = PluginFor(e);
-    const std::string name = plugin.name();
-    // Weak scaling: efficiency = T1 / step time, T1 one worker's step without exchange.
-    auto efficiency = [&](double exchange_s, double step_s, int n) {
-      if (compute_based) {
-        const double total = o.mode == "train" ? step_s : compute + exchange_s;
-        return total > 0 ? std::min(100.0, 100 * compute / total) : 0;
-      }
-      const double busbw = exchange_s > 0 ? bytes / exchange_s * plugin.BusFactor(n) : 0;
-      return link > 0 ? 100 * busbw / link : busbw / 1e6;
-    };
-    Series measured_time{name + " measured", color, {}, Style::kMarkers};
-    Series measured_eff{name + " measured", color, {}, Style::kMarkers};
-    for (const auto& r : result.records) {
-      if (!r.ok() || r.exchange != e || r.bytes != bytes) continue;
+  Figure Build() const {
+    Figure figure;
+    figure.title = absl::StrFormat(
+        "PS vs ring allreduce: %s, S = %s, B = %s per link%s",
+        o_.mode == "train" ? "training the MLP" : "gradient exchange", Size(bytes_),
+        link_ > 0 ? absl::StrFormat("%s (%.1f MB/s)", LinkText(result_), link_ / 1e6) : "unlimited",
+        result_.emulated ? " (emulated cluster)" : " (LOOPBACK, not a network)");
+    figure.subtitle = absl::StrFormat(
+        "dots: measured (N = %s); dashed: fitted alpha-beta model, extrapolated to N = %d; ps-dedicated K = %d",
+        absl::StrJoin(o_.nodes, ","), max_model_nodes_, o_.ps_servers);
+    Panel time = TimePanel();
+    Panel efficiency = EfficiencyPanel();
+    for (Exchange e : ExchangesRun(result_)) {
+      AddMeasured(e, &time, &efficiency);
+      AddModel(e, &time, &efficiency);
+    }
+    figure.panels = {time, efficiency};
+    return figure;
+  }
+
+ private:
+  static Panel TimePanel() {
+    Panel time;
+    time.title = "Step time vs nodes";
+    time.x_label = "nodes N (workers)";
+    time.y_label = "time per step (s)";
+    time.x_scale = Scale::kLog2;
+    time.y_scale = Scale::kLog10;
+    return time;
+  }
+
+  Panel EfficiencyPanel() const {
+    Panel eff;
+    eff.title = compute_based_ ? "Scaling efficiency vs nodes" : "Bandwidth efficiency vs nodes";
+    eff.x_label = "nodes N (workers)";
+    eff.x_scale = Scale::kLog2;
+    if (compute_based_) {
+      eff.y_label = "efficiency = T1 / step time (%)";
+    } else if (link_ > 0) {
+      eff.y_label = "busbw / link bandwidth B (%)";
+    } else {
+      eff.y_label = "bus bandwidth (MB/s)";
+    }
+    if (compute_based_ || link_ > 0) {
+      eff.y_min = 0;
+      eff.y_max = 100;
+    }
+    return eff;
+  }
+
+  // Weak scaling: efficiency = T1 / step time, T1 one worker's step without exchange; else busbw / B.
+  double Efficiency(Exchange e, double exchange_s, double step_s, int n) const {
+    if (compute_based_) {
+      const double total = o_.mode == "train" ? step_s : compute_ + exchange_s;
+      return total > 0 ? std::min(100.0, 100 * compute_ / total) : 0;
+    }
+    const double busbw = exchange_s > 0 ? bytes_ / exchange_s * PluginFor(e).BusFactor(n) : 0;
+    return link_ > 0 ? 100 * busbw / link_ : busbw / 1e6;
+  }
+
+  // busbw is not defined for one node (nothing crosses a link in an allreduce of one).
+  bool HasEfficiency(int nodes) const { return nodes >= 2 || compute_based_; }
+
+  void AddMeasured(Exchange e, Panel* time, Panel* efficiency) const {
+    Series step{ExchangeName(e) + " measured", ExchangeColor(e), {}, Style::kMarkers};
+    Series eff = step;
+    for (const auto& r : result_.records) {
+      if (!r.ok() || r.exchange != e || r.bytes != bytes_) continue;
       // Without compute, a step that crosses no link (one node, ring or co-located) is a memory copy: no
       // point on a network plot.
-      if (!compute_based && !CrossesLink(r)) continue;
-      measured_time.points.push_back({static_cast<double>(r.nodes), r.step_s});
-      // busbw is not defined for one node (nothing crosses a link in an allreduce of one).
-      if (r.nodes >= 2 || compute_based) {
-        measured_eff.points.push_back({static_cast<double>(r.nodes), efficiency(r.exchange_s, r.step_s, r.nodes)});
+      if (!compute_based_ && !CrossesLink(r)) continue;
+      step.points.push_back({static_cast<double>(r.nodes), r.step_s});
+      if (HasEfficiency(r.nodes)) {
+        eff.points.push_back({static_cast<double>(r.nodes), Efficiency(e, r.exchange_s, r.step_s, r.nodes)});
       }
     }
-    Series model_time{name + " model", color, {}, Style::kDashedLine};
-    Series model_eff{name + " model", color, {}, Style::kDashedLine};
-    if (result.fits.count(e)) {
-      for (int nodes : ModelNodes(max_model_nodes)) {
-        const CostTerms terms = plugin.Terms(nodes, plugin.Servers(nodes, o.ps_servers), bytes);
-        if (terms.link_bytes == 0) continue;  // nothing on a link: outside the model
-        const double t = PredictSeconds(result.fits.at(e), terms);
-        const double step = (compute_based ? compute : 0) + t;
-        if (step > 0) model_time.points.push_back({static_cast<double>(nodes), step});
-        if (nodes >= 2 || compute_based) {
-          model_eff.points.push_back({static_cast<double>(nodes), efficiency(t, step, nodes)});
-        }
-      }
-    }
-    time.series.push_back(measured_time);
-    time.series.push_back(model_time);
-    eff.series.push_back(measured_eff);
-    eff.series.push_back(model_eff);
+    time->series.push_back(step);
+    efficiency->series.push_back(eff);
   }
-  figure.panels = {time, eff};
-  return figure;
-}
+
+  void AddModel(Exchange e, Panel* time, Panel* efficiency) const {
+    Series step{ExchangeName(e) + " model", ExchangeColor(e), {}, Style::kDashedLine};
+    Series eff = step;
+    auto fit = result_.fits.find(e);
+    const ExchangePlugin& plugin = PluginFor(e);
+    for (int nodes : fit == result_.fits.end() ? std::vector<int>() : ModelNodes(max_model_nodes_)) {
+      const CostTerms terms = plugin.Terms(nodes, plugin.Servers(nodes, o_.ps_servers), bytes_);
+      if (terms.link_bytes == 0) continue;  // nothing on a link: outside the model
+      const double t = PredictSeconds(fit->second, terms);
+      const double seconds = (compute_based_ ? compute_ : 0) + t;
+      if (seconds > 0) step.points.push_back({static_cast<double>(nodes), seconds});
+      if (HasEfficiency(nodes)) eff.points.push_back({static_cast<double>(nodes), Efficiency(e, t, seconds, nodes)});
+    }
+    time->series.push_back(step);
+    efficiency->series.push_back(eff);
+  }
+
+  const ScalingResult& result_;
+  const ScalingOptions& o_;
+  const size_t bytes_;
+  const double link_;
+  const bool compute_based_;
+  const double compute_;
+  int max_model_nodes_ = 1;
+};
+
+}  // namespace
+
+Figure MakeFigure(const ScalingResult& result, size_t bytes) { return FigureBuilder(result, bytes).Build(); }
 
 absl::Status WriteOutputs(const ScalingResult& result, const std::string& dir, std::vector<std::string>* written) {
   std::string path;
