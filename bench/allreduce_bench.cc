@@ -217,11 +217,11 @@ absl::StatusOr<double> RunRingProcesses(const Programs& programs, int n, size_t 
   RETURN_IF_ERROR(JobStatus(results));
   double step_s = 0;
   for (const ProcessResult& p : results) {
-    ASSIGN_OR_RETURN(std::vector<ResultLine> lines, ExtractResults(p.stdout_text));
-    if (lines.size() != 1 || lines[0].Number("wrong", -1) != 0) {
+    ASSIGN_OR_RETURN(ResultLines lines, ExtractResults(p.stdout_text));
+    if (lines.workers.size() != 1 || lines.workers[0].wrong() != 0) {
       return absl::InternalError(absl::StrCat(p.name, " did not report one correct result: ", p.stdout_text));
     }
-    step_s = std::max(step_s, lines[0].Number("step_s"));
+    step_s = std::max(step_s, lines.workers[0].step_s());
   }
   if (step_s <= 0) return absl::InternalError("ring_worker reported no step time");
   return static_cast<double>(bytes) / step_s / 1e9 * AllReduceBusFactor(n);

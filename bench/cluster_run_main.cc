@@ -13,18 +13,16 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "bench/cluster.h"
+#include "bench/cluster_flags.h"
 #include "bench/subprocess.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 
-ABSL_FLAG(int, hosts, 2, "Number of emulated hosts; the command runs once in each.");
-ABSL_FLAG(std::string, link, "100mbit", "tc rate of every host link, each direction (empty: unlimited).");
-ABSL_FLAG(std::string, delay, "", "One-way netem delay at each link end, e.g. 1ms (empty: none).");
-ABSL_FLAG(std::string, queue, "50ms", "Queue of every link end (tc tbf latency), e.g. 5ms.");
+ABSL_FLAG(int, hosts, psring::bench::ClusterOptions().hosts, "Number of emulated hosts; the command runs once in each.");
 ABSL_FLAG(int, timeout, 300, "Seconds after which every process is killed.");
 
 namespace psring::bench {
@@ -34,11 +32,8 @@ absl::Status Main(const std::vector<std::string>& command) {
   if (command.empty()) {
     return absl::InvalidArgumentError("no command: put it after --, e.g. -- /bin/echo {rank} {addr}");
   }
-  ClusterOptions options;
+  ClusterOptions options = ClusterOptionsFromFlags();
   options.hosts = absl::GetFlag(FLAGS_hosts);
-  options.link = absl::GetFlag(FLAGS_link);
-  options.delay = absl::GetFlag(FLAGS_delay);
-  options.queue = absl::GetFlag(FLAGS_queue);
   ASSIGN_OR_RETURN(std::unique_ptr<EmulatedCluster> cluster, EmulatedCluster::Create(options));
   if (!cluster->emulated()) std::cerr << "cluster_run: loopback only: " << cluster->fallback_reason() << "\n";
   std::vector<ProcessSpec> specs;
@@ -68,10 +63,11 @@ absl::Status Main(const std::vector<std::string>& command) {
 }  // namespace psring::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psring::InitFlagsUsage(
       "Runs a command once in every host of an emulated cluster (network namespaces with tc-limited links). "
       "Usage: cluster_run --hosts=N [--link=100mbit] -- COMMAND ARGS... with {rank} {world} {addr} "
-      "{master_addr} replaced in each argument.");
+      "{master_addr} replaced in each argument.",
+      {"bench/"});
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> command(rest.begin() + 1, rest.end());
   absl::Status status = psring::bench::Main(command);

@@ -3,75 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/str_cat.h"
-
 namespace psring::bench {
 
-std::string ExchangeName(Exchange exchange) {
-  switch (exchange) {
-    case Exchange::kRing: return "ring";
-    case Exchange::kPsOne: return "ps-1";
-    case Exchange::kPsColocated: return "ps-colocated";
-    case Exchange::kPsDedicated: return "ps-dedicated";
-  }
-  return "unknown";
-}
-
-std::vector<Exchange> AllExchanges() {
-  return {Exchange::kRing, Exchange::kPsOne, Exchange::kPsColocated, Exchange::kPsDedicated};
-}
-
-absl::StatusOr<Exchange> ParseExchange(const std::string& name) {
-  for (Exchange e : AllExchanges()) {
-    if (ExchangeName(e) == name) return e;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown exchange '", name, "': use ring, ps-1, ps-colocated or ps-dedicated"));
-}
-
-int ServerCount(Exchange exchange, int nodes, int dedicated_servers) {
-  switch (exchange) {
-    case Exchange::kRing: return 0;
-    case Exchange::kPsOne: return 1;
-    case Exchange::kPsColocated: return nodes;
-    case Exchange::kPsDedicated: return dedicated_servers;
-  }
-  return 0;
-}
-
-double LatencyTerms(Exchange exchange, int nodes, int servers) {
-  switch (exchange) {
-    case Exchange::kRing:
-    case Exchange::kPsColocated:
-      return 2.0 * (nodes - 1);
-    case Exchange::kPsOne:
-    case Exchange::kPsDedicated:
-      return 2.0 * nodes;
-  }
-  return 0;
-}
-
-double BusiestLinkBytes(Exchange exchange, int nodes, int servers, double bytes) {
-  const double n = nodes;
-  switch (exchange) {
-    case Exchange::kRing:
-    case Exchange::kPsColocated:
-      return 2.0 * (n - 1) / n * bytes;
-    case Exchange::kPsOne:
-      return n * bytes;
-    case Exchange::kPsDedicated:
-      return std::max(bytes, n * bytes / std::max(servers, 1));
-  }
-  return 0;
-}
-
-absl::StatusOr<ModelFit> FitAlphaBeta(Exchange exchange, const std::vector<Measurement>& points) {
+absl::StatusOr<ModelFit> FitAlphaBeta(const std::vector<Measurement>& points) {
   // Rows scaled by 1/T: minimise sum (alpha*a_i/T_i + beta*b_i/T_i - 1)^2.
   double saa = 0, sab = 0, sbb = 0, sa = 0, sb = 0;
   std::vector<const Measurement*> used;
   for (const Measurement& m : points) {
-    const double a = LatencyTerms(exchange, m.nodes, m.servers);
-    const double b = BusiestLinkBytes(exchange, m.nodes, m.servers, m.bytes);
+    const double a = m.terms.messages;
+    const double b = m.terms.link_bytes;
     // No bytes on any link (the ring or co-located shards on one node): nothing the network model describes.
     if (m.seconds <= 0 || b == 0) continue;
     const double x = a / m.seconds, y = b / m.seconds;
@@ -83,9 +23,9 @@ absl::StatusOr<ModelFit> FitAlphaBeta(Exchange exchange, const std::vector<Measu
     used.push_back(&m);
   }
   if (used.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no measurement to fit for ", ExchangeName(exchange),
-        " (need at least one point with a positive time that moves bytes over a link, e.g. N > 1)"));
+    return absl::InvalidArgumentError(
+        "no measurement to fit: need at least one point with a positive time that moves bytes over a link "
+        "(e.g. N > 1)");
   }
   ModelFit fit;
   fit.points = static_cast<int>(used.size());
@@ -118,15 +58,14 @@ absl::StatusOr<ModelFit> FitAlphaBeta(Exchange exchange, const std::vector<Measu
     fit = cost(beta_only) <= cost(alpha_only) ? beta_only : alpha_only;
   }
   for (const Measurement* m : used) {
-    const double predicted = PredictSeconds(exchange, fit, m->nodes, m->servers, m->bytes);
+    const double predicted = PredictSeconds(fit, m->terms);
     fit.max_relative_error = std::max(fit.max_relative_error, std::abs(predicted - m->seconds) / m->seconds);
   }
   return fit;
 }
 
-double PredictSeconds(Exchange exchange, const ModelFit& fit, int nodes, int servers, double bytes) {
-  return fit.alpha * LatencyTerms(exchange, nodes, servers) +
-         fit.beta * BusiestLinkBytes(exchange, nodes, servers, bytes);
+double PredictSeconds(const ModelFit& fit, const CostTerms& terms) {
+  return fit.alpha * terms.messages + fit.beta * terms.link_bytes;
 }
 
 }  // namespace psring::bench

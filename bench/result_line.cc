@@ -1,147 +1,68 @@
 #include "bench/result_line.h"
 
-#include <cctype>
-#include <cstdlib>
+#include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace psring::bench {
 namespace {
 
-class Parser {
- public:
-  explicit Parser(absl::string_view text) : text_(text) {}
+absl::Status ParseError(absl::string_view payload, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cannot read the result line '", payload.substr(0, 300), "': ", what,
+      ". The binary and the harness disagree on proto/results.proto: rebuild both from the same tree "
+      "(./bazelw build //bench/... //ps/... //ring/...), and when a field was renamed, rename it in "
+      "proto/results.proto and in every reader"));
+}
 
-  absl::StatusOr<ResultLine> Object() {
-    ResultLine result;
-    SkipSpace();
-    if (!Consume('{')) return Error("expected '{'");
-    SkipSpace();
-    if (Consume('}')) return Finish(result);
-    while (true) {
-      SkipSpace();
-      absl::StatusOr<std::string> key = String();
-      if (!key.ok()) return key.status();
-      SkipSpace();
-      if (!Consume(':')) return Error("expected ':'");
-      SkipSpace();
-      if (pos_ < text_.size() && text_[pos_] == '"') {
-        absl::StatusOr<std::string> value = String();
-        if (!value.ok()) return value.status();
-        result.strings[*key] = *value;
-      } else if (ConsumeWord("true")) {
-        result.numbers[*key] = 1;
-      } else if (ConsumeWord("false")) {
-        result.numbers[*key] = 0;
-      } else if (ConsumeWord("null")) {
-        // Absent value: leave the key out.
-      } else {
-        size_t end = pos_;
-        while (end < text_.size() && (std::isdigit(static_cast<unsigned char>(text_[end])) ||
-                                      std::strchr("+-.eE", text_[end]) != nullptr)) {
-          ++end;
-        }
-        double value = 0;
-        if (end == pos_ || !absl::SimpleAtod(text_.substr(pos_, end - pos_), &value)) {
-          return Error("expected a string, number, true, false or null");
-        }
-        result.numbers[*key] = value;
-        pos_ = end;
-      }
-      SkipSpace();
-      if (Consume('}')) return Finish(result);
-      if (!Consume(',')) return Error("expected ',' or '}'");
-    }
+// Strict: ignore_unknown_fields stays false, so a renamed key fails here instead of reading as a default.
+absl::Status ParseInto(absl::string_view payload, google::protobuf::Message* message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(payload.data(), payload.size()), message, options);
+  if (!status.ok()) {
+    return ParseError(payload, absl::StrCat("it does not match ", message->GetTypeName(), " (",
+                                            status.ToString(), ")"));
   }
+  return absl::OkStatus();
+}
 
- private:
-  absl::StatusOr<ResultLine> Finish(const ResultLine& result) {
-    SkipSpace();
-    if (pos_ != text_.size()) return Error("trailing characters");
-    return result;
+// The "role" key picks the message; any JSON object is read generically first to find it.
+absl::StatusOr<std::string> Role(absl::string_view payload) {
+  google::protobuf::Struct object;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(payload.data(), payload.size()), &object);
+  if (!status.ok()) return ParseError(payload, absl::StrCat("not a JSON object (", status.ToString(), ")"));
+  const auto it = object.fields().find("role");
+  if (it == object.fields().end() || it->second.kind_case() != google::protobuf::Value::kStringValue) {
+    return ParseError(payload, "no \"role\" string (\"worker\" or \"server\")");
   }
+  return it->second.string_value();
+}
 
-  absl::StatusOr<std::string> String() {
-    if (!Consume('"')) return Error("expected '\"'");
-    std::string out;
-    while (pos_ < text_.size() && text_[pos_] != '"') {
-      char c = text_[pos_++];
-      if (c == '\\') {
-        if (pos_ >= text_.size()) break;
-        char e = text_[pos_++];
-        switch (e) {
-          case 'n': out += '\n'; break;
-          case 't': out += '\t'; break;
-          case 'r': out += '\r'; break;
-          case 'b': out += '\b'; break;
-          case 'f': out += '\f'; break;
-          case 'u':  // Non-ASCII escapes are not expected in results; keep them verbatim.
-            out += "\\u";
-            break;
-          default: out += e;
-        }
-      } else {
-        out += c;
-      }
-    }
-    if (!Consume('"')) return Error("unterminated string");
-    return out;
-  }
-
-  bool Consume(char c) {
-    if (pos_ < text_.size() && text_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-
-  bool ConsumeWord(absl::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
-
-  void SkipSpace() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-  }
-
-  absl::Status Error(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("bad result JSON at offset ", pos_, ": ", what, " in '",
-                                                   text_.substr(0, 300), "'"));
-  }
-
-  absl::string_view text_;
-  size_t pos_ = 0;
-};
+absl::Status AddLine(absl::string_view payload, ResultLines* lines) {
+  ASSIGN_OR_RETURN(const std::string role, Role(payload));
+  if (role == "worker") return ParseInto(payload, &lines->workers.emplace_back());
+  if (role == "server") return ParseInto(payload, &lines->servers.emplace_back());
+  return ParseError(payload, absl::StrCat("unknown role \"", role, "\" (expected \"worker\" or \"server\")"));
+}
 
 }  // namespace
 
-double ResultLine::Number(const std::string& key, double fallback) const {
-  auto it = numbers.find(key);
-  return it == numbers.end() ? fallback : it->second;
-}
-
-std::string ResultLine::String(const std::string& key) const {
-  auto it = strings.find(key);
-  return it == strings.end() ? "" : it->second;
-}
-
-absl::StatusOr<ResultLine> ParseFlatJson(absl::string_view json) { return Parser(json).Object(); }
-
-absl::StatusOr<std::vector<ResultLine>> ExtractResults(absl::string_view output) {
-  std::vector<ResultLine> results;
+absl::StatusOr<ResultLines> ExtractResults(absl::string_view output) {
+  ResultLines lines;
   for (absl::string_view line : absl::StrSplit(output, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (!absl::ConsumePrefix(&line, kResultPrefix)) continue;
-    absl::StatusOr<ResultLine> parsed = ParseFlatJson(line);
-    if (!parsed.ok()) return parsed.status();
-    results.push_back(*std::move(parsed));
+    RETURN_IF_ERROR(AddLine(line, &lines));
   }
-  return results;
+  return lines;
 }
 
 }  // namespace psring::bench

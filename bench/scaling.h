@@ -2,15 +2,17 @@
 // several node counts, collects their PSRING_RESULT lines, fits the alpha-beta model and reports.
 //
 //   ScalingOptions options;                 // defaults: N = 1,2,4,8; all exchanges; S = 16 MiB; 100mbit
-//   options.ring_worker = ...; options.ps_server = ...; options.ps_worker = ...;
+//   options.binaries = {ring_worker, ps_server, ps_worker};   // paths (bench/scaling_flags.h finds them)
 //   ASSIGN_OR_RETURN(ScalingResult result, RunScaling(options, &std::cerr));   // progress on stderr
 //   PrintReport(result, std::cout);                                             // tables, fit, model
 //   RETURN_IF_ERROR(WriteOutputs(result, "/tmp/psring-scaling", &files));       // CSV, JSON, SVG
 //
 // One run = one exchange at one N (and one S): N worker processes, each in host i's namespace, plus the PS
-// servers where they belong (ps-1: one extra host; ps-colocated: server i in host i; ps-dedicated: K extra
-// hosts). A run that fails is recorded with its error and the others go on. Every launched job has a timeout
-// after which its process groups are killed. bench/PERFORMANCE.md defines every figure.
+// servers where the exchange's plug-in (bench/exchanges.h) places them. This driver owns what every exchange
+// shares: the loop over N, exchanges and S, the emulated cluster, the launch, the result lines, the fit, the
+// tables (scaling_report.cc) and the plots. A run that fails is recorded with its error and the others go on.
+// Every launched job has a timeout after which its process groups are killed. bench/PERFORMANCE.md defines
+// every figure.
 //
 // Blocking: RunScaling blocks for the whole sweep (minutes). Not thread-safe: it owns the emulated cluster.
 #ifndef PSRING_BENCH_SCALING_H_
@@ -25,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "bench/cluster.h"
 #include "bench/cost_model.h"
+#include "bench/exchanges.h"
 #include "bench/plot.h"
 
 namespace psring::bench {
@@ -38,11 +41,9 @@ struct ScalingOptions {
   int warmup_steps = 2;                     // gradient mode: unmeasured steps first
   int ps_servers = 2;                       // K for ps-dedicated
   std::string ps_mode = "sync";             // the servers' --mode
-  std::string link = "100mbit";             // tc rate per host link and direction
-  std::string delay;                        // netem one-way delay per link end ("" = none)
-  std::string queue = "50ms";               // tbf queue per link end, in time at the link rate
-  bool loopback = false;                    // skip namespaces even when root
-  std::string ring_worker, ps_server, ps_worker;  // binary paths
+  // The emulated links: link, delay, queue, force_loopback. The driver sets hosts to what the sweep needs.
+  ClusterOptions cluster;
+  BinaryPaths binaries;                     // the programs the exchanges launch
   // Training mode (the MLP of trainer/).
   std::string dataset = "fashion-mnist";
   std::string data_dir;                     // "" = the workers' default
@@ -107,7 +108,8 @@ void PrintReport(const ScalingResult& result, std::ostream& out);
 void PrintVerdict(const ScalingResult& result, std::ostream& out);
 
 std::string ToCsv(const ScalingResult& result);
-std::string ToJson(const ScalingResult& result);
+// scaling.json: proto/bench_report.proto's ScalingReport in protobuf's JSON mapping.
+absl::StatusOr<std::string> ToJson(const ScalingResult& result);
 // The measured runs of a scaling.csv (columns found by name), to re-render a report without re-measuring.
 absl::StatusOr<std::vector<RunRecord>> RecordsFromCsv(const std::string& csv);
 // Step time vs N and efficiency vs N, measured points and model curves, at S = `bytes`.
@@ -116,6 +118,14 @@ Figure MakeFigure(const ScalingResult& result, size_t bytes);
 // Writes scaling.csv, scaling.json and scaling.svg (at the largest S) into `dir` (created if missing);
 // appends the paths to `written`.
 absl::Status WriteOutputs(const ScalingResult& result, const std::string& dir, std::vector<std::string>* written);
+
+// The driver's end: runs the sweep (progress on stderr), prints the report and the verdict on stdout and
+// writes the files into `out_dir`. Non-OK when a run failed or a result had wrong elements, so scripts see it.
+absl::Status RunAndReport(const ScalingOptions& options, const std::string& out_dir);
+
+// The same report and files from the measured rows of an earlier run's scaling.csv (nothing is launched); the
+// options give the mode, link, K and extrapolation the figures are computed with.
+absl::Status ReportFromCsv(const ScalingOptions& options, const std::string& csv_path, const std::string& out_dir);
 
 }  // namespace psring::bench
 

@@ -2,59 +2,124 @@
 // node counts on an emulated cluster; fits the alpha-beta model and extrapolates it. See bench/PERFORMANCE.md.
 //
 //   ./bazelw run //bench:scaling -- --nodes=2,4,8 --exchanges=ring,ps-1 --model_bytes=4M,16M
+//
+// The sweep's flags are defined here with ScalingOptions's defaults; the links' and the programs' are shared
+// with //bench:compare (cluster_flags.cc, scaling_flags.cc).
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "bench/report.h"
 #include "bench/scaling.h"
 #include "bench/scaling_flags.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 
-ABSL_FLAG(std::vector<std::string>, nodes, std::vector<std::string>({"1", "2", "4", "8"}),
-          "Comma-separated worker counts N to run.");
-ABSL_FLAG(std::vector<std::string>, exchanges,
-          std::vector<std::string>({"ring", "ps-1", "ps-colocated", "ps-dedicated"}),
+namespace {
+
+template <typename T>
+std::vector<std::string> Strings(const std::vector<T>& values) {
+  std::vector<std::string> out;
+  for (const T& v : values) out.push_back(absl::StrCat(v));
+  return out;
+}
+
+// Sizes as --model_bytes takes them, e.g. 16777216 -> "16M".
+std::vector<std::string> SizeStrings(const std::vector<size_t>& sizes) {
+  std::vector<std::string> out;
+  for (size_t bytes : sizes) {
+    const char* suffix = "";
+    for (const char* unit : {"K", "M", "G"}) {
+      if (bytes < 1024 || bytes % 1024 != 0) break;
+      bytes /= 1024;
+      suffix = unit;
+    }
+    out.push_back(absl::StrCat(bytes, suffix));
+  }
+  return out;
+}
+
+std::vector<std::string> ExchangeNames(const std::vector<psring::bench::Exchange>& exchanges) {
+  std::vector<std::string> out;
+  for (psring::bench::Exchange e : exchanges) out.push_back(psring::bench::ExchangeName(e));
+  return out;
+}
+
+// The flags' defaults (never destroyed: flags may be read until exit).
+const psring::bench::ScalingOptions& Defaults() {
+  static const auto* const defaults = new psring::bench::ScalingOptions();
+  return *defaults;
+}
+
+}  // namespace
+
+ABSL_FLAG(std::vector<std::string>, nodes, Strings(Defaults().nodes), "Comma-separated worker counts N to run.");
+ABSL_FLAG(std::vector<std::string>, exchanges, ExchangeNames(Defaults().exchanges),
           "Comma-separated exchanges: ring (TCP ring allreduce), ps-1 (one PS shard on a host of its own), "
           "ps-colocated (K = N shards, shard i on worker host i), ps-dedicated (K = --ps_servers shards on "
           "hosts of their own).");
-ABSL_FLAG(std::string, mode, "gradient",
+ABSL_FLAG(std::string, mode, Defaults().mode,
           "gradient: workers exchange a synthetic buffer of --model_bytes (no model); train: workers train the "
           "MLP (trainer/) and exchange its real gradients.");
-ABSL_FLAG(std::vector<std::string>, model_bytes, std::vector<std::string>({"16M"}),
-          "Comma-separated gradient sizes S for gradient mode, with K/M/G suffixes (binary units).");
-ABSL_FLAG(int, steps, 10, "Measured exchange (or training) steps per run.");
-ABSL_FLAG(int, warmup_steps, 2, "Unmeasured steps before the measured ones (gradient mode).");
-ABSL_FLAG(int, ps_servers, 2, "K, the number of dedicated server hosts of ps-dedicated.");
-ABSL_FLAG(std::string, ps_mode, "sync", "The PS servers' --mode: sync, or async (bounded staleness).");
-ABSL_FLAG(std::string, dataset, "fashion-mnist", "Train mode: fashion-mnist or synthetic.");
-ABSL_FLAG(std::string, data_dir, "", "Train mode: Fashion-MNIST directory (empty: the workers' default).");
-ABSL_FLAG(int, batch_size, 128, "Train mode: batch size per worker.");
-ABSL_FLAG(std::string, hidden, "256,256", "Train mode: hidden layer widths of the MLP.");
-ABSL_FLAG(double, compute_ms, 0,
+ABSL_FLAG(std::vector<std::string>, model_bytes, SizeStrings(Defaults().model_bytes),
+          "Comma-separated gradient sizes S for gradient mode, in bytes or with K/M/G suffixes (binary units).");
+ABSL_FLAG(int, steps, Defaults().steps, "Measured exchange (or training) steps per run.");
+ABSL_FLAG(int, warmup_steps, Defaults().warmup_steps, "Unmeasured steps before the measured ones (gradient mode).");
+ABSL_FLAG(int, ps_servers, Defaults().ps_servers, "K, the number of dedicated server hosts of ps-dedicated.");
+ABSL_FLAG(std::string, ps_mode, Defaults().ps_mode, "The PS servers' --mode: sync, or async (bounded staleness).");
+ABSL_FLAG(std::string, dataset, Defaults().dataset, "Train mode: fashion-mnist or synthetic.");
+ABSL_FLAG(std::string, data_dir, Defaults().data_dir,
+          "Train mode: Fashion-MNIST directory (empty: the workers' default).");
+ABSL_FLAG(int, batch_size, Defaults().batch_size, "Train mode: batch size per worker.");
+ABSL_FLAG(std::string, hidden, Defaults().hidden, "Train mode: hidden layer widths of the MLP.");
+ABSL_FLAG(double, compute_ms, Defaults().compute_ms,
           "Gradient mode: compute time per step to assume for the scaling-efficiency panel (0: plot the "
           "bandwidth efficiency busbw/B instead).");
-ABSL_FLAG(std::vector<std::string>, worker_args, {},
+ABSL_FLAG(std::vector<std::string>, worker_args, Defaults().worker_args,
           "Extra comma-separated flags passed to every worker, e.g. --worker_args=--lr=0.1.");
-ABSL_FLAG(std::vector<std::string>, server_args, {}, "Extra comma-separated flags passed to every PS server.");
-ABSL_FLAG(int, worker_timeout, 0, "Workers' --timeout in seconds (0: derived from S and the link rate).");
-ABSL_FLAG(double, job_timeout, 0,
+ABSL_FLAG(std::vector<std::string>, server_args, Defaults().server_args,
+          "Extra comma-separated flags passed to every PS server.");
+ABSL_FLAG(int, worker_timeout, Defaults().worker_timeout_s,
+          "Workers' --timeout in seconds (0: derived from S and the link rate).");
+ABSL_FLAG(double, job_timeout, Defaults().job_timeout_s,
           "Limit in seconds for each launched job, after which its processes are killed (0: derived from S, "
           "the link rate and the steps).");
 ABSL_FLAG(std::string, from_csv, "",
           "Launch nothing: re-fit, re-print and re-plot the measured rows of this earlier scaling.csv with the "
           "other flags (--link, --mode, --ps_servers, --extrapolate, --out_dir).");
-ABSL_FLAG(std::vector<std::string>, extrapolate, std::vector<std::string>({"16", "32", "64", "128", "256", "512",
-                                                                           "1024"}),
+ABSL_FLAG(std::vector<std::string>, extrapolate, Strings(Defaults().extrapolate_nodes),
           "Node counts for the model's extrapolation (printed and plotted as model, not measured).");
 
 namespace psring::bench {
 namespace {
 
-absl::Status Main(const char* argv0) {
+absl::StatusOr<std::vector<int>> ParseIntList(const std::vector<std::string>& items, const std::string& flag) {
+  std::vector<int> values;
+  for (const auto& item : items) {
+    int v = 0;
+    if (!absl::SimpleAtoi(item, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", item, "' is not an integer"));
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
+absl::StatusOr<std::vector<size_t>> ParseSizes(const std::vector<std::string>& items) {
+  std::vector<size_t> sizes;
+  for (const auto& text : items) {
+    const size_t bytes = ParseSize(text);
+    if (bytes == 0) return absl::InvalidArgumentError("--model_bytes: bad size '" + text + "' (use e.g. 4M)");
+    sizes.push_back(bytes);
+  }
+  return sizes;
+}
+
+absl::StatusOr<ScalingOptions> SweepOptionsFromFlags() {
   ScalingOptions o;
   ASSIGN_OR_RETURN(o.nodes, ParseIntList(absl::GetFlag(FLAGS_nodes), "nodes"));
   ASSIGN_OR_RETURN(o.extrapolate_nodes, ParseIntList(absl::GetFlag(FLAGS_extrapolate), "extrapolate"));
@@ -63,12 +128,7 @@ absl::Status Main(const char* argv0) {
     ASSIGN_OR_RETURN(Exchange e, ParseExchange(name));
     o.exchanges.push_back(e);
   }
-  o.model_bytes.clear();
-  for (const auto& text : absl::GetFlag(FLAGS_model_bytes)) {
-    const size_t bytes = ParseSize(text);
-    if (bytes == 0) return absl::InvalidArgumentError("--model_bytes: bad size '" + text + "' (use e.g. 4M)");
-    o.model_bytes.push_back(bytes);
-  }
+  ASSIGN_OR_RETURN(o.model_bytes, ParseSizes(absl::GetFlag(FLAGS_model_bytes)));
   o.mode = absl::GetFlag(FLAGS_mode);
   o.steps = absl::GetFlag(FLAGS_steps);
   o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
@@ -83,30 +143,32 @@ absl::Status Main(const char* argv0) {
   o.server_args = absl::GetFlag(FLAGS_server_args);
   o.worker_timeout_s = absl::GetFlag(FLAGS_worker_timeout);
   o.job_timeout_s = absl::GetFlag(FLAGS_job_timeout);
+  return o;
+}
+
+absl::Status Main(const char* argv0) {
+  ASSIGN_OR_RETURN(ScalingOptions options, SweepOptionsFromFlags());
   const std::string from_csv = absl::GetFlag(FLAGS_from_csv);
   if (!from_csv.empty()) {
-    o.exchanges.clear();  // no binaries needed; the exchanges are those in the CSV
-    RETURN_IF_ERROR(ApplySharedFlags(argv0, &o));
-    return ReportFromCsv(o, from_csv, OutDirFromFlags("scaling"));
+    options.exchanges.clear();  // no programs needed; the exchanges are those in the CSV
+    RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &options));
+    return ReportFromCsv(options, from_csv, OutDirFromFlags("scaling"));
   }
-  RETURN_IF_ERROR(ApplySharedFlags(argv0, &o));
-  return RunAndReport(o, OutDirFromFlags("scaling"), /*verdict=*/true);
+  RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &options));
+  return RunAndReport(options, OutDirFromFlags("scaling"));
 }
 
 }  // namespace
 }  // namespace psring::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psring::InitFlagsUsage(
       "Scaling sweep of the ring allreduce and the parameter server on an emulated cluster (network namespaces "
       "with tc-limited links; loopback without root). Prints nccl-tests-style tables, the fitted alpha-beta "
-      "model and its extrapolation, and writes CSV, JSON and an SVG plot. See bench/PERFORMANCE.md.");
-  psring::bench::IncludeBenchFlagsInHelp();
+      "model and its extrapolation, and writes CSV, JSON and an SVG plot. See bench/PERFORMANCE.md.",
+      {"bench/"});
   absl::ParseCommandLine(argc, argv);
   absl::Status status = psring::bench::Main(argv[0]);
-  if (!status.ok()) {
-    std::cerr << "scaling: " << status.message() << "\n";
-    return 1;
-  }
-  return 0;
+  if (!status.ok()) std::cerr << "scaling: " << status.message() << "\n";
+  return status.ok() ? 0 : 1;
 }

@@ -1,4 +1,4 @@
-// Reporting half of the scaling harness: model fits, tables, verdict, CSV/JSON/SVG (see scaling.h).
+// Reporting half of the scaling harness: model fits, tables, checks, verdict, CSV/JSON/SVG (see scaling.h).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -17,12 +18,15 @@
 #include "absl/strings/str_split.h"
 #include "bench/report.h"
 #include "bench/scaling.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/bench_report.pb.h"
 
 namespace psring::bench {
 namespace {
 
 constexpr double kMiB = 1 << 20;
-// Acceptance thresholds of issue 6 (bench/PERFORMANCE.md).
+// Acceptance thresholds (bench/PERFORMANCE.md 5).
 constexpr double kRingBusbwFraction = 0.90;
 constexpr double kPsOneLinearTolerance = 0.15;
 constexpr double kModelTolerance = 0.20;
@@ -34,28 +38,6 @@ std::string Size(double bytes) {
   if (bytes >= 1024) return absl::StrFormat("%.3g KiB", bytes / 1024);
   return absl::StrFormat("%g B", bytes);
 }
-
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-// JSON has no inf/nan.
-std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.9g", v) : "null"; }
 
 std::vector<size_t> Sizes(const ScalingResult& result) {
   std::set<size_t> sizes;
@@ -116,6 +98,48 @@ std::string LinkText(const ScalingResult& result) {
   return bits >= 1e9 ? absl::StrFormat("%g Gbit/s", bits / 1e9) : absl::StrFormat("%g Mbit/s", bits / 1e6);
 }
 
+// The model's features of a record's run (with the K it ran with).
+CostTerms RecordTerms(const RunRecord& r) {
+  return PluginFor(r.exchange).Terms(r.nodes, r.servers, static_cast<double>(r.bytes));
+}
+
+// One node with the ring or co-located shards only copies memory: nothing crosses a link, nothing for a
+// network model to describe.
+bool CrossesLink(const RunRecord& r) { return RecordTerms(r).link_bytes > 0; }
+
+// (model - measured) / measured for a successful run the model describes, else 0.
+double ModelRelativeError(const ScalingResult& result, const RunRecord& r) {
+  if (!r.ok() || !CrossesLink(r) || r.exchange_s <= 0) return 0;
+  return (ModelSeconds(result, r.exchange, r.nodes, r.bytes) - r.exchange_s) / r.exchange_s;
+}
+
+// The model's time for a record's run; -1 for a failed run or without a fit.
+double RecordModelSeconds(const ScalingResult& result, const RunRecord& r) {
+  return r.ok() ? ModelSeconds(result, r.exchange, r.nodes, r.bytes) : -1;
+}
+
+// The fitted model at the extrapolation's N (not measured), for every size and exchange with a fit.
+struct ModelPoint {
+  Exchange exchange;
+  int nodes;
+  int servers;
+  size_t bytes;
+  double seconds;
+};
+
+std::vector<ModelPoint> Extrapolation(const ScalingResult& result) {
+  std::vector<ModelPoint> points;
+  for (size_t bytes : Sizes(result)) {
+    for (Exchange e : ExchangesRun(result)) {
+      for (int n : result.options.extrapolate_nodes) {
+        const double t = ModelSeconds(result, e, n, bytes);
+        if (t >= 0) points.push_back({e, n, PluginFor(e).Servers(n, result.options.ps_servers), bytes, t});
+      }
+    }
+  }
+  return points;
+}
+
 }  // namespace
 
 void FitModels(ScalingResult* result) {
@@ -123,9 +147,9 @@ void FitModels(ScalingResult* result) {
   for (Exchange e : ExchangesRun(*result)) {
     std::vector<Measurement> points;
     for (const auto& r : result->records) {
-      if (r.ok() && r.exchange == e) points.push_back({r.nodes, r.servers, static_cast<double>(r.bytes), r.exchange_s});
+      if (r.ok() && r.exchange == e) points.push_back({RecordTerms(r), r.exchange_s});
     }
-    absl::StatusOr<ModelFit> fit = FitAlphaBeta(e, points);
+    absl::StatusOr<ModelFit> fit = FitAlphaBeta(points);
     if (fit.ok()) result->fits[e] = *fit;
   }
 }
@@ -133,10 +157,13 @@ void FitModels(ScalingResult* result) {
 double ModelSeconds(const ScalingResult& result, Exchange exchange, int nodes, double bytes) {
   auto it = result.fits.find(exchange);
   if (it == result.fits.end()) return -1;
-  return PredictSeconds(exchange, it->second, nodes, ServerCount(exchange, nodes, result.options.ps_servers), bytes);
+  const ExchangePlugin& plugin = PluginFor(exchange);
+  return PredictSeconds(it->second, plugin.Terms(nodes, plugin.Servers(nodes, result.options.ps_servers), bytes));
 }
 
-void PrintReport(const ScalingResult& result, std::ostream& out) {
+namespace {
+
+void PrintIntro(const ScalingResult& result, std::ostream& out) {
   const ScalingOptions& o = result.options;
   const double link = result.link_bytes_per_second;
   Table intro(&out);
@@ -147,8 +174,8 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
   if (result.emulated) {
     intro.Comment(absl::StrFormat("emulated cluster: one network namespace per host, link %s = %.2f MB/s per "
                                   "host and direction, queue %s%s",
-                                  o.link.empty() ? "unlimited" : o.link, link / 1e6, o.queue,
-                                  o.delay.empty() ? "" : ", delay " + o.delay));
+                                  o.cluster.link.empty() ? "unlimited" : o.cluster.link, link / 1e6,
+                                  o.cluster.queue, o.cluster.delay.empty() ? "" : ", delay " + o.cluster.delay));
     if (result.stream_bytes_per_second > 0) {
       intro.Comment(absl::StrFormat("link check: one TCP stream between two hosts carried %.2f MB/s (%.1f%% of the link)",
                                     result.stream_bytes_per_second / 1e6,
@@ -162,70 +189,78 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
                 "link_MB = busiest host link direction over the whole job (frames, set-up and warm-up included) "
                 "per step");
   out << "#\n";
+}
 
-  for (Exchange e : ExchangesRun(result)) {
-    Table table(&out, {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "sent_MB", "link_MB", "samples/s"});
-    table.Comment(absl::StrFormat("exchange %s", ExchangeName(e)));
-    table.Header();
-    for (const auto& r : result.records) {
-      if (r.exchange != e) continue;
-      if (!r.ok()) {
-        table.Comment(absl::StrFormat("N=%d S=%s FAILED: %s", r.nodes, Size(r.bytes),
-                                      r.error.substr(0, r.error.find('\n'))));
-        continue;
-      }
-      Row row = MakeRow(r.bytes, r.bytes / 4, r.exchange_s, AllReduceBusFactor(r.nodes), r.wrong);
-      const double model = ModelSeconds(result, e, r.nodes, r.bytes);
-      // No error where the model has nothing to say (one node moves no bytes over a link).
-      const bool modelled = BusiestLinkBytes(e, r.nodes, r.servers, r.bytes) > 0;
-      const double err = modelled && r.exchange_s > 0 ? 100 * (model - r.exchange_s) / r.exchange_s : 0;
-      row.extra = {static_cast<double>(r.nodes), static_cast<double>(r.servers), r.step_s * 1e3,
-                   r.compute_s * 1e3, model * 1e3, err, r.bytes_sent_per_step / 1e6, r.link_bytes_per_step / 1e6,
-                   r.samples_per_s};
-      table.Add(row);
+Row TableRow(const ScalingResult& result, const RunRecord& r) {
+  Row row = MakeRow(r.bytes, r.bytes / 4, r.exchange_s, PluginFor(r.exchange).BusFactor(r.nodes), r.wrong);
+  row.extra = {static_cast<double>(r.nodes),
+               static_cast<double>(r.servers),
+               r.step_s * 1e3,
+               r.compute_s * 1e3,
+               ModelSeconds(result, r.exchange, r.nodes, r.bytes) * 1e3,
+               100 * ModelRelativeError(result, r),
+               r.bytes_sent_per_step / 1e6,
+               r.link_bytes_per_step / 1e6,
+               r.samples_per_s};
+  return row;
+}
+
+std::string FitLine(const ScalingResult& result, Exchange e, const ModelFit& f) {
+  const double link = result.link_bytes_per_second;
+  return absl::StrFormat(
+      "model %s: alpha = %.1f us, beta = %.3f ns/B (1/beta = %.2f MB/s%s), max |error| %.1f%% over %d points",
+      ExchangeName(e), f.alpha * 1e6, f.beta * 1e9, f.beta > 0 ? 1e-6 / f.beta : 0,
+      link > 0 ? absl::StrFormat("; link %.2f MB/s", link / 1e6) : "", 100 * f.max_relative_error, f.points);
+}
+
+// One nccl-tests table per exchange: every run (failed ones as comments), the footer, the fitted model.
+void PrintExchangeTable(const ScalingResult& result, Exchange e, std::ostream& out) {
+  Table table(&out, {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "sent_MB", "link_MB", "samples/s"});
+  table.Comment(absl::StrFormat("exchange %s", ExchangeName(e)));
+  table.Header();
+  for (const auto& r : result.records) {
+    if (r.exchange != e) continue;
+    if (r.ok()) {
+      table.Add(TableRow(result, r));
+    } else {
+      table.Comment(absl::StrFormat("N=%d S=%s FAILED: %s", r.nodes, Size(r.bytes),
+                                    r.error.substr(0, r.error.find('\n'))));
     }
-    table.Footer();
-    auto fit = result.fits.find(e);
-    if (fit != result.fits.end()) {
-      const ModelFit& f = fit->second;
-      table.Comment(absl::StrFormat(
-          "model %s: alpha = %.1f us, beta = %.3f ns/B (1/beta = %.2f MB/s%s), max |error| %.1f%% over %d "
-          "points",
-          ExchangeName(e), f.alpha * 1e6, f.beta * 1e9, f.beta > 0 ? 1e-6 / f.beta : 0,
-          link > 0 ? absl::StrFormat("; link %.2f MB/s", link / 1e6) : "", 100 * f.max_relative_error, f.points));
-    }
-    out << "#\n";
   }
+  table.Footer();
+  auto fit = result.fits.find(e);
+  if (fit != result.fits.end()) table.Comment(FitLine(result, e, fit->second));
+  out << "#\n";
+}
 
-  // Extrapolation.
+// The model at N that were not measured, at the largest S.
+void PrintExtrapolation(const ScalingResult& result, std::ostream& out) {
   const std::vector<size_t> sizes = Sizes(result);
-  if (!sizes.empty() && !result.fits.empty()) {
-    const double s = sizes.back();
-    std::string header = absl::StrFormat("# MODEL %8s", "N");
-    for (Exchange e : ExchangesRun(result)) absl::StrAppendFormat(&header, " %14s", ExchangeName(e) + "_s");
-    for (Exchange e : ExchangesRun(result)) absl::StrAppendFormat(&header, " %14s", ExchangeName(e) + "_busMB");
-    out << absl::StrFormat("# MODEL extrapolation (NOT measured): exchange time per step (s) and busbw (MB/s) at "
-                           "S = %s from the fitted alpha-beta model\n",
-                           Size(s))
-        << header << "\n";
-    for (int n : o.extrapolate_nodes) {
-      std::string line = absl::StrFormat("# MODEL %8d", n);
-      for (Exchange e : ExchangesRun(result)) {
-        const double t = ModelSeconds(result, e, n, s);
-        absl::StrAppendFormat(&line, " %14.3f", t);
-      }
-      for (Exchange e : ExchangesRun(result)) {
-        const double t = ModelSeconds(result, e, n, s);
-        absl::StrAppendFormat(&line, " %14.3f", t > 0 ? s / t * AllReduceBusFactor(n) / 1e6 : 0);
-      }
-      out << line << "\n";
+  if (sizes.empty() || result.fits.empty()) return;
+  const double s = sizes.back();
+  const std::vector<Exchange> exchanges = ExchangesRun(result);
+  std::string header = absl::StrFormat("# MODEL %8s", "N");
+  for (Exchange e : exchanges) absl::StrAppendFormat(&header, " %14s", ExchangeName(e) + "_s");
+  for (Exchange e : exchanges) absl::StrAppendFormat(&header, " %14s", ExchangeName(e) + "_busMB");
+  out << absl::StrFormat("# MODEL extrapolation (NOT measured): exchange time per step (s) and busbw (MB/s) at "
+                         "S = %s from the fitted alpha-beta model\n",
+                         Size(s))
+      << header << "\n";
+  for (int n : result.options.extrapolate_nodes) {
+    std::string line = absl::StrFormat("# MODEL %8d", n);
+    for (Exchange e : exchanges) absl::StrAppendFormat(&line, " %14.3f", ModelSeconds(result, e, n, s));
+    for (Exchange e : exchanges) {
+      const double t = ModelSeconds(result, e, n, s);
+      absl::StrAppendFormat(&line, " %14.3f", t > 0 ? s / t * PluginFor(e).BusFactor(n) / 1e6 : 0);
     }
-    out << "#\n";
+    out << line << "\n";
   }
+  out << "#\n";
+}
 
-  // Acceptance checks (issue 6), only meaningful on shaped links.
-  if (link <= 0) return;
-  out << "# Acceptance checks (bench/PERFORMANCE.md)\n";
+// Check 1: the ring's busbw against the link.
+void PrintRingBusbwChecks(const ScalingResult& result, std::ostream& out) {
+  const double link = result.link_bytes_per_second;
   for (const auto& r : result.records) {
     if (!r.ok() || r.exchange != Exchange::kRing || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
     const double fraction = r.busbw / link;
@@ -233,15 +268,18 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
                            Size(r.bytes), r.busbw / 1e6, 100 * fraction, 100 * kRingBusbwFraction,
                            fraction >= kRingBusbwFraction ? "PASS" : "FAIL");
   }
+}
+
+// Check 2: one PS shard against N*S/B, then (for information) against its own N = 1 step.
+void PrintPsOneChecks(const ScalingResult& result, std::ostream& out) {
   for (const auto& r : result.records) {
     if (!r.ok() || r.exchange != Exchange::kPsOne || r.bytes < kRingCheckBytes) continue;
-    const double ideal = r.nodes * static_cast<double>(r.bytes) / link;
+    const double ideal = r.nodes * static_cast<double>(r.bytes) / result.link_bytes_per_second;
     const double ratio = r.exchange_s / ideal;
     out << absl::StrFormat("# check ps-1 linear N=%d S=%s: %.3f s vs N*S/B = %.3f s, ratio %.3f (within %.0f%%): %s\n",
                            r.nodes, Size(r.bytes), r.exchange_s, ideal, ratio, 100 * kPsOneLinearTolerance,
                            std::abs(ratio - 1) <= kPsOneLinearTolerance ? "PASS" : "FAIL");
   }
-  // Linearity of ps-1 on its own terms: T(N) against N * T(1) at the same S.
   for (const auto& r : result.records) {
     if (!r.ok() || r.exchange != Exchange::kPsOne || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
     const RunRecord* one = Find(result, Exchange::kPsOne, 1, r.bytes);
@@ -250,15 +288,17 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
     out << absl::StrFormat("# info ps-1 growth N=%d S=%s: T(N) / (N * T(1)) = %.3f (1 = exactly linear)\n", r.nodes,
                            Size(r.bytes), ratio);
   }
+}
+
+// Check 3: every exchange's points with S >= 4 MiB against its fitted model.
+void PrintModelFitChecks(const ScalingResult& result, std::ostream& out) {
   for (Exchange e : ExchangesRun(result)) {
     double worst = 0;
     int points = 0;
     for (const auto& r : result.records) {
-      if (!r.ok() || r.exchange != e || r.bytes < kCheckMinBytes || r.exchange_s <= 0) continue;
-      if (BusiestLinkBytes(e, r.nodes, r.servers, r.bytes) == 0) continue;  // no link traffic: outside the model
-      const double model = ModelSeconds(result, e, r.nodes, r.bytes);
-      if (model <= 0) continue;
-      worst = std::max(worst, std::abs(model - r.exchange_s) / r.exchange_s);
+      if (!r.ok() || r.exchange != e || r.bytes < kCheckMinBytes || r.exchange_s <= 0 || !CrossesLink(r)) continue;
+      if (ModelSeconds(result, e, r.nodes, r.bytes) <= 0) continue;
+      worst = std::max(worst, std::abs(ModelRelativeError(result, r)));
       ++points;
     }
     if (points == 0) continue;
@@ -266,6 +306,20 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
                            ExchangeName(e), 100 * worst, points, 100 * kModelTolerance,
                            worst <= kModelTolerance ? "PASS" : "FAIL");
   }
+}
+
+}  // namespace
+
+void PrintReport(const ScalingResult& result, std::ostream& out) {
+  PrintIntro(result, out);
+  for (Exchange e : ExchangesRun(result)) PrintExchangeTable(result, e, out);
+  PrintExtrapolation(result, out);
+  // The acceptance checks mean something only on shaped links.
+  if (result.link_bytes_per_second <= 0) return;
+  out << "# Acceptance checks (bench/PERFORMANCE.md)\n";
+  PrintRingBusbwChecks(result, out);
+  PrintPsOneChecks(result, out);
+  PrintModelFitChecks(result, out);
   out << "#\n";
 }
 
@@ -307,241 +361,340 @@ std::string ToCsv(const ScalingResult& result) {
   csv << "source,mode,exchange,nodes,servers,bytes,steps,step_s,compute_s,exchange_s,model_s,model_rel_err,"
          "samples_per_s,algbw_Bps,busbw_Bps,link_bytes_per_step,sent_bytes_per_step,wrong,test_accuracy,error\n";
   for (const auto& r : result.records) {
-    const double model = r.ok() ? ModelSeconds(result, r.exchange, r.nodes, r.bytes) : -1;
-    const bool modelled = r.ok() && BusiestLinkBytes(r.exchange, r.nodes, r.servers, r.bytes) > 0;
-    const double err = modelled && r.exchange_s > 0 ? (model - r.exchange_s) / r.exchange_s : 0;
     std::string error = r.error.substr(0, r.error.find('\n'));
     std::replace(error.begin(), error.end(), '"', '\'');
     csv << absl::StrFormat(
         "measured,%s,%s,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%d,%d,%.4f,\"%s\"\n",
         result.options.mode, ExchangeName(r.exchange), r.nodes, r.servers, r.bytes, r.steps, r.step_s, r.compute_s,
-        r.exchange_s, model, err, r.samples_per_s, r.algbw, r.busbw, r.link_bytes_per_step, r.bytes_sent_per_step,
+        r.exchange_s, RecordModelSeconds(result, r), ModelRelativeError(result, r), r.samples_per_s, r.algbw, r.busbw, r.link_bytes_per_step, r.bytes_sent_per_step,
         r.wrong, r.test_accuracy, error);
   }
-  for (size_t bytes : Sizes(result)) {
-    for (Exchange e : ExchangesRun(result)) {
-      for (int n : result.options.extrapolate_nodes) {
-        const double t = ModelSeconds(result, e, n, bytes);
-        if (t < 0) continue;
-        const double algbw = t > 0 ? bytes / t : 0;
-        csv << absl::StrFormat("model,%s,%s,%d,%d,%d,0,,,,%.6g,,,%.6g,%.6g,,,,,\n", result.options.mode,
-                               ExchangeName(e), n, ServerCount(e, n, result.options.ps_servers), bytes, t, algbw,
-                               algbw * AllReduceBusFactor(n));
-      }
-    }
+  for (const ModelPoint& m : Extrapolation(result)) {
+    const double algbw = m.seconds > 0 ? m.bytes / m.seconds : 0;
+    csv << absl::StrFormat("model,%s,%s,%d,%d,%d,0,,,,%.6g,,,%.6g,%.6g,,,,,\n", result.options.mode,
+                           ExchangeName(m.exchange), m.nodes, m.servers, m.bytes, m.seconds, algbw,
+                           algbw * PluginFor(m.exchange).BusFactor(m.nodes));
   }
   return csv.str();
 }
 
-absl::StatusOr<std::vector<RunRecord>> RecordsFromCsv(const std::string& csv) {
-  // Splits one line on commas outside double quotes.
-  auto split = [](absl::string_view line) {
-    std::vector<std::string> fields(1);
-    bool quoted = false;
-    for (char c : line) {
-      if (c == '"') {
-        quoted = !quoted;
-      } else if (c == ',' && !quoted) {
-        fields.emplace_back();
-      } else {
-        fields.back() += c;
-      }
+namespace {
+
+// Splits one CSV line on commas outside double quotes.
+std::vector<std::string> SplitCsvLine(absl::string_view line) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
     }
-    return fields;
-  };
-  std::vector<absl::string_view> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
-  if (lines.empty()) return absl::InvalidArgumentError("empty CSV");
-  const std::vector<std::string> header = split(lines[0]);
-  auto column = [&](const std::string& name) -> int {
+  }
+  return fields;
+}
+
+// One data row of a scaling.csv, its columns found by name in the header.
+class CsvRow {
+ public:
+  CsvRow(const std::vector<std::string>* header, std::vector<std::string> fields)
+      : header_(header), fields_(std::move(fields)) {}
+
+  static int Column(const std::vector<std::string>& header, const std::string& name) {
     auto it = std::find(header.begin(), header.end(), name);
     return it == header.end() ? -1 : static_cast<int>(it - header.begin());
-  };
+  }
+  // "" when the column is absent.
+  std::string Text(const std::string& name) const {
+    const int c = Column(*header_, name);
+    return c < 0 ? "" : fields_[c];
+  }
+  // 0 when the column is absent or empty.
+  double Number(const std::string& name) const {
+    const std::string text = Text(name);
+    return text.empty() ? 0.0 : std::strtod(text.c_str(), nullptr);
+  }
+
+ private:
+  const std::vector<std::string>* header_;
+  std::vector<std::string> fields_;
+};
+
+absl::StatusOr<RunRecord> RecordFromRow(const CsvRow& row) {
+  RunRecord r;
+  ASSIGN_OR_RETURN(r.exchange, ParseExchange(row.Text("exchange")));
+  r.nodes = static_cast<int>(row.Number("nodes"));
+  r.servers = static_cast<int>(row.Number("servers"));
+  r.bytes = static_cast<size_t>(row.Number("bytes"));
+  r.steps = static_cast<int>(row.Number("steps"));
+  r.step_s = row.Number("step_s");
+  r.compute_s = row.Number("compute_s");
+  r.exchange_s = row.Number("exchange_s");
+  r.samples_per_s = row.Number("samples_per_s");
+  r.algbw = row.Number("algbw_Bps");
+  r.busbw = row.Number("busbw_Bps");
+  r.link_bytes_per_step = row.Number("link_bytes_per_step");
+  r.bytes_sent_per_step = static_cast<int64_t>(row.Number("sent_bytes_per_step"));
+  r.wrong = static_cast<int64_t>(row.Number("wrong"));
+  r.test_accuracy = row.Number("test_accuracy");
+  r.error = row.Text("error");
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RunRecord>> RecordsFromCsv(const std::string& csv) {
+  std::vector<absl::string_view> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  if (lines.empty()) return absl::InvalidArgumentError("empty CSV: pass a scaling.csv written by a run");
+  const std::vector<std::string> header = SplitCsvLine(lines[0]);
   for (const char* required : {"source", "exchange", "nodes", "servers", "bytes", "step_s", "exchange_s"}) {
-    if (column(required) < 0) {
+    if (CsvRow::Column(header, required) < 0) {
       return absl::InvalidArgumentError(absl::StrCat("CSV has no column '", required, "': not a scaling.csv"));
     }
   }
   std::vector<RunRecord> records;
   for (size_t i = 1; i < lines.size(); ++i) {
-    const std::vector<std::string> f = split(lines[i]);
-    if (f.size() != header.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("CSV line ", i + 1, " has ", f.size(), " fields, not ",
+    std::vector<std::string> fields = SplitCsvLine(lines[i]);
+    if (fields.size() != header.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("CSV line ", i + 1, " has ", fields.size(), " fields, not ",
                                                      header.size()));
     }
-    if (f[column("source")] != "measured") continue;
-    auto number = [&](const std::string& name) {
-      const int c = column(name);
-      return c < 0 || f[c].empty() ? 0.0 : std::strtod(f[c].c_str(), nullptr);
-    };
-    RunRecord r;
-    absl::StatusOr<Exchange> e = ParseExchange(f[column("exchange")]);
-    if (!e.ok()) return e.status();
-    r.exchange = *e;
-    r.nodes = static_cast<int>(number("nodes"));
-    r.servers = static_cast<int>(number("servers"));
-    r.bytes = static_cast<size_t>(number("bytes"));
-    r.steps = static_cast<int>(number("steps"));
-    r.step_s = number("step_s");
-    r.compute_s = number("compute_s");
-    r.exchange_s = number("exchange_s");
-    r.samples_per_s = number("samples_per_s");
-    r.algbw = number("algbw_Bps");
-    r.busbw = number("busbw_Bps");
-    r.link_bytes_per_step = number("link_bytes_per_step");
-    r.bytes_sent_per_step = static_cast<int64_t>(number("sent_bytes_per_step"));
-    r.wrong = static_cast<int64_t>(number("wrong"));
-    r.test_accuracy = number("test_accuracy");
-    if (column("error") >= 0) r.error = f[column("error")];
-    records.push_back(r);
+    const CsvRow row(&header, std::move(fields));
+    if (row.Text("source") != "measured") continue;  // the model's rows are recomputed
+    ASSIGN_OR_RETURN(RunRecord record, RecordFromRow(row));
+    records.push_back(std::move(record));
   }
   return records;
 }
 
-std::string ToJson(const ScalingResult& result) {
-  const ScalingOptions& o = result.options;
-  std::ostringstream js;
-  js << "{\n\"config\":{\"mode\":" << JsonString(o.mode) << ",\"nodes\":[" << absl::StrJoin(o.nodes, ",")
-     << "],\"model_bytes\":[" << absl::StrJoin(o.model_bytes, ",") << "],\"steps\":" << o.steps
-     << ",\"warmup_steps\":" << o.warmup_steps << ",\"ps_servers\":" << o.ps_servers
-     << ",\"ps_mode\":" << JsonString(o.ps_mode) << ",\"link\":" << JsonString(o.link)
-     << ",\"delay\":" << JsonString(o.delay) << ",\"queue\":" << JsonString(o.queue) << ",\"compute_ms\":" << JsonNumber(o.compute_ms) << "},\n";
-  js << "\"cluster\":{\"emulated\":" << (result.emulated ? "true" : "false")
-     << ",\"fallback_reason\":" << JsonString(result.fallback_reason)
-     << ",\"link_bytes_per_second\":" << JsonNumber(result.link_bytes_per_second)
-     << ",\"stream_bytes_per_second\":" << JsonNumber(result.stream_bytes_per_second) << "},\n";
-  js << "\"fits\":{";
-  bool first = true;
-  for (const auto& [e, f] : result.fits) {
-    js << (first ? "" : ",") << JsonString(ExchangeName(e)) << ":{\"alpha_s\":" << JsonNumber(f.alpha)
-       << ",\"beta_s_per_byte\":" << JsonNumber(f.beta) << ",\"points\":" << f.points
-       << ",\"max_relative_error\":" << JsonNumber(f.max_relative_error) << "}";
-    first = false;
-  }
-  js << "},\n\"runs\":[\n";
-  for (size_t i = 0; i < result.records.size(); ++i) {
-    const RunRecord& r = result.records[i];
-    js << (i ? ",\n" : "") << "{\"exchange\":" << JsonString(ExchangeName(r.exchange)) << ",\"nodes\":" << r.nodes
-       << ",\"servers\":" << r.servers << ",\"bytes\":" << r.bytes << ",\"steps\":" << r.steps
-       << ",\"ok\":" << (r.ok() ? "true" : "false") << ",\"step_s\":" << JsonNumber(r.step_s)
-       << ",\"compute_s\":" << JsonNumber(r.compute_s) << ",\"exchange_s\":" << JsonNumber(r.exchange_s)
-       << ",\"model_s\":" << JsonNumber(r.ok() ? ModelSeconds(result, r.exchange, r.nodes, r.bytes) : -1)
-       << ",\"samples_per_s\":" << JsonNumber(r.samples_per_s) << ",\"algbw_Bps\":" << JsonNumber(r.algbw)
-       << ",\"busbw_Bps\":" << JsonNumber(r.busbw) << ",\"link_bytes_per_step\":" << JsonNumber(r.link_bytes_per_step)
-       << ",\"bytes_sent_per_step\":" << r.bytes_sent_per_step << ",\"wrong\":" << r.wrong
-       << ",\"test_accuracy\":" << JsonNumber(r.test_accuracy) << ",\"wall_s\":" << JsonNumber(r.wall_s)
-       << ",\"error\":" << JsonString(r.error) << "}";
-  }
-  js << "\n],\n\"model\":[\n";
-  first = true;
-  for (size_t bytes : Sizes(result)) {
-    for (Exchange e : ExchangesRun(result)) {
-      for (int n : o.extrapolate_nodes) {
-        const double t = ModelSeconds(result, e, n, bytes);
-        if (t < 0) continue;
-        js << (first ? "" : ",\n") << "{\"exchange\":" << JsonString(ExchangeName(e)) << ",\"nodes\":" << n
-           << ",\"bytes\":" << bytes << ",\"seconds\":" << JsonNumber(t) << "}";
-        first = false;
-      }
-    }
-  }
-  js << "\n]\n}\n";
-  return js.str();
+namespace {
+
+// JSON has no inf or nan: such a value stays unset and its key is absent (proto/bench_report.proto).
+template <typename Message, typename Setter>
+void SetFinite(Message* message, Setter setter, double value) {
+  if (std::isfinite(value)) (message->*setter)(value);
 }
 
-Figure MakeFigure(const ScalingResult& result, size_t bytes) {
-  const ScalingOptions& o = result.options;
-  const double link = result.link_bytes_per_second;
-  const bool compute_based = o.mode == "train" || o.compute_ms > 0;
-  const int max_model_nodes =
-      std::max(MaxMeasuredNodes(result),
-               o.extrapolate_nodes.empty() ? 1 : *std::max_element(o.extrapolate_nodes.begin(),
-                                                                   o.extrapolate_nodes.end()));
-  Figure figure;
-  figure.title = absl::StrFormat(
-      "PS vs ring allreduce: %s, S = %s, B = %s per link%s",
-      o.mode == "train" ? "training the MLP" : "gradient exchange", Size(bytes),
-      link > 0 ? absl::StrFormat("%s (%.1f MB/s)", LinkText(result), link / 1e6) : "unlimited",
-      result.emulated ? " (emulated cluster)" : " (LOOPBACK, not a network)");
-  figure.subtitle = absl::StrFormat(
-      "dots: measured (N = %s); dashed: fitted alpha-beta model, extrapolated to N = %d; ps-dedicated K = %d",
-      absl::StrJoin(o.nodes, ","), max_model_nodes, o.ps_servers);
+proto::ScalingConfig ConfigMessage(const ScalingOptions& o) {
+  proto::ScalingConfig config;
+  config.set_mode(o.mode);
+  for (int n : o.nodes) config.add_nodes(n);
+  for (size_t bytes : o.model_bytes) config.add_model_bytes(bytes);
+  config.set_steps(o.steps);
+  config.set_warmup_steps(o.warmup_steps);
+  config.set_ps_servers(o.ps_servers);
+  config.set_ps_mode(o.ps_mode);
+  config.set_link(o.cluster.link);
+  config.set_delay(o.cluster.delay);
+  config.set_queue(o.cluster.queue);
+  SetFinite(&config, &proto::ScalingConfig::set_compute_ms, o.compute_ms);
+  return config;
+}
 
-  Panel time;
-  time.title = "Step time vs nodes";
-  time.x_label = "nodes N (workers)";
-  time.y_label = "time per step (s)";
-  time.x_scale = Scale::kLog2;
-  time.y_scale = Scale::kLog10;
-  Panel eff;
-  eff.title = compute_based ? "Scaling efficiency vs nodes" : "Bandwidth efficiency vs nodes";
-  eff.x_label = "nodes N (workers)";
-  eff.x_scale = Scale::kLog2;
-  if (compute_based) {
-    eff.y_label = "efficiency = T1 / step time (%)";
-  } else if (link > 0) {
-    eff.y_label = "busbw / link bandwidth B (%)";
-  } else {
-    eff.y_label = "bus bandwidth (MB/s)";
+proto::ClusterInfo ClusterMessage(const ScalingResult& result) {
+  proto::ClusterInfo cluster;
+  cluster.set_emulated(result.emulated);
+  cluster.set_fallback_reason(result.fallback_reason);
+  SetFinite(&cluster, &proto::ClusterInfo::set_link_bytes_per_second, result.link_bytes_per_second);
+  SetFinite(&cluster, &proto::ClusterInfo::set_stream_bytes_per_second, result.stream_bytes_per_second);
+  return cluster;
+}
+
+proto::ModelFitRecord FitMessage(const ModelFit& f) {
+  proto::ModelFitRecord fit;
+  SetFinite(&fit, &proto::ModelFitRecord::set_alpha_s, f.alpha);
+  SetFinite(&fit, &proto::ModelFitRecord::set_beta_s_per_byte, f.beta);
+  fit.set_points(f.points);
+  SetFinite(&fit, &proto::ModelFitRecord::set_max_relative_error, f.max_relative_error);
+  return fit;
+}
+
+proto::RunReport RunMessage(const ScalingResult& result, const RunRecord& r) {
+  using proto::RunReport;
+  RunReport run;
+  run.set_exchange(ExchangeName(r.exchange));
+  run.set_nodes(r.nodes);
+  run.set_servers(r.servers);
+  run.set_bytes(r.bytes);
+  run.set_steps(r.steps);
+  run.set_ok(r.ok());
+  SetFinite(&run, &RunReport::set_step_s, r.step_s);
+  SetFinite(&run, &RunReport::set_compute_s, r.compute_s);
+  SetFinite(&run, &RunReport::set_exchange_s, r.exchange_s);
+  SetFinite(&run, &RunReport::set_model_s, RecordModelSeconds(result, r));
+  SetFinite(&run, &RunReport::set_samples_per_s, r.samples_per_s);
+  SetFinite(&run, &RunReport::set_algbw_bps, r.algbw);
+  SetFinite(&run, &RunReport::set_busbw_bps, r.busbw);
+  SetFinite(&run, &RunReport::set_link_bytes_per_step, r.link_bytes_per_step);
+  run.set_bytes_sent_per_step(r.bytes_sent_per_step);
+  run.set_wrong(r.wrong);
+  SetFinite(&run, &RunReport::set_test_accuracy, r.test_accuracy);
+  SetFinite(&run, &RunReport::set_wall_s, r.wall_s);
+  run.set_error(r.error);
+  return run;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ToJson(const ScalingResult& result) {
+  proto::ScalingReport report;
+  *report.mutable_config() = ConfigMessage(result.options);
+  *report.mutable_cluster() = ClusterMessage(result);
+  for (const auto& [e, fit] : result.fits) (*report.mutable_fits())[ExchangeName(e)] = FitMessage(fit);
+  for (const RunRecord& r : result.records) *report.add_runs() = RunMessage(result, r);
+  for (const ModelPoint& m : Extrapolation(result)) {
+    proto::ModelPoint* point = report.add_model();
+    point->set_exchange(ExchangeName(m.exchange));
+    point->set_nodes(m.nodes);
+    point->set_bytes(m.bytes);
+    SetFinite(point, &proto::ModelPoint::set_seconds, m.seconds);
   }
-  if (compute_based || link > 0) {
-    eff.y_min = 0;
-    eff.y_max = 100;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(report, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print scaling.json: ", status.ToString(),
+                                            "; the CSV holds the same runs"));
+  }
+  return json;
+}
+
+namespace {
+
+// One fixed colour per exchange, so every plot reads the same.
+std::string ExchangeColor(Exchange e) {
+  const std::vector<Exchange> all = AllExchanges();
+  return PaletteColor(static_cast<int>(std::find(all.begin(), all.end(), e) - all.begin()));
+}
+
+// The two panels at one S: step time, and efficiency (bandwidth efficiency busbw / B without compute, weak
+// scaling T1 / step time with it), each with a measured and a model series per exchange.
+class FigureBuilder {
+ public:
+  FigureBuilder(const ScalingResult& result, size_t bytes)
+      : result_(result),
+        o_(result.options),
+        bytes_(bytes),
+        link_(result.link_bytes_per_second),
+        compute_based_(o_.mode == "train" || o_.compute_ms > 0),
+        compute_(SingleWorkerStepSeconds(result)) {
+    max_model_nodes_ = MaxMeasuredNodes(result);
+    for (int n : o_.extrapolate_nodes) max_model_nodes_ = std::max(max_model_nodes_, n);
   }
 
-  const double compute = SingleWorkerStepSeconds(result);
-  const std::vector<Exchange> exchanges = ExchangesRun(result);
-  for (size_t i = 0; i < exchanges.size(); ++i) {
-    const Exchange e = exchanges[i];
-    // One fixed colour per exchange, so every plot reads the same.
-    const std::vector<Exchange> all = AllExchanges();
-    const std::string color =
-        PaletteColor(static_cast<int>(std::find(all.begin(), all.end(), e) - all.begin()));
-    const std::string name = ExchangeName(e);
-    // Weak scaling: efficiency = T1 / step time, T1 one worker's step without exchange.
-    auto efficiency = [&](double exchange_s, double step_s, int n) {
-      if (compute_based) {
-        const double total = o.mode == "train" ? step_s : compute + exchange_s;
-        return total > 0 ? std::min(100.0, 100 * compute / total) : 0;
-      }
-      const double busbw = exchange_s > 0 ? bytes / exchange_s * AllReduceBusFactor(n) : 0;
-      return link > 0 ? 100 * busbw / link : busbw / 1e6;
-    };
-    Series measured_time{name + " measured", color, {}, Style::kMarkers};
-    Series measured_eff{name + " measured", color, {}, Style::kMarkers};
-    for (const auto& r : result.records) {
-      if (!r.ok() || r.exchange != e || r.bytes != bytes) continue;
+  Figure Build() const {
+    Figure figure;
+    figure.title = absl::StrFormat(
+        "PS vs ring allreduce: %s, S = %s, B = %s per link%s",
+        o_.mode == "train" ? "training the MLP" : "gradient exchange", Size(bytes_),
+        link_ > 0 ? absl::StrFormat("%s (%.1f MB/s)", LinkText(result_), link_ / 1e6) : "unlimited",
+        result_.emulated ? " (emulated cluster)" : " (LOOPBACK, not a network)");
+    figure.subtitle = absl::StrFormat(
+        "dots: measured (N = %s); dashed: fitted alpha-beta model, extrapolated to N = %d; ps-dedicated K = %d",
+        absl::StrJoin(o_.nodes, ","), max_model_nodes_, o_.ps_servers);
+    Panel time = TimePanel();
+    Panel efficiency = EfficiencyPanel();
+    for (Exchange e : ExchangesRun(result_)) {
+      AddMeasured(e, &time, &efficiency);
+      AddModel(e, &time, &efficiency);
+    }
+    figure.panels = {time, efficiency};
+    return figure;
+  }
+
+ private:
+  static Panel TimePanel() {
+    Panel time;
+    time.title = "Step time vs nodes";
+    time.x_label = "nodes N (workers)";
+    time.y_label = "time per step (s)";
+    time.x_scale = Scale::kLog2;
+    time.y_scale = Scale::kLog10;
+    return time;
+  }
+
+  Panel EfficiencyPanel() const {
+    Panel eff;
+    eff.title = compute_based_ ? "Scaling efficiency vs nodes" : "Bandwidth efficiency vs nodes";
+    eff.x_label = "nodes N (workers)";
+    eff.x_scale = Scale::kLog2;
+    if (compute_based_) {
+      eff.y_label = "efficiency = T1 / step time (%)";
+    } else if (link_ > 0) {
+      eff.y_label = "busbw / link bandwidth B (%)";
+    } else {
+      eff.y_label = "bus bandwidth (MB/s)";
+    }
+    if (compute_based_ || link_ > 0) {
+      eff.y_min = 0;
+      eff.y_max = 100;
+    }
+    return eff;
+  }
+
+  // Weak scaling: efficiency = T1 / step time, T1 one worker's step without exchange; else busbw / B.
+  double Efficiency(Exchange e, double exchange_s, double step_s, int n) const {
+    if (compute_based_) {
+      const double total = o_.mode == "train" ? step_s : compute_ + exchange_s;
+      return total > 0 ? std::min(100.0, 100 * compute_ / total) : 0;
+    }
+    const double busbw = exchange_s > 0 ? bytes_ / exchange_s * PluginFor(e).BusFactor(n) : 0;
+    return link_ > 0 ? 100 * busbw / link_ : busbw / 1e6;
+  }
+
+  // busbw is not defined for one node (nothing crosses a link in an allreduce of one).
+  bool HasEfficiency(int nodes) const { return nodes >= 2 || compute_based_; }
+
+  void AddMeasured(Exchange e, Panel* time, Panel* efficiency) const {
+    Series step{ExchangeName(e) + " measured", ExchangeColor(e), {}, Style::kMarkers};
+    Series eff = step;
+    for (const auto& r : result_.records) {
+      if (!r.ok() || r.exchange != e || r.bytes != bytes_) continue;
       // Without compute, a step that crosses no link (one node, ring or co-located) is a memory copy: no
       // point on a network plot.
-      const bool crosses_link = BusiestLinkBytes(e, r.nodes, r.servers, r.bytes) > 0;
-      if (!compute_based && !crosses_link) continue;
-      measured_time.points.push_back({static_cast<double>(r.nodes), r.step_s});
-      // busbw is not defined for one node (nothing crosses a link in an allreduce of one).
-      if (r.nodes >= 2 || compute_based) {
-        measured_eff.points.push_back({static_cast<double>(r.nodes), efficiency(r.exchange_s, r.step_s, r.nodes)});
+      if (!compute_based_ && !CrossesLink(r)) continue;
+      step.points.push_back({static_cast<double>(r.nodes), r.step_s});
+      if (HasEfficiency(r.nodes)) {
+        eff.points.push_back({static_cast<double>(r.nodes), Efficiency(e, r.exchange_s, r.step_s, r.nodes)});
       }
     }
-    Series model_time{name + " model", color, {}, Style::kDashedLine};
-    Series model_eff{name + " model", color, {}, Style::kDashedLine};
-    if (result.fits.count(e)) {
-      for (int nodes : ModelNodes(max_model_nodes)) {
-        const int servers = ServerCount(e, nodes, o.ps_servers);
-        if (BusiestLinkBytes(e, nodes, servers, bytes) == 0) continue;  // nothing on a link: outside the model
-        const double t = PredictSeconds(e, result.fits.at(e), nodes, servers, bytes);
-        const double step = (compute_based ? compute : 0) + t;
-        if (step > 0) model_time.points.push_back({static_cast<double>(nodes), step});
-        if (nodes >= 2 || compute_based) {
-          model_eff.points.push_back({static_cast<double>(nodes), efficiency(t, step, nodes)});
-        }
-      }
-    }
-    time.series.push_back(measured_time);
-    time.series.push_back(model_time);
-    eff.series.push_back(measured_eff);
-    eff.series.push_back(model_eff);
+    time->series.push_back(step);
+    efficiency->series.push_back(eff);
   }
-  figure.panels = {time, eff};
-  return figure;
-}
+
+  void AddModel(Exchange e, Panel* time, Panel* efficiency) const {
+    Series step{ExchangeName(e) + " model", ExchangeColor(e), {}, Style::kDashedLine};
+    Series eff = step;
+    auto fit = result_.fits.find(e);
+    const ExchangePlugin& plugin = PluginFor(e);
+    for (int nodes : fit == result_.fits.end() ? std::vector<int>() : ModelNodes(max_model_nodes_)) {
+      const CostTerms terms = plugin.Terms(nodes, plugin.Servers(nodes, o_.ps_servers), bytes_);
+      if (terms.link_bytes == 0) continue;  // nothing on a link: outside the model
+      const double t = PredictSeconds(fit->second, terms);
+      const double seconds = (compute_based_ ? compute_ : 0) + t;
+      if (seconds > 0) step.points.push_back({static_cast<double>(nodes), seconds});
+      if (HasEfficiency(nodes)) eff.points.push_back({static_cast<double>(nodes), Efficiency(e, t, seconds, nodes)});
+    }
+    time->series.push_back(step);
+    efficiency->series.push_back(eff);
+  }
+
+  const ScalingResult& result_;
+  const ScalingOptions& o_;
+  const size_t bytes_;
+  const double link_;
+  const bool compute_based_;
+  const double compute_;
+  int max_model_nodes_ = 1;
+};
+
+}  // namespace
+
+Figure MakeFigure(const ScalingResult& result, size_t bytes) { return FigureBuilder(result, bytes).Build(); }
 
 absl::Status WriteOutputs(const ScalingResult& result, const std::string& dir, std::vector<std::string>* written) {
   std::string path;
@@ -554,8 +707,9 @@ absl::Status WriteOutputs(const ScalingResult& result, const std::string& dir, s
     }
   }
   const std::vector<size_t> sizes = Sizes(result);
+  ASSIGN_OR_RETURN(std::string json, ToJson(result));
   std::vector<std::pair<std::string, std::string>> files = {{"scaling.csv", ToCsv(result)},
-                                                            {"scaling.json", ToJson(result)}};
+                                                            {"scaling.json", std::move(json)}};
   if (!sizes.empty()) files.push_back({"scaling.svg", RenderSvg(MakeFigure(result, sizes.back()))});
   for (const auto& [name, content] : files) {
     const std::string file = absl::StrCat(dir, "/", name);
@@ -566,6 +720,74 @@ absl::Status WriteOutputs(const ScalingResult& result, const std::string& dir, s
     written->push_back(file);
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// Prints the report and the verdict, writes the files; non-OK when a run failed or had wrong elements.
+absl::Status Report(const ScalingResult& result, const std::string& out_dir) {
+  PrintReport(result, std::cout);
+  PrintVerdict(result, std::cout);
+  std::vector<std::string> written;
+  RETURN_IF_ERROR(WriteOutputs(result, out_dir, &written));
+  for (const auto& file : written) std::cout << "# wrote " << file << "\n";
+  std::cout << std::flush;
+  int failed = 0;
+  int64_t wrong = 0;
+  for (const auto& r : result.records) {
+    failed += r.ok() ? 0 : 1;
+    wrong += r.wrong;
+  }
+  if (failed > 0 || wrong > 0) {
+    return absl::InternalError(absl::StrCat(failed, " of ", result.records.size(), " runs failed and ", wrong,
+                                            " wrong elements; see the report above"));
+  }
+  return absl::OkStatus();
+}
+
+// What was run is what the CSV holds.
+void OptionsFromRecords(ScalingOptions* options, const std::vector<RunRecord>& records) {
+  std::set<Exchange> exchanges;
+  std::set<int> nodes;
+  std::set<size_t> sizes;
+  for (const RunRecord& r : records) {
+    exchanges.insert(r.exchange);
+    nodes.insert(r.nodes);
+    sizes.insert(r.bytes);
+  }
+  options->exchanges.clear();
+  for (Exchange e : AllExchanges()) {
+    if (exchanges.count(e)) options->exchanges.push_back(e);
+  }
+  options->nodes.assign(nodes.begin(), nodes.end());
+  options->model_bytes.assign(sizes.begin(), sizes.end());
+}
+
+}  // namespace
+
+absl::Status RunAndReport(const ScalingOptions& options, const std::string& out_dir) {
+  ASSIGN_OR_RETURN(ScalingResult result, RunScaling(options, &std::cerr));
+  return Report(result, out_dir);
+}
+
+absl::Status ReportFromCsv(const ScalingOptions& options, const std::string& csv_path, const std::string& out_dir) {
+  std::ifstream in(csv_path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", csv_path, ": pass a scaling.csv written by a run"));
+  std::stringstream text;
+  text << in.rdbuf();
+  ScalingResult result;
+  result.options = options;
+  ASSIGN_OR_RETURN(result.records, RecordsFromCsv(text.str()));
+  OptionsFromRecords(&result.options, result.records);
+  const ClusterOptions& cluster = options.cluster;
+  result.emulated = !cluster.force_loopback;
+  if (cluster.force_loopback) result.fallback_reason = "re-rendered with --loopback";
+  if (result.emulated && !cluster.link.empty()) {
+    ASSIGN_OR_RETURN(const double bits, ParseLinkRate(cluster.link));
+    result.link_bytes_per_second = bits / 8;
+  }
+  FitModels(&result);
+  return Report(result, out_dir);
 }
 
 }  // namespace psring::bench

@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/subprocess.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "proto/bench_report.pb.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace psring::bench {
@@ -100,10 +102,13 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   }
   EXPECT_EQ(svg.find("nan"), std::string::npos);
 
-  const std::string json = ReadFile(out_dir + "/scaling.json");
-  EXPECT_EQ(json.front(), '{');
-  EXPECT_EQ(Count(json, "{"), Count(json, "}"));
-  EXPECT_EQ(Count(json, "\"ok\":true"), 8);
+  // JSON: the report message, every run successful.
+  proto::ScalingReport report;
+  google::protobuf::util::JsonParseOptions strict;
+  strict.ignore_unknown_fields = false;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(out_dir + "/scaling.json"), &report, strict).ok());
+  ASSERT_EQ(report.runs_size(), 8);
+  for (const proto::RunReport& run : report.runs()) EXPECT_TRUE(run.ok()) << run.exchange() << " " << run.error();
 }
 
 TEST(ScalingE2eTest, LoopbackRunsEveryHostOn127001) {

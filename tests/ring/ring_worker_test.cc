@@ -42,11 +42,11 @@ std::vector<ProcessResult> RunAll(const std::vector<ProcessSpec>& specs) {
 }
 
 // The PSRING_RESULT line of one process (fails the test when there is not exactly one).
-bench::ResultLine ResultOf(const ProcessResult& p) {
-  absl::StatusOr<std::vector<bench::ResultLine>> lines = bench::ExtractResults(p.stdout_text);
+proto::WorkerResult ResultOf(const ProcessResult& p) {
+  absl::StatusOr<bench::ResultLines> lines = bench::ExtractResults(p.stdout_text);
   EXPECT_TRUE(lines.ok()) << lines.status();
-  EXPECT_EQ(lines.ok() ? lines->size() : 0, 1u) << p.name << " stdout:\n" << p.stdout_text << p.stderr_tail;
-  return lines.ok() && lines->size() == 1 ? lines->front() : bench::ResultLine{};
+  EXPECT_EQ(lines.ok() ? lines->workers.size() : 0, 1u) << p.name << " stdout:\n" << p.stdout_text << p.stderr_tail;
+  return lines.ok() && lines->workers.size() == 1 ? lines->workers.front() : proto::WorkerResult{};
 }
 
 TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
@@ -68,14 +68,14 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
     ASSERT_EQ(results.size(), static_cast<size_t>(c.n));
     for (int r = 0; r < c.n; ++r) {
       ASSERT_EQ(results[r].exit_code, 0) << results[r].stderr_tail;
-      const bench::ResultLine line = ResultOf(results[r]);
-      EXPECT_EQ(line.String("exchange"), "ring-tcp");
-      EXPECT_EQ(line.Number("rank", -1), r);
-      EXPECT_EQ(line.Number("world_size"), c.n);
-      EXPECT_EQ(line.Number("steps"), 3);
-      EXPECT_EQ(line.Number("bytes"), c.bytes);
-      EXPECT_EQ(line.Number("wrong", -1), 0);
-      EXPECT_GT(line.Number("bytes_sent"), 0);
+      const proto::WorkerResult line = ResultOf(results[r]);
+      EXPECT_EQ(line.exchange(), "ring-tcp");
+      EXPECT_EQ(line.rank(), r);
+      EXPECT_EQ(line.world_size(), c.n);
+      EXPECT_EQ(line.steps(), 3);
+      EXPECT_EQ(line.bytes(), c.bytes);
+      EXPECT_EQ(line.wrong(), 0);
+      EXPECT_GT(line.bytes_sent(), 0);
     }
   }
 }
@@ -138,9 +138,9 @@ TEST(RingWorkerTest, TorchrunStyleEnvironment) {
   ASSERT_EQ(results.size(), static_cast<size_t>(kRanks));
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_EQ(results[r].exit_code, 0) << results[r].stderr_tail;
-    const bench::ResultLine line = ResultOf(results[r]);
-    EXPECT_EQ(line.Number("rank", -1), r);
-    EXPECT_EQ(line.Number("wrong", -1), 0);
+    const proto::WorkerResult line = ResultOf(results[r]);
+    EXPECT_EQ(line.rank(), r);
+    EXPECT_EQ(line.wrong(), 0);
   }
 }
 
@@ -157,13 +157,13 @@ TEST(RingWorkerTest, MpirunLaunchTrainsAndPrintsTheAccuracy) {
   ASSERT_EQ(results.size(), 1u);
   ASSERT_EQ(results[0].exit_code, 0) << results[0].stdout_text << results[0].stderr_tail;
   EXPECT_TRUE(absl::StrContains(results[0].stdout_text, "test accuracy:")) << results[0].stdout_text;
-  absl::StatusOr<std::vector<bench::ResultLine>> lines = bench::ExtractResults(results[0].stdout_text);
+  absl::StatusOr<bench::ResultLines> lines = bench::ExtractResults(results[0].stdout_text);
   ASSERT_TRUE(lines.ok()) << lines.status();
-  ASSERT_EQ(lines->size(), 2u) << results[0].stdout_text;
+  ASSERT_EQ(lines->workers.size(), 2u) << results[0].stdout_text;
   // Both ranks end with the same parameters, so they report the same accuracy.
-  EXPECT_EQ((*lines)[0].Number("test_accuracy"), (*lines)[1].Number("test_accuracy"));
-  EXPECT_GE((*lines)[0].Number("test_accuracy", -1), 0);
-  EXPECT_EQ((*lines)[0].Number("world_size"), 2);
+  EXPECT_EQ(lines->workers[0].test_accuracy(), lines->workers[1].test_accuracy());
+  EXPECT_GE(lines->workers[0].test_accuracy(), 0);
+  EXPECT_EQ(lines->workers[0].world_size(), 2);
 }
 
 }  // namespace
