@@ -32,7 +32,8 @@ ABSL_FLAG(
     "dies or stalls makes the others fail within it instead of hanging.");
 ABSL_FLAG(std::string, ring_transport, "",
           "tcp (the ring over TCP, host memory) or nccl (NCCL on the GPU; needs a CUDA build and a GPU). "
-          "Empty: nccl when --device is cuda, or auto with a usable GPU; otherwise tcp.");
+          "Empty or auto: nccl when every rank trains on a GPU of its own, otherwise tcp; one decision for "
+          "the whole job (rank 0's), and an error when ranks ask for different transports.");
 ABSL_FLAG(
     int64_t, model_bytes, 0,
     "Gradient-only mode when > 0: no model; allreduce (average) this many bytes of float32 values "
@@ -49,15 +50,6 @@ ABSL_FLAG(
 namespace psring::ring {
 namespace {
 
-absl::StatusOr<Transport> ChooseTransport(const std::string& device) {
-  const std::string flag = absl::GetFlag(FLAGS_ring_transport);
-  if (!flag.empty()) return ParseTransport(flag);
-  // --device=cuda without a GPU: say which flag to change (not the transport, which follows the device).
-  if (device == "cuda") RETURN_IF_ERROR(trainer::ResolveDevice(device, nullptr).status());
-  if (device == "cuda" || (device == "auto" && GpuUsable())) return Transport::kNccl;
-  return Transport::kTcp;
-}
-
 absl::Status Run() {
   ASSIGN_OR_RETURN(ClusterEnv env, ClusterEnvFromFlags());
   ASSIGN_OR_RETURN(trainer::TrainOptions train, trainer::TrainOptionsFromFlags());
@@ -71,7 +63,8 @@ absl::Status Run() {
   // One GPU per local rank, chosen before anything creates a CUDA context (on device 0 otherwise).
   if (train.device != "cpu") RETURN_IF_ERROR(trainer::SelectCudaDevice(env.local_rank));
   RingExchangeOptions options;
-  ASSIGN_OR_RETURN(options.group.transport, ChooseTransport(train.device));
+  ASSIGN_OR_RETURN(options.group.transport, ParseTransport(absl::GetFlag(FLAGS_ring_transport)));
+  if (train.device != "cpu") options.group.gpu = trainer::CudaDeviceIdentity();
   options.group.tcp.iface_addr = absl::GetFlag(FLAGS_iface_addr);
   options.group.tcp.timeout = absl::Seconds(timeout_s);
   options.group.tcp.socket_buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);

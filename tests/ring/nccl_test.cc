@@ -1,5 +1,5 @@
 // The NCCL transport (built only with CUDA). NCCL refuses two ranks on one GPU, so these run world size 1:
-// the staging and device data paths, the store handshake and error reporting. Skipped without a GPU.
+// the staging and device data paths, the store handshake and error reporting. Skipped without a GPU (a failure with PSRING_REQUIRE_GPU=1).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "ring/process_group.h"
 #include "ring/ring_exchange.h"
+#include "tests/testing/gpu.h"
 #include "trainer/exchange.h"
 #include "trainer/train.h"
 
@@ -37,7 +38,7 @@ TEST(NcclTest, WithoutAGpuCreationFailsWithAClearStatus) {
 }
 
 TEST(NcclTest, HostAndDeviceBuffersAtWorldSizeOne) {
-  if (!GpuUsable()) GTEST_SKIP() << "no usable GPU";
+  if (!GpuUsable()) PSRING_SKIP_WITHOUT_GPU() << "no usable GPU";
   InMemoryStore store;
   std::unique_ptr<ProcessGroup> g = NcclGroup(&store);
   ASSERT_NE(g, nullptr);
@@ -69,7 +70,7 @@ TEST(NcclTest, HostAndDeviceBuffersAtWorldSizeOne) {
 }
 
 TEST(NcclTest, TrainingOnTheGpuThroughNcclMatchesTheCpu) {
-  if (!GpuUsable()) GTEST_SKIP() << "no usable GPU";
+  if (!GpuUsable()) PSRING_SKIP_WITHOUT_GPU() << "no usable GPU";
   trainer::TrainOptions o;
   o.hidden = {64, 32};
   o.batch_size = 32;
