@@ -67,10 +67,8 @@ def _cuda_configure_impl(rctx):
     if rctx.os.environ.get("PSRING_DISABLE_CUDA", "") == "1":
         missing = ["(disabled by PSRING_DISABLE_CUDA=1)"]
     cuda_enabled = len(missing) == 0
-    nccl, tried = _first_nccl(rctx, root) if cuda_enabled else (None, [])
-    if rctx.os.environ.get("PSRING_DISABLE_NCCL", "") == "1":
-        nccl = None
-        tried = ["(disabled by PSRING_DISABLE_NCCL=1)"]
+    disabled_nccl = rctx.os.environ.get("PSRING_DISABLE_NCCL", "") == "1"
+    nccl, tried = _first_nccl(rctx, root) if cuda_enabled and not disabled_nccl else (None, [])
 
     if not cuda_enabled:
         summary = "psring: CUDA off (missing: {}); building the CPU path only".format(", ".join(missing))
@@ -84,6 +82,8 @@ def _cuda_configure_impl(rctx):
                 nccl.include,
                 nccl.lib,
             )
+        elif disabled_nccl:
+            summary += "NCCL disabled by PSRING_DISABLE_NCCL=1: CUDA trainer built, ring transport TCP only"
         else:
             summary += ("NCCL not found (looked in $NCCL_HOME, $NCCL_ROOT, {}): CUDA trainer built, " +
                         "ring transport TCP only").format(", ".join(tried))
