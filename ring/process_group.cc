@@ -90,7 +90,11 @@ bool NcclCompiledIn() {
 bool GpuUsable() {
 #ifdef PSRING_WITH_NCCL
   int devices = 0;
-  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) {
+    (void)cudaGetLastError();  // "no GPU" is the answer here, not an error for the next launch check
+    return false;
+  }
+  return devices > 0;
 #else
   return false;
 #endif

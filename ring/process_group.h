@@ -36,9 +36,10 @@ enum class Transport {
 
 // "" or "auto" | "tcp" | "nccl"; kInvalidArgument otherwise.
 absl::StatusOr<Transport> ParseTransport(const std::string& name);
+// The flag's spelling: "auto", "tcp" or "nccl".
 const char* TransportName(Transport transport);
 
-// True when this binary was built with NCCL (CUDA toolkit present at build time).
+// True when this binary was built with NCCL (CUDA and NCCL found at build time, tools/cuda_configure.bzl).
 bool NcclCompiledIn();
 
 // True when NCCL is compiled in and CUDA reports at least one usable GPU.
