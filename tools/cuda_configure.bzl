@@ -146,4 +146,5 @@ cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,
     environ = ["CUDA_PATH", "NCCL_HOME", "NCCL_ROOT", "PSRING_DISABLE_CUDA", "PSRING_DISABLE_NCCL"],
     local = True,
+    configure = True,
 )
