@@ -19,7 +19,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
       name: target name.
       srcs: .cu files. Each may include headers from `hdrs` relative to the workspace root.
       hdrs: headers, exported to dependents and visible to nvcc.
-      deps: cc deps of the resulting library (@local_cuda//:cudart is always added).
+      deps: cc deps of the resulting library (@local_cuda//:headers is always added; the binary links the
+        CUDA runtime, or a test a fake one).
       **kwargs: passed to cc_library.
     """
     if not CUDA_ENABLED:
@@ -40,7 +41,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
         name = name,
         srcs = objs,
         hdrs = hdrs,
-        deps = deps + ["@local_cuda//:cudart"],
+        deps = deps + ["@local_cuda//:headers"],
         alwayslink = True,
         **kwargs
     )

@@ -20,6 +20,8 @@ struct State {
   ncclResult_t comm_state = ncclSuccess;
   int blocking_copies = 0;
   int launches = 0;
+  std::vector<StreamOp> stream_log;
+  std::vector<cudaStream_t> streams;
 };
 
 State& S() {
@@ -43,6 +45,10 @@ void Reset(const Config& config) {
   S().config = config;
   last_error = cudaSuccess;
 }
+
+Config& MutableConfig() { return S().config; }
+const std::vector<StreamOp>& StreamLog() { return S().stream_log; }
+const std::vector<cudaStream_t>& CreatedStreams() { return S().streams; }
 
 void MakeStreamBusy(int polls) { S().pending_polls = polls; }
 
@@ -78,6 +84,14 @@ cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
   *stream = new CUstream_st();
+  S().streams.push_back(*stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  S().stream_log.push_back({"sync", stream});
+  if (S().pending_polls < 0) return Record(cudaErrorLaunchTimeout);  // a hang, as far as a test can tell
+  S().pending_polls = 0;
   return cudaSuccess;
 }
 
@@ -115,7 +129,15 @@ cudaError_t cudaFreeHost(void* ptr) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  S().stream_log.push_back({"memset", stream});
+  std::memset(ptr, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  S().stream_log.push_back({"copy", stream});
   const void* host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
   if (host != nullptr && S().pinned.count(host) == 0 && StreamBusy()) ++S().blocking_copies;
   std::memcpy(dst, src, bytes);
@@ -125,6 +147,60 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t*, const void*, void**) {
   ++S().launches;
   return Record(S().config.launch_result);
+}
+
+// nvcc's module registration (a .cu object calls these at load time) --------------------------------------
+
+// Declared in crt/host_runtime.h, which only nvcc's generated code includes.
+extern "C" {
+
+void** __cudaRegisterFatBinary(void*) {
+  static void* handle = nullptr;
+  return &handle;
+}
+void __cudaRegisterFatBinaryEnd(void**) {}
+void __cudaUnregisterFatBinary(void**) {}
+void __cudaRegisterFunction(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*, int*) {}
+
+// Reached only through a triple-chevron launch, which psring does not use (LaunchKernel instead).
+cudaError_t __cudaPopCallConfiguration(dim3*, dim3*, size_t*, void*) { return Record(cudaErrorNotSupported); }
+cudaError_t __cudaGetKernel(cudaKernel_t*, const void*) { return Record(cudaErrorNotSupported); }
+cudaError_t __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t) {
+  return Record(cudaErrorNotSupported);
+}
+
+}  // extern "C"
+
+// cuBLAS: handles and streams are tracked, the arithmetic is not done -----------------------------------
+
+struct cublasContext {};
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
+  *handle = new cublasContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t stream) {
+  S().stream_log.push_back({"cublas", stream});
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+const char* cublasGetStatusString(cublasStatus_t) { return "fake cuBLAS status"; }
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float*,
+                              const float*, int, const float*, int, const float*, float*, int) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemv_v2(cublasHandle_t, cublasOperation_t, int, int, const float*, const float*, int,
+                              const float*, int, const float*, float*, int) {
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 // NCCL -----------------------------------------------------------------------------------------------------

@@ -7,12 +7,15 @@
 //     peer); a copy between that busy stream and pageable host memory (not from cudaMallocHost) is counted,
 //     because the real runtime blocks the host there until the stream is done;
 //   - NCCL calls that return, or report asynchronously, a chosen result, with a log of the communicator's
-//     lifecycle calls (init, finalize, destroy, abort).
+//     lifecycle calls (init, finalize, destroy, abort);
+//   - a log of the streams that memsets, copies, synchronisations and cuBLAS work were put on; cuBLAS calls
+//     and kernel launches are recorded, not computed; nvcc's module registration hooks do nothing.
 // Data moves as in a world of one rank: collectives leave their buffers as they are. Not thread-safe beyond
 // the per-thread error slot: one test thread drives it.
 #ifndef PSRING_TESTS_TESTING_FAKE_CUDA_H_
 #define PSRING_TESTS_TESTING_FAKE_CUDA_H_
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -35,6 +38,9 @@ struct Config {
 // Starts afresh with `config`: clears the log, the counters and the calling thread's error slot.
 void Reset(const Config& config);
 
+// The configuration in force; tests may change it between calls.
+Config& MutableConfig();
+
 // Gives the stream work that takes `polls` cudaStreamQuery calls to finish.
 void MakeStreamBusy(int polls);
 
@@ -46,6 +52,15 @@ int BlockingPageableCopies();
 
 // Kernel launches seen by cudaLaunchKernelExC.
 int Launches();
+
+// "memset", "copy", "sync", "cublas" (a stream bound to a cuBLAS handle) with the stream each used, in order.
+struct StreamOp {
+  std::string op;
+  cudaStream_t stream;
+};
+const std::vector<StreamOp>& StreamLog();
+// Streams made by cudaStreamCreateWithFlags, in order.
+const std::vector<cudaStream_t>& CreatedStreams();
 
 }  // namespace psring::testing::fake_cuda
 
