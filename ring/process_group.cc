@@ -72,9 +72,12 @@ absl::StatusOr<Transport> ParseTransport(const std::string& name) {
 
 const char* TransportName(Transport transport) {
   switch (transport) {
-    case Transport::kAuto: return "auto";
-    case Transport::kTcp: return "tcp";
-    case Transport::kNccl: return "nccl";
+    case Transport::kAuto:
+      return "auto";
+    case Transport::kTcp:
+      return "tcp";
+    case Transport::kNccl:
+      return "nccl";
   }
   return "?";
 }
@@ -119,10 +122,10 @@ absl::StatusOr<Transport> Decide(const std::vector<std::string>& requests) {
   }
   for (const auto& [r, t] : explicit_requests) {
     if (t != explicit_requests.front().second) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "ranks disagree on the ring transport: rank ", explicit_requests.front().first, " asked for ",
-          TransportName(explicit_requests.front().second), ", rank ", r, " for ", TransportName(t),
-          "; pass the same --ring_transport to every rank (or none)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("ranks disagree on the ring transport: rank ", explicit_requests.front().first,
+                       " asked for ", TransportName(explicit_requests.front().second), ", rank ", r, " for ",
+                       TransportName(t), "; pass the same --ring_transport to every rank (or none)"));
     }
   }
   if (!explicit_requests.empty()) return explicit_requests.front().second;
@@ -145,9 +148,9 @@ absl::StatusOr<Transport> AgreeOnTransport(Store* store, int rank, int world_siz
       requests.push_back(std::move(request));
     }
     absl::StatusOr<Transport> decision = Decide(requests);
-    RETURN_IF_ERROR(store->Set(absl::StrCat(base, "decision"),
-                               decision.ok() ? TransportName(*decision)
-                                             : absl::StrCat("error:", decision.status().message())));
+    RETURN_IF_ERROR(store->Set(
+        absl::StrCat(base, "decision"),
+        decision.ok() ? TransportName(*decision) : absl::StrCat("error:", decision.status().message())));
   }
   ASSIGN_OR_RETURN(std::string decision, store->Get(absl::StrCat(base, "decision"), timeout));
   if (absl::StartsWith(decision, "error:")) {

@@ -91,8 +91,8 @@ class ProcessGroup {
 };
 
 // Connects this rank into a group of `world_size` through `store` (used during the call: the transport
-// agreement, the TCP addresses or NCCL's unique id). Blocks until every rank has joined or options.tcp.timeout
-// passes.
+// agreement, the TCP addresses or NCCL's unique id). Blocks until every rank has joined or
+// options.tcp.timeout passes.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateProcessGroup(Store* store, int rank, int world_size,
                                                                  const ProcessGroupOptions& options);
 

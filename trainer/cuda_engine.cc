@@ -178,17 +178,27 @@ class CudaEngine final : public Engine {
   }
 
   float* Resolve(const PlanOperand& operand) const {
-    float* base = nullptr;
-    switch (operand.buffer) {
-      case PlanBuffer::kParams: base = params_.get(); break;
-      case PlanBuffer::kGrads: base = grads_.get(); break;
-      case PlanBuffer::kInput: base = input_.get(); break;
-      case PlanBuffer::kActivation: base = activations_[operand.layer].get(); break;
-      case PlanBuffer::kDelta0: base = deltas_[0].get(); break;
-      case PlanBuffer::kDelta1: base = deltas_[1].get(); break;
-      case PlanBuffer::kOnes: base = ones_.get(); break;
+    return Base(operand.buffer, operand.layer) + operand.offset;
+  }
+
+  float* Base(PlanBuffer buffer, int layer) const {
+    switch (buffer) {
+      case PlanBuffer::kParams:
+        return params_.get();
+      case PlanBuffer::kGrads:
+        return grads_.get();
+      case PlanBuffer::kInput:
+        return input_.get();
+      case PlanBuffer::kActivation:
+        return activations_[layer].get();
+      case PlanBuffer::kDelta0:
+        return deltas_[0].get();
+      case PlanBuffer::kDelta1:
+        return deltas_[1].get();
+      case PlanBuffer::kOnes:
+        return ones_.get();
     }
-    return base + operand.offset;
+    return nullptr;
   }
 
   // Enqueues the steps on stream_ (cuBLAS is bound to it).
@@ -197,10 +207,9 @@ class CudaEngine final : public Engine {
     for (const PlanStep& p : plan) {
       switch (p.kind) {
         case PlanStep::Kind::kGemm:
-          CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                             p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n, p.k, &one,
-                                             Resolve(p.a), p.lda, Resolve(p.b), p.ldb, &zero, Resolve(p.c),
-                                             p.ldc));
+          CUBLAS_RETURN_IF_ERROR(cublasSgemm(
+              cublas_, p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+              p.m, p.n, p.k, &one, Resolve(p.a), p.lda, Resolve(p.b), p.ldb, &zero, Resolve(p.c), p.ldc));
           break;
         case PlanStep::Kind::kGemv:
           CUBLAS_RETURN_IF_ERROR(cublasSgemv(cublas_, CUBLAS_OP_N, p.m, p.n, &one, Resolve(p.a), p.lda,
@@ -210,8 +219,8 @@ class CudaEngine final : public Engine {
           CUDA_RETURN_IF_ERROR(cuda::BiasAddRelu(Resolve(p.c), Resolve(p.a), p.n, p.m, p.relu, stream_));
           break;
         case PlanStep::Kind::kReluBackward:
-          CUDA_RETURN_IF_ERROR(cuda::ReluBackward(Resolve(p.a), Resolve(p.c),
-                                                  static_cast<size_t>(p.m) * p.n, stream_));
+          CUDA_RETURN_IF_ERROR(
+              cuda::ReluBackward(Resolve(p.a), Resolve(p.c), static_cast<size_t>(p.m) * p.n, stream_));
           break;
       }
     }
@@ -268,7 +277,7 @@ class CudaEngine final : public Engine {
   DeviceArray<float> grads_;
   DeviceArray<float> momentum_;
   std::vector<DeviceArray<float>> activations_;  // per layer output (post-ReLU for hidden layers)
-  DeviceArray<float> deltas_[2];  // PlanBuffer::kDelta0 and kDelta1
+  DeviceArray<float> deltas_[2];                 // PlanBuffer::kDelta0 and kDelta1
   DeviceArray<float> input_;
   DeviceArray<int32_t> labels_;
   DeviceArray<float> ones_;  // max_batch ones, for the bias gradient

@@ -1,6 +1,7 @@
 // The CUDA Engine (cuBLAS GEMMs plus this project's kernels in cuda_kernels.cu). Built only when the CUDA
 // toolkit is present (CUDA_ENABLED); otherwise cuda_engine_stub.cc provides these functions and reports that
-// CUDA is not compiled in. The free functions are thread-safe; an engine itself is driven by one thread (engine.h).
+// CUDA is not compiled in. The free functions are thread-safe; an engine itself is driven by one thread
+// (engine.h).
 #ifndef PSRING_TRAINER_CUDA_ENGINE_H_
 #define PSRING_TRAINER_CUDA_ENGINE_H_
 

@@ -20,8 +20,8 @@
 
 namespace psring::trainer::cuda {
 
-// Rounded float multiply, add and subtract that are never fused into one FMA: on the device nvcc contracts a * b + c
-// unless told per operation; on the host the optimizer's own flags forbid it (-ffp-contract=off, and
+// Rounded float multiply, add and subtract that are never fused into one FMA: on the device nvcc contracts a
+// * b + c unless told per operation; on the host the optimizer's own flags forbid it (-ffp-contract=off, and
 // x86-64-v2 has no FMA instruction), so plain operators give the same bits there.
 PSRING_HOST_DEVICE inline float MulRn(float a, float b) {
 #if defined(__CUDA_ARCH__)
@@ -62,8 +62,8 @@ PSRING_HOST_DEVICE inline void ReluBackwardAt(const float* y, float* dy, size_t 
 // arg-max is the label) and, when dlogits is not null, row b of the gradient of the batch-mean loss,
 // (softmax - onehot) / batch.
 PSRING_HOST_DEVICE inline void SoftmaxCrossEntropyRow(const float* logits, const int32_t* labels, int b,
-                                                      int batch, int classes, float* dlogits,
-                                                      float* row_loss, float* row_hit) {
+                                                      int batch, int classes, float* dlogits, float* row_loss,
+                                                      float* row_hit) {
   const float* z = logits + static_cast<size_t>(b) * classes;
   int arg_max = 0;
   for (int c = 1; c < classes; ++c) {

@@ -72,7 +72,8 @@ std::vector<PlanStep> BackwardPlan(const MlpLayout& layout, int batch) {
     weight.ldc = s.in;
     plan.push_back(weight);
 
-    // db[out] = dY^T[out, B] * ones[B]: a GEMV keeps the whole GPU busy where one thread per column would not.
+    // db[out] = dY^T[out, B] * ones[B]: a GEMV keeps the whole GPU busy where one thread per column would
+    // not.
     PlanStep bias;
     bias.kind = PlanStep::Kind::kGemv;
     bias.m = s.out;

@@ -7,6 +7,8 @@
 // Memory is row-major as everywhere in the trainer; cuBLAS is column-major and sees each row-major matrix as
 // its transpose (a row-major [rows, cols] array is a column-major [cols, rows] one with leading dimension
 // cols). Pure functions of the layout and the batch size; no CUDA here.
+//
+//   for (const PlanStep& step : ForwardPlan(layout, batch)) { /* cublasSgemm / a kernel, per step.kind */ }
 #ifndef PSRING_TRAINER_CUDA_PLAN_H_
 #define PSRING_TRAINER_CUDA_PLAN_H_
 

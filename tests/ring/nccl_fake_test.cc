@@ -86,7 +86,8 @@ TEST(NcclFakeTest, DeadPeerFailsAtTheTimeoutAndAborts) {
     if (call == 1) s = g->AllReduceHost(metrics.data(), 1, ReduceOp::kAverage);
     if (call == 2) s = g->Broadcast(reinterpret_cast<float*>(metrics.data()), 2, 0, false);
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-    EXPECT_EQ(s.code(), call == 0 ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kFailedPrecondition)
+    EXPECT_EQ(s.code(),
+              call == 0 ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kFailedPrecondition)
         << s;
   }
   EXPECT_EQ(fake::BlockingPageableCopies(), 0);
@@ -95,7 +96,8 @@ TEST(NcclFakeTest, DeadPeerFailsAtTheTimeoutAndAborts) {
 }
 
 // Runs a host allreduce that fails under `config`; expects the group to refuse further calls, no error left
-// in the thread's CUDA slot, and the communicator aborted (not finalised, not destroyed). Returns the failure.
+// in the thread's CUDA slot, and the communicator aborted (not finalised, not destroyed). Returns the
+// failure.
 absl::Status FailingAllReduce(const fake::Config& config) {
   fake::Reset(config);
   InMemoryStore store;

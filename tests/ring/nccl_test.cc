@@ -1,5 +1,6 @@
 // The NCCL transport (built only with CUDA). NCCL refuses two ranks on one GPU, so these run world size 1:
-// the staging and device data paths, the store handshake and error reporting. Skipped without a GPU (a failure with PSRING_REQUIRE_GPU=1).
+// the staging and device data paths, the store handshake and error reporting. Skipped without a GPU (a
+// failure with PSRING_REQUIRE_GPU=1).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "ring/process_group.h"
 #include "ring/ring_exchange.h"
 #include "tests/testing/gpu.h"
+#include "trainer/cuda_engine.h"
 #include "trainer/exchange.h"
 #include "trainer/train.h"
 
@@ -67,6 +69,19 @@ TEST(NcclTest, HostAndDeviceBuffersAtWorldSizeOne) {
   EXPECT_EQ(metrics, (std::vector<double>{0.5, 2.0}));
   EXPECT_TRUE(g->Barrier().ok());
   EXPECT_EQ(g->Broadcast(host.data(), host.size(), 3, false).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The job-wide agreement picks NCCL for ranks that each have a GPU of their own (here: the only rank).
+TEST(NcclTest, AutoPicksNcclForARankWithItsOwnGpu) {
+  if (!GpuUsable()) PSRING_SKIP_WITHOUT_GPU() << "no usable GPU";
+  InMemoryStore store;
+  ProcessGroupOptions o;
+  o.transport = Transport::kAuto;
+  o.gpu = trainer::CudaDeviceIdentity();
+  ASSERT_FALSE(o.gpu.empty());
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> g = CreateProcessGroup(&store, 0, 1, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->backend(), "nccl");
 }
 
 TEST(NcclTest, TrainingOnTheGpuThroughNcclMatchesTheCpu) {

@@ -68,15 +68,15 @@ TEST(TransportAgreementTest, OneRankWithoutAGpuMakesTheJobTcp) {
 }
 
 TEST(TransportAgreementTest, AnExplicitRequestDecidesForTheRanksThatLeftItToAuto) {
-  ExpectEveryRankGets(
-      Agree({{Transport::kAuto, "a:1"}, {Transport::kTcp, "a:2"}, {Transport::kAuto, "a:3"}}), Transport::kTcp);
+  ExpectEveryRankGets(Agree({{Transport::kAuto, "a:1"}, {Transport::kTcp, "a:2"}, {Transport::kAuto, "a:3"}}),
+                      Transport::kTcp);
   ExpectEveryRankGets(Agree({{Transport::kAuto, ""}, {Transport::kNccl, ""}, {Transport::kNccl, ""}}),
                       Transport::kNccl);
 }
 
 TEST(TransportAgreementTest, ConflictingRequestsFailOnEveryRankNamingThem) {
-  const std::vector<absl::StatusOr<Transport>> results =
-      Agree({{Transport::kAuto, ""}, {Transport::kNccl, "a:1"}, {Transport::kAuto, ""}, {Transport::kTcp, ""}});
+  const std::vector<absl::StatusOr<Transport>> results = Agree(
+      {{Transport::kAuto, ""}, {Transport::kNccl, "a:1"}, {Transport::kAuto, ""}, {Transport::kTcp, ""}});
   for (size_t r = 0; r < results.size(); ++r) {
     EXPECT_EQ(results[r].status().code(), absl::StatusCode::kFailedPrecondition) << "rank " << r;
     EXPECT_EQ(results[r].status().message(),

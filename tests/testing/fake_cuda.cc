@@ -160,7 +160,8 @@ void** __cudaRegisterFatBinary(void*) {
 }
 void __cudaRegisterFatBinaryEnd(void**) {}
 void __cudaUnregisterFatBinary(void**) {}
-void __cudaRegisterFunction(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*, int*) {}
+void __cudaRegisterFunction(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*,
+                            int*) {}
 
 // Reached only through a triple-chevron launch, which psring does not use (LaunchKernel instead).
 cudaError_t __cudaPopCallConfiguration(dim3*, dim3*, size_t*, void*) { return Record(cudaErrorNotSupported); }
@@ -193,8 +194,8 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t stream) {
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 const char* cublasGetStatusString(cublasStatus_t) { return "fake cuBLAS status"; }
 
-cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float*,
-                              const float*, int, const float*, int, const float*, float*, int) {
+cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                              const float*, const float*, int, const float*, int, const float*, float*, int) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -242,7 +243,8 @@ ncclResult_t FakeCollective() {
 
 }  // namespace
 
-ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) {
+ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                           cudaStream_t) {
   return FakeCollective();
 }
 

@@ -27,12 +27,12 @@ namespace psring::testing::fake_cuda {
 struct Config {
   int stream_polls_until_done = 0;  // cudaStreamQuery answers "not ready" this often after each collective
   bool collectives_hang = false;    // ... or forever
-  int comm_polls_until_ready = 0;   // ncclCommGetAsyncError says ncclInProgress this often after init/finalize
-  ncclResult_t init_async_result = ncclSuccess;        // the communicator's state once its set-up is done
-  ncclResult_t collective_result = ncclSuccess;        // returned by ncclAllReduce / ncclBroadcast
+  int comm_polls_until_ready = 0;  // ncclCommGetAsyncError says ncclInProgress this often after init/finalize
+  ncclResult_t init_async_result = ncclSuccess;  // the communicator's state once its set-up is done
+  ncclResult_t collective_result = ncclSuccess;  // returned by ncclAllReduce / ncclBroadcast
   ncclResult_t async_result_after_collective = ncclSuccess;  // reported by ncclCommGetAsyncError afterwards
-  cudaError_t malloc_result = cudaSuccess;             // returned by cudaMalloc
-  cudaError_t launch_result = cudaSuccess;             // returned by cudaLaunchKernelExC
+  cudaError_t malloc_result = cudaSuccess;                   // returned by cudaMalloc
+  cudaError_t launch_result = cudaSuccess;                   // returned by cudaLaunchKernelExC
 };
 
 // Starts afresh with `config`: clears the log, the counters and the calling thread's error slot.

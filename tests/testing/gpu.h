@@ -22,12 +22,11 @@ inline bool GpuRequired() {
 
 }  // namespace psring::testing
 
-#define PSRING_SKIP_WITHOUT_GPU()                                                                   \
-  return GTEST_MESSAGE_AT_(__FILE__, __LINE__,                                                     \
-                           ::psring::testing::GpuRequired()                                        \
-                               ? "PSRING_REQUIRE_GPU=1 but this GPU test cannot run"               \
-                               : "",                                                               \
-                           ::psring::testing::GpuRequired() ? ::testing::TestPartResult::kFatalFailure \
-                                                            : ::testing::TestPartResult::kSkip)
+#define PSRING_SKIP_WITHOUT_GPU()                                                                  \
+  return GTEST_MESSAGE_AT_(                                                                        \
+      __FILE__, __LINE__,                                                                          \
+      ::psring::testing::GpuRequired() ? "PSRING_REQUIRE_GPU=1 but this GPU test cannot run" : "", \
+      ::psring::testing::GpuRequired() ? ::testing::TestPartResult::kFatalFailure                  \
+                                       : ::testing::TestPartResult::kSkip)
 
 #endif  // PSRING_TESTS_TESTING_GPU_H_

@@ -1,6 +1,8 @@
 // Launch checks and CUDA status conversion against a fake CUDA runtime (tests/testing/fake_cuda.h), so the
 // part of defect 1 that lives in the trainer runs without a GPU: a launch reports its own error only, and a
 // reported error does not stay behind in the thread's last-error slot.
+#include "trainer/cuda_launch.h"
+
 #include <cuda_runtime.h>
 
 #include <string>
@@ -8,7 +10,6 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_cuda.h"
-#include "trainer/cuda_launch.h"
 #include "trainer/cuda_status.h"
 
 namespace psring::trainer {

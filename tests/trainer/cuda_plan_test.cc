@@ -3,6 +3,8 @@
 // (trainer/cuda_kernel_bodies.h) between them, and must give the CPU engine's logits, loss and gradients;
 // the SGD body must give the host optimizer's bits. Every operand a plan names is checked to lie inside its
 // buffer before BLAS touches it.
+#include "trainer/cuda_plan.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include "trainer/cpu_engine.h"
 #include "trainer/cpu_kernels.h"
 #include "trainer/cuda_kernel_bodies.h"
-#include "trainer/cuda_plan.h"
 #include "trainer/mlp.h"
 #include "trainer/optimizer.h"
 #include "trainer/random.h"
@@ -32,18 +33,26 @@ struct HostBuffers {
         delta0(static_cast<size_t>(max_batch) * layout.max_width()),
         delta1(delta0.size()),
         ones(max_batch, 1.0f) {
-    for (const LinearSlice& s : layout.layers()) activations.emplace_back(static_cast<size_t>(max_batch) * s.out);
+    for (const LinearSlice& s : layout.layers())
+      activations.emplace_back(static_cast<size_t>(max_batch) * s.out);
   }
 
   std::vector<float>& Of(const PlanOperand& o) {
     switch (o.buffer) {
-      case PlanBuffer::kParams: return params;
-      case PlanBuffer::kGrads: return grads;
-      case PlanBuffer::kInput: return input;
-      case PlanBuffer::kActivation: return activations.at(o.layer);
-      case PlanBuffer::kDelta0: return delta0;
-      case PlanBuffer::kDelta1: return delta1;
-      case PlanBuffer::kOnes: return ones;
+      case PlanBuffer::kParams:
+        return params;
+      case PlanBuffer::kGrads:
+        return grads;
+      case PlanBuffer::kInput:
+        return input;
+      case PlanBuffer::kActivation:
+        return activations.at(o.layer);
+      case PlanBuffer::kDelta0:
+        return delta0;
+      case PlanBuffer::kDelta1:
+        return delta1;
+      case PlanBuffer::kOnes:
+        return ones;
     }
     return params;
   }
@@ -77,8 +86,8 @@ void RunOnCpu(const std::vector<PlanStep>& plan, HostBuffers* b) {
         float* c = At(b, p.c, Extent(p.m, p.n, p.ldc));
         ASSERT_TRUE(a && x && c);
         cblas_sgemm(CblasColMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
-                    p.transpose_b ? CblasTrans : CblasNoTrans, p.m, p.n, p.k, 1.0f, a, p.lda, x, p.ldb, 0.0f, c,
-                    p.ldc);
+                    p.transpose_b ? CblasTrans : CblasNoTrans, p.m, p.n, p.k, 1.0f, a, p.lda, x, p.ldb, 0.0f,
+                    c, p.ldc);
         break;
       }
       case PlanStep::Kind::kGemv: {

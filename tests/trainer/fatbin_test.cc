@@ -30,7 +30,12 @@ T Read(const std::string& bytes, size_t offset) {
 
 // The bytes of the ELF64 section called `name`, or "" when there is none.
 std::string Section(const std::string& elf, const std::string& name) {
-  if (elf.size() < 64 || elf.compare(0, 4, "\x7f" "ELF") != 0 || elf[4] != 2) return "";
+  if (elf.size() < 64 ||
+      elf.compare(0, 4,
+                  "\x7f"
+                  "ELF") != 0 ||
+      elf[4] != 2)
+    return "";
   const uint64_t shoff = Read<uint64_t>(elf, 0x28);
   const uint16_t shentsize = Read<uint16_t>(elf, 0x3A);
   const uint16_t shnum = Read<uint16_t>(elf, 0x3C);
