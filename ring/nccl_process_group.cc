@@ -13,7 +13,9 @@
 namespace psring::ring {
 namespace {
 
-// ncclInProgress is not an error for a non-blocking communicator: Wait() polls it to completion.
+using trainer::PollStream;
+
+// ncclInProgress is not an error for a non-blocking communicator: WaitComm() polls it to completion.
 #define PSRING_NCCL_RETURN_IF_ERROR(comm, expr)                                                     \
   do {                                                                                              \
     const ncclResult_t psring_nccl_res_ = (expr);                                                   \
@@ -31,6 +33,10 @@ absl::Status NcclError(ncclComm_t comm, ncclResult_t res, const std::string& whe
                                          (detail && *detail) ? absl::StrCat(" (", detail, ")") : ""));
 }
 
+// Every public call runs through Guard(): whatever fails — an NCCL call's own result, an asynchronous
+// communicator error, a CUDA call, a timeout — leaves the group failed, so the destructor aborts the
+// communicator (ncclCommAbort) instead of finalising a broken one, and later collectives refuse to run. The
+// clean path finalises (flushing NCCL's outstanding work, bounded by the timeout) and then destroys.
 class NcclProcessGroup final : public ProcessGroup {
  public:
   NcclProcessGroup(int rank, int world_size, absl::Duration timeout)
@@ -38,44 +44,21 @@ class NcclProcessGroup final : public ProcessGroup {
 
   ~NcclProcessGroup() override {
     if (comm_ != nullptr) {
-      if (failed_) {
-        ncclCommAbort(comm_);
+      // A destructor cannot report; a finalisation that fails or times out falls back to the abort.
+      if (failed_ || !Finalize().ok()) {
+        (void)ncclCommAbort(comm_);
       } else {
-        ncclCommDestroy(comm_);
+        (void)ncclCommDestroy(comm_);
       }
     }
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    if (staging_ != nullptr) cudaFree(staging_);
+    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+    if (device_staging_ != nullptr) (void)cudaFree(device_staging_);
+    if (host_staging_ != nullptr) (void)cudaFreeHost(host_staging_);
+    (void)cudaGetLastError();  // nothing above may leave an error for the thread's next launch check
   }
 
   absl::Status Init(Store* store, const ProcessGroupOptions& options) {
-    int devices = 0;
-    const cudaError_t probe = cudaGetDeviceCount(&devices);
-    if (probe != cudaSuccess || devices == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "NCCL needs a usable GPU, but CUDA says: ",
-          probe != cudaSuccess ? cudaGetErrorString(probe) : "no device", "; use --ring_transport=tcp"));
-    }
-    CUDA_RETURN_IF_ERROR(cudaSetDevice(options.cuda_device % devices));
-    CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-
-    ncclUniqueId id;
-    const std::string key = absl::StrCat(options.tcp.store_prefix, "/nccl_id");
-    if (rank_ == 0) {
-      PSRING_NCCL_RETURN_IF_ERROR(nullptr, ncclGetUniqueId(&id));
-      RETURN_IF_ERROR(store->Set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id))));
-    } else {
-      ASSIGN_OR_RETURN(std::string bytes, store->Get(key, options.tcp.timeout));
-      if (bytes.size() != sizeof(id)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("NCCL unique id in the store has ", bytes.size(), " bytes, expected ", sizeof(id)));
-      }
-      std::memcpy(&id, bytes.data(), sizeof(id));
-    }
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    PSRING_NCCL_RETURN_IF_ERROR(comm_, ncclCommInitRankConfig(&comm_, world_size_, id, rank_, &config));
-    return WaitComm(absl::Now() + options.tcp.timeout, "NCCL communicator set-up");
+    return Guard(InitUnguarded(store, options));
   }
 
   std::string backend() const override { return "nccl"; }
@@ -118,45 +101,102 @@ class NcclProcessGroup final : public ProcessGroup {
  private:
   static ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : ncclSum; }
 
+  absl::Status Guard(absl::Status status) {
+    if (!status.ok()) failed_ = true;
+    return status;
+  }
+
+  absl::Status InitUnguarded(Store* store, const ProcessGroupOptions& options) {
+    int devices = 0;
+    const cudaError_t probe = cudaGetDeviceCount(&devices);
+    if (probe != cudaSuccess || devices == 0) {
+      (void)cudaGetLastError();  // reported below
+      return absl::FailedPreconditionError(absl::StrCat(
+          "NCCL needs a usable GPU, but CUDA says: ",
+          probe != cudaSuccess ? cudaGetErrorString(probe) : "no device", "; use --ring_transport=tcp"));
+    }
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(options.cuda_device % devices));
+    CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+
+    ncclUniqueId id;
+    const std::string key = absl::StrCat(options.tcp.store_prefix, "/nccl_id");
+    if (rank_ == 0) {
+      PSRING_NCCL_RETURN_IF_ERROR(nullptr, ncclGetUniqueId(&id));
+      RETURN_IF_ERROR(store->Set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id))));
+    } else {
+      ASSIGN_OR_RETURN(std::string bytes, store->Get(key, options.tcp.timeout));
+      if (bytes.size() != sizeof(id)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("NCCL unique id in the store has ", bytes.size(), " bytes, expected ", sizeof(id)));
+      }
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    PSRING_NCCL_RETURN_IF_ERROR(comm_, ncclCommInitRankConfig(&comm_, world_size_, id, rank_, &config));
+    return WaitComm(absl::Now() + options.tcp.timeout, "NCCL communicator set-up");
+  }
+
   template <typename Launch>
   absl::Status Collective(void* data, size_t count, size_t elem, bool on_device, Launch launch,
                           bool allreduce) {
-    if (failed_)
-      return absl::FailedPreconditionError("an earlier NCCL collective failed; the group is unusable");
+    if (failed_) {
+      return absl::FailedPreconditionError("an earlier NCCL call failed; the group is unusable");
+    }
+    return Guard(CollectiveUnguarded(data, count, elem, on_device, launch, allreduce));
+  }
+
+  // Host buffers travel through a pinned host buffer and a device buffer. Every copy is then truly
+  // asynchronous, so the only waiting is WaitStream's, bounded by the deadline: a copy from or into pageable
+  // memory would block the host until the stream reached it — behind a collective that a dead peer never
+  // lets finish, i.e. forever.
+  template <typename Launch>
+  absl::Status CollectiveUnguarded(void* data, size_t count, size_t elem, bool on_device, Launch launch,
+                                   bool allreduce) {
     const absl::Time deadline = absl::Now() + timeout_;
     const size_t bytes = count * elem;
+    const bool staged = !on_device && bytes > 0;
     void* buf = data;
-    if (!on_device && bytes > 0) {
-      if (staging_bytes_ < bytes) {
-        if (staging_ != nullptr) CUDA_RETURN_IF_ERROR(cudaFree(staging_));
-        staging_ = nullptr;
-        CUDA_RETURN_IF_ERROR(cudaMalloc(&staging_, bytes));
-        staging_bytes_ = bytes;
-      }
-      buf = staging_;
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, stream_));
+    if (staged) {
+      RETURN_IF_ERROR(ReserveStaging(bytes));
+      std::memcpy(host_staging_, data, bytes);
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(device_staging_, host_staging_, bytes, cudaMemcpyHostToDevice, stream_));
+      buf = device_staging_;
     }
     PSRING_NCCL_RETURN_IF_ERROR(comm_, launch(buf));
     RETURN_IF_ERROR(WaitComm(deadline, "NCCL collective launch"));
-    if (!on_device && bytes > 0) {
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, stream_));
+    if (staged) {
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(host_staging_, device_staging_, bytes, cudaMemcpyDeviceToHost, stream_));
     }
     RETURN_IF_ERROR(WaitStream(deadline));
+    if (staged) std::memcpy(data, host_staging_, bytes);
     // What a ring moves per rank: 2(N-1)/N * S for allreduce, S for broadcast (nccl-tests' bus figures).
     bytes_moved_ += allreduce ? bytes * 2 * (world_size_ - 1) / world_size_ : bytes;
     return absl::OkStatus();
   }
 
-  // Polls the communicator until it leaves ncclInProgress; aborts it at `deadline`.
+  absl::Status ReserveStaging(size_t bytes) {
+    if (staging_bytes_ >= bytes) return absl::OkStatus();
+    if (device_staging_ != nullptr) CUDA_RETURN_IF_ERROR(cudaFree(device_staging_));
+    device_staging_ = nullptr;
+    if (host_staging_ != nullptr) CUDA_RETURN_IF_ERROR(cudaFreeHost(host_staging_));
+    host_staging_ = nullptr;
+    staging_bytes_ = 0;
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&device_staging_, bytes));
+    CUDA_RETURN_IF_ERROR(cudaMallocHost(&host_staging_, bytes));
+    staging_bytes_ = bytes;
+    return absl::OkStatus();
+  }
+
+  // Polls the communicator until it leaves ncclInProgress (set-up, a launch, finalisation).
   absl::Status WaitComm(absl::Time deadline, const char* what) {
     while (true) {
       ncclResult_t state = ncclSuccess;
       PSRING_NCCL_RETURN_IF_ERROR(comm_, ncclCommGetAsyncError(comm_, &state));
       if (state == ncclSuccess) return absl::OkStatus();
-      if (state != ncclInProgress) {
-        failed_ = true;
-        return NcclError(comm_, state, what);
-      }
+      if (state != ncclInProgress) return NcclError(comm_, state, what);
       if (absl::Now() >= deadline) return TimedOut(what);
       absl::SleepFor(absl::Microseconds(50));
     }
@@ -165,25 +205,25 @@ class NcclProcessGroup final : public ProcessGroup {
   // Waits for the stream while watching for asynchronous NCCL errors (a dead peer).
   absl::Status WaitStream(absl::Time deadline) {
     while (true) {
-      const cudaError_t q = cudaStreamQuery(stream_);
+      const cudaError_t q = PollStream(stream_);
       if (q == cudaSuccess) return absl::OkStatus();
-      if (q != cudaErrorNotReady) {
-        failed_ = true;
-        return absl::InternalError(absl::StrCat("CUDA stream failed: ", cudaGetErrorString(q)));
-      }
+      if (q != cudaErrorNotReady) return trainer::CudaStatus(q, "cudaStreamQuery", __FILE__, __LINE__);
       ncclResult_t state = ncclSuccess;
       PSRING_NCCL_RETURN_IF_ERROR(comm_, ncclCommGetAsyncError(comm_, &state));
-      if (state != ncclSuccess && state != ncclInProgress) {
-        failed_ = true;
-        return NcclError(comm_, state, "NCCL collective");
-      }
+      if (state != ncclSuccess && state != ncclInProgress) return NcclError(comm_, state, "NCCL collective");
       if (absl::Now() >= deadline) return TimedOut("NCCL collective");
       absl::SleepFor(absl::Microseconds(20));
     }
   }
 
+  // ncclCommFinalize flushes the communicator's outstanding operations; on a non-blocking communicator it
+  // returns ncclInProgress and completes asynchronously.
+  absl::Status Finalize() {
+    PSRING_NCCL_RETURN_IF_ERROR(comm_, ncclCommFinalize(comm_));
+    return WaitComm(absl::Now() + timeout_, "NCCL communicator finalisation");
+  }
+
   absl::Status TimedOut(const char* what) {
-    failed_ = true;
     return absl::DeadlineExceededError(absl::StrCat(what, " on rank ", rank_, " did not finish within ",
                                                     absl::FormatDuration(timeout_),
                                                     "; a rank is stalled or dead (communicator aborted)"));
@@ -194,7 +234,8 @@ class NcclProcessGroup final : public ProcessGroup {
   const absl::Duration timeout_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  void* staging_ = nullptr;
+  void* device_staging_ = nullptr;
+  void* host_staging_ = nullptr;  // pinned (cudaMallocHost)
   size_t staging_bytes_ = 0;
   bool failed_ = false;
   uint64_t bytes_moved_ = 0;

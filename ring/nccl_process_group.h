@@ -1,10 +1,12 @@
-// NCCL transport of the ProcessGroup (compiled only when the CUDA toolkit is present; see ring/BUILD.bazel).
+// NCCL transport of the ProcessGroup (compiled only when NCCL was found at build time; see ring/BUILD.bazel).
 //
 // Rank 0 creates NCCL's unique id and publishes it through the rendezvous store; every rank initialises its
 // communicator non-blocking and polls it, so set-up and every collective are bounded by the timeouts in
 // ProcessGroupOptions. Collectives run on the group's own CUDA stream and return once it has finished;
-// NCCL errors and ncclCommGetAsyncError come back as Status (the communicator is aborted on timeout).
-// Host buffers are staged through a device buffer the group owns. Not thread-safe.
+// NCCL errors and ncclCommGetAsyncError come back as Status. Host buffers are staged through a pinned host
+// buffer and a device buffer the group owns, so no copy can block past the timeout. Any failure leaves the
+// group failed: later collectives refuse to run and the destructor aborts the communicator; otherwise it
+// finalises and destroys it. Not thread-safe.
 #ifndef PSRING_RING_NCCL_PROCESS_GROUP_H_
 #define PSRING_RING_NCCL_PROCESS_GROUP_H_
 

@@ -1,8 +1,13 @@
 #include "ring/process_group.h"
 
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #ifdef PSRING_WITH_NCCL
 #include <cuda_runtime.h>
@@ -58,9 +63,23 @@ class TcpProcessGroup final : public ProcessGroup {
 }  // namespace
 
 absl::StatusOr<Transport> ParseTransport(const std::string& name) {
+  if (name.empty() || name == "auto") return Transport::kAuto;
   if (name == "tcp") return Transport::kTcp;
   if (name == "nccl") return Transport::kNccl;
-  return absl::InvalidArgumentError(absl::StrCat("unknown ring transport '", name, "'; use tcp or nccl"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown ring transport '", name, "'; use auto, tcp or nccl"));
+}
+
+const char* TransportName(Transport transport) {
+  switch (transport) {
+    case Transport::kAuto:
+      return "auto";
+    case Transport::kTcp:
+      return "tcp";
+    case Transport::kNccl:
+      return "nccl";
+  }
+  return "?";
 }
 
 bool NcclCompiledIn() {
@@ -74,20 +93,83 @@ bool NcclCompiledIn() {
 bool GpuUsable() {
 #ifdef PSRING_WITH_NCCL
   int devices = 0;
-  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) {
+    (void)cudaGetLastError();  // "no GPU" is the answer here, not an error for the next launch check
+    return false;
+  }
+  return devices > 0;
 #else
   return false;
 #endif
 }
 
+namespace {
+
+// Rank 0's rule over every rank's request ("<transport>|<gpu>"): the decision, or the error every rank gets.
+absl::StatusOr<Transport> Decide(const std::vector<std::string>& requests) {
+  std::vector<std::pair<int, Transport>> explicit_requests;
+  std::set<std::string> gpus;
+  bool every_rank_has_a_gpu = true;
+  for (int r = 0; r < static_cast<int>(requests.size()); ++r) {
+    const std::vector<std::string> parts = absl::StrSplit(requests[r], absl::MaxSplits('|', 1));
+    if (parts.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat("malformed transport request of rank ", r));
+    }
+    ASSIGN_OR_RETURN(Transport t, ParseTransport(parts[0]));
+    if (t != Transport::kAuto) explicit_requests.emplace_back(r, t);
+    if (parts[1].empty()) every_rank_has_a_gpu = false;
+    gpus.insert(parts[1]);
+  }
+  for (const auto& [r, t] : explicit_requests) {
+    if (t != explicit_requests.front().second) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ranks disagree on the ring transport: rank ", explicit_requests.front().first,
+                       " asked for ", TransportName(explicit_requests.front().second), ", rank ", r, " for ",
+                       TransportName(t), "; pass the same --ring_transport to every rank (or none)"));
+    }
+  }
+  if (!explicit_requests.empty()) return explicit_requests.front().second;
+  const bool own_gpus = every_rank_has_a_gpu && gpus.size() == requests.size();
+  return NcclCompiledIn() && own_gpus ? Transport::kNccl : Transport::kTcp;
+}
+
+}  // namespace
+
+absl::StatusOr<Transport> AgreeOnTransport(Store* store, int rank, int world_size, Transport requested,
+                                           const std::string& gpu, const std::string& prefix,
+                                           absl::Duration timeout) {
+  const std::string base = absl::StrCat(prefix, "/transport/");
+  RETURN_IF_ERROR(
+      store->Set(absl::StrCat(base, "request/", rank), absl::StrCat(TransportName(requested), "|", gpu)));
+  if (rank == 0) {
+    std::vector<std::string> requests;
+    for (int r = 0; r < world_size; ++r) {
+      ASSIGN_OR_RETURN(std::string request, store->Get(absl::StrCat(base, "request/", r), timeout));
+      requests.push_back(std::move(request));
+    }
+    absl::StatusOr<Transport> decision = Decide(requests);
+    RETURN_IF_ERROR(store->Set(
+        absl::StrCat(base, "decision"),
+        decision.ok() ? TransportName(*decision) : absl::StrCat("error:", decision.status().message())));
+  }
+  ASSIGN_OR_RETURN(std::string decision, store->Get(absl::StrCat(base, "decision"), timeout));
+  if (absl::StartsWith(decision, "error:")) {
+    return absl::FailedPreconditionError(decision.substr(6));
+  }
+  return ParseTransport(decision);
+}
+
 absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateProcessGroup(Store* store, int rank, int world_size,
                                                                  const ProcessGroupOptions& options) {
-  if (options.transport == Transport::kNccl) {
+  ASSIGN_OR_RETURN(const Transport transport,
+                   AgreeOnTransport(store, rank, world_size, options.transport, options.gpu,
+                                    options.tcp.store_prefix, options.tcp.timeout));
+  if (transport == Transport::kNccl) {
 #ifdef PSRING_WITH_NCCL
     return CreateNcclProcessGroup(store, rank, world_size, options);
 #else
     return absl::FailedPreconditionError(
-        "this build has no NCCL (no CUDA toolkit at build time); use --ring_transport=tcp");
+        "this build has no NCCL (none found at build time); use --ring_transport=tcp");
 #endif
   }
   ASSIGN_OR_RETURN(std::unique_ptr<TcpRingPeer> peer, ConnectTcpRing(store, rank, world_size, options.tcp));

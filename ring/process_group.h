@@ -28,23 +28,43 @@
 
 namespace psring::ring {
 
-enum class Transport { kTcp, kNccl };
+enum class Transport {
+  kAuto,  // NCCL when every rank of the job has a GPU of its own (and NCCL is built in), else TCP
+  kTcp,
+  kNccl,
+};
 
-// "tcp" | "nccl"; kInvalidArgument otherwise.
+// "" or "auto" | "tcp" | "nccl"; kInvalidArgument otherwise.
 absl::StatusOr<Transport> ParseTransport(const std::string& name);
+// The flag's spelling: "auto", "tcp" or "nccl".
+const char* TransportName(Transport transport);
 
-// True when this binary was built with NCCL (CUDA toolkit present at build time).
+// True when this binary was built with NCCL (CUDA and NCCL found at build time, tools/cuda_configure.bzl).
 bool NcclCompiledIn();
 
 // True when NCCL is compiled in and CUDA reports at least one usable GPU.
 bool GpuUsable();
 
 struct ProcessGroupOptions {
+  // What this rank asks for. The job uses ONE transport, settled through the store by AgreeOnTransport.
   Transport transport = Transport::kTcp;
-  TcpRingOptions tcp;   // its timeout also bounds NCCL's set-up
+  // This rank's GPU, unique across the job ("<host>:<PCI bus id>", trainer::CudaDeviceIdentity()); "" when
+  // the rank trains without one. kAuto picks NCCL only if all are set and distinct: NCCL refuses two ranks
+  // on one GPU.
+  std::string gpu;
+  TcpRingOptions tcp;   // its timeout also bounds NCCL's set-up and the transport agreement
   RingOptions ring;     // its timeout bounds every collective (both transports)
   int cuda_device = 0;  // NCCL: the GPU this rank drives (usually the local rank)
 };
+
+// One transport for the whole job. Every rank publishes its request and `gpu` under `prefix` in the store;
+// rank 0 decides — the explicit requests ("tcp", "nccl") when they agree, otherwise kAuto's rule — and
+// publishes the decision, which every rank reads. kFailedPrecondition on every rank when two ranks asked
+// explicitly for different transports (the message names them). Blocks up to `timeout` for the other ranks.
+// A rank that asked for kAuto follows the decision; an explicit request is always what it gets.
+absl::StatusOr<Transport> AgreeOnTransport(Store* store, int rank, int world_size, Transport requested,
+                                           const std::string& gpu, const std::string& prefix,
+                                           absl::Duration timeout);
 
 class ProcessGroup {
  public:
@@ -70,8 +90,9 @@ class ProcessGroup {
   virtual PhaseTimes last_phase_times() const { return PhaseTimes{}; }
 };
 
-// Connects this rank into a group of `world_size` through `store` (used during the call, and by NCCL for its
-// unique id). Blocks until every rank has joined or options.tcp.timeout passes.
+// Connects this rank into a group of `world_size` through `store` (used during the call: the transport
+// agreement, the TCP addresses or NCCL's unique id). Blocks until every rank has joined or
+// options.tcp.timeout passes.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateProcessGroup(Store* store, int rank, int world_size,
                                                                  const ProcessGroupOptions& options);
 

@@ -22,7 +22,8 @@ ABSL_FLAG(
     "address that routes to --master_addr (the store then listens on every interface).");
 ABSL_FLAG(std::string, ring_transport, "",
           "tcp (the ring over TCP, host memory) or nccl (NCCL on the GPU; needs a CUDA build and a GPU). "
-          "Empty: nccl when --device is cuda, or auto with a usable GPU; otherwise tcp.");
+          "Empty or auto: nccl when every rank trains on a GPU of its own, otherwise tcp; one decision for "
+          "the whole job (rank 0's), and an error when ranks ask for different transports.");
 ABSL_FLAG(int64_t, segment_bytes, psring::ring::RingOptions{}.segment_bytes,
           "TCP ring: bytes per pipelined segment (>= 8; smaller: more overlap between links, more system "
           "calls).");
@@ -34,22 +35,16 @@ ABSL_FLAG(
 namespace psring::ring {
 namespace {
 
-absl::StatusOr<Transport> ChooseTransport(const std::string& device) {
-  const std::string flag = absl::GetFlag(FLAGS_ring_transport);
-  if (!flag.empty()) return ParseTransport(flag);
-  // --device=cuda without a GPU: say which flag to change (not the transport, which follows the device).
-  if (device == "cuda") RETURN_IF_ERROR(trainer::ResolveDevice(device, nullptr).status());
-  if (device == "cuda" || (device == "auto" && GpuUsable())) return Transport::kNccl;
-  return Transport::kTcp;
-}
-
 absl::StatusOr<trainer::WorkerExchange> ConnectRing(const trainer::WorkerOptions& worker) {
   const int64_t segment = absl::GetFlag(FLAGS_segment_bytes);
   if (segment < 8) {
     return absl::InvalidArgumentError(absl::StrCat("--segment_bytes=", segment, ": must be >= 8"));
   }
   RingExchangeOptions options;
-  ASSIGN_OR_RETURN(options.group.transport, ChooseTransport(worker.train.device));
+  // --device=cuda without a GPU: say which flag to change before anyone connects.
+  if (worker.train.device == "cuda") RETURN_IF_ERROR(trainer::ResolveDevice("cuda", nullptr).status());
+  ASSIGN_OR_RETURN(options.group.transport, ParseTransport(absl::GetFlag(FLAGS_ring_transport)));
+  if (worker.train.device != "cpu") options.group.gpu = trainer::CudaDeviceIdentity();
   options.group.tcp.iface_addr = absl::GetFlag(FLAGS_iface_addr);
   options.group.tcp.timeout = worker.timeout;
   options.group.tcp.socket_buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);

@@ -1,4 +1,8 @@
-"""cuda_library: compiles .cu files with nvcc (sm_80 and sm_90 SASS plus compute_90 PTX) into a cc_library."""
+"""cuda_library: compiles .cu files with nvcc (sm_80 and sm_90 SASS plus compute_90 PTX) into a cc_library.
+
+ptxas warns when a kernel spills registers to local memory (-warn-spills): a spill in these small kernels
+would mean a slow path nobody meant to write. //tests/trainer:fatbin_test checks the architectures.
+"""
 
 load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "NVCC")
 
@@ -15,7 +19,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
       name: target name.
       srcs: .cu files. Each may include headers from `hdrs` relative to the workspace root.
       hdrs: headers, exported to dependents and visible to nvcc.
-      deps: cc deps of the resulting library (@local_cuda//:cuda is always added).
+      deps: cc deps of the resulting library (@local_cuda//:headers is always added; the binary links the
+        CUDA runtime, or a test a fake one).
       **kwargs: passed to cc_library.
     """
     if not CUDA_ENABLED:
@@ -27,7 +32,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
             name = obj + "_nvcc",
             srcs = [src] + hdrs,
             outs = [obj],
-            cmd = ("{nvcc} -std=c++17 -O3 -Xcompiler -fPIC {gencode} -I. -I$(GENDIR) " +
+            cmd = ("{nvcc} -std=c++17 -O3 -Xcompiler -fPIC -Xptxas -warn-spills {gencode} -I. -I$(GENDIR) " +
                    "-c $(location {src}) -o $@").format(nvcc = NVCC, gencode = _GENCODE, src = src),
             message = "nvcc " + src,
         )
@@ -36,7 +41,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
         name = name,
         srcs = objs,
         hdrs = hdrs,
-        deps = deps + ["@local_cuda//:cuda"],
+        deps = deps + ["@local_cuda//:headers"],
         alwayslink = True,
         **kwargs
     )

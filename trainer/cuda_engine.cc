@@ -2,6 +2,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "trainer/cuda_kernels.h"
+#include "trainer/cuda_plan.h"
 #include "trainer/cuda_status.h"
 
 namespace psring::trainer {
@@ -35,11 +37,13 @@ class DeviceArray {
     if (data_ != nullptr) (void)cudaFree(data_);
   }
 
-  absl::Status Allocate(size_t count) {
+  // Zeroes the array on `stream`: the engine's stream is non-blocking, so a cudaMemset on the legacy default
+  // stream would be unordered with the engine's own uploads and could zero data written after it.
+  absl::Status Allocate(size_t count, cudaStream_t stream) {
     CUDA_RETURN_IF_ERROR(
         cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(count, 1) * sizeof(T)));
     count_ = count;
-    CUDA_RETURN_IF_ERROR(cudaMemset(data_, 0, count * sizeof(T)));
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(data_, 0, count * sizeof(T), stream));
     return absl::OkStatus();
   }
 
@@ -87,30 +91,8 @@ class CudaEngine final : public Engine {
   absl::StatusOr<BatchStats> ForwardBackward(const float* images, const int32_t* labels, int batch) override {
     RETURN_IF_ERROR(CheckBatch(batch));
     RETURN_IF_ERROR(RunForward(images, batch));
-    RETURN_IF_ERROR(EnqueueLoss(labels, batch, delta_.get()));
-    const std::vector<LinearSlice>& layers = layout_.layers();
-    const float one = 1.0f, zero = 0.0f;
-    for (size_t l = layers.size(); l-- > 0;) {
-      const LinearSlice& s = layers[l];
-      const float* input = l == 0 ? input_.get() : activations_[l - 1].get();
-      const float* w = params_.get() + s.weight_offset;
-      // Column-major view of row-major data (see RunForward): dW^T[in, out] = X^T[in, B] * dY[B, out].
-      CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, batch, &one, input,
-                                         s.in, delta_.get(), s.out, &zero, grads_.get() + s.weight_offset,
-                                         s.in));
-      // db[out] = dY^T[out, B] * ones[B]: a GEMV keeps the whole GPU busy where one thread per column would
-      // not.
-      CUBLAS_RETURN_IF_ERROR(cublasSgemv(cublas_, CUBLAS_OP_N, s.out, batch, &one, delta_.get(), s.out,
-                                         ones_.get(), 1, &zero, grads_.get() + s.bias_offset, 1));
-      if (l > 0) {
-        // dX^T[in, B] = W^T[in, out] * dY^T[out, B]
-        CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, s.in, batch, s.out, &one, w,
-                                           s.in, delta_.get(), s.out, &zero, delta_prev_.get(), s.in));
-        CUDA_RETURN_IF_ERROR(cuda::ReluBackward(activations_[l - 1].get(), delta_prev_.get(),
-                                                static_cast<size_t>(batch) * s.in, stream_));
-        std::swap(delta_, delta_prev_);
-      }
-    }
+    RETURN_IF_ERROR(EnqueueLoss(labels, batch, Resolve({LogitsGradBuffer(layout_)})));
+    RETURN_IF_ERROR(Execute(BackwardPlan(layout_, batch)));
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return Totals(batch);
   }
@@ -158,23 +140,27 @@ class CudaEngine final : public Engine {
     CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     const size_t n = layout_.num_params();
     const size_t rows = static_cast<size_t>(max_batch_);
-    RETURN_IF_ERROR(params_.Allocate(n));
-    RETURN_IF_ERROR(grads_.Allocate(n));
-    RETURN_IF_ERROR(momentum_.Allocate(n));
+    RETURN_IF_ERROR(params_.Allocate(n, stream_));
+    RETURN_IF_ERROR(grads_.Allocate(n, stream_));
+    RETURN_IF_ERROR(momentum_.Allocate(n, stream_));
     for (const LinearSlice& s : layout_.layers()) {
       activations_.emplace_back();
-      RETURN_IF_ERROR(activations_.back().Allocate(rows * s.out));
+      RETURN_IF_ERROR(activations_.back().Allocate(rows * s.out, stream_));
     }
-    RETURN_IF_ERROR(delta_.Allocate(rows * layout_.max_width()));
-    RETURN_IF_ERROR(delta_prev_.Allocate(rows * layout_.max_width()));
-    RETURN_IF_ERROR(input_.Allocate(rows * layout_.input_dim()));
-    RETURN_IF_ERROR(labels_.Allocate(rows));
-    RETURN_IF_ERROR(ones_.Allocate(rows));
+    for (DeviceArray<float>& delta : deltas_) {
+      RETURN_IF_ERROR(delta.Allocate(rows * layout_.max_width(), stream_));
+    }
+    RETURN_IF_ERROR(input_.Allocate(rows * layout_.input_dim(), stream_));
+    RETURN_IF_ERROR(labels_.Allocate(rows, stream_));
+    RETURN_IF_ERROR(ones_.Allocate(rows, stream_));
     RETURN_IF_ERROR(Upload("ones", std::vector<float>(rows, 1.0f), ones_));
-    RETURN_IF_ERROR(row_loss_.Allocate(rows));
-    RETURN_IF_ERROR(row_hit_.Allocate(rows));
-    RETURN_IF_ERROR(totals_.Allocate(2));
+    RETURN_IF_ERROR(row_loss_.Allocate(rows, stream_));
+    RETURN_IF_ERROR(row_hit_.Allocate(rows, stream_));
+    RETURN_IF_ERROR(totals_.Allocate(2, stream_));
     CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&host_totals_), 2 * sizeof(double)));
+    // Everything above is ordered on stream_; finish it so the engine starts from a known state whichever
+    // stream a caller's first copy uses.
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
   }
 
@@ -184,22 +170,59 @@ class CudaEngine final : public Engine {
         absl::StrCat("batch of ", batch, " samples is outside [1, ", max_batch_, "] for this engine"));
   }
 
-  // Row-major Y[B, out] = X[B, in] W^T + b. cuBLAS is column-major, where the same memory holds the
-  // transposes: Y^T[out, B] = W[out, in] (stored as W^T, hence OP_T) * X^T[in, B].
   absl::Status RunForward(const float* images, int batch) {
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(input_.get(), images,
                                          static_cast<size_t>(batch) * layout_.input_dim() * sizeof(float),
                                          cudaMemcpyHostToDevice, stream_));
-    const std::vector<LinearSlice>& layers = layout_.layers();
+    return Execute(ForwardPlan(layout_, batch));
+  }
+
+  float* Resolve(const PlanOperand& operand) const {
+    return Base(operand.buffer, operand.layer) + operand.offset;
+  }
+
+  float* Base(PlanBuffer buffer, int layer) const {
+    switch (buffer) {
+      case PlanBuffer::kParams:
+        return params_.get();
+      case PlanBuffer::kGrads:
+        return grads_.get();
+      case PlanBuffer::kInput:
+        return input_.get();
+      case PlanBuffer::kActivation:
+        return activations_[layer].get();
+      case PlanBuffer::kDelta0:
+        return deltas_[0].get();
+      case PlanBuffer::kDelta1:
+        return deltas_[1].get();
+      case PlanBuffer::kOnes:
+        return ones_.get();
+    }
+    return nullptr;
+  }
+
+  // Enqueues the steps on stream_ (cuBLAS is bound to it).
+  absl::Status Execute(const std::vector<PlanStep>& plan) {
     const float one = 1.0f, zero = 0.0f;
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const LinearSlice& s = layers[l];
-      const float* x = l == 0 ? input_.get() : activations_[l - 1].get();
-      float* y = activations_[l].get();
-      CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, s.out, batch, s.in, &one,
-                                         params_.get() + s.weight_offset, s.in, x, s.in, &zero, y, s.out));
-      CUDA_RETURN_IF_ERROR(cuda::BiasAddRelu(y, params_.get() + s.bias_offset, batch, s.out,
-                                             /*relu=*/l + 1 < layers.size(), stream_));
+    for (const PlanStep& p : plan) {
+      switch (p.kind) {
+        case PlanStep::Kind::kGemm:
+          CUBLAS_RETURN_IF_ERROR(cublasSgemm(
+              cublas_, p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+              p.m, p.n, p.k, &one, Resolve(p.a), p.lda, Resolve(p.b), p.ldb, &zero, Resolve(p.c), p.ldc));
+          break;
+        case PlanStep::Kind::kGemv:
+          CUBLAS_RETURN_IF_ERROR(cublasSgemv(cublas_, CUBLAS_OP_N, p.m, p.n, &one, Resolve(p.a), p.lda,
+                                             Resolve(p.b), 1, &zero, Resolve(p.c), 1));
+          break;
+        case PlanStep::Kind::kBiasAddRelu:
+          CUDA_RETURN_IF_ERROR(cuda::BiasAddRelu(Resolve(p.c), Resolve(p.a), p.n, p.m, p.relu, stream_));
+          break;
+        case PlanStep::Kind::kReluBackward:
+          CUDA_RETURN_IF_ERROR(
+              cuda::ReluBackward(Resolve(p.a), Resolve(p.c), static_cast<size_t>(p.m) * p.n, stream_));
+          break;
+      }
     }
     return absl::OkStatus();
   }
@@ -254,8 +277,7 @@ class CudaEngine final : public Engine {
   DeviceArray<float> grads_;
   DeviceArray<float> momentum_;
   std::vector<DeviceArray<float>> activations_;  // per layer output (post-ReLU for hidden layers)
-  DeviceArray<float> delta_;
-  DeviceArray<float> delta_prev_;
+  DeviceArray<float> deltas_[2];                 // PlanBuffer::kDelta0 and kDelta1
   DeviceArray<float> input_;
   DeviceArray<int32_t> labels_;
   DeviceArray<float> ones_;  // max_batch ones, for the bias gradient
@@ -273,6 +295,7 @@ absl::Status ProbeCuda() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // reported here, so no later launch check picks it up
     return absl::UnavailableError(absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorString(err), " (",
                                                cudaGetErrorName(err), ", error ", static_cast<int>(err),
                                                ")"));
@@ -281,6 +304,7 @@ absl::Status ProbeCuda() {
   // Creating the context catches devices that exist but cannot be used (exclusive mode, broken driver).
   const cudaError_t init = cudaFree(nullptr);
   if (init != cudaSuccess) {
+    (void)cudaGetLastError();
     return absl::UnavailableError(absl::StrCat("initialising CUDA: ", cudaGetErrorString(init), " (",
                                                cudaGetErrorName(init), ", error ", static_cast<int>(init),
                                                ")"));
@@ -296,6 +320,19 @@ absl::Status SelectCudaDevice(int local_rank) {
   }
   CUDA_RETURN_IF_ERROR(cudaSetDevice(std::max(local_rank, 0) % count));
   return absl::OkStatus();
+}
+
+std::string CudaDeviceIdentity() {
+  int device = 0;
+  char bus_id[32] = {};
+  if (!ProbeCuda().ok() || cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device) != cudaSuccess) {
+    (void)cudaGetLastError();  // no identity is the answer; nothing to report
+    return "";
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "";
+  return absl::StrCat(host, ":", bus_id);
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch) {

@@ -1,10 +1,12 @@
 // The CUDA Engine (cuBLAS GEMMs plus this project's kernels in cuda_kernels.cu). Built only when the CUDA
 // toolkit is present (CUDA_ENABLED); otherwise cuda_engine_stub.cc provides these functions and reports that
-// CUDA is not compiled in. All three are thread-safe; an engine itself is driven by one thread (engine.h).
+// CUDA is not compiled in. The free functions are thread-safe; an engine itself is driven by one thread
+// (engine.h).
 #ifndef PSRING_TRAINER_CUDA_ENGINE_H_
 #define PSRING_TRAINER_CUDA_ENGINE_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,6 +26,11 @@ absl::Status ProbeCuda();
 // GPU each; call it before anything else touches CUDA. OK and a no-op without a usable device or without
 // CUDA compiled in (ProbeCuda() then says why); an error only when cudaSetDevice itself fails.
 absl::Status SelectCudaDevice(int local_rank);
+
+// The calling thread's current CUDA device as "<hostname>:<PCI bus id>", unique across a job (the ring's
+// transport agreement uses it to see whether ranks share a GPU); "" without a usable device or without CUDA
+// compiled in.
+std::string CudaDeviceIdentity();
 
 // An engine on the calling thread's current CUDA device (select one with cudaSetDevice first on machines with
 // several). kUnavailable without a usable GPU; kResourceExhausted when device memory runs out.

@@ -19,6 +19,8 @@ absl::Status ProbeCuda() { return NotCompiledIn(); }
 
 absl::Status SelectCudaDevice(int) { return absl::OkStatus(); }
 
+std::string CudaDeviceIdentity() { return ""; }
+
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout&, int) { return NotCompiledIn(); }
 
 }  // namespace psring::trainer

@@ -1,4 +1,6 @@
+#include "trainer/cuda_kernel_bodies.h"
 #include "trainer/cuda_kernels.h"
+#include "trainer/cuda_launch.h"
 
 namespace psring::trainer::cuda {
 namespace {
@@ -11,45 +13,21 @@ unsigned int Blocks(size_t n) {
   return static_cast<unsigned int>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
 }
 
+__device__ size_t FirstIndex() { return blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; }
+__device__ size_t Stride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
+
 __global__ void BiasAddReluKernel(float* y, const float* bias, size_t n, int out, bool relu) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    float v = y[i] + bias[i % out];
-    y[i] = relu ? fmaxf(v, 0.0f) : v;
-  }
+  for (size_t i = FirstIndex(); i < n; i += Stride()) BiasAddReluAt(y, bias, i, out, relu);
 }
 
 __global__ void ReluBackwardKernel(const float* y, float* dy, size_t n) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    if (!(y[i] > 0.0f)) dy[i] = 0.0f;
-  }
+  for (size_t i = FirstIndex(); i < n; i += Stride()) ReluBackwardAt(y, dy, i);
 }
 
 __global__ void SoftmaxCrossEntropyKernel(const float* logits, const int32_t* labels, int batch, int classes,
                                           float* dlogits, float* row_loss, float* row_hit) {
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= batch) return;
-  const float* z = logits + static_cast<size_t>(b) * classes;
-  int arg_max = 0;
-  for (int c = 1; c < classes; ++c) {
-    if (z[c] > z[arg_max]) arg_max = c;
-  }
-  const float max = z[arg_max];
-  float sum = 0.0f;
-  for (int c = 0; c < classes; ++c) sum += expf(z[c] - max);
-  const float log_sum = logf(sum);
-  const int label = labels[b];
-  row_loss[b] = log_sum - (z[label] - max);
-  row_hit[b] = arg_max == label ? 1.0f : 0.0f;
-  if (dlogits != nullptr) {
-    float* d = dlogits + static_cast<size_t>(b) * classes;
-    const float inv_batch = 1.0f / static_cast<float>(batch);
-    for (int c = 0; c < classes; ++c) {
-      const float p = expf(z[c] - max - log_sum);
-      d[c] = (p - (c == label ? 1.0f : 0.0f)) * inv_batch;
-    }
-  }
+  if (b < batch) SoftmaxCrossEntropyRow(logits, labels, b, batch, classes, dlogits, row_loss, row_hit);
 }
 
 // A single block: each thread sums a strided subset, then a fixed-shape tree; the order never changes.
@@ -79,15 +57,8 @@ __global__ void SumRowsKernel(const float* row_loss, const float* row_hit, int b
 
 __global__ void SgdMomentumKernel(float* params, const float* grads, float* velocity, size_t n, float lr,
                                   float momentum, float weight_decay) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    // Explicitly rounded operations: nvcc would otherwise fuse multiply-adds, and the result would no longer
-    // be bit-identical to the host optimizer (trainer/optimizer.cc, which the parameter server runs too).
-    const float p = params[i];
-    const float g = __fadd_rn(grads[i], __fmul_rn(weight_decay, p));
-    const float v = __fadd_rn(__fmul_rn(momentum, velocity[i]), g);
-    velocity[i] = v;
-    params[i] = __fsub_rn(p, __fmul_rn(lr, v));
+  for (size_t i = FirstIndex(); i < n; i += Stride()) {
+    SgdMomentumAt(params, grads, velocity, i, lr, momentum, weight_decay);
   }
 }
 
@@ -95,33 +66,28 @@ __global__ void SgdMomentumKernel(float* params, const float* grads, float* velo
 
 cudaError_t BiasAddRelu(float* y, const float* bias, int batch, int out, bool relu, cudaStream_t stream) {
   const size_t n = static_cast<size_t>(batch) * out;
-  BiasAddReluKernel<<<Blocks(n), kThreads, 0, stream>>>(y, bias, n, out, relu);
-  return cudaGetLastError();
+  return LaunchKernel(BiasAddReluKernel, Blocks(n), kThreads, stream, y, bias, n, out, relu);
 }
 
 cudaError_t ReluBackward(const float* y, float* dy, size_t n, cudaStream_t stream) {
-  ReluBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(y, dy, n);
-  return cudaGetLastError();
+  return LaunchKernel(ReluBackwardKernel, Blocks(n), kThreads, stream, y, dy, n);
 }
 
 cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch, int classes,
                                 float* dlogits, float* row_loss, float* row_hit, cudaStream_t stream) {
-  SoftmaxCrossEntropyKernel<<<Blocks(batch), kThreads, 0, stream>>>(logits, labels, batch, classes, dlogits,
-                                                                    row_loss, row_hit);
-  return cudaGetLastError();
+  return LaunchKernel(SoftmaxCrossEntropyKernel, Blocks(batch), kThreads, stream, logits, labels, batch,
+                      classes, dlogits, row_loss, row_hit);
 }
 
 cudaError_t SumRows(const float* row_loss, const float* row_hit, int batch, double* totals,
                     cudaStream_t stream) {
-  SumRowsKernel<<<1, kThreads, 0, stream>>>(row_loss, row_hit, batch, totals);
-  return cudaGetLastError();
+  return LaunchKernel(SumRowsKernel, 1, kThreads, stream, row_loss, row_hit, batch, totals);
 }
 
 cudaError_t SgdMomentumUpdate(float* params, const float* grads, float* velocity, size_t n, float lr,
                               float momentum, float weight_decay, cudaStream_t stream) {
-  SgdMomentumKernel<<<Blocks(n), kThreads, 0, stream>>>(params, grads, velocity, n, lr, momentum,
-                                                        weight_decay);
-  return cudaGetLastError();
+  return LaunchKernel(SgdMomentumKernel, Blocks(n), kThreads, stream, params, grads, velocity, n, lr,
+                      momentum, weight_decay);
 }
 
 }  // namespace psring::trainer::cuda

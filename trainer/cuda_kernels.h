@@ -2,7 +2,8 @@
 // Abseil; cuda_engine.cc turns the returned cudaError_t into absl::Status.
 //
 // All pointers are device pointers; row-major layouts as in cpu_kernels.h. Every launcher enqueues work on
-// `stream` and returns the launch error (cudaGetLastError) without synchronising.
+// `stream` and returns that launch's own error (LaunchKernel, cuda_launch.h) without synchronising. The
+// arithmetic lives in cuda_kernel_bodies.h, which CPU tests run.
 #ifndef PSRING_TRAINER_CUDA_KERNELS_H_
 #define PSRING_TRAINER_CUDA_KERNELS_H_
 

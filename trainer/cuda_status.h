@@ -4,6 +4,12 @@
 //   CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
 //   CUBLAS_RETURN_IF_ERROR(cublasSgemm(handle, ...));
 //
+// Every error these return has been taken off the thread's CUDA "last error" slot: the runtime records each
+// failing call's error there as well, and a later cudaGetLastError() (someone's launch check) would report
+// it a second time, against the wrong call. PollStream does the same for cudaStreamQuery's "not ready",
+// which is an answer, not an error. A sticky error (a broken context) cannot be cleared; every later call
+// reports it anyway.
+//
 // Usable from any target that links CUDA (header-only; //trainer:cuda_status).
 #ifndef PSRING_TRAINER_CUDA_STATUS_H_
 #define PSRING_TRAINER_CUDA_STATUS_H_
@@ -19,6 +25,7 @@ namespace psring::trainer {
 // kResourceExhausted for out-of-memory (the caller may shrink the batch), kUnavailable when there is no
 // usable device or driver, kInternal otherwise.
 inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line) {
+  (void)cudaGetLastError();  // reported through the returned Status (see the top of this file)
   const std::string message = absl::StrCat(file, ":", line, ": ", expr, ": ", cudaGetErrorString(err), " (",
                                            cudaGetErrorName(err), ", error ", static_cast<int>(err), ")");
   switch (err) {
@@ -31,6 +38,14 @@ inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* fi
     default:
       return absl::InternalError(message);
   }
+}
+
+// cudaStreamQuery without a trace: cudaSuccess when the stream's work is done, cudaErrorNotReady while it
+// runs (cleared from the last-error slot), anything else is a real error (also cleared; report it).
+inline cudaError_t PollStream(cudaStream_t stream) {
+  const cudaError_t result = cudaStreamQuery(stream);
+  if (result != cudaSuccess) (void)cudaGetLastError();
+  return result;
 }
 
 inline absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file, int line) {

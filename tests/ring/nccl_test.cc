@@ -1,5 +1,6 @@
 // The NCCL transport (built only with CUDA). NCCL refuses two ranks on one GPU, so these run world size 1:
-// the staging and device data paths, the store handshake and error reporting. Skipped without a GPU.
+// the staging and device data paths, the store handshake and error reporting. Skipped without a GPU (a
+// failure with PSRING_REQUIRE_GPU=1).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include "gtest/gtest.h"
 #include "ring/process_group.h"
 #include "ring/ring_exchange.h"
+#include "tests/testing/gpu.h"
+#include "trainer/cuda_engine.h"
 #include "trainer/exchange.h"
 #include "trainer/train.h"
 
@@ -37,7 +40,7 @@ TEST(NcclTest, WithoutAGpuCreationFailsWithAClearStatus) {
 }
 
 TEST(NcclTest, HostAndDeviceBuffersAtWorldSizeOne) {
-  if (!GpuUsable()) GTEST_SKIP() << "no usable GPU";
+  if (!GpuUsable()) PSRING_SKIP_WITHOUT_GPU() << "no usable GPU";
   InMemoryStore store;
   std::unique_ptr<ProcessGroup> g = NcclGroup(&store);
   ASSERT_NE(g, nullptr);
@@ -68,8 +71,21 @@ TEST(NcclTest, HostAndDeviceBuffersAtWorldSizeOne) {
   EXPECT_EQ(g->Broadcast(host.data(), host.size(), 3, false).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The job-wide agreement picks NCCL for ranks that each have a GPU of their own (here: the only rank).
+TEST(NcclTest, AutoPicksNcclForARankWithItsOwnGpu) {
+  if (!GpuUsable()) PSRING_SKIP_WITHOUT_GPU() << "no usable GPU";
+  InMemoryStore store;
+  ProcessGroupOptions o;
+  o.transport = Transport::kAuto;
+  o.gpu = trainer::CudaDeviceIdentity();
+  ASSERT_FALSE(o.gpu.empty());
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> g = CreateProcessGroup(&store, 0, 1, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->backend(), "nccl");
+}
+
 TEST(NcclTest, TrainingOnTheGpuThroughNcclMatchesTheCpu) {
-  if (!GpuUsable()) GTEST_SKIP() << "no usable GPU";
+  if (!GpuUsable()) PSRING_SKIP_WITHOUT_GPU() << "no usable GPU";
   trainer::TrainOptions o;
   o.hidden = {64, 32};
   o.batch_size = 32;

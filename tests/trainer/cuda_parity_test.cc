@@ -1,11 +1,12 @@
 // CPU vs CUDA engines: forward, backward, optimizer step and a short training run agree to float rounding.
-// Skips without a usable GPU (or when CUDA is not compiled in).
+// Skips without a usable GPU (or when CUDA is not compiled in); fails instead with PSRING_REQUIRE_GPU=1.
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/gpu.h"
 #include "trainer/cpu_engine.h"
 #include "trainer/cuda_engine.h"
 #include "trainer/exchange.h"
@@ -34,7 +35,7 @@ class CudaParityTest : public ::testing::TestWithParam<std::vector<int>> {
  protected:
   void SetUp() override {
     const absl::Status probe = ProbeCuda();
-    if (!probe.ok()) GTEST_SKIP() << "no usable GPU: " << probe;
+    if (!probe.ok()) PSRING_SKIP_WITHOUT_GPU() << "no usable GPU: " << probe;
     absl::StatusOr<MlpLayout> layout = MlpLayout::Create(784, GetParam(), 10);
     ASSERT_TRUE(layout.ok()) << layout.status();
     layout_ = std::make_unique<MlpLayout>(*layout);
@@ -129,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Widths, CudaParityTest,
 
 TEST(CudaTrainParityTest, ShortTrainingRunsAgree) {
   const absl::Status probe = ProbeCuda();
-  if (!probe.ok()) GTEST_SKIP() << "no usable GPU: " << probe;
+  if (!probe.ok()) PSRING_SKIP_WITHOUT_GPU() << "no usable GPU: " << probe;
   TrainOptions o;
   o.hidden = {64, 32};
   o.batch_size = 64;
@@ -181,7 +182,7 @@ class HostOnlyExchange final : public GradientExchange {
 
 TEST(CudaTrainParityTest, StagingThroughHostGivesTheSameRun) {
   const absl::Status probe = ProbeCuda();
-  if (!probe.ok()) GTEST_SKIP() << "no usable GPU: " << probe;
+  if (!probe.ok()) PSRING_SKIP_WITHOUT_GPU() << "no usable GPU: " << probe;
   TrainOptions o;
   o.hidden = {64};
   o.batch_size = 32;

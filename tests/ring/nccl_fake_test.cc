@@ -1,0 +1,166 @@
+// The NCCL transport's error handling, run here without a GPU: ring/nccl_process_group.cc is linked against a
+// fake CUDA runtime and NCCL (tests/testing/fake_cuda.h) that answers the way the real ones do on the paths
+// that matter — "not ready" recorded as the thread's last error, a collective that never finishes, an NCCL
+// call or the communicator failing.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "common/store.h"
+#include "gtest/gtest.h"
+#include "ring/nccl_process_group.h"
+#include "tests/testing/fake_cuda.h"
+
+namespace psring::ring {
+namespace {
+
+namespace fake = ::psring::testing::fake_cuda;
+using Log = std::vector<std::string>;
+
+std::unique_ptr<ProcessGroup> Group(InMemoryStore* store, absl::Duration timeout = absl::Seconds(5)) {
+  ProcessGroupOptions o;
+  o.transport = Transport::kNccl;
+  o.tcp.timeout = timeout;
+  o.ring.timeout = timeout;
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> g = CreateNcclProcessGroup(store, 0, 1, o);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? std::move(*g) : nullptr;
+}
+
+// Defect 1: polling the stream must not leave cudaErrorNotReady for the next launch check to find.
+TEST(NcclFakeTest, PollingTheStreamLeavesNoErrorBehind) {
+  fake::Config c;
+  c.stream_polls_until_done = 3;
+  c.comm_polls_until_ready = 2;
+  fake::Reset(c);
+  InMemoryStore store;
+  std::unique_ptr<ProcessGroup> g = Group(&store);
+  ASSERT_NE(g, nullptr);
+  std::vector<float> v = {1, 2, 3};
+  ASSERT_TRUE(g->AllReduce(v.data(), v.size(), ReduceOp::kAverage, /*on_device=*/false).ok());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  float* device = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&device), 16), cudaSuccess);
+  ASSERT_TRUE(g->AllReduce(device, 4, ReduceOp::kSum, /*on_device=*/true).ok());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  ASSERT_EQ(cudaFree(device), cudaSuccess);
+  EXPECT_EQ(v, (std::vector<float>{1, 2, 3}));
+}
+
+// Defect 3: host collectives go through pinned memory; no copy may block on a stream that is still busy.
+TEST(NcclFakeTest, HostCollectivesNeverWaitOnTheStreamInACopy) {
+  fake::Config c;
+  c.stream_polls_until_done = 4;
+  fake::Reset(c);
+  InMemoryStore store;
+  std::unique_ptr<ProcessGroup> g = Group(&store);
+  ASSERT_NE(g, nullptr);
+  std::vector<float> v(1000, 0.5f);
+  std::vector<double> metrics = {1.0, 2.0};
+  ASSERT_TRUE(g->AllReduce(v.data(), v.size(), ReduceOp::kAverage, false).ok());
+  ASSERT_TRUE(g->AllReduceHost(metrics.data(), metrics.size(), ReduceOp::kAverage).ok());
+  ASSERT_TRUE(g->Broadcast(v.data(), v.size(), 0, false).ok());
+  ASSERT_TRUE(g->Barrier().ok());
+  EXPECT_EQ(fake::BlockingPageableCopies(), 0);
+  EXPECT_EQ(metrics, (std::vector<double>{1.0, 2.0}));
+  EXPECT_EQ(v, std::vector<float>(1000, 0.5f));
+}
+
+// Defect 3: a dead peer (the collective never finishes) fails at the timeout, and the group is then failed,
+// so the communicator is aborted, never finalised.
+TEST(NcclFakeTest, DeadPeerFailsAtTheTimeoutAndAborts) {
+  fake::Config c;
+  c.collectives_hang = true;
+  fake::Reset(c);
+  InMemoryStore store;
+  std::unique_ptr<ProcessGroup> g = Group(&store, absl::Milliseconds(200));
+  ASSERT_NE(g, nullptr);
+  for (int call = 0; call < 3; ++call) {
+    std::vector<double> metrics = {1.0};
+    const absl::Time start = absl::Now();
+    absl::Status s;
+    if (call == 0) s = g->Barrier();
+    if (call == 1) s = g->AllReduceHost(metrics.data(), 1, ReduceOp::kAverage);
+    if (call == 2) s = g->Broadcast(reinterpret_cast<float*>(metrics.data()), 2, 0, false);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    EXPECT_EQ(s.code(),
+              call == 0 ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kFailedPrecondition)
+        << s;
+  }
+  EXPECT_EQ(fake::BlockingPageableCopies(), 0);
+  g.reset();
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"}));
+}
+
+// Runs a host allreduce that fails under `config`; expects the group to refuse further calls, no error left
+// in the thread's CUDA slot, and the communicator aborted (not finalised, not destroyed). Returns the
+// failure.
+absl::Status FailingAllReduce(const fake::Config& config) {
+  fake::Reset(config);
+  InMemoryStore store;
+  std::unique_ptr<ProcessGroup> g = Group(&store);
+  if (g == nullptr) return absl::InternalError("no group");
+  float x = 1;
+  const absl::Status status = g->AllReduce(&x, 1, ReduceOp::kSum, false);
+  EXPECT_EQ(g->Barrier().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  g.reset();
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"}));
+  return status;
+}
+
+// Defect 5: an error returned directly by an NCCL call marks the communicator failed.
+TEST(NcclFakeTest, ErrorReturnedByAnNcclCallAborts) {
+  fake::Config c;
+  c.collective_result = ncclSystemError;
+  const absl::Status s = FailingAllReduce(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("nccl_process_group.cc:"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("fake NCCL error (fake NCCL detail)"), std::string::npos) << s;
+}
+
+TEST(NcclFakeTest, AsynchronousErrorAborts) {
+  fake::Config c;
+  c.async_result_after_collective = ncclRemoteError;
+  EXPECT_EQ(FailingAllReduce(c).code(), absl::StatusCode::kUnavailable);
+}
+
+// A CUDA failure inside a collective leaves the ranks out of step just as well.
+TEST(NcclFakeTest, CudaFailureInACollectiveAborts) {
+  fake::Config c;
+  c.malloc_result = cudaErrorMemoryAllocation;
+  EXPECT_EQ(FailingAllReduce(c).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(NcclFakeTest, FailedSetUpAborts) {
+  fake::Config c;
+  c.comm_polls_until_ready = 2;
+  c.init_async_result = ncclInternalError;
+  fake::Reset(c);
+  InMemoryStore store;
+  ProcessGroupOptions o;
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> g = CreateNcclProcessGroup(&store, 0, 1, o);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInternal) << g.status();
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"}));
+}
+
+// Defect 5, clean path: finalise (waiting for it), then destroy.
+TEST(NcclFakeTest, CleanShutdownFinalizesThenDestroys) {
+  fake::Config c;
+  c.comm_polls_until_ready = 3;
+  c.stream_polls_until_done = 1;
+  fake::Reset(c);
+  InMemoryStore store;
+  std::unique_ptr<ProcessGroup> g = Group(&store);
+  ASSERT_NE(g, nullptr);
+  ASSERT_TRUE(g->Barrier().ok());
+  g.reset();
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "finalize", "destroy"}));
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace psring::ring
