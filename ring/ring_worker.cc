@@ -12,6 +12,7 @@
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "ring/ring_exchange.h"
+#include "trainer/cuda_engine.h"
 #include "trainer/engine.h"
 #include "trainer/worker_main.h"
 
