@@ -37,7 +37,7 @@
 #include "absl/time/clock.h"
 #include "bench/report.h"
 #include "bench/result_line.h"
-#include "bench/subprocess.h"
+#include "common/subprocess.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 #include "ring/process_group.h"

@@ -18,7 +18,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "bench/cluster.h"
-#include "bench/subprocess.h"
+#include "common/subprocess.h"
 #include "common/status_macros.h"
 
 ABSL_FLAG(int, hosts, 2, "Number of emulated hosts; the command runs once in each.");

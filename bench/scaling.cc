@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/report.h"
 #include "bench/result_line.h"
-#include "bench/subprocess.h"
+#include "common/subprocess.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 

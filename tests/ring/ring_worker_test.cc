@@ -1,6 +1,6 @@
 // //ring:ring_worker as real processes on loopback: gradient-only allreduce checked against the closed form,
 // a rank killed mid-allreduce, launch by torchrun-style environment and by mpirun. Processes run under
-// bench/subprocess.h, which kills every child on every exit path.
+// common/subprocess.h, which kills every child on every exit path.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -8,16 +8,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bench/result_line.h"
-#include "bench/subprocess.h"
+#include "common/subprocess.h"
 #include "common/socket.h"
 #include "gtest/gtest.h"
 #include "tests/testing/free_port.h"
 
 namespace psring::ring {
 namespace {
-
-using bench::ProcessResult;
-using bench::ProcessSpec;
 
 constexpr char kWorker[] = "ring/ring_worker";
 
@@ -34,9 +31,9 @@ std::vector<ProcessSpec> Ranks(int n, int port, const std::vector<std::string>& 
 }
 
 std::vector<ProcessResult> RunAll(const std::vector<ProcessSpec>& specs) {
-  bench::JobOptions options;
+  JobOptions options;
   options.timeout = absl::Seconds(50);
-  absl::StatusOr<std::vector<ProcessResult>> results = bench::RunJob(specs, options);
+  absl::StatusOr<std::vector<ProcessResult>> results = RunJob(specs, options);
   EXPECT_TRUE(results.ok()) << results.status();
   return results.ok() ? *results : std::vector<ProcessResult>{};
 }
@@ -145,7 +142,7 @@ TEST(RingWorkerTest, TorchrunStyleEnvironment) {
 }
 
 TEST(RingWorkerTest, MpirunLaunchTrainsAndPrintsTheAccuracy) {
-  const std::string mpirun = bench::FindExecutable("mpirun");
+  const std::string mpirun = FindExecutable("mpirun");
   if (mpirun == "mpirun") GTEST_SKIP() << "mpirun is not installed (apt-get install openmpi-bin)";
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
