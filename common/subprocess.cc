@@ -213,9 +213,7 @@ absl::StatusOr<std::vector<ProcessResult>> RunJob(const std::vector<ProcessSpec>
       if (specs[i].service != services) continue;
       results[i].start_s = absl::ToDoubleSeconds(absl::Now() - job_start);
       absl::StatusOr<Subprocess> process = Subprocess::Start(specs[i].argv, spawn);
-      if (!process.ok()) {
-        return absl::Status(process.status().code(), absl::StrCat(specs[i].name, ": ", process.status().message()));
-      }
+      if (!process.ok()) return Annotate(process.status(), specs[i].name);
       runs[i].process = std::move(*process);
     }
     return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/flags/parse.h"
+#include "common/exit_codes.h"
 #include "ps/wire.h"
 
 namespace psring::ps {
@@ -13,10 +14,12 @@ int RunMain(int argc, char** argv, absl::string_view name,
   TuneMallocForTensors();
   const absl::Status status = run(std::vector<std::string>(positional.begin() + 1, positional.end()));
   if (!status.ok()) {
-    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(name.size()), name.data(), status.ToString().c_str());
-    return 1;
+    // The code and message only: payloads are for launchers, which get them as the exit code.
+    std::fprintf(stderr, "%.*s: %s: %.*s\n", static_cast<int>(name.size()), name.data(),
+                 absl::StatusCodeToString(status.code()).c_str(), static_cast<int>(status.message().size()),
+                 status.message().data());
   }
-  return 0;
+  return ExitCodeFor(status);
 }
 
 }  // namespace psring::ps

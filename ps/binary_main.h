@@ -1,5 +1,5 @@
 // What //ps:server, //ps:worker and //ps:local share around main(): flag parsing, and turning a failed run
-// into a one-line error and exit code 1. The --help setup is psring::InitFlagsUsage (common/flags_usage.h).
+// into a one-line error and an exit code (common/exit_codes.h). The --help setup is psring::InitFlagsUsage (common/flags_usage.h).
 //
 //   int main(int argc, char** argv) {
 //     psring::InitFlagsUsage("One shard of the parameter server.\n  ...", {"common/", "ps/"});
@@ -21,7 +21,8 @@ namespace psring::ps {
 
 // Parses the command line (exits on unknown flags, --help), tunes malloc for large tensors, then calls
 // run(positional arguments after the program name, i.e. those after a bare `--`). A failed status is printed
-// to stderr as "<name>: <status>" on one line. Returns the process exit code: 0 or 1.
+// to stderr as "<name>: <CODE>: <message>" on one line. Returns the process exit code: 0, kExitPortInUse or
+// 1 (ExitCodeFor).
 int RunMain(int argc, char** argv, absl::string_view name,
             absl::FunctionRef<absl::Status(const std::vector<std::string>&)> run);
 

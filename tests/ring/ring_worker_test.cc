@@ -11,7 +11,6 @@
 #include "common/subprocess.h"
 #include "common/socket.h"
 #include "gtest/gtest.h"
-#include "tests/testing/free_port.h"
 
 namespace psring::ring {
 namespace {
@@ -59,7 +58,7 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
                         Case{8, 4 * 65539, 4096}}) {
     SCOPED_TRACE(absl::StrCat("world ", c.n, " bytes ", c.bytes));
     std::vector<ProcessResult> results =
-        RunAll(Ranks(c.n, testing::FreeLoopbackPort(),
+        RunAll(Ranks(c.n, FreeLoopbackPort().value(),
                      {absl::StrCat("--model_bytes=", c.bytes), absl::StrCat("--segment_bytes=", c.segment),
                       "--warmup_steps=1", "--max_steps=3"}));
     ASSERT_EQ(results.size(), static_cast<size_t>(c.n));
@@ -81,7 +80,7 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
 // `/bin/sh -c '<rank 1> & pid=$!; <then>'`, which signals it.
 std::vector<ProcessResult> RunWithVictim(int ranks, int timeout_s, const std::string& then) {
   std::vector<ProcessSpec> specs =
-      Ranks(ranks, testing::FreeLoopbackPort(),
+      Ranks(ranks, FreeLoopbackPort().value(),
             {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0",
              absl::StrCat("--timeout=", timeout_s)});  // the later --timeout wins
   std::string victim;
@@ -123,7 +122,7 @@ TEST(RingWorkerTest, AStalledRankMakesTheOthersExitWithinTheTimeout) {
 
 TEST(RingWorkerTest, TorchrunStyleEnvironment) {
   constexpr int kRanks = 2;
-  const int port = testing::FreeLoopbackPort();
+  const int port = FreeLoopbackPort().value();
   std::vector<ProcessSpec> specs;
   for (int r = 0; r < kRanks; ++r) {
     specs.push_back({absl::StrCat("rank ", r),
@@ -148,7 +147,7 @@ TEST(RingWorkerTest, MpirunLaunchTrainsAndPrintsTheAccuracy) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   std::vector<ProcessResult> results =
       RunAll({{"mpirun",
-               {mpirun, "-np", "2", "--oversubscribe", kWorker, absl::StrCat("--master_port=", testing::FreeLoopbackPort()),
+               {mpirun, "-np", "2", "--oversubscribe", kWorker, absl::StrCat("--master_port=", FreeLoopbackPort().value()),
                 "--dataset=synthetic", "--synthetic_samples=1024", "--max_steps=12", "--log_every=4",
                 "--timeout=30"}}});
   ASSERT_EQ(results.size(), 1u);
