@@ -30,10 +30,10 @@ class SliceTracker {
   SliceTracker() = default;
   SliceTracker(const SliceTracker&) = delete;
   SliceTracker& operator=(const SliceTracker&) = delete;
-  void Add();
+  void Add() ABSL_LOCKS_EXCLUDED(mu_);
   static void Release(void* tracker);
   // Blocks until every slice was released or `timeout` passed; true when all were released.
-  bool WaitReleased(absl::Duration timeout);
+  bool WaitReleased(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Mutex mu_;
