@@ -57,6 +57,32 @@ bool EvalAnnotated(AnnotatedCondition* c) {
   return met;
 }
 
+// Acquires `mu` for TSan when it goes out of scope, i.e. after the real call returned.
+struct AcquireOnReturn {
+  absl::Mutex* mu;
+  ~AcquireOnReturn() { __tsan_acquire(mu); }
+};
+
+enum Kind { kLocks, kWaits };  // LockWhen*: takes the lock; Await*: holds it and gives it up while waiting
+
+// real(mu, cond, rest...) of the LockWhen and Await families, with the condition wrapped.
+template <typename R, typename... Rest>
+R CallWithCondition(R (*real)(absl::Mutex*, const absl::Condition&, Rest...), absl::Mutex* mu,
+                    const absl::Condition& cond, Kind kind, Rest... rest) {
+  AnnotatedCondition annotated{&cond, mu};
+  if (kind == kWaits) __tsan_release(mu);
+  AcquireOnReturn acquire{mu};
+  return real(mu, absl::Condition(&EvalAnnotated, &annotated), rest...);
+}
+
+// real(cv, mu, rest...) of CondVar::Wait*: `mu` is given up while waiting and held again on return.
+template <typename R, typename... Rest>
+R WaitOn(R (*real)(absl::CondVar*, absl::Mutex*, Rest...), absl::CondVar* cv, absl::Mutex* mu, Rest... rest) {
+  __tsan_release(mu);
+  AcquireOnReturn acquire{mu};
+  return real(cv, mu, rest...);
+}
+
 }  // namespace
 
 namespace absl {
@@ -102,112 +128,76 @@ void Mutex::ReaderUnlock() {
   real(this);
 }
 
-// Locking once a condition holds: the lock is held on return whatever the result.
+// Locking once a condition holds (the lock is held on return whatever the result), and waiting with the lock
+// held (released while waiting, held again on return).
 
 void Mutex::LockWhen(const Condition& cond) {
   static const auto real = Real<void (*)(Mutex*, const Condition&)>("5Mutex8LockWhenERKNS0_9ConditionE");
-  AnnotatedCondition annotated{&cond, this};
-  real(this, Condition(&EvalAnnotated, &annotated));
-  __tsan_acquire(this);
+  return CallWithCondition(real, this, cond, kLocks);
 }
 
 void Mutex::ReaderLockWhen(const Condition& cond) {
   static const auto real =
       Real<void (*)(Mutex*, const Condition&)>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
-  AnnotatedCondition annotated{&cond, this};
-  real(this, Condition(&EvalAnnotated, &annotated));
-  __tsan_acquire(this);
+  return CallWithCondition(real, this, cond, kLocks);
 }
 
 bool Mutex::LockWhenWithTimeout(const Condition& cond, Duration timeout) {
   static const auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
       "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  AnnotatedCondition annotated{&cond, this};
-  const bool met = real(this, Condition(&EvalAnnotated, &annotated), timeout);
-  __tsan_acquire(this);
-  return met;
+  return CallWithCondition(real, this, cond, kLocks, timeout);
 }
 
 bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, Duration timeout) {
   static const auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
       "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  AnnotatedCondition annotated{&cond, this};
-  const bool met = real(this, Condition(&EvalAnnotated, &annotated), timeout);
-  __tsan_acquire(this);
-  return met;
+  return CallWithCondition(real, this, cond, kLocks, timeout);
 }
 
 bool Mutex::LockWhenWithDeadline(const Condition& cond, Time deadline) {
   static const auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
       "5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  AnnotatedCondition annotated{&cond, this};
-  const bool met = real(this, Condition(&EvalAnnotated, &annotated), deadline);
-  __tsan_acquire(this);
-  return met;
+  return CallWithCondition(real, this, cond, kLocks, deadline);
 }
 
 bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, Time deadline) {
   static const auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
       "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  AnnotatedCondition annotated{&cond, this};
-  const bool met = real(this, Condition(&EvalAnnotated, &annotated), deadline);
-  __tsan_acquire(this);
-  return met;
+  return CallWithCondition(real, this, cond, kLocks, deadline);
 }
-
-// Waiting with the lock held: released while waiting, held again on return.
 
 void Mutex::Await(const Condition& cond) {
   static const auto real = Real<void (*)(Mutex*, const Condition&)>("5Mutex5AwaitERKNS0_9ConditionE");
-  AnnotatedCondition annotated{&cond, this};
-  __tsan_release(this);
-  real(this, Condition(&EvalAnnotated, &annotated));
-  __tsan_acquire(this);
+  return CallWithCondition(real, this, cond, kWaits);
 }
 
 bool Mutex::AwaitWithTimeout(const Condition& cond, Duration timeout) {
   static const auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
       "5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  AnnotatedCondition annotated{&cond, this};
-  __tsan_release(this);
-  const bool met = real(this, Condition(&EvalAnnotated, &annotated), timeout);
-  __tsan_acquire(this);
-  return met;
+  return CallWithCondition(real, this, cond, kWaits, timeout);
 }
 
 bool Mutex::AwaitWithDeadline(const Condition& cond, Time deadline) {
   static const auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
       "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  AnnotatedCondition annotated{&cond, this};
-  __tsan_release(this);
-  const bool met = real(this, Condition(&EvalAnnotated, &annotated), deadline);
-  __tsan_acquire(this);
-  return met;
+  return CallWithCondition(real, this, cond, kWaits, deadline);
 }
 
 void CondVar::Wait(Mutex* mu) {
   static const auto real = Real<void (*)(CondVar*, Mutex*)>("7CondVar4WaitEPNS0_5MutexE");
-  __tsan_release(mu);
-  real(this, mu);
-  __tsan_acquire(mu);
+  return WaitOn(real, this, mu);
 }
 
 bool CondVar::WaitWithTimeout(Mutex* mu, Duration timeout) {
   static const auto real =
       Real<bool (*)(CondVar*, Mutex*, Duration)>("7CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
-  __tsan_release(mu);
-  const bool timed_out = real(this, mu, timeout);
-  __tsan_acquire(mu);
-  return timed_out;
+  return WaitOn(real, this, mu, timeout);
 }
 
 bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
   static const auto real =
       Real<bool (*)(CondVar*, Mutex*, Time)>("7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
-  __tsan_release(mu);
-  const bool timed_out = real(this, mu, deadline);
-  __tsan_acquire(mu);
-  return timed_out;
+  return WaitOn(real, this, mu, deadline);
 }
 
 ABSL_NAMESPACE_END
