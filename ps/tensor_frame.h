@@ -7,7 +7,8 @@
 //     counts those slices so the sender can wait until gRPC has let go of the memory;
 //   - receiving: the payload is copied once, from gRPC's slices straight into the destination tensor.
 // The server installs it for PushPull with grpc::Service::MarkMethodStreamed; the client opens the method
-// with ClientReaderWriterFactory (both public gRPC codegen APIs).
+// with grpc::internal::ClientReaderWriterFactory. Both are what gRPC's generated code calls, not its
+// documented API (the second is in grpc::internal), so a gRPC upgrade may change them.
 #ifndef PSRING_PS_TENSOR_FRAME_H_
 #define PSRING_PS_TENSOR_FRAME_H_
 
