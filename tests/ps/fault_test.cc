@@ -1,14 +1,15 @@
 // Faults with real processes: a //ps:worker process killed (SIGKILL) in the middle of training makes the
 // other rank's step fail with DEADLINE_EXCEEDED after the server's --step_timeout, the server keeps
 // serving, and a replacement for the dead rank joins and training goes on. Also //ps:local end to end.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -101,11 +102,23 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
 }
 
 // //ps:worker processes whose command line contains `token`.
+// The command line of the process whose /proc folder is `proc_dir`; "" once it has exited. Plain read():
+// libstdc++'s streams throw when a process exits while they read its file (ESRCH).
+std::string CommandLine(const std::filesystem::path& proc_dir) {
+  std::string cmdline;
+  const int fd = ::open((proc_dir / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cmdline;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) cmdline.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return cmdline;
+}
+
 int CountProcessesWith(const std::string& token) {
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string cmdline = CommandLine(entry.path());
     const std::string program = cmdline.substr(0, cmdline.find('\0'));
     const bool worker = program.size() >= 9 && program.compare(program.size() - 9, 9, "ps/worker") == 0;
     if (worker && cmdline.find(token) != std::string::npos) ++count;
