@@ -54,7 +54,8 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& pat
   const std::string folder = FolderOf(path);
   std::error_code error;
   std::filesystem::create_directories(folder, error);
-  if (error) return FileError(error.value(), absl::StrCat("cannot create the folder ", folder, " for ", path));
+  if (error)
+    return FileError(error.value(), absl::StrCat("cannot create the folder ", folder, " for ", path));
   std::string temp = absl::StrCat(path, ".tmp.", ::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return FileError(errno, absl::StrCat("cannot create ", temp));

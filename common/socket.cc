@@ -164,8 +164,8 @@ absl::StatusOr<Socket> ListenTcp(const std::string& bind_addr, int port, int bac
     const int err = errno;
     const std::string where = absl::StrCat(bind_addr.empty() ? "0.0.0.0" : bind_addr, ":", port);
     if (err == EADDRINUSE) {
-      return PortInUseError(
-          absl::StrCat("cannot listen on ", where, ": the port is in use by another process; choose another port"));
+      return PortInUseError(absl::StrCat("cannot listen on ", where,
+                                         ": the port is in use by another process; choose another port"));
     }
     return absl::InvalidArgumentError(absl::StrCat("cannot bind ", where, ": ", ErrnoText(err),
                                                    "; is the address assigned to an interface here?"));
@@ -340,8 +340,8 @@ absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port
 
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view what) {
   auto malformed = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " '", text, "' ", why,
-                                                   "; write host:port, e.g. 10.0.0.1:29500 or [fd00::1]:29500"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " '", text, "' ", why, "; write host:port, e.g. 10.0.0.1:29500 or [fd00::1]:29500"));
   };
   HostPort result;
   absl::string_view port_text;
@@ -355,7 +355,8 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view
     const size_t colon = text.rfind(':');
     if (colon == absl::string_view::npos) return malformed("has no port");
     result.host = std::string(text.substr(0, colon));
-    if (absl::StrContains(result.host, ':')) return malformed("is ambiguous: put an IPv6 address in brackets");
+    if (absl::StrContains(result.host, ':'))
+      return malformed("is ambiguous: put an IPv6 address in brackets");
     port_text = text.substr(colon + 1);
   }
   if (result.host.empty()) return malformed("has no host");

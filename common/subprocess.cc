@@ -79,7 +79,8 @@ std::string FindExecutable(const std::string& name) {
   return name;
 }
 
-absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const SpawnOptions& options) {
+absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
+                                             const SpawnOptions& options) {
   if (argv.empty()) return absl::InvalidArgumentError("cannot start a process: empty command");
   const std::string program = FindExecutable(argv[0]);
   std::vector<char*> args = {const_cast<char*>(program.c_str())};
@@ -387,10 +388,9 @@ absl::Status JobStatus(const std::vector<ProcessResult>& results) {
     }
   }
   if (first == nullptr) return absl::OkStatus();
-  const std::string how = first->timed_out ? "was killed after the job's time limit"
-                          : first->term_signal != 0
-                              ? absl::StrCat("died of signal ", first->term_signal)
-                              : absl::StrCat("exited with code ", first->exit_code);
+  const std::string how = first->timed_out          ? "was killed after the job's time limit"
+                          : first->term_signal != 0 ? absl::StrCat("died of signal ", first->term_signal)
+                                                    : absl::StrCat("exited with code ", first->exit_code);
   std::string tail = first->stderr_tail;
   if (tail.size() > 2000) tail = "..." + tail.substr(tail.size() - 2000);
   std::string message = absl::StrCat(first->name, " ", how, "; its stderr ends with:\n", tail);

@@ -14,10 +14,10 @@
 //   RETURN_IF_ERROR(JobStatus(results));
 //
 // Every child gets its own process group, so a signal or a kill reaches whatever it started too (e.g. the
-// children of `ip netns exec` or mpirun), and once a child has exited whatever it left in its group is killed.
-// Children never outlive the launcher: they are SIGKILLed when the thread that started them ends (Linux's
-// PR_SET_PDEATHSIG, so that thread must outlive them) and, once InstallEmergencyCleanup() ran, when the
-// launcher gets SIGINT, SIGTERM or SIGHUP. Their stdin is /dev/null.
+// children of `ip netns exec` or mpirun), and once a child has exited whatever it left in its group is
+// killed. Children never outlive the launcher: they are SIGKILLed when the thread that started them ends
+// (Linux's PR_SET_PDEATHSIG, so that thread must outlive them) and, once InstallEmergencyCleanup() ran, when
+// the launcher gets SIGINT, SIGTERM or SIGHUP. Their stdin is /dev/null.
 #ifndef PSRING_COMMON_SUBPROCESS_H_
 #define PSRING_COMMON_SUBPROCESS_H_
 
@@ -34,8 +34,8 @@
 namespace psring {
 
 // The path of an executable named `name`, searched in PATH and then in /usr/sbin, /sbin, /usr/bin, /bin
-// (`ip` and `tc` live in /usr/sbin, which is not on PATH under `bazel test`). `name` itself when it contains a
-// '/' or is not found.
+// (`ip` and `tc` live in /usr/sbin, which is not on PATH under `bazel test`). `name` itself when it
+// contains a '/' or is not found.
 std::string FindExecutable(const std::string& name);
 
 struct SpawnOptions {
@@ -112,8 +112,8 @@ struct ProcessSpec {
 
 struct ProcessResult {
   std::string name;
-  int exit_code = -1;    // -1 when killed by a signal or never started
-  int term_signal = 0;   // the signal that ended it, 0 if it exited
+  int exit_code = -1;      // -1 when killed by a signal or never started
+  int term_signal = 0;     // the signal that ended it, 0 if it exited
   bool timed_out = false;  // killed by the harness (job deadline or service grace)
   double start_s = 0;      // when it started, seconds after the job started
   double end_s = 0;        // when it was reaped, seconds after the job started
@@ -122,8 +122,8 @@ struct ProcessResult {
 };
 
 struct JobOptions {
-  absl::Duration timeout = absl::Seconds(120);         // whole job; then every group is SIGKILLed
-  absl::Duration service_start = absl::Milliseconds(300);  // wait for a service without ready_text
+  absl::Duration timeout = absl::Seconds(120);               // whole job; then every group is SIGKILLed
+  absl::Duration service_start = absl::Milliseconds(300);    // wait for a service without ready_text
   absl::Duration service_ready_timeout = absl::Seconds(30);  // then the others start anyway
   absl::Duration service_grace = absl::Seconds(10);
   // Called every `heartbeat_interval` while the job runs (progress display); may be empty.

@@ -64,7 +64,7 @@ TEST(AtomicFileTest, AbandonedWriteKeepsTheOldFileAndRemovesTheTemporary) {
     ASSERT_TRUE(out.ok()) << out.status();
     ASSERT_TRUE(out->Append("partial", 7).ok());
     EXPECT_EQ(Files(dir).size(), 2u);  // the file and the temporary one
-  }  // destroyed without Commit(), e.g. an error return between two Appends
+  }                                    // destroyed without Commit(), e.g. an error return between two Appends
   EXPECT_EQ(Contents(path), "old");
   EXPECT_EQ(Files(dir), std::vector<std::string>{"ckpt"});
 }

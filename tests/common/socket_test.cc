@@ -103,8 +103,8 @@ TEST(SocketHelpersTest, ParseHostPort) {
   ASSERT_TRUE(v6.ok()) << v6.status();
   EXPECT_EQ(v6->host, "fd00::1");
   EXPECT_EQ(v6->port, 29500);
-  for (const char* bad : {"10.0.0.1", "h:0", "h:65536", "h:8x", ":80", "fd00::1:80", "[fd00::1]", "[fd00::1:80",
-                          "[]:80", "[::1]80", ""}) {
+  for (const char* bad : {"10.0.0.1", "h:0", "h:65536", "h:8x", ":80", "fd00::1:80", "[fd00::1]",
+                          "[fd00::1:80", "[]:80", "[::1]80", ""}) {
     absl::StatusOr<HostPort> parsed = ParseHostPort(bad, "--servers entry");
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE(absl::StartsWith(parsed.status().message(), absl::StrCat("--servers entry '", bad, "'")))

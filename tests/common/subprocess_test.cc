@@ -90,8 +90,10 @@ TEST(SubprocessTest, ServiceThatExitsOnItsOwnIsOk) {
 TEST(SubprocessTest, WorkersStartAfterTheServiceIsReady) {
   const std::string flag = std::string(std::getenv("TEST_TMPDIR")) + "/ready_flag";
   std::vector<ProcessSpec> specs = {
-      {"server", {"/bin/sh", "-c", "sleep 0.5; touch " + flag + "; echo server listening on x >&2; sleep 0.5"},
-       /*service=*/true, /*ready_text=*/"listening on"},
+      {"server",
+       {"/bin/sh", "-c", "sleep 0.5; touch " + flag + "; echo server listening on x >&2; sleep 0.5"},
+       /*service=*/true,
+       /*ready_text=*/"listening on"},
       {"worker", {"/bin/sh", "-c", "test -f " + flag}},
   };
   JobOptions options;

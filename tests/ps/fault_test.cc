@@ -45,10 +45,10 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
 
   // Rank 1: a real worker process in gradient-only mode with (nearly) endless steps.
-  Subprocess worker = StartChild({
-      Runfile("ps/worker"), "--servers=" + cluster->addresses[0] + "," + cluster->addresses[1], "--rank=1",
-      "--world_size=2", absl::StrCat("--model_bytes=", kCount * 4), "--max_steps=1000000", "--warmup_steps=0",
-      "--timeout=20", "--lr=0.05", "--momentum=0.9", "--weight_decay=0.0005"});
+  Subprocess worker = StartChild(
+      {Runfile("ps/worker"), "--servers=" + cluster->addresses[0] + "," + cluster->addresses[1], "--rank=1",
+       "--world_size=2", absl::StrCat("--model_bytes=", kCount * 4), "--max_steps=1000000",
+       "--warmup_steps=0", "--timeout=20", "--lr=0.05", "--momentum=0.9", "--weight_decay=0.0005"});
   ASSERT_TRUE(worker.running());
 
   // Rank 0 in this process, with the worker binary's default hyperparameters.
@@ -129,10 +129,10 @@ int CountProcessesWith(const std::string& token) {
 TEST(FaultTest, LocalLauncherTearsDownOnCtrlC) {
   // A token no other process has, so the scan below sees only this job's workers.
   const std::string token = absl::StrCat("--synthetic_samples=", 100000 + ::getpid() % 100000);
-  Subprocess local = StartChild({Runfile("ps/local"), "--workers=2", "--num_shards=2",
-                                 "--server_bin=" + Runfile("ps/server"), "--worker_bin=" + Runfile("ps/worker"),
-                                 "--job_timeout=50", "--", "--dataset=synthetic", token, "--hidden=16",
-                                 "--epochs=1000", "--log_every=0", "--evaluate=false", "--device=cpu"});
+  Subprocess local = StartChild(
+      {Runfile("ps/local"), "--workers=2", "--num_shards=2", "--server_bin=" + Runfile("ps/server"),
+       "--worker_bin=" + Runfile("ps/worker"), "--job_timeout=50", "--", "--dataset=synthetic", token,
+       "--hidden=16", "--epochs=1000", "--log_every=0", "--evaluate=false", "--device=cpu"});
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
   while (CountProcessesWith(token) < 2 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
   ASSERT_EQ(CountProcessesWith(token), 2) << "the workers did not start";
@@ -145,10 +145,11 @@ TEST(FaultTest, LocalLauncherTearsDownOnCtrlC) {
 TEST(FaultTest, LocalLauncherRunsAWholeJob) {
   const std::string out =
       std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/local.out";
-  Subprocess local = StartChild({Runfile("ps/local"), "--workers=3", "--num_shards=2",
-                                 "--server_bin=" + Runfile("ps/server"), "--worker_bin=" + Runfile("ps/worker"),
-                                 "--job_timeout=50", "--", "--model_bytes=40000", "--max_steps=5"},
-                                out);
+  Subprocess local =
+      StartChild({Runfile("ps/local"), "--workers=3", "--num_shards=2",
+                  "--server_bin=" + Runfile("ps/server"), "--worker_bin=" + Runfile("ps/worker"),
+                  "--job_timeout=50", "--", "--model_bytes=40000", "--max_steps=5"},
+                 out);
   ASSERT_TRUE(local.Wait(absl::Seconds(55))) << "the launcher did not finish";
   EXPECT_EQ(local.exit_code(), 0) << "the launcher " << local.ExitDescription();
   std::FILE* f = std::fopen(out.c_str(), "r");

@@ -8,8 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bench/result_line.h"
-#include "common/subprocess.h"
 #include "common/socket.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 
 namespace psring::ring {
@@ -147,9 +147,9 @@ TEST(RingWorkerTest, MpirunLaunchTrainsAndPrintsTheAccuracy) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   std::vector<ProcessResult> results =
       RunAll({{"mpirun",
-               {mpirun, "-np", "2", "--oversubscribe", kWorker, absl::StrCat("--master_port=", FreeLoopbackPort().value()),
-                "--dataset=synthetic", "--synthetic_samples=1024", "--max_steps=12", "--log_every=4",
-                "--timeout=30"}}});
+               {mpirun, "-np", "2", "--oversubscribe", kWorker,
+                absl::StrCat("--master_port=", FreeLoopbackPort().value()), "--dataset=synthetic",
+                "--synthetic_samples=1024", "--max_steps=12", "--log_every=4", "--timeout=30"}}});
   ASSERT_EQ(results.size(), 1u);
   ASSERT_EQ(results[0].exit_code, 0) << results[0].stdout_text << results[0].stderr_tail;
   EXPECT_TRUE(absl::StrContains(results[0].stdout_text, "test accuracy:")) << results[0].stdout_text;

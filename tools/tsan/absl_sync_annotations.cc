@@ -22,7 +22,8 @@
 #include "absl/base/options.h"
 #include "absl/synchronization/mutex.h"
 
-static_assert(ABSL_OPTION_USE_INLINE_NAMESPACE == 1, "the mangled names below assume Abseil's inline namespace");
+static_assert(ABSL_OPTION_USE_INLINE_NAMESPACE == 1,
+              "the mangled names below assume Abseil's inline namespace");
 
 namespace {
 
@@ -36,7 +37,8 @@ Fn Real(const char* rest) {
   const std::string name = "_ZN4absl" + std::to_string(inline_namespace.size()) + inline_namespace + rest;
   void* function = dlsym(RTLD_NEXT, name.c_str());
   if (function == nullptr) {
-    std::fprintf(stderr, "tsan annotations: %s not found in the Abseil library (%s)\n", name.c_str(), dlerror());
+    std::fprintf(stderr, "tsan annotations: %s not found in the Abseil library (%s)\n", name.c_str(),
+                 dlerror());
     std::abort();
   }
   return reinterpret_cast<Fn>(function);
@@ -178,8 +180,8 @@ bool Mutex::AwaitWithTimeout(const Condition& cond, Duration timeout) {
 }
 
 bool Mutex::AwaitWithDeadline(const Condition& cond, Time deadline) {
-  static const auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
-      "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  static const auto real =
+      Real<bool (*)(Mutex*, const Condition&, Time)>("5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   return CallWithCondition(real, this, cond, kWaits, deadline);
 }
 
