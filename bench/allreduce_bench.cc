@@ -37,9 +37,9 @@
 #include "absl/time/clock.h"
 #include "bench/report.h"
 #include "bench/result_line.h"
-#include "bench/subprocess.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "ring/process_group.h"
 #include "ring/thread_ranks.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -189,16 +189,10 @@ absl::StatusOr<Programs> FindPrograms(const char* argv0) {
   return p;
 }
 
-// A loopback port nobody listens on right now.
-absl::StatusOr<int> FreePort() {
-  ASSIGN_OR_RETURN(Socket probe, ListenTcp("127.0.0.1", 0));
-  return LocalPort(probe);
-}
-
 // psring's busbw (GB/s) at `bytes` for `n` ranks as processes: ring_worker's gradient-only mode, the slowest
 // rank's mean step.
 absl::StatusOr<double> RunRingProcesses(const Programs& programs, int n, size_t bytes) {
-  ASSIGN_OR_RETURN(int port, FreePort());
+  ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
   std::vector<ProcessSpec> specs;
   for (int r = 0; r < n; ++r) {
     specs.push_back({absl::StrCat("ring rank ", r),
@@ -229,7 +223,7 @@ absl::StatusOr<double> RunRingProcesses(const Programs& programs, int n, size_t 
 
 // Gloo's {time_s, busbw GB/s} at `bytes` for `n` ranks: one script process per rank, rank 0 reports.
 absl::StatusOr<std::pair<double, double>> RunGloo(const Programs& programs, int n, size_t bytes) {
-  ASSIGN_OR_RETURN(int port, FreePort());
+  ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
   std::vector<ProcessSpec> specs;
   for (int r = 0; r < n; ++r) {
     specs.push_back({absl::StrCat("gloo rank ", r),

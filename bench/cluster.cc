@@ -19,8 +19,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "bench/emergency_cleanup.h"
-#include "bench/subprocess.h"
+#include "common/emergency_cleanup.h"
+#include "common/subprocess.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 

@@ -18,8 +18,8 @@
 #include "absl/strings/str_split.h"
 #include "bench/cluster.h"
 #include "bench/cluster_flags.h"
-#include "bench/subprocess.h"
 #include "common/flags_usage.h"
+#include "common/subprocess.h"
 #include "common/status_macros.h"
 
 ABSL_FLAG(int, hosts, psring::bench::ClusterOptions().hosts, "Number of emulated hosts; the command runs once in each.");

@@ -1,4 +1,5 @@
-// The alpha-beta cost model of a gradient exchange (DESIGN.md), its least-squares fit and its predictions.
+// The alpha-beta cost model of a gradient exchange (derived in bench/PERFORMANCE.md 3), its least-squares fit
+// and its predictions.
 //
 // One exchange step of S bytes over N workers (K parameter-server shards) costs
 //

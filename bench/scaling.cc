@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/result_line.h"
-#include "bench/subprocess.h"
 #include "common/exit_codes.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 
 namespace psring::bench {
 namespace {

@@ -12,7 +12,10 @@ int RunMain(int argc, char** argv, absl::string_view name,
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   const absl::Status status = run(std::vector<std::string>(positional.begin() + 1, positional.end()));
   if (!status.ok()) {
-    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(name.size()), name.data(), status.ToString().c_str());
+    // The code and message only: payloads are for launchers, which get them as the exit code.
+    std::fprintf(stderr, "%.*s: %s: %.*s\n", static_cast<int>(name.size()), name.data(),
+                 absl::StatusCodeToString(status.code()).c_str(), static_cast<int>(status.message().size()),
+                 status.message().data());
   }
   return ExitCodeFor(status);
 }

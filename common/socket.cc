@@ -14,8 +14,10 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
 #include "common/status_macros.h"
 
 namespace psring {
@@ -162,8 +164,8 @@ absl::StatusOr<Socket> ListenTcp(const std::string& bind_addr, int port, int bac
     const int err = errno;
     const std::string where = absl::StrCat(bind_addr.empty() ? "0.0.0.0" : bind_addr, ":", port);
     if (err == EADDRINUSE) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot listen on ", where, ": the port is in use; choose another port"));
+      return PortInUseError(absl::StrCat("cannot listen on ", where,
+                                         ": the port is in use by another process; choose another port"));
     }
     return absl::InvalidArgumentError(absl::StrCat("cannot bind ", where, ": ", ErrnoText(err),
                                                    "; is the address assigned to an interface here?"));
@@ -193,6 +195,11 @@ absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count) {
     ports.push_back(port);
   }
   return ports;  // `held` closes here
+}
+
+absl::StatusOr<int> FreeLoopbackPort() {
+  ASSIGN_OR_RETURN(std::vector<int> ports, FreeLoopbackPorts(1));
+  return ports.front();
 }
 
 absl::StatusOr<Socket> AcceptTcp(const Socket& listener, absl::Time deadline) {
@@ -331,15 +338,32 @@ absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port
   return std::string(text);
 }
 
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& text, const std::string& what) {
-  const size_t colon = text.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(text.substr(colon + 1), &port) ||
-      port <= 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " '", text, "' is not of the form host:port with port in [1, 65535]"));
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view what) {
+  auto malformed = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " '", text, "' ", why, "; write host:port, e.g. 10.0.0.1:29500 or [fd00::1]:29500"));
+  };
+  HostPort result;
+  absl::string_view port_text;
+  if (absl::StartsWith(text, "[")) {
+    const size_t close = text.find(']');
+    if (close == absl::string_view::npos) return malformed("has no ']' after its IPv6 address");
+    result.host = std::string(text.substr(1, close - 1));
+    if (text.substr(close + 1, 1) != ":") return malformed("has no :port after its ']'");
+    port_text = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos) return malformed("has no port");
+    result.host = std::string(text.substr(0, colon));
+    if (absl::StrContains(result.host, ':'))
+      return malformed("is ambiguous: put an IPv6 address in brackets");
+    port_text = text.substr(colon + 1);
   }
-  return std::make_pair(text.substr(0, colon), port);
+  if (result.host.empty()) return malformed("has no host");
+  if (!absl::SimpleAtoi(port_text, &result.port) || result.port < 1 || result.port > 65535) {
+    return malformed("has no port in [1, 65535]");
+  }
+  return result;
 }
 
 }  // namespace psring

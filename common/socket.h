@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace psring {
@@ -59,7 +60,8 @@ class Socket {
 };
 
 // Listens on bind_addr:port (port 0: the kernel picks one; SO_REUSEADDR set). bind_addr is a numeric IPv4
-// address or a host name; "" or "0.0.0.0" means every interface.
+// address or a host name; "" or "0.0.0.0" means every interface. A port that another socket holds is
+// PortInUseError (common/exit_codes.h).
 absl::StatusOr<Socket> ListenTcp(const std::string& bind_addr, int port, int backlog = 128);
 
 // The port a bound socket listens on.
@@ -67,8 +69,9 @@ absl::StatusOr<int> LocalPort(const Socket& socket);
 
 // `count` distinct TCP ports free on 127.0.0.1 right now, for servers whose clients are told the port up
 // front: all are bound at once (port 0, the kernel picks) and released on return, so another process may
-// still take one before the caller binds it again.
+// still take one before the caller binds it again (its bind then fails with PortInUseError: pick again).
 absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count);
+absl::StatusOr<int> FreeLoopbackPort();  // one of them
 
 // Waits for one connection until `deadline` (kDeadlineExceeded after it).
 absl::StatusOr<Socket> AcceptTcp(const Socket& listener, absl::Time deadline);
@@ -93,8 +96,14 @@ absl::Status SetBufferSizes(const Socket& socket, int bytes);
 // address its peers can reach when no --iface_addr is given.
 absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port);
 
-// "host:port" -> (host, port); kInvalidArgument naming `what` when malformed.
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& text, const std::string& what);
+struct HostPort {
+  std::string host;  // a name or a numeric address, IPv6 without its brackets
+  int port = 0;      // in [1, 65535]
+};
+
+// "host:port", "10.0.0.1:port" or "[IPv6 address]:port" (the only way to write an IPv6 address, since its own
+// colons would be ambiguous). kInvalidArgument naming `what` (e.g. "--servers entry") when malformed.
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view what);
 
 }  // namespace psring
 

@@ -4,6 +4,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define PSRING_CONCAT_INNER_(a, b) a##b
 #define PSRING_CONCAT_(a, b) PSRING_CONCAT_INNER_(a, b)
@@ -23,5 +26,19 @@
   auto tmp = (rexpr);                           \
   if (!tmp.ok()) return tmp.status();           \
   lhs = std::move(tmp).value()
+
+namespace psring {
+
+// `status` with "context: " before its message. The code and the payloads stay, so marks such as
+// PortInUseError's (common/exit_codes.h) survive every layer that adds its context.
+inline absl::Status Annotate(const absl::Status& status, absl::string_view context) {
+  if (status.ok()) return status;
+  absl::Status annotated(status.code(), absl::StrCat(context, ": ", status.message()));
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { annotated.SetPayload(url, payload); });
+  return annotated;
+}
+
+}  // namespace psring
 
 #endif  // PSRING_COMMON_STATUS_MACROS_H_

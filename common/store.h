@@ -46,10 +46,11 @@ absl::Status StoreBarrier(Store* store, const std::string& name, int world_size,
 // A Store shared by threads of one process. Close() wakes blocked Get()s with kUnavailable.
 class InMemoryStore final : public Store {
  public:
-  absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
-  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
-  void Close();
+  absl::Status Set(const std::string& key, const std::string& value) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Mutex mu_;

@@ -46,9 +46,7 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const TcpStoreOptions
   if (options.is_server) {
     absl::StatusOr<Socket> listener = ListenTcp(options.bind_addr, options.master_port);
     if (!listener.ok()) {
-      return absl::Status(listener.status().code(),
-                          absl::StrCat("rendezvous store (rank 0): ", listener.status().message(),
-                                       " (--master_port / MASTER_PORT)"));
+      return Annotate(listener.status(), "rendezvous store (rank 0, --master_port / MASTER_PORT)");
     }
     store->listener_ = std::move(*listener);
     ASSIGN_OR_RETURN(store->port_, LocalPort(store->listener_));

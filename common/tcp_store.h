@@ -40,11 +40,12 @@ class TcpStore final : public Store {
  public:
   // Server: listens (kUnavailable if the port is taken). Client: connects, retrying until `timeout`.
   static absl::StatusOr<std::unique_ptr<TcpStore>> Create(const TcpStoreOptions& options);
-  ~TcpStore() override;
+  ~TcpStore() override ABSL_LOCKS_EXCLUDED(clients_mu_);
 
-  absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
-  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
+  absl::Status Set(const std::string& key, const std::string& value) override ABSL_LOCKS_EXCLUDED(call_mu_);
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override
+      ABSL_LOCKS_EXCLUDED(call_mu_);
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override ABSL_LOCKS_EXCLUDED(call_mu_);
 
   // The port the server listens on, or the port the client connected to.
   int port() const { return port_; }
@@ -57,9 +58,9 @@ class TcpStore final : public Store {
   struct Response;
   explicit TcpStore(const TcpStoreOptions& options) : options_(options) {}
   absl::StatusOr<Response> Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg,
-                                absl::Duration wait);
-  void AcceptLoop();
-  void Serve(Socket* client);
+                                absl::Duration wait) ABSL_LOCKS_EXCLUDED(call_mu_);
+  void AcceptLoop() ABSL_LOCKS_EXCLUDED(clients_mu_);
+  void Serve(Socket* client) ABSL_LOCKS_EXCLUDED(clients_mu_);
 
   const TcpStoreOptions options_;
   int port_ = 0;

@@ -1,15 +1,12 @@
 #include "ps/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
-#include "zlib.h"
 
 namespace psring::ps {
 namespace {
@@ -19,52 +16,6 @@ constexpr char kMagic[8] = {'P', 'S', 'R', 'C', 'K', 'P', 'T', '1'};
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
 }
-
-// Appends raw bytes to a file while keeping a running CRC-32.
-class Writer {
- public:
-  Writer(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  absl::Status Put(const void* data, size_t n) {
-    crc_ = CrcUpdate(crc_, data, n);
-    return PutRaw(data, n);
-  }
-  template <typename T>
-  absl::Status PutValue(const T& value) {
-    return Put(&value, sizeof(T));
-  }
-  absl::Status PutCrc() {
-    const uint32_t crc = static_cast<uint32_t>(crc_);
-    return PutRaw(&crc, sizeof(crc));
-  }
-  static unsigned long CrcUpdate(unsigned long crc, const void* data, size_t n) {
-    const auto* bytes = static_cast<const Bytef*>(data);
-    while (n > 0) {  // crc32 takes a uInt length
-      const uInt len = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-      crc = crc32(crc, bytes, len);
-      bytes += len;
-      n -= len;
-    }
-    return crc;
-  }
-
- private:
-  absl::Status PutRaw(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError("cannot write checkpoint", path_);
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return absl::OkStatus();
-  }
-  int fd_;
-  std::string path_;
-  unsigned long crc_ = crc32(0L, Z_NULL, 0);
-};
 
 // Reads fixed-size fields from a byte string, failing with kDataLoss past its end.
 class Reader {
@@ -103,38 +54,24 @@ absl::Status WriteShardCheckpoint(const std::string& path, const ShardCheckpoint
                                             momentum.size(), " do not match the range [", h.begin, ", ",
                                             h.end, ")"));
   }
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create checkpoint (does the --checkpoint_dir exist?)", tmp);
-  Writer w(fd, tmp);
-  absl::Status status = [&]() -> absl::Status {
-    RETURN_IF_ERROR(w.Put(kMagic, sizeof(kMagic)));
-    RETURN_IF_ERROR(w.PutValue(h.shard));
-    RETURN_IF_ERROR(w.PutValue(h.num_shards));
-    RETURN_IF_ERROR(w.PutValue(h.total_params));
-    RETURN_IF_ERROR(w.PutValue(h.begin));
-    RETURN_IF_ERROR(w.PutValue(h.end));
-    RETURN_IF_ERROR(w.PutValue(h.version));
-    RETURN_IF_ERROR(w.PutValue(h.hyperparameters.lr));
-    RETURN_IF_ERROR(w.PutValue(h.hyperparameters.momentum));
-    RETURN_IF_ERROR(w.PutValue(h.hyperparameters.weight_decay));
-    RETURN_IF_ERROR(w.PutValue(static_cast<uint32_t>(h.clocks.size())));
-    RETURN_IF_ERROR(w.Put(h.clocks.data(), h.clocks.size() * sizeof(int64_t)));
-    RETURN_IF_ERROR(w.Put(params.data(), params.size() * sizeof(float)));
-    RETURN_IF_ERROR(w.Put(momentum.data(), momentum.size() * sizeof(float)));
-    RETURN_IF_ERROR(w.PutCrc());
-    if (::fsync(fd) != 0) return ErrnoError("cannot fsync checkpoint", tmp);
-    return absl::OkStatus();
-  }();
-  if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close checkpoint", tmp);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("cannot rename checkpoint into place:", path);
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Create(path));
+  const auto put = [&w](const auto& value) { return w.Append(&value, sizeof(value)); };
+  RETURN_IF_ERROR(w.Append(kMagic, sizeof(kMagic)));
+  RETURN_IF_ERROR(put(h.shard));
+  RETURN_IF_ERROR(put(h.num_shards));
+  RETURN_IF_ERROR(put(h.total_params));
+  RETURN_IF_ERROR(put(h.begin));
+  RETURN_IF_ERROR(put(h.end));
+  RETURN_IF_ERROR(put(h.version));
+  RETURN_IF_ERROR(put(h.hyperparameters.lr));
+  RETURN_IF_ERROR(put(h.hyperparameters.momentum));
+  RETURN_IF_ERROR(put(h.hyperparameters.weight_decay));
+  RETURN_IF_ERROR(put(static_cast<uint32_t>(h.clocks.size())));
+  RETURN_IF_ERROR(w.Append(h.clocks.data(), h.clocks.size() * sizeof(int64_t)));
+  RETURN_IF_ERROR(w.Append(params.data(), params.size() * sizeof(float)));
+  RETURN_IF_ERROR(w.Append(momentum.data(), momentum.size() * sizeof(float)));
+  RETURN_IF_ERROR(put(w.crc()));
+  return w.Commit();
 }
 
 absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path) {
@@ -182,8 +119,7 @@ absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path) {
   const size_t body = r.pos();
   uint32_t stored_crc = 0;
   RETURN_IF_ERROR(r.GetValue(&stored_crc));
-  const uint32_t crc = static_cast<uint32_t>(Writer::CrcUpdate(crc32(0L, Z_NULL, 0), bytes.data(), body));
-  if (crc != stored_crc || r.pos() != bytes.size()) {
+  if (Crc32(absl::string_view(bytes).substr(0, body)) != stored_crc || r.pos() != bytes.size()) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", path, " is corrupt (CRC mismatch or trailing bytes)"));
   }

@@ -1,5 +1,5 @@
-// Shard checkpoints: one binary file per shard, written atomically (temporary file, fsync, rename), so a
-// crash leaves either the previous checkpoint or the new one, never a torn file.
+// Shard checkpoints: one binary file per shard, written atomically (common/atomic_file.h), so a crash leaves
+// either the previous checkpoint or the new one, never a torn file.
 //
 // Layout (little-endian): magic "PSRCKPT1", shard, num_shards, total, begin, end, version, lr, momentum,
 // weight_decay, number of ranks, their next-step clocks, params[end-begin], momentum[end-begin], then a
@@ -35,7 +35,8 @@ struct ShardCheckpoint {
 std::string ShardCheckpointPath(const std::string& dir, int shard, int num_shards);
 
 // Writes `header`'s metadata with the given params and momentum (header.params/momentum are ignored, so the
-// server need not copy its tensors). Blocks on disk I/O. kInternal with the path and errno on failure.
+// server need not copy its tensors). Creates the folder when missing. Blocks on disk I/O. On failure the
+// error of common/atomic_file.h, naming the file.
 absl::Status WriteShardCheckpoint(const std::string& path, const ShardCheckpoint& header,
                                   absl::Span<const float> params, absl::Span<const float> momentum);
 

@@ -6,11 +6,11 @@
 #include <functional>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 #include "ps/tensor_frame.h"
 
@@ -41,13 +41,7 @@ absl::Status PsExchange::FromCall(const grpc::Status& status, absl::Time deadlin
 absl::StatusOr<std::vector<std::string>> ParseServerList(const std::string& text) {
   std::vector<std::string> servers;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    const size_t colon = part.rfind(':');
-    int port = 0;
-    if (colon == absl::string_view::npos || colon == 0 || !absl::SimpleAtoi(part.substr(colon + 1), &port) ||
-        port <= 0 || port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad server address \"", part, "\" in --servers; expected host:port,host:port,..."));
-    }
+    RETURN_IF_ERROR(ParseHostPort(part, "--servers entry").status());
     servers.emplace_back(part);
   }
   if (servers.empty()) return absl::InvalidArgumentError("--servers is empty; give host:port per shard");

@@ -3,19 +3,14 @@
 //   bazel run //ps:local -- --workers=4 --num_shards=2 [--mode=async --staleness=2] -- --epochs=1
 // Arguments after a second `--` go to every worker (training flags, --model_bytes, ...).
 //
-// Every child runs in one process group with PR_SET_PDEATHSIG, so SIGINT/SIGTERM to the launcher, a failing
-// worker, or the launcher dying all end the whole job.
-#include <fcntl.h>
+// The children run under common/subprocess.h (each in its own process group, killed if the launcher dies), so
+// SIGINT/SIGTERM to the launcher, a failing worker, or the launcher dying all end the whole job.
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -29,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "ps/binary_main.h"
 
 ABSL_FLAG(int, workers, 2,
@@ -70,50 +66,25 @@ std::string SiblingBinary(const std::string& name) {
   return path.substr(0, path.rfind('/') + 1) + name;
 }
 
-// The children and their process group; ends whatever is left on destruction.
+// The job's children; ends whatever is left on destruction.
 class Job {
  public:
   ~Job() { Terminate(absl::Seconds(5)); }
 
-  absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& what) {
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) return absl::InternalError(absl::StrCat("fork for ", what, ": ", std::strerror(errno)));
-    if (pid == 0) {
-      ::setpgid(0, pgid_);  // the first child founds the group (pgid_ == 0)
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      std::fprintf(stderr, "ps local: cannot run %s: %s\n", args[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    ::setpgid(pid, pgid_ == 0 ? pid : pgid_);  // also from the parent, whoever runs first
-    if (pgid_ == 0) pgid_ = pid;
-    children_.push_back({pid, what, true, 0});
-    return pid;
+  // Starts a child named `what` in messages; returns its index for Running().
+  absl::StatusOr<size_t> Spawn(const std::vector<std::string>& argv, const std::string& what) {
+    ASSIGN_OR_RETURN(Subprocess process, Subprocess::Start(argv));
+    children_.push_back({std::move(process), what});
+    return children_.size() - 1;
   }
 
-  // Reaps exited children without blocking. Returns the first failure among `watched` children.
+  // Reaps exited children without blocking. Returns the first failure.
   absl::Status Poll() {
     for (Child& c : children_) {
-      if (!c.running) continue;
-      int status = 0;
-      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
-      if (r != c.pid) continue;
-      c.running = false;
-      c.status = status;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        return absl::InternalError(absl::StrCat(c.what, " failed (",
-                                                WIFEXITED(status)
-                                                    ? absl::StrCat("exit code ", WEXITSTATUS(status))
-                                                    : absl::StrCat("signal ", WTERMSIG(status)),
-                                                "); see its stderr above"));
+      if (!c.process.running() || !c.process.Poll()) continue;
+      if (c.process.exit_code() != 0) {
+        return absl::InternalError(
+            absl::StrCat(c.what, " failed (", c.process.ExitDescription(), "); see its stderr above"));
       }
     }
     return absl::OkStatus();
@@ -121,43 +92,30 @@ class Job {
 
   bool AnyRunning() const {
     for (const Child& c : children_) {
-      if (c.running) return true;
+      if (c.process.running()) return true;
     }
     return false;
   }
 
-  bool Running(pid_t pid) const {
-    for (const Child& c : children_) {
-      if (c.pid == pid) return c.running;
-    }
-    return false;
-  }
+  bool Running(size_t child) const { return children_[child].process.running(); }
 
   // SIGTERM to every child (servers then write their checkpoint, print their result line and exit),
   // SIGKILL to those still running after `grace`; reaps them all. Blocks at most `grace` plus the reaping.
   void Terminate(absl::Duration grace) {
-    if (pgid_ == 0 || !AnyRunning()) return;  // (the group id may be reused once all are gone)
-    ::kill(-pgid_, SIGTERM);
+    for (Child& c : children_) c.process.Signal(SIGTERM);
     const absl::Time give_up = absl::Now() + grace;
     while (AnyRunning() && absl::Now() < give_up) {
       Poll().IgnoreError();  // reaps; failures no longer matter
       absl::SleepFor(absl::Milliseconds(20));
     }
-    ::kill(-pgid_, SIGKILL);
-    for (Child& c : children_) {
-      if (c.running) ::waitpid(c.pid, nullptr, 0);
-      c.running = false;
-    }
+    for (Child& c : children_) c.process.Kill();
   }
 
  private:
   struct Child {
-    pid_t pid;
+    Subprocess process;
     std::string what;
-    bool running;
-    int status;
   };
-  pid_t pgid_ = 0;
   std::vector<Child> children_;
 };
 
@@ -200,7 +158,7 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
   const std::string token = absl::GetFlag(FLAGS_auth_token);
 
   Job job;
-  std::vector<pid_t> servers;
+  std::vector<size_t> servers;
   std::vector<std::string> port_files;
   for (int shard = 0; shard < k; ++shard) {
     port_files.push_back(absl::StrCat(dir, "/port-", shard));
@@ -216,8 +174,8 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
                                      absl::StrCat("--step_timeout=", absl::GetFlag(FLAGS_step_timeout)),
                                      "--checkpoint_dir=" + absl::GetFlag(FLAGS_checkpoint_dir),
                                      "--auth_token=" + token};
-    ASSIGN_OR_RETURN(pid_t pid, job.Spawn(argv, absl::StrCat("server shard ", shard)));
-    servers.push_back(pid);
+    ASSIGN_OR_RETURN(size_t server, job.Spawn(argv, absl::StrCat("server shard ", shard)));
+    servers.push_back(server);
   }
   std::vector<std::string> addresses;
   for (int shard = 0; shard < k; ++shard) {
@@ -243,7 +201,7 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
   }
   std::fprintf(stderr, "ps local: %d server(s) at %s; starting %d worker(s)\n", k,
                absl::StrJoin(addresses, ",").c_str(), n);
-  std::vector<pid_t> workers;
+  std::vector<size_t> workers;
   for (int rank = 0; rank < n; ++rank) {
     std::vector<std::string> argv = {worker_bin,
                                      "--servers=" + absl::StrJoin(addresses, ","),
@@ -252,13 +210,13 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
                                      "--shutdown_servers",
                                      "--auth_token=" + token};
     argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-    ASSIGN_OR_RETURN(pid_t pid, job.Spawn(argv, absl::StrCat("worker rank ", rank)));
-    workers.push_back(pid);
+    ASSIGN_OR_RETURN(size_t worker, job.Spawn(argv, absl::StrCat("worker rank ", rank)));
+    workers.push_back(worker);
   }
   // Workers first; then the servers, which exit after rank 0's Shutdown call.
-  for (const std::vector<pid_t>* group : {&workers, &servers}) {
-    for (pid_t pid : *group) {
-      while (job.Running(pid)) {
+  for (const std::vector<size_t>* group : {&workers, &servers}) {
+    for (size_t child : *group) {
+      while (job.Running(child)) {
         RETURN_IF_ERROR(CheckInterrupted());
         RETURN_IF_ERROR(job.Poll());
         if (absl::Now() > deadline)

@@ -1,10 +1,37 @@
 #include "ps/server.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 #include "ps/wire.h"
 
 namespace psring::ps {
+namespace {
+
+// gRPC reports every failure to add a listening port (a busy port, an address not on this host, a TLS key
+// or certificate it cannot use) only as no server / port 0, and the reason at most in its log. Binding the
+// same address ourselves tells the first two apart from the rest.
+absl::Status WhyNotListening(const ServerOptions& options, const std::string& address) {
+  if (options.port != 0) {
+    absl::StatusOr<Socket> probe = ListenTcp(options.bind_addr, options.port);
+    if (IsPortInUse(probe.status())) {
+      return PortInUseError(absl::StrCat("cannot listen on ", address,
+                                         ": the port is in use by another process; pick another --port"));
+    }
+    if (absl::IsInvalidArgument(probe.status())) {
+      return Annotate(probe.status(), absl::StrCat("cannot listen on ", address, " (--bind_addr)"));
+    }
+  }
+  if (!options.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gRPC cannot serve TLS on ", address, " with --tls_cert=", options.tls_cert_file, " and --tls_key=",
+        options.tls_key_file, "; they must be a PEM certificate (chain) and its matching PEM private key"));
+  }
+  return absl::InternalError(absl::StrCat("gRPC cannot listen on ", address, "; see its log lines above"));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& options) {
   std::unique_ptr<PsServer> server(new PsServer());
@@ -33,10 +60,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
   // port's connections with the first (two shards on one port). Make it fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address,
-                                               " (port in use or bad --bind_addr?); pick another --port"));
-  }
+  if (server->server_ == nullptr || server->port_ == 0) return WhyNotListening(options, address);
   return server;
 }
 

@@ -32,7 +32,9 @@ struct ServerOptions {
 
 class PsServer {
  public:
-  // Loads the shard checkpoint if any, binds and starts serving. kUnavailable when the port cannot be bound.
+  // Loads the shard checkpoint if any, binds and starts serving. PortInUseError (common/exit_codes.h) when
+  // another process holds the port, kInvalidArgument for an address not on this host or an unusable TLS
+  // certificate or key.
   static absl::StatusOr<std::unique_ptr<PsServer>> Start(const ServerOptions& options);
   ~PsServer();  // Stop(false) unless stopped
 

@@ -7,7 +7,8 @@
 //     counts those slices so the sender can wait until gRPC has let go of the memory;
 //   - receiving: the payload is copied once, from gRPC's slices straight into the destination tensor.
 // The server installs it for PushPull with grpc::Service::MarkMethodStreamed; the client opens the method
-// with ClientReaderWriterFactory (both public gRPC codegen APIs).
+// with grpc::internal::ClientReaderWriterFactory. Both are what gRPC's generated code calls, not its
+// documented API (the second is in grpc::internal), so a gRPC upgrade may change them.
 #ifndef PSRING_PS_TENSOR_FRAME_H_
 #define PSRING_PS_TENSOR_FRAME_H_
 
@@ -30,10 +31,10 @@ class SliceTracker {
   SliceTracker() = default;
   SliceTracker(const SliceTracker&) = delete;
   SliceTracker& operator=(const SliceTracker&) = delete;
-  void Add();
+  void Add() ABSL_LOCKS_EXCLUDED(mu_);
   static void Release(void* tracker);
   // Blocks until every slice was released or `timeout` passed; true when all were released.
-  bool WaitReleased(absl::Duration timeout);
+  bool WaitReleased(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Mutex mu_;

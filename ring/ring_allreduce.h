@@ -67,15 +67,15 @@ struct PhaseTimes {
 class RingCollectives {
  public:
   RingCollectives(Peer* peer, RingOptions options);
-  ~RingCollectives();
+  ~RingCollectives() ABSL_LOCKS_EXCLUDED(mu_);
   RingCollectives(const RingCollectives&) = delete;
   RingCollectives& operator=(const RingCollectives&) = delete;
 
   // In place; every rank passes the same count and type. Blocks until done. N == 1: no-op (kAverage too).
-  absl::Status AllReduce(void* data, size_t count, DataType type, ReduceOp op);
+  absl::Status AllReduce(void* data, size_t count, DataType type, ReduceOp op) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Overwrites `data` on every rank with root's, streamed along the chain root -> root+1 -> ... -> root-1.
-  absl::Status Broadcast(void* data, size_t count, DataType type, int root);
+  absl::Status Broadcast(void* data, size_t count, DataType type, int root) ABSL_LOCKS_EXCLUDED(mu_);
 
   const PhaseTimes& last_phase_times() const { return times_; }
   int rank() const { return peer_->rank(); }
@@ -101,11 +101,12 @@ class RingCollectives {
     uint64_t count;
   };
 
-  absl::Status Run(const Header& header, void* data, DataType type, int world);
-  void SenderLoop();
-  absl::Status Receive(const Header& header, char* data, DataType type, absl::Time deadline);
+  absl::Status Run(const Header& header, void* data, DataType type, int world) ABSL_LOCKS_EXCLUDED(mu_);
+  void SenderLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Receive(const Header& header, char* data, DataType type, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status CheckHeader(const Header& mine, const Header& left) const;
-  void Fail(const absl::Status& status);
+  void Fail(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   Peer* const peer_;
   const RingOptions options_;

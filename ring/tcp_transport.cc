@@ -99,8 +99,9 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
         absl::StrCat("world size mismatch: rank ", rank, " has world size ", world_size, " but rank ", right,
                      " has world size ", right_world, "; start every rank with the same --world_size"));
   }
-  ASSIGN_OR_RETURN(auto right_addr, SplitHostPort(parts[0], absl::StrCat("rank ", right, "'s ring address")));
-  ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.first, right_addr.second, deadline));
+  ASSIGN_OR_RETURN(HostPort right_addr,
+                   ParseHostPort(parts[0], absl::StrCat("rank ", right, "'s ring address")));
+  ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.host, right_addr.port, deadline));
   to_right.set_peer_name(absl::StrCat("right neighbour rank ", right, " (", parts[0], ")"));
   if (options.socket_buffer_bytes > 0) RETURN_IF_ERROR(SetBufferSizes(to_right, options.socket_buffer_bytes));
   const Hello mine{kHelloMagic, rank, world_size, kVersion};

@@ -1,12 +1,9 @@
 #include "trainer/npz.h"
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -15,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 
 namespace psring::trainer {
@@ -210,8 +208,7 @@ absl::StatusOr<std::string> NpzWriter::Serialize() const {
       return absl::InvalidArgumentError(
           absl::StrCat("archive would exceed 4 GiB at array ", name, "; zip64 is not supported"));
     }
-    const uint32_t crc = static_cast<uint32_t>(crc32(
-        crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(npy.data()), static_cast<uInt>(npy.size())));
+    const uint32_t crc = Crc32(npy);
     const uint32_t offset = static_cast<uint32_t>(out.size());
     const uint32_t size = static_cast<uint32_t>(npy.size());
     // Local file header: stored (method 0), sizes and CRC known up front, no data descriptor.
@@ -263,36 +260,7 @@ absl::StatusOr<std::string> NpzWriter::Serialize() const {
 
 absl::Status NpzWriter::WriteAtomically(const std::string& path) const {
   ASSIGN_OR_RETURN(std::string bytes, Serialize());
-  const std::filesystem::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path()) {
-    std::filesystem::create_directories(target.parent_path(), ec);
-    if (ec) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot create folder ", target.parent_path().string(), ": ", ec.message()));
-    }
-  }
-  const std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  FILE* f = std::fopen(temp.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot write ", temp, ": ", std::strerror(errno)));
-  }
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const bool flushed = std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-  const int err = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !flushed || !closed) {
-    std::remove(temp.c_str());
-    return absl::DataLossError(
-        absl::StrCat("writing ", temp, " failed: ", std::strerror(err), " (disk full?)"));
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    const int rename_err = errno;
-    std::remove(temp.c_str());
-    return absl::DataLossError(
-        absl::StrCat("cannot rename ", temp, " to ", path, ": ", std::strerror(rename_err)));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, bytes);
 }
 
 absl::StatusOr<NpzReader> NpzReader::Open(const std::string& path) {
@@ -350,10 +318,7 @@ absl::StatusOr<NpzReader> NpzReader::Parse(const std::string& bytes, const std::
       return corrupt(
           absl::StrCat("entry ", name, " uses zip method ", method, "; only stored and deflate work"));
     }
-    const uint32_t actual =
-        static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(content.data()),
-                                    static_cast<uInt>(content.size())));
-    if (actual != crc) return corrupt(absl::StrCat("entry ", name, " fails its CRC-32 check"));
+    if (Crc32(content) != crc) return corrupt(absl::StrCat("entry ", name, " fails its CRC-32 check"));
     const std::string key(absl::StripSuffix(name, ".npy"));
     ASSIGN_OR_RETURN(NpyArray array, DecodeNpy(content, absl::StrCat(path, ":", key)));
     reader.arrays_[key] = std::move(array);

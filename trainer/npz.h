@@ -47,8 +47,8 @@ class NpzWriter {
   void AddFloat32Scalar(const std::string& name, float value);
   void AddString(const std::string& name, const std::string& value);  // 0-d byte string "|S<n>"
 
-  // Writes `path` through a temporary file in the same folder, fsync and rename, so `path` is either the old
-  // file or the complete new one. Creates the folder when missing.
+  // Writes `path` with WriteFileAtomically (common/atomic_file.h): `path` is either the old file or the
+  // complete new one. Creates the folder when missing.
   absl::Status WriteAtomically(const std::string& path) const;
 
   // The archive's bytes.

@@ -1,6 +1,6 @@
 #include "bench/cluster.h"
 
-#include "bench/subprocess.h"
+#include "common/subprocess.h"
 
 #include <linux/capability.h>
 #include <sys/syscall.h>

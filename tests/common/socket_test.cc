@@ -4,6 +4,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
 #include "gtest/gtest.h"
 
 namespace psring {
@@ -83,12 +86,37 @@ TEST_P(SocketTest, ShutdownWakesABlockedReceiver) {
 INSTANTIATE_TEST_SUITE_P(PollAndBlocking, SocketTest, ::testing::Bool());
 
 TEST(SocketHelpersTest, AddressesAndErrors) {
-  EXPECT_EQ(SplitHostPort("10.0.0.1:80", "x")->second, 80);
-  EXPECT_EQ(SplitHostPort("10.0.0.1", "x").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SplitHostPort("h:0", "x").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SplitHostPort(":80", "x").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*LocalAddressToward("127.0.0.1", 9), "127.0.0.1");
   EXPECT_EQ(ListenTcp("192.0.2.1", 0).status().code(), absl::StatusCode::kInvalidArgument);  // not ours
+}
+
+TEST(SocketHelpersTest, ParseHostPort) {
+  absl::StatusOr<HostPort> v4 = ParseHostPort("10.0.0.1:80", "x");
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  EXPECT_EQ(v4->host, "10.0.0.1");
+  EXPECT_EQ(v4->port, 80);
+  absl::StatusOr<HostPort> name = ParseHostPort("node-3.cluster:65535", "x");
+  ASSERT_TRUE(name.ok()) << name.status();
+  EXPECT_EQ(name->host, "node-3.cluster");
+  EXPECT_EQ(name->port, 65535);
+  absl::StatusOr<HostPort> v6 = ParseHostPort("[fd00::1]:29500", "x");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->host, "fd00::1");
+  EXPECT_EQ(v6->port, 29500);
+  for (const char* bad : {"10.0.0.1", "h:0", "h:65536", "h:8x", ":80", "fd00::1:80", "[fd00::1]",
+                          "[fd00::1:80", "[]:80", "[::1]80", ""}) {
+    absl::StatusOr<HostPort> parsed = ParseHostPort(bad, "--servers entry");
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StartsWith(parsed.status().message(), absl::StrCat("--servers entry '", bad, "'")))
+        << parsed.status();
+  }
+}
+
+TEST(SocketHelpersTest, PortInUseIsMarked) {
+  absl::StatusOr<Socket> first = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<Socket> second = ListenTcp("127.0.0.1", *LocalPort(*first));
+  EXPECT_TRUE(IsPortInUse(second.status())) << second.status();
 }
 
 TEST(SocketHelpersTest, FreeLoopbackPortsAreDistinctAndBindable) {

@@ -1,19 +1,19 @@
 // Faults with real processes: a //ps:worker process killed (SIGKILL) in the middle of training makes the
 // other rank's step fail with DEADLINE_EXCEEDED after the server's --step_timeout, the server keeps
 // serving, and a replacement for the dead rank joins and training goes on. Also //ps:local end to end.
+#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "ps/client.h"
 #include "tests/ps/ps_cluster.h"
@@ -26,55 +26,15 @@ std::string Runfile(const std::string& path) {
   return std::string(dir != nullptr ? dir : ".") + "/psring/" + path;
 }
 
-// A child process, killed and reaped on destruction whatever happens in the test.
-class Child {
- public:
-  explicit Child(const std::vector<std::string>& argv, const std::string& stdout_path = "/dev/null") {
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      if (std::freopen(stdout_path.c_str(), "w", stdout) == nullptr) ::_exit(126);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-  }
-  ~Child() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  void Kill() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    reaped_ = true;
-  }
-  // Waits up to `timeout` for the exit; returns the raw wait status, or -1 on timeout (child then killed).
-  int Wait(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    int status = 0;
-    while (absl::Now() < deadline) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        reaped_ = true;
-        return status;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    Kill();
-    return -1;
-  }
-  bool ok() const { return pid_ > 0; }
-  void Signal(int sig) { ::kill(pid_, sig); }
-
- private:
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-};
+// A child process with its stdout in `stdout_path`; killed and reaped on destruction whatever happens in the
+// test. Fails the test when it cannot be started.
+Subprocess StartChild(const std::vector<std::string>& argv, const std::string& stdout_path = "/dev/null") {
+  SpawnOptions options;
+  options.stdout_file = stdout_path;
+  absl::StatusOr<Subprocess> child = Subprocess::Start(argv, options);
+  EXPECT_TRUE(child.ok()) << child.status();
+  return child.ok() ? std::move(*child) : Subprocess();
+}
 
 TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
   constexpr size_t kCount = 50000;
@@ -85,11 +45,11 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
 
   // Rank 1: a real worker process in gradient-only mode with (nearly) endless steps.
-  auto worker = std::make_unique<Child>(std::vector<std::string>{
-      Runfile("ps/worker"), "--servers=" + cluster->addresses[0] + "," + cluster->addresses[1], "--rank=1",
-      "--world_size=2", absl::StrCat("--model_bytes=", kCount * 4), "--max_steps=1000000", "--warmup_steps=0",
-      "--timeout=20", "--lr=0.05", "--momentum=0.9", "--weight_decay=0.0005"});
-  ASSERT_TRUE(worker->ok());
+  Subprocess worker = StartChild(
+      {Runfile("ps/worker"), "--servers=" + cluster->addresses[0] + "," + cluster->addresses[1], "--rank=1",
+       "--world_size=2", absl::StrCat("--model_bytes=", kCount * 4), "--max_steps=1000000",
+       "--warmup_steps=0", "--timeout=20", "--lr=0.05", "--momentum=0.9", "--weight_decay=0.0005"});
+  ASSERT_TRUE(worker.running());
 
   // Rank 0 in this process, with the worker binary's default hyperparameters.
   PsClientOptions options = testing::ClientOptionsFor(*cluster, 0, 2);
@@ -103,7 +63,7 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
   ASSERT_TRUE((*rank0)->Barrier().ok());  // the worker's barrier before its measured steps
   for (int step = 0; step < 5; ++step) ASSERT_TRUE((*rank0)->Exchange(step, g, p).ok()) << "step " << step;
 
-  worker->Kill();  // mid-training: it may be anywhere in its next push
+  worker.Kill();  // mid-training: it may be anywhere in its next push
   // The dead rank may have pushed a step or two ahead before it died; the first step it never pushed fails.
   absl::StatusOr<trainer::ExchangeOutcome> failed = trainer::ExchangeOutcome::kParametersUpdated;
   absl::Duration waited;
@@ -142,11 +102,23 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
 }
 
 // //ps:worker processes whose command line contains `token`.
+// The command line of the process whose /proc folder is `proc_dir`; "" once it has exited. Plain read():
+// libstdc++'s streams throw when a process exits while they read its file (ESRCH).
+std::string CommandLine(const std::filesystem::path& proc_dir) {
+  std::string cmdline;
+  const int fd = ::open((proc_dir / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cmdline;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) cmdline.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return cmdline;
+}
+
 int CountProcessesWith(const std::string& token) {
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string cmdline = CommandLine(entry.path());
     const std::string program = cmdline.substr(0, cmdline.find('\0'));
     const bool worker = program.size() >= 9 && program.compare(program.size() - 9, 9, "ps/worker") == 0;
     if (worker && cmdline.find(token) != std::string::npos) ++count;
@@ -157,28 +129,29 @@ int CountProcessesWith(const std::string& token) {
 TEST(FaultTest, LocalLauncherTearsDownOnCtrlC) {
   // A token no other process has, so the scan below sees only this job's workers.
   const std::string token = absl::StrCat("--synthetic_samples=", 100000 + ::getpid() % 100000);
-  Child local({Runfile("ps/local"), "--workers=2", "--num_shards=2", "--server_bin=" + Runfile("ps/server"),
-               "--worker_bin=" + Runfile("ps/worker"), "--job_timeout=50", "--", "--dataset=synthetic", token,
-               "--hidden=16", "--epochs=1000", "--log_every=0", "--evaluate=false", "--device=cpu"});
+  Subprocess local = StartChild(
+      {Runfile("ps/local"), "--workers=2", "--num_shards=2", "--server_bin=" + Runfile("ps/server"),
+       "--worker_bin=" + Runfile("ps/worker"), "--job_timeout=50", "--", "--dataset=synthetic", token,
+       "--hidden=16", "--epochs=1000", "--log_every=0", "--evaluate=false", "--device=cpu"});
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
   while (CountProcessesWith(token) < 2 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
   ASSERT_EQ(CountProcessesWith(token), 2) << "the workers did not start";
   local.Signal(SIGINT);
-  const int status = local.Wait(absl::Seconds(20));
-  ASSERT_NE(status, -1) << "the launcher did not exit after SIGINT";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "wait status " << status;
+  ASSERT_TRUE(local.Wait(absl::Seconds(20))) << "the launcher did not exit after SIGINT";
+  EXPECT_EQ(local.exit_code(), 1) << "the launcher " << local.ExitDescription();
   EXPECT_EQ(CountProcessesWith(token), 0) << "workers survived the launcher";
 }
 
 TEST(FaultTest, LocalLauncherRunsAWholeJob) {
   const std::string out =
       std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/local.out";
-  Child local({Runfile("ps/local"), "--workers=3", "--num_shards=2", "--server_bin=" + Runfile("ps/server"),
-               "--worker_bin=" + Runfile("ps/worker"), "--job_timeout=50", "--", "--model_bytes=40000",
-               "--max_steps=5"},
-              out);
-  const int status = local.Wait(absl::Seconds(55));
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+  Subprocess local =
+      StartChild({Runfile("ps/local"), "--workers=3", "--num_shards=2",
+                  "--server_bin=" + Runfile("ps/server"), "--worker_bin=" + Runfile("ps/worker"),
+                  "--job_timeout=50", "--", "--model_bytes=40000", "--max_steps=5"},
+                 out);
+  ASSERT_TRUE(local.Wait(absl::Seconds(55))) << "the launcher did not finish";
+  EXPECT_EQ(local.exit_code(), 0) << "the launcher " << local.ExitDescription();
   std::FILE* f = std::fopen(out.c_str(), "r");
   ASSERT_NE(f, nullptr);
   char line[4096];

@@ -1,8 +1,12 @@
 // TLS between PsExchange and the server, with a self-signed certificate made by openssl at test time
-// (skipped when openssl is not installed); a plaintext client cannot talk to a TLS server.
+// (skipped when openssl is not installed); a plaintext client cannot talk to a TLS server. How the server
+// reports what keeps it from listening: an unusable certificate or key, a busy port.
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
+#include "common/exit_codes.h"
+#include "common/socket.h"
 #include "gtest/gtest.h"
 #include "ps/client.h"
 #include "ps/server.h"
@@ -49,6 +53,37 @@ TEST(TlsTest, ExchangeOverTls) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_NE(params, (std::vector<float>{1, 2, 3, 4}));  // the server applied a step
   EXPECT_EQ((*server)->service()->version(), 1u);
+}
+
+TEST(TlsTest, UnusablePemIsReportedAsSuchNotAsABusyPort) {
+  const std::string dir = psring::testing::FreshTempPath("bad_pem");
+  std::filesystem::create_directories(dir);
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  for (const std::string& path : {cert, key}) std::ofstream(path) << "not a PEM file\n";
+  for (int port : {0, FreeLoopbackPort().value()}) {  // the kernel's choice, and a given free port
+    ServerOptions options;
+    options.bind_addr = "127.0.0.1";
+    options.port = port;
+    options.tls_cert_file = cert;
+    options.tls_key_file = key;
+    absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
+    ASSERT_FALSE(server.ok()) << "port " << port;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << server.status();
+    EXPECT_FALSE(IsPortInUse(server.status())) << server.status();
+    EXPECT_NE(server.status().message().find("--tls_key"), std::string::npos) << server.status();
+  }
+}
+
+TEST(ServerStartTest, BusyPortIsMarkedPortInUse) {
+  absl::StatusOr<Socket> taken = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  ServerOptions options;
+  options.bind_addr = "127.0.0.1";
+  options.port = *LocalPort(*taken);
+  absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_TRUE(IsPortInUse(server.status())) << server.status();
+  EXPECT_NE(server.status().message().find("--port"), std::string::npos) << server.status();
 }
 
 }  // namespace

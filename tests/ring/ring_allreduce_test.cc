@@ -46,7 +46,9 @@ std::string Check(const std::vector<float>& got, int n, ReduceOp op) {
 class AllReduceTest : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
 
 TEST_P(AllReduceTest, MatchesClosedFormForManyLengths) {
-  const auto [n, segment_bytes] = GetParam();
+  // Plain variables, not a structured binding: C++17 lambdas cannot capture bindings (clang rejects it).
+  const int n = std::get<0>(GetParam());
+  const size_t segment_bytes = std::get<1>(GetParam());
   std::vector<absl::Status> results =
       RunRanks(n, LoopbackOptions(segment_bytes), [&](int rank, ProcessGroup* g) {
         for (size_t len : Lengths(n)) {

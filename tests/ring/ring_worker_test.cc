@@ -1,6 +1,6 @@
 // //ring:ring_worker as real processes on loopback: gradient-only allreduce checked against the closed form,
 // a rank killed mid-allreduce, launch by torchrun-style environment and by mpirun. Processes run under
-// bench/subprocess.h, which kills every child on every exit path.
+// common/subprocess.h, which kills every child on every exit path.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -8,16 +8,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bench/result_line.h"
-#include "bench/subprocess.h"
 #include "common/socket.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
-#include "tests/testing/free_port.h"
 
 namespace psring::ring {
 namespace {
-
-using bench::ProcessResult;
-using bench::ProcessSpec;
 
 constexpr char kWorker[] = "ring/ring_worker";
 
@@ -34,9 +30,9 @@ std::vector<ProcessSpec> Ranks(int n, int port, const std::vector<std::string>& 
 }
 
 std::vector<ProcessResult> RunAll(const std::vector<ProcessSpec>& specs) {
-  bench::JobOptions options;
+  JobOptions options;
   options.timeout = absl::Seconds(50);
-  absl::StatusOr<std::vector<ProcessResult>> results = bench::RunJob(specs, options);
+  absl::StatusOr<std::vector<ProcessResult>> results = RunJob(specs, options);
   EXPECT_TRUE(results.ok()) << results.status();
   return results.ok() ? *results : std::vector<ProcessResult>{};
 }
@@ -62,7 +58,7 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
                         Case{8, 4 * 65539, 4096}}) {
     SCOPED_TRACE(absl::StrCat("world ", c.n, " bytes ", c.bytes));
     std::vector<ProcessResult> results =
-        RunAll(Ranks(c.n, testing::FreeLoopbackPort(),
+        RunAll(Ranks(c.n, FreeLoopbackPort().value(),
                      {absl::StrCat("--model_bytes=", c.bytes), absl::StrCat("--segment_bytes=", c.segment),
                       "--warmup_steps=1", "--max_steps=3"}));
     ASSERT_EQ(results.size(), static_cast<size_t>(c.n));
@@ -84,7 +80,7 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
 // `/bin/sh -c '<rank 1> & pid=$!; <then>'`, which signals it.
 std::vector<ProcessResult> RunWithVictim(int ranks, int timeout_s, const std::string& then) {
   std::vector<ProcessSpec> specs =
-      Ranks(ranks, testing::FreeLoopbackPort(),
+      Ranks(ranks, FreeLoopbackPort().value(),
             {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0",
              absl::StrCat("--timeout=", timeout_s)});  // the later --timeout wins
   std::string victim;
@@ -126,7 +122,7 @@ TEST(RingWorkerTest, AStalledRankMakesTheOthersExitWithinTheTimeout) {
 
 TEST(RingWorkerTest, TorchrunStyleEnvironment) {
   constexpr int kRanks = 2;
-  const int port = testing::FreeLoopbackPort();
+  const int port = FreeLoopbackPort().value();
   std::vector<ProcessSpec> specs;
   for (int r = 0; r < kRanks; ++r) {
     specs.push_back({absl::StrCat("rank ", r),
@@ -145,15 +141,15 @@ TEST(RingWorkerTest, TorchrunStyleEnvironment) {
 }
 
 TEST(RingWorkerTest, MpirunLaunchTrainsAndPrintsTheAccuracy) {
-  const std::string mpirun = bench::FindExecutable("mpirun");
+  const std::string mpirun = FindExecutable("mpirun");
   if (mpirun == "mpirun") GTEST_SKIP() << "mpirun is not installed (apt-get install openmpi-bin)";
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   std::vector<ProcessResult> results =
       RunAll({{"mpirun",
-               {mpirun, "-np", "2", "--oversubscribe", kWorker, absl::StrCat("--master_port=", testing::FreeLoopbackPort()),
-                "--dataset=synthetic", "--synthetic_samples=1024", "--max_steps=12", "--log_every=4",
-                "--timeout=30"}}});
+               {mpirun, "-np", "2", "--oversubscribe", kWorker,
+                absl::StrCat("--master_port=", FreeLoopbackPort().value()), "--dataset=synthetic",
+                "--synthetic_samples=1024", "--max_steps=12", "--log_every=4", "--timeout=30"}}});
   ASSERT_EQ(results.size(), 1u);
   ASSERT_EQ(results[0].exit_code, 0) << results[0].stdout_text << results[0].stderr_tail;
   EXPECT_TRUE(absl::StrContains(results[0].stdout_text, "test accuracy:")) << results[0].stdout_text;

@@ -1,5 +1,6 @@
-// Last-resort cleanup when the harness is interrupted (Ctrl-C, SIGTERM, SIGHUP): kill every process group the
-// harness launched and delete every network namespace it created, then die of the same signal.
+// Last-resort cleanup when a launcher is interrupted (Ctrl-C, SIGTERM, SIGHUP): kill every process group it
+// launched (common/subprocess.h registers them) and delete every network namespace it created (the bench's
+// emulated cluster), then die of the same signal.
 //
 // Everything here is async-signal-safe on the handler side: the registries are fixed arrays of atomics and
 // preformatted paths, and a namespace is deleted the way `ip netns del` does it (umount2 + unlink of
@@ -7,14 +8,14 @@
 // it, which killing the process groups first ensures.
 //
 // Thread-safety: all functions may be called from any thread. Register/Unregister are lock-free.
-#ifndef PSRING_BENCH_EMERGENCY_CLEANUP_H_
-#define PSRING_BENCH_EMERGENCY_CLEANUP_H_
+#ifndef PSRING_COMMON_EMERGENCY_CLEANUP_H_
+#define PSRING_COMMON_EMERGENCY_CLEANUP_H_
 
 #include <sys/types.h>
 
 #include <string>
 
-namespace psring::bench {
+namespace psring {
 
 // Installs the SIGINT/SIGTERM/SIGHUP handler once per process (idempotent).
 void InstallEmergencyCleanup();
@@ -28,6 +29,6 @@ void UnregisterProcessGroup(pid_t pgid);
 bool RegisterNamespace(const std::string& name);
 void UnregisterNamespace(const std::string& name);
 
-}  // namespace psring::bench
+}  // namespace psring
 
-#endif  // PSRING_BENCH_EMERGENCY_CLEANUP_H_
+#endif  // PSRING_COMMON_EMERGENCY_CLEANUP_H_

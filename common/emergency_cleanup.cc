@@ -1,4 +1,4 @@
-#include "bench/emergency_cleanup.h"
+#include "common/emergency_cleanup.h"
 
 #include <signal.h>
 #include <sys/mount.h>
@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstring>
 
-namespace psring::bench {
+namespace psring {
 namespace {
 
 constexpr int kMaxGroups = 256;
@@ -35,7 +35,7 @@ void OnFatalSignal(int sig) {
     umount2(slot.path, MNT_DETACH);
     unlink(slot.path);
   }
-  static const char kMessage[] = "\npsring bench: interrupted; killed launched processes, removed namespaces\n";
+  static const char kMessage[] = "\npsring: interrupted; killed launched processes, removed namespaces\n";
   ssize_t ignored = write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
   (void)ignored;
   signal(sig, SIG_DFL);
@@ -95,4 +95,4 @@ void UnregisterNamespace(const std::string& name) {
   }
 }
 
-}  // namespace psring::bench
+}  // namespace psring

@@ -1,12 +1,19 @@
-#include "bench/subprocess.h"
+#include "common/subprocess.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
 
+#include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
-namespace psring::bench {
+namespace psring {
 namespace {
 
 TEST(SubprocessTest, CapturesStdoutStderrAndExitCodes) {
@@ -83,8 +90,10 @@ TEST(SubprocessTest, ServiceThatExitsOnItsOwnIsOk) {
 TEST(SubprocessTest, WorkersStartAfterTheServiceIsReady) {
   const std::string flag = std::string(std::getenv("TEST_TMPDIR")) + "/ready_flag";
   std::vector<ProcessSpec> specs = {
-      {"server", {"/bin/sh", "-c", "sleep 0.5; touch " + flag + "; echo server listening on x >&2; sleep 0.5"},
-       /*service=*/true, /*ready_text=*/"listening on"},
+      {"server",
+       {"/bin/sh", "-c", "sleep 0.5; touch " + flag + "; echo server listening on x >&2; sleep 0.5"},
+       /*service=*/true,
+       /*ready_text=*/"listening on"},
       {"worker", {"/bin/sh", "-c", "test -f " + flag}},
   };
   JobOptions options;
@@ -130,5 +139,57 @@ TEST(SubprocessTest, MissingBinaryIsReported) {
   EXPECT_NE((*results)[0].stderr_tail.find("exec failed"), std::string::npos);
 }
 
+TEST(SubprocessTest, JobStatusMarksPortInUseByItsExitCode) {
+  auto results = RunJob({{"server", {"/bin/sh", "-c", absl::StrCat("exit ", kExitPortInUse)}}}, JobOptions{});
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[0].exit_code, kExitPortInUse);
+  EXPECT_TRUE(IsPortInUse(JobStatus(*results))) << JobStatus(*results);
+}
+
+TEST(SubprocessTest, ReportsExitCodeAndWritesStdoutToAFile) {
+  const std::string out = testing::FreshTempPath("child.out");
+  SpawnOptions options;
+  options.stdout_file = out;
+  absl::StatusOr<Subprocess> child = Subprocess::Start({"/bin/sh", "-c", "echo hi; exit 5"}, options);
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE(child->Wait(absl::Seconds(20)));
+  EXPECT_FALSE(child->running());
+  EXPECT_EQ(child->exit_code(), 5);
+  EXPECT_EQ(child->term_signal(), 0);
+  EXPECT_EQ(child->ExitDescription(), "exited with code 5");
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "hi\n");
+}
+
+TEST(SubprocessTest, SignalReachesTheProcessGroupAndWaitTimesOut) {
+  absl::StatusOr<Subprocess> child = Subprocess::Start({"/bin/sh", "-c", "sleep 100 & wait"});
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_FALSE(child->Wait(absl::Milliseconds(50)));
+  EXPECT_TRUE(child->running());
+  child->Signal(SIGTERM);
+  ASSERT_TRUE(child->Wait(absl::Seconds(20)));
+  EXPECT_EQ(child->term_signal(), SIGTERM);
+  EXPECT_EQ(child->exit_code(), -1);
+  EXPECT_EQ(child->ExitDescription(), absl::StrCat("died of signal ", SIGTERM));
+}
+
+TEST(SubprocessTest, DestructionKillsAndReapsTheChild) {
+  pid_t pid = -1;
+  {
+    absl::StatusOr<Subprocess> child = Subprocess::Start({"/bin/sh", "-c", "exec sleep 100"});
+    ASSERT_TRUE(child.ok()) << child.status();
+    pid = child->pid();
+    Subprocess moved = std::move(*child);  // the moved-from object no longer owns it
+    EXPECT_FALSE(child->started());
+    EXPECT_TRUE(moved.running());
+  }
+  EXPECT_EQ(::kill(pid, 0), -1) << "the child survived its Subprocess";
+}
+
+TEST(SubprocessTest, EmptyCommandIsAnError) {
+  EXPECT_EQ(Subprocess::Start({}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
-}  // namespace psring::bench
+}  // namespace psring
