@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "common/cluster_env.h"
+#include "common/socket.h"
 #include "gtest/gtest.h"
 #include "ring/thread_ranks.h"
-#include "tests/testing/free_port.h"
 #include "trainer/exchange.h"
 
 namespace psring::ring {
@@ -18,8 +18,9 @@ namespace {
 TEST(RingExchangeTest, ConnectsThroughTheTcpStore) {
   // What ring_worker does: rank 0 serves the store on master_addr:master_port, all ranks connect.
   constexpr int kRanks = 2;
-  const int port = psring::testing::FreeLoopbackPort();
-  ASSERT_NE(port, 0);
+  absl::StatusOr<int> free_port = FreeLoopbackPort();
+  ASSERT_TRUE(free_port.ok()) << free_port.status();
+  const int port = *free_port;
   std::vector<absl::Status> status(kRanks);
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
