@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
@@ -70,7 +71,14 @@ absl::Status FreshNonce(uint8_t (&nonce)[32]) {
 absl::StatusOr<HelloWire> ReadHello(const Socket& socket, HandshakeProtocol expected, absl::Time deadline,
                                     std::string* job_id, std::string* encoded) {
   HelloWire w{};
-  RETURN_IF_ERROR(RecvAll(socket, &w, sizeof(w), deadline));
+  // The magic and version first, so that a stranger's bytes are refused at once rather than after waiting
+  // for a whole hello's worth of them.
+  constexpr size_t kPrefix = offsetof(HelloWire, protocol);
+  char* raw = reinterpret_cast<char*>(&w);
+  RETURN_IF_ERROR(RecvAll(socket, raw, kPrefix, deadline));
+  if (w.magic == kHelloMagic && w.version == kVersion) {
+    RETURN_IF_ERROR(RecvAll(socket, raw + kPrefix, sizeof(w) - kPrefix, deadline));
+  }
   if (w.magic != kHelloMagic || w.version != kVersion) {
     return absl::InvalidArgumentError(
         absl::StrCat(socket.peer_name(),

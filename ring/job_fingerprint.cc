@@ -1,5 +1,6 @@
 #include "ring/job_fingerprint.h"
 
+#include <cstdlib>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -53,7 +54,12 @@ absl::Status Compare(const JobFingerprint& zero, const std::string& other_text, 
 
 }  // namespace
 
-std::string FingerprintValue(double value) { return absl::StrFormat("%.17g", value); }
+std::string FingerprintValue(float value) {
+  for (int digits = 6;; ++digits) {  // 9 significant digits always round-trip a float
+    const std::string text = absl::StrFormat("%.*g", digits, value);
+    if (digits >= 9 || std::strtof(text.c_str(), nullptr) == value) return text;
+  }
+}
 
 absl::Status AgreeOnFingerprint(Store* store, int rank, int world_size, const JobFingerprint& mine,
                                 const std::string& prefix, absl::Duration timeout) {

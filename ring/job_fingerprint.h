@@ -22,12 +22,11 @@
 
 namespace psring::ring {
 
-// (flag name without the dashes, value as text) in a fixed order. Names and values must not contain '\n'
-// or '='-less garbage: values are what the rank parsed (numbers formatted to round-trip).
+// (flag name without the dashes, value as text) in a fixed order; names hold no '=', neither holds '\n'.
 using JobFingerprint = std::vector<std::pair<std::string, std::string>>;
 
-// A double as text that reads back to the same value (so 0.03 and 0.030000001 differ).
-std::string FingerprintValue(double value);
+// The shortest text that reads back to the same float (0.9f is "0.9"; 0.03f and 0.030000001f differ).
+std::string FingerprintValue(float value);
 
 // kInvalidArgument on every rank when any rank's fingerprint differs from rank 0's: "ranks disagree on
 // --<flag>: rank 0 has <a>, rank <r> has <b>; ...". kDeadlineExceeded when a rank does not publish in time.

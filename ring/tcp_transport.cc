@@ -77,6 +77,37 @@ absl::StatusOr<Socket> AcceptLeft(const Socket& listener, int rank, int left, in
   }
 }
 
+// Reads the right neighbour's address from the store, connects and proves this rank to it (and it to this
+// rank).
+absl::StatusOr<Socket> ConnectRight(Store* store, int rank, int right, int world_size,
+                                    const TcpRingOptions& options, absl::Time deadline) {
+  // The right neighbour's address, and its idea of the world size.
+  ASSIGN_OR_RETURN(std::string published,
+                   store->Get(absl::StrCat(options.store_prefix, "/addr/", right), options.timeout));
+  std::vector<std::string> parts = absl::StrSplit(published, ' ');
+  int right_world = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &right_world)) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed ring address '", published, "' in the store"));
+  }
+  if (right_world != world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size mismatch: rank ", rank, " has world size ", world_size, " but rank ", right,
+                     " has world size ", right_world, "; start every rank with the same --world_size"));
+  }
+  ASSIGN_OR_RETURN(HostPort right_addr,
+                   ParseHostPort(parts[0], absl::StrCat("rank ", right, "'s ring address")));
+  ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.host, right_addr.port, deadline));
+  to_right.set_peer_name(absl::StrCat("right neighbour rank ", right, " (", parts[0], ")"));
+  if (options.socket_buffer_bytes > 0) RETURN_IF_ERROR(SetBufferSizes(to_right, options.socket_buffer_bytes));
+  HandshakeHello mine;
+  mine.protocol = HandshakeProtocol::kRing;
+  mine.rank = rank;
+  mine.world_size = world_size;
+  ASSIGN_OR_RETURN(HandshakeHello right_hello, ClientHandshake(to_right, options.auth, mine, deadline));
+  RETURN_IF_ERROR(CheckNeighbour(right_hello, right, rank, world_size, "right"));
+  return to_right;
+}
+
 }  // namespace
 
 absl::Status TcpRingPeer::SendRight(const void* data, size_t bytes, absl::Time deadline) {
@@ -117,41 +148,18 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
   RETURN_IF_ERROR(store->Set(absl::StrCat(options.store_prefix, "/addr/", rank),
                              absl::StrCat(host, ":", port, " ", world_size)));
 
-  // The right neighbour's address, and its idea of the world size.
-  ASSIGN_OR_RETURN(std::string published,
-                   store->Get(absl::StrCat(options.store_prefix, "/addr/", right), options.timeout));
-  std::vector<std::string> parts = absl::StrSplit(published, ' ');
-  int right_world = 0;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &right_world)) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed ring address '", published, "' in the store"));
-  }
-  if (right_world != world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("world size mismatch: rank ", rank, " has world size ", world_size, " but rank ", right,
-                     " has world size ", right_world, "; start every rank with the same --world_size"));
-  }
-  ASSIGN_OR_RETURN(HostPort right_addr,
-                   ParseHostPort(parts[0], absl::StrCat("rank ", right, "'s ring address")));
-  ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.host, right_addr.port, deadline));
-  to_right.set_peer_name(absl::StrCat("right neighbour rank ", right, " (", parts[0], ")"));
-  if (options.socket_buffer_bytes > 0) RETURN_IF_ERROR(SetBufferSizes(to_right, options.socket_buffer_bytes));
   // Every rank is the client of its right neighbour and the server of its left one at the same time: the
-  // left side is accepted on its own thread, or each rank would wait for the server hello of a neighbour that
-  // waits for its own right neighbour's.
+  // left side is accepted on its own thread from now on, or each rank would wait for the server hello of a
+  // neighbour that waits for its own right neighbour's.
   absl::StatusOr<Socket> accepted = absl::UnknownError("not accepted");
   std::thread acceptor(
       [&] { accepted = AcceptLeft(listener, rank, left, world_size, options.auth, deadline); });
-  HandshakeHello mine;
-  mine.protocol = HandshakeProtocol::kRing;
-  mine.rank = rank;
-  mine.world_size = world_size;
-  absl::StatusOr<HandshakeHello> right_hello = ClientHandshake(to_right, options.auth, mine, deadline);
-  absl::Status right_status = right_hello.status();
-  if (right_status.ok()) right_status = CheckNeighbour(*right_hello, right, rank, world_size, "right");
-  if (!right_status.ok()) listener.Shutdown();  // wakes the acceptor
+  absl::StatusOr<Socket> connected = ConnectRight(store, rank, right, world_size, options, deadline);
+  if (!connected.ok()) listener.Shutdown();  // wakes the acceptor
   acceptor.join();
-  RETURN_IF_ERROR(right_status);
+  RETURN_IF_ERROR(connected.status());
   RETURN_IF_ERROR(accepted.status());
+  Socket to_right = std::move(*connected);
   Socket from_left = std::move(*accepted);
   from_left.set_peer_name(absl::StrCat("left neighbour rank ", left));
   if (options.socket_buffer_bytes > 0)
