@@ -22,7 +22,9 @@ ABSL_FLAG(
     std::string, iface_addr, psring::ring::TcpRingOptions{}.iface_addr,
     "IPv4 address this rank binds its ring socket to and publishes to its neighbours (rank 0 also binds "
     "the rendezvous store there). Empty: 127.0.0.1 when the master is on loopback, else the local "
-    "address that routes to --master_addr (the store then listens on every interface).");
+    "address that routes to --master_addr. Empty with a master that is not on loopback: the store "
+    "listens on every interface; with a loopback master, on every interface with --auth_token and on "
+    "127.0.0.1 without one.");
 ABSL_FLAG(std::string, ring_transport, "",
           "tcp (the ring over TCP, host memory) or nccl (NCCL on the GPU; needs a CUDA build and a GPU). "
           "Empty or auto: nccl when every rank trains on a GPU of its own, otherwise tcp; one decision for "

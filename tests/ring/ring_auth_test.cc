@@ -94,6 +94,21 @@ TEST(RingAuthTest, ForgedNeighboursAreRefusedAndTheRealRingStaysExact) {
   }
 }
 
+// A rank whose right side fails (here: its right neighbour published another world size) stops waiting for
+// its left neighbour at once instead of at the timeout.
+TEST(RingAuthTest, AFailedRightSideStopsTheWaitForTheLeft) {
+  InMemoryStore store;
+  ASSERT_TRUE(store.Set("ring/addr/1", "127.0.0.1:9 5").ok());
+  TcpRingOptions o;
+  o.timeout = absl::Seconds(120);
+  o.auth = AuthConfig{kToken, ""};
+  const absl::Time start = absl::Now();
+  absl::Status s = ConnectTcpRing(&store, 0, 3, o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "world size mismatch")) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << "waited for the left neighbour";
+}
+
 // RingExchange::Connect on `ranks` threads (rank r with auths[r]); `before_rank1` runs once rank 0 serves.
 std::vector<absl::Status> RunJob(const std::vector<AuthConfig>& auths, absl::Duration timeout,
                                  const std::function<void(int port)>& before_rank1 = nullptr) {
