@@ -75,8 +75,17 @@ absl::Status AgreeOnFingerprint(Store* store, int rank, int world_size, const Jo
                                verdict.ok() ? "ok" : absl::StrCat("error:", verdict.message())));
   }
   ASSIGN_OR_RETURN(std::string verdict, store->Get(absl::StrCat(base, "verdict"), timeout));
-  if (absl::StartsWith(verdict, "error:")) return absl::InvalidArgumentError(verdict.substr(6));
-  return absl::OkStatus();
+  if (!absl::StartsWith(verdict, "error:")) return absl::OkStatus();
+  const absl::Status mismatch = absl::InvalidArgumentError(verdict.substr(6));
+  // Rank 0 serves the store, so it leaves only once every rank has read the verdict (or the timeout):
+  // a slow rank would otherwise find the store gone and fail without the reason.
+  if (rank != 0) {
+    absl::StatusOr<int64_t> read = store->Add(absl::StrCat(base, "read"), 1);
+    if (read.ok() && *read == world_size - 1) (void)store->Set(absl::StrCat(base, "all_read"), "1");
+  } else {
+    (void)store->Get(absl::StrCat(base, "all_read"), timeout);  // the mismatch is the error either way
+  }
+  return mismatch;
 }
 
 }  // namespace psring::ring

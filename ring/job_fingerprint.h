@@ -7,7 +7,8 @@
 //
 // Every rank publishes its fingerprint under `prefix` in the store; rank 0 compares each rank's with its own
 // and publishes one verdict that every rank reads, so a mismatch fails every rank with the same message
-// naming the flag and both values (rank 0's and rank r's). Blocks up to `timeout` for the other ranks.
+// naming the flag and both values (rank 0's and rank r's). Blocks up to `timeout` for the other ranks; after
+// a mismatch rank 0 (which serves the store) also waits for every rank to have read the verdict.
 // Thread-safe as far as the store is.
 #ifndef PSRING_RING_JOB_FINGERPRINT_H_
 #define PSRING_RING_JOB_FINGERPRINT_H_
