@@ -1,5 +1,7 @@
 #include "common/tcp_store.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +34,23 @@ absl::Status SendResponse(const Socket& socket, const absl::Status& status, cons
   resp.magic = kMagic;
   RETURN_IF_ERROR(SendAll(socket, &resp, sizeof(resp), deadline));
   return SendAll(socket, payload.data(), payload.size(), deadline);
+}
+
+// After a refusal that ends the connection: FIN after the reply, then the bytes the client already sent are
+// read and dropped (bounded in bytes and time, into a small buffer) so that closing does not reset the
+// connection before the client has read the reason.
+void DrainAfterRefusal(const Socket& socket) {
+  ::shutdown(socket.fd(), SHUT_WR);
+  char sink[4096];
+  const absl::Time end = absl::Now() + absl::Milliseconds(500);
+  size_t drained = 0;
+  while (drained < (4u << 20)) {
+    absl::StatusOr<bool> readable = WaitReadable(socket, end - absl::Now());
+    if (!readable.ok() || !*readable) return;
+    const ssize_t n = ::recv(socket.fd(), sink, sizeof(sink), MSG_DONTWAIT);
+    if (n <= 0) return;  // EOF, or an error: nothing left to protect
+    drained += static_cast<size_t>(n);
+  }
 }
 
 }  // namespace
@@ -221,6 +240,7 @@ bool TcpStore::ServeRequests(const Socket& socket) {
                              req.value_len, " bytes refused: the limits are ", options_.max_key_bytes,
                              " and ", options_.max_value_bytes, " bytes")),
                          "", 0, deadline);
+      DrainAfterRefusal(socket);
       return false;
     }
     key.resize(req.key_len);
