@@ -23,6 +23,9 @@ TEST(InMemoryStoreTest, SetGetAdd) {
   EXPECT_EQ(store.Add("a", 1).value(), 2);  // "1" is an integer
   ASSERT_TRUE(store.Set("s", "text").ok());
   EXPECT_EQ(store.Add("s", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  // A client's delta cannot overflow the counter (undefined behaviour in C++).
+  EXPECT_EQ(store.Add("n", INT64_MAX).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*store.Add("n", 0), 5);
 }
 
 TEST(InMemoryStoreTest, GetWaitsForAWriterAndTimesOut) {
