@@ -217,7 +217,6 @@ void TcpStore::Serve(Client* client) {
     --active_clients_;
   }
   client->socket.Shutdown();
-  absl::MutexLock lock(&clients_mu_);
   client->done = true;
 }
 

@@ -94,7 +94,7 @@ class TcpStore final : public Store {
   struct Client {
     Socket socket;
     std::thread thread;
-    bool done = false;  // guarded by clients_mu_: the thread finished and may be joined
+    std::atomic<bool> done{false};  // the thread finished and may be joined
   };
   explicit TcpStore(const TcpStoreOptions& options) : options_(options) {}
   absl::Status ConnectClient();
