@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -86,13 +87,13 @@ absl::StatusOr<HelloWire> ReadHello(const Socket& socket, HandshakeProtocol expe
                      "different psring version?"));
   }
   if (w.protocol != static_cast<uint32_t>(expected)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(socket.peer_name(), " speaks another psring protocol (", w.protocol, ", expected ",
-                     static_cast<uint32_t>(expected), "): a ring link and a store address mixed up?"));
+    return absl::InvalidArgumentError(absl::StrCat(socket.peer_name(), " speaks another psring protocol (",
+                                                   w.protocol, ", expected ", static_cast<uint32_t>(expected),
+                                                   "): a ring link and a store address mixed up?"));
   }
   if (w.job_id_len > kMaxJobIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(socket.peer_name(), " announced a job id of ", w.job_id_len,
-                                                   " bytes (at most ", kMaxJobIdBytes, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(socket.peer_name(), " announced a job id of ",
+                                                   w.job_id_len, " bytes (at most ", kMaxJobIdBytes, ")"));
   }
   job_id->resize(w.job_id_len);
   RETURN_IF_ERROR(RecvAll(socket, job_id->data(), job_id->size(), deadline));
@@ -131,7 +132,9 @@ HandshakeHello FromWire(const HelloWire& w, std::string job_id) {
   return h;
 }
 
-std::string RankName(int32_t rank) { return rank < 0 ? std::string("a client") : absl::StrCat("rank ", rank); }
+std::string RankName(int32_t rank) {
+  return rank < 0 ? std::string("a client") : absl::StrCat("rank ", rank);
+}
 
 }  // namespace
 
@@ -182,9 +185,11 @@ absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthC
   RETURN_IF_ERROR(RecvAll(socket, server_mac.data(), server_mac.size(), deadline));
   if (!auth.token.empty()) {
     if (theirs.has_token == 0) {
-      return absl::UnauthenticatedError(absl::StrCat(
-          socket.peer_name(), " runs without an auth token but this rank has one; give every rank of the job "
-                              "the same --auth_token (or ", kAuthTokenEnv, ")"));
+      return absl::UnauthenticatedError(
+          absl::StrCat(socket.peer_name(),
+                       " runs without an auth token but this rank has one; give every rank of the job "
+                       "the same --auth_token (or ",
+                       kAuthTokenEnv, ")"));
     }
     const Mac expected = TranscriptMac(auth, "server", client_hello, server_hello);
     if (!ConstantTimeEquals(AsView(expected), AsView(server_mac))) {
@@ -211,7 +216,8 @@ absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthC
   }
   if (server_job != auth.job_id) {  // the server checked ours; this only guards a misbehaving one
     return absl::PermissionDeniedError(absl::StrCat("job id mismatch: this rank has '", auth.job_id, "', ",
-                                                    socket.peer_name(), " has '", server_job, "'"));
+                                                    socket.peer_name(), " has '",
+                                                    absl::CHexEscape(server_job), "'"));
   }
   return FromWire(theirs, std::move(server_job));
 }
@@ -244,15 +250,14 @@ absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthC
                        kAuthTokenEnv, ")"));
     }
   } else if (theirs.has_token != 0) {
-    verdict = absl::UnauthenticatedError(absl::StrCat(
-        "this job runs without an auth token but ", RankName(client.rank),
-        " has one; give every rank the same --auth_token (or ", kAuthTokenEnv, "), or none"));
+    verdict = absl::UnauthenticatedError(
+        absl::StrCat("this job runs without an auth token but ", RankName(client.rank),
+                     " has one; give every rank the same --auth_token (or ", kAuthTokenEnv, "), or none"));
   }
   if (verdict.ok() && client.job_id != auth.job_id) {
-    verdict = absl::PermissionDeniedError(absl::StrCat("job id mismatch: ", RankName(client.rank), " has '",
-                                                       client.job_id, "', this job is '", auth.job_id,
-                                                       "'; give every rank the same --job_id (or ", kJobIdEnv,
-                                                       ")"));
+    verdict = absl::PermissionDeniedError(absl::StrCat(
+        "job id mismatch: ", RankName(client.rank), " has '", absl::CHexEscape(client.job_id),
+        "', this job is '", auth.job_id, "'; give every rank the same --job_id (or ", kJobIdEnv, ")"));
   }
   if (verdict.ok() && check) verdict = check(client);
   RETURN_IF_ERROR(SendVerdict(socket, verdict, deadline));

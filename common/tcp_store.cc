@@ -108,9 +108,9 @@ absl::Status TcpStore::ConnectClient() {
     }
     if (absl::IsInvalidArgument(server.status()) &&
         absl::StrContains(server.status().message(), "did not start with a psring hello")) {
-      return absl::UnavailableError(absl::StrCat(
-          "unexpected reply from ", where,
-          ": not a psring rendezvous store (another service on that port?); check --master_addr/--master_port"));
+      return absl::UnavailableError(absl::StrCat("unexpected reply from ", where,
+                                                 ": not a psring rendezvous store (another service on that "
+                                                 "port?); check --master_addr/--master_port"));
     }
     // The server closed the connection before its verdict: at its connection limit, or shutting down. Try
     // again until the deadline; any other refusal is final.
@@ -190,8 +190,8 @@ absl::Status TcpStore::AdmitRank(int rank) {
   }
   absl::MutexLock lock(&clients_mu_);
   if (!joined_ranks_.insert(rank).second) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "rank ", rank, " already joined this job; are two processes using the same --rank?"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("rank ", rank, " already joined this job; are two processes using the same --rank?"));
   }
   return absl::OkStatus();
 }
@@ -201,10 +201,9 @@ void TcpStore::Serve(Client* client) {
   mine.protocol = HandshakeProtocol::kStore;
   mine.rank = 0;
   mine.world_size = options_.world_size;
-  absl::StatusOr<HandshakeHello> hello =
-      ServerHandshake(client->socket, options_.auth, mine,
-                      [this](const HandshakeHello& c) { return AdmitRank(c.rank); },
-                      absl::Now() + options_.handshake_timeout);
+  absl::StatusOr<HandshakeHello> hello = ServerHandshake(
+      client->socket, options_.auth, mine, [this](const HandshakeHello& c) { return AdmitRank(c.rank); },
+      absl::Now() + options_.handshake_timeout);
   if (!hello.ok()) {
     ++refused_;
   } else {
@@ -305,9 +304,10 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
   if (io.ok()) io = RecvAll(connection_, &resp, sizeof(resp), deadline);
   if (io.ok() && (resp.magic != kMagic || resp.len > std::max(options_.max_value_bytes, kMinReplyLimit) ||
                   resp.code > static_cast<uint8_t>(absl::StatusCode::kUnauthenticated))) {
-    io = absl::UnavailableError(absl::StrCat(
-        "unexpected reply from ", options_.master_addr, ":", options_.master_port,
-        ": not a psring rendezvous store (another service on that port?); check --master_addr/--master_port"));
+    io = absl::UnavailableError(absl::StrCat("unexpected reply from ", options_.master_addr, ":",
+                                             options_.master_port,
+                                             ": not a psring rendezvous store (another service on that "
+                                             "port?); check --master_addr/--master_port"));
   }
   Response out;
   if (io.ok()) {
@@ -330,8 +330,7 @@ absl::Status TcpStore::Set(const std::string& key, const std::string& value) {
 
 absl::StatusOr<std::string> TcpStore::Get(const std::string& key, absl::Duration timeout) {
   if (options_.is_server) return table_.Get(key, timeout);
-  ASSIGN_OR_RETURN(Response r,
-                   Call(store_wire::kGet, key, "", absl::ToInt64Milliseconds(timeout), timeout));
+  ASSIGN_OR_RETURN(Response r, Call(store_wire::kGet, key, "", absl::ToInt64Milliseconds(timeout), timeout));
   return std::move(r.payload);
 }
 

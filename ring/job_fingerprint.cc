@@ -34,13 +34,13 @@ absl::Status Compare(const JobFingerprint& zero, const std::string& other_text, 
   for (const auto& [flag, value] : zero) {
     auto it = theirs.find(flag);
     if (it == theirs.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", r, " does not report --", flag,
-                                                     "; run the same psring build on every rank"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", r, " does not report --", flag, "; run the same psring build on every rank"));
     }
     if (it->second != value) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ranks disagree on --", flag, ": rank 0 has ", value, ", rank ", r, " has ",
-                       it->second, "; start every rank with the same --", flag));
+      return absl::InvalidArgumentError(absl::StrCat("ranks disagree on --", flag, ": rank 0 has ", value,
+                                                     ", rank ", r, " has ", it->second,
+                                                     "; start every rank with the same --", flag));
     }
     theirs.erase(it);
   }

@@ -57,8 +57,9 @@ absl::StatusOr<Socket> AcceptLeft(const Socket& listener, int rank, int left, in
           accepted.status().code(),
           absl::StrCat("rank ", rank, " waiting for its left neighbour rank ", left,
                        " to connect: ", accepted.status().message(),
-                       last_refused.ok() ? "" : absl::StrCat(" (last refused connection: ",
-                                                             last_refused.message(), ")")));
+                       last_refused.ok()
+                           ? ""
+                           : absl::StrCat(" (last refused connection: ", last_refused.message(), ")")));
     }
     accepted->set_peer_name(absl::StrCat("a connection to rank ", rank, "'s ring port"));
     bool authenticated = false;

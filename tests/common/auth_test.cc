@@ -66,8 +66,8 @@ Outcome Handshake(const AuthConfig& client_auth, const AuthConfig& server_auth,
       out.server = s.status();
       return;
     }
-    out.server = ServerHandshake(*s, server_auth, HandshakeHello{HandshakeProtocol::kStore, 0, 4}, check,
-                                 deadline);
+    out.server =
+        ServerHandshake(*s, server_auth, HandshakeHello{HandshakeProtocol::kStore, 0, 4}, check, deadline);
   });
   absl::StatusOr<Socket> c = ConnectTcp("127.0.0.1", *LocalPort(*listener), deadline);
   EXPECT_TRUE(c.ok()) << c.status();

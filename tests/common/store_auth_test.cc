@@ -179,8 +179,9 @@ TEST(StoreAuthTest, HugeKeysAndValuesAreRefusedBeforeAllocation) {
   EXPECT_EQ((*client)->Set("k", std::string(9, 'v')).code(), absl::StatusCode::kResourceExhausted);
 }
 
-// 300 connections that never say hello (issue 13: they made 307 threads): at most max_connections are served (threads) at once, the rest are
-// closed on accept, and all are closed after the handshake timeout, after which a real rank gets in.
+// 300 connections that never say hello (issue 13: they made 307 threads): at most max_connections are served
+// (threads) at once, the rest are closed on accept, and all are closed after the handshake timeout, after
+// which a real rank gets in.
 TEST(StoreAuthTest, IdleConnectionsAreBoundedInNumberAndTime) {
   TcpStoreOptions o = ServerOptions(2);  // 4 * 2 + 16 = 24 connections by default
   o.handshake_timeout = absl::Milliseconds(500);

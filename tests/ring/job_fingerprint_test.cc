@@ -51,8 +51,8 @@ TEST(JobFingerprintTest, AMismatchFailsEveryRankNamingTheFlagAndBothValues) {
   std::vector<absl::Status> status = Agree({Flags(0.03f, 0.9f), Flags(0.03f, 0.9f), Flags(0.03f, 0.0f)});
   for (size_t r = 0; r < status.size(); ++r) {
     EXPECT_EQ(status[r].code(), absl::StatusCode::kInvalidArgument) << "rank " << r << ": " << status[r];
-    EXPECT_TRUE(absl::StrContains(status[r].message(),
-                                  "ranks disagree on --momentum: rank 0 has 0.9, rank 2 has 0"))
+    EXPECT_TRUE(
+        absl::StrContains(status[r].message(), "ranks disagree on --momentum: rank 0 has 0.9, rank 2 has 0"))
         << status[r];
   }
   status = Agree({Flags(0.03f, 0.9f), Flags(0.5f, 0.9f)});

@@ -32,7 +32,7 @@ TEST(RingAuthTest, ForgedNeighboursAreRefusedAndTheRealRingStaysExact) {
   o.timeout = absl::Seconds(30);
   o.auth = AuthConfig{kToken, "job-1"};
   absl::StatusOr<std::unique_ptr<TcpRingPeer>> peers[2] = {absl::UnknownError("not run"),
-                                                            absl::UnknownError("not run")};
+                                                           absl::UnknownError("not run")};
   std::thread rank1([&] { peers[1] = ConnectTcpRing(&store, 1, 2, o); });
 
   // What an attacker who found rank 1's ring port would try (it cannot read the store of a real job).
@@ -62,10 +62,13 @@ TEST(RingAuthTest, ForgedNeighboursAreRefusedAndTheRealRingStaysExact) {
   };
   for (const Forger& f :
        {Forger{"no token", {"", "job-1"}, HandshakeProtocol::kRing, absl::StatusCode::kUnauthenticated},
-        Forger{"wrong token", {"guess", "job-1"}, HandshakeProtocol::kRing, absl::StatusCode::kUnauthenticated},
-        Forger{"another job", {kToken, "job-2"}, HandshakeProtocol::kRing, absl::StatusCode::kPermissionDenied},
+        Forger{
+            "wrong token", {"guess", "job-1"}, HandshakeProtocol::kRing, absl::StatusCode::kUnauthenticated},
+        Forger{
+            "another job", {kToken, "job-2"}, HandshakeProtocol::kRing, absl::StatusCode::kPermissionDenied},
         // The ring port drops a store hello without a verdict: the forger sees the connection close.
-        Forger{"store hello", {kToken, "job-1"}, HandshakeProtocol::kStore, absl::StatusCode::kUnavailable}}) {
+        Forger{
+            "store hello", {kToken, "job-1"}, HandshakeProtocol::kStore, absl::StatusCode::kUnavailable}}) {
     SCOPED_TRACE(f.what);
     Socket s = connect();
     s.set_peer_name("rank 1");
@@ -145,7 +148,8 @@ TEST(RingAuthTest, AForgedRankCannotJoinAnAuthenticatedJob) {
   const AuthConfig auth{kToken, "job-1"};
   std::vector<absl::Status> forged;
   std::vector<absl::Status> status = RunJob({auth, auth}, absl::Seconds(30), [&](int port) {
-    for (const AuthConfig& a : {AuthConfig{"", "job-1"}, AuthConfig{"guess", "job-1"}, AuthConfig{kToken, "x"}}) {
+    for (const AuthConfig& a :
+         {AuthConfig{"", "job-1"}, AuthConfig{"guess", "job-1"}, AuthConfig{kToken, "x"}}) {
       TcpStoreOptions so;
       so.master_port = port;
       so.rank = 1;  // the slot the real rank 1 will take

@@ -42,7 +42,8 @@ std::vector<ProcessResult> RunAll(const std::vector<ProcessSpec>& specs) {
 proto::WorkerResult ResultOf(const ProcessResult& p) {
   absl::StatusOr<bench::ResultLines> lines = bench::ExtractResults(p.stdout_text);
   EXPECT_TRUE(lines.ok()) << lines.status();
-  EXPECT_EQ(lines.ok() ? lines->workers.size() : 0, 1u) << p.name << " stdout:\n" << p.stdout_text << p.stderr_tail;
+  EXPECT_EQ(lines.ok() ? lines->workers.size() : 0, 1u) << p.name << " stdout:\n"
+                                                        << p.stdout_text << p.stderr_tail;
   return lines.ok() && lines->workers.size() == 1 ? lines->workers.front() : proto::WorkerResult{};
 }
 
@@ -54,9 +55,9 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
   };
   // World sizes 2..8; non-divisible counts (1009, 65539 and 7919 floats), fewer floats than ranks (1 and 5),
   // and many segments (64 and 256 bytes).
-  for (const Case& c : {Case{2, 4 * 1009, 512 << 10}, Case{3, 4, 512 << 10}, Case{4, 4 * 65539, 256},
-                        Case{5, 4 * 1009, 64}, Case{6, 4 * 5, 512 << 10}, Case{7, 4 * 7919, 256},
-                        Case{8, 4 * 65539, 4096}}) {
+  for (const Case& c :
+       {Case{2, 4 * 1009, 512 << 10}, Case{3, 4, 512 << 10}, Case{4, 4 * 65539, 256}, Case{5, 4 * 1009, 64},
+        Case{6, 4 * 5, 512 << 10}, Case{7, 4 * 7919, 256}, Case{8, 4 * 65539, 4096}}) {
     SCOPED_TRACE(absl::StrCat("world ", c.n, " bytes ", c.bytes));
     std::vector<ProcessResult> results =
         RunAll(Ranks(c.n, FreeLoopbackPort().value(),
@@ -90,7 +91,7 @@ std::vector<ProcessResult> RunWithVictim(int ranks, int timeout_s, const std::st
   std::vector<ProcessSpec> specs =
       Ranks(ranks, FreeLoopbackPort().value(),
             {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0",
-             absl::StrCat("--timeout=", timeout_s)});  // the later --timeout wins
+             absl::StrCat("--timeout=", timeout_s)});                // the later --timeout wins
   for (ProcessSpec& s : specs) s.argv = WithToken("chaos", s.argv);  // an authenticated job
   std::string victim;
   for (const std::string& a : specs[1].argv) victim += " '" + a + "'";
@@ -136,8 +137,8 @@ TEST(RingWorkerTest, AuthenticatedJobIsExactAndAForgedRankIsRefused) {
   // A fourth process claims rank 2 without the token (and one with a wrong token claims rank 1): refused by
   // rank 0's store before it can read an address or take a rank.
   ProcessSpec no_token{"forger", Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"})[2].argv};
-  ProcessSpec wrong_token{"forger 2",
-                          WithToken("guess", Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"})[1].argv)};
+  ProcessSpec wrong_token{
+      "forger 2", WithToken("guess", Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"})[1].argv)};
   // Under sh, which reports the forger's exit status and exits 0 itself: a failed process would make the
   // harness kill the real ranks a few seconds later.
   for (ProcessSpec* f : {&no_token, &wrong_token}) {
@@ -167,7 +168,8 @@ TEST(RingWorkerTest, RanksWithDifferentHyperparametersAllFail) {
   for (const Case& c : {Case{"momentum", "0.9", "0", "--momentum: rank 0 has 0.9, rank 1 has 0"},
                         Case{"lr", "0.03", "0.5", "--lr: rank 0 has 0.03, rank 1 has 0.5"}}) {
     SCOPED_TRACE(c.flag);
-    std::vector<ProcessSpec> specs = Ranks(3, FreeLoopbackPort().value(), {"--model_bytes=4096", "--max_steps=2"});
+    std::vector<ProcessSpec> specs =
+        Ranks(3, FreeLoopbackPort().value(), {"--model_bytes=4096", "--max_steps=2"});
     specs[0].argv.push_back(absl::StrCat("--", c.flag, "=", c.zero));
     specs[1].argv.push_back(absl::StrCat("--", c.flag, "=", c.other));
     specs[2].argv.push_back(absl::StrCat("--", c.flag, "=", c.zero));
