@@ -68,7 +68,6 @@ JobFingerprint WorkerFingerprint(const trainer::WorkerOptions& w) {
       {"device", t.device},
       {"model_bytes", absl::StrCat(w.gradient_only.bytes)},
       {"warmup_steps", absl::StrCat(w.gradient_only.warmup_steps)},
-      {"train_warmup_steps", absl::StrCat(t.warmup_steps)},
       // Every rank must cut the gradient into the same buckets, or the per-bucket allreduces pair up wrong.
       {"bucket_mb", absl::StrCat(t.bucket_mb)},
       {"segment_bytes", absl::StrCat(absl::GetFlag(FLAGS_segment_bytes))},
