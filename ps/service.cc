@@ -90,14 +90,14 @@ absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
                                                              "initial parameters");
     bytes_received_ += received;
     RETURN_IF_ERROR(status);
-    RETURN_IF_ERROR(core_->OfferInitialParameters(std::move(initial)));
+    RETURN_IF_ERROR(core_->OfferInitialParameters(registration, std::move(initial)));
   } else {
     proto::RegisterRequest extra;
     if (stream->Read(&extra)) {
       return absl::InvalidArgumentError("chunks after a RegisterHeader without offers_parameters");
     }
   }
-  return core_->CompleteRegistration(h.rank());
+  return core_->CompleteRegistration(registration);
 }
 
 grpc::Status ParameterServerService::Register(
@@ -203,7 +203,7 @@ absl::Status ParameterServerService::ReceiveSyncPush(grpc::ServerContext* contex
     const bool more = stream->Read(&frame);
     if (frame.filled() > reported) {
       bytes_received_ += (frame.filled() - reported) * sizeof(float);
-      RETURN_IF_ERROR(core_->Delivered(*push, frame.filled(), cancelled));
+      RETURN_IF_ERROR(core_->Delivered(push, frame.filled(), cancelled));
       reported = frame.filled();
     }
     if (!more) break;

@@ -23,21 +23,45 @@ std::string Describe(const trainer::SgdOptions& h) {
   return absl::StrCat("lr=", h.lr, " momentum=", h.momentum, " weight_decay=", h.weight_decay);
 }
 
+// The index of the first non-finite value of values[0, n), or n.
+uint64_t FirstNonFinite(const float* values, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(values[i])) return i;
+  }
+  return n;
+}
+
 }  // namespace
+
+absl::Status ValidateHyperparameters(const trainer::SgdOptions& h) {
+  if (!std::isfinite(h.lr) || h.lr <= 0 || h.lr > kMaxLearningRate) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lr=", h.lr, " must be finite, > 0 and <= ", kMaxLearningRate));
+  }
+  if (!std::isfinite(h.momentum) || h.momentum < 0 || h.momentum >= 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--momentum=", h.momentum, " must be in [0, 1)"));
+  }
+  if (!std::isfinite(h.weight_decay) || h.weight_decay < 0 || h.weight_decay > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--weight_decay=", h.weight_decay, " must be in [0, 1]"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions& options) {
   if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
     return absl::InvalidArgumentError(
         absl::StrCat("--shard=", options.shard, " must be in [0, --num_shards=", options.num_shards, ")"));
   }
-  if (options.workers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--workers=", options.workers, " must be at least 1"));
+  if (options.workers < 1 || options.workers > kMaxWorkers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers=", options.workers, " must be in [1, ", kMaxWorkers, "]"));
   }
+  if (options.max_params < 1) return absl::InvalidArgumentError("--max_params must be at least 1");
   if (options.staleness < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--staleness=", options.staleness, " must be >= 0"));
   }
-  if (options.step_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--step_timeout must be positive");
+  if (options.step_timeout <= absl::ZeroDuration() || options.step_timeout == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError("--step_timeout must be positive and finite");
   }
   if (options.chunk_bytes < sizeof(float) || options.chunk_bytes > kMaxChunkBytes) {
     return absl::InvalidArgumentError(
@@ -66,7 +90,6 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions&
   ShardCore* c = core.get();
   absl::MutexLock lock(&c->mu_);
   absl::WriterMutexLock tensors_lock(&c->tensors_mu_);
-  c->layout_known_ = true;
   c->initialized_ = true;
   c->total_params_ = checkpoint->total_params;
   c->range_ = expected;
@@ -126,44 +149,58 @@ void ShardCore::ReturnBufferLocked(std::vector<float> buffer) {
 
 // ---- Registration ----------------------------------------------------------------------------------------
 
+absl::Status ShardCore::CheckMatchesLocked(const Registration& r) const {
+  if (!initialized_) return absl::OkStatus();
+  if (r.total_params != total_params_) {
+    return absl::InvalidArgumentError(absl::StrCat("worker model has ", r.total_params,
+                                                   " parameters but this server holds a model of ", total_params_,
+                                                   "; all workers must train the same model"));
+  }
+  if (!SameHyperparameters(r.hyperparameters, hyperparameters_)) {
+    return absl::FailedPreconditionError(absl::StrCat("worker hyperparameters (", Describe(r.hyperparameters),
+                                                      ") differ from the registered ones (",
+                                                      Describe(hyperparameters_), "); use the same flags"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ShardRange> ShardCore::BeginRegistration(const Registration& r) {
   if (r.rank < 0 || r.rank >= options_.workers || r.world_size != options_.workers) {
     return absl::InvalidArgumentError(absl::StrCat("worker rank ", r.rank, " of world size ", r.world_size,
                                                    " does not fit this server's --workers=", options_.workers));
   }
-  if (r.total_params == 0) return absl::InvalidArgumentError("total_params must be positive");
-  const trainer::SgdOptions& hp = r.hyperparameters;
-  if (!std::isfinite(hp.lr) || !std::isfinite(hp.momentum) || !std::isfinite(hp.weight_decay) || hp.lr < 0 ||
-      hp.momentum < 0 || hp.weight_decay < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("hyperparameters must be finite and >= 0: ", Describe(hp)));
+  if (r.total_params < static_cast<uint64_t>(options_.num_shards) || r.total_params > options_.max_params) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a model of ", r.total_params, " parameters does not fit this server: it must have at least one per "
+        "shard (", options_.num_shards, ") and at most --max_params=", options_.max_params,
+        " (raise --max_params on the servers for a larger model)"));
+  }
+  RETURN_IF_ERROR(ValidateHyperparameters(r.hyperparameters));
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckServingLocked());
+  RETURN_IF_ERROR(CheckMatchesLocked(r));
+  return ComputeShardRange(r.total_params, options_.shard, options_.num_shards);
+}
+
+absl::Status ShardCore::OfferInitialParameters(const Registration& r, std::vector<float> initial) {
+  ASSIGN_OR_RETURN(const ShardRange range, BeginRegistration(r));
+  if (initial.size() != range.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("initial parameters of ", initial.size(),
+                                                   " elements for a shard of ", range.size()));
+  }
+  if (const uint64_t bad = FirstNonFinite(initial.data(), initial.size()); bad < initial.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("initial parameter ", range.begin + bad, " is ",
+                                                   initial[bad], "; offer finite parameters"));
   }
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
-  if (!layout_known_) {
-    layout_known_ = true;
-    total_params_ = r.total_params;
-    range_ = ComputeShardRange(total_params_, options_.shard, options_.num_shards);
-    sync_.set_size(range_.size());
-    hyperparameters_ = hp;
-  } else if (r.total_params != total_params_) {
-    return absl::InvalidArgumentError(absl::StrCat("worker model has ", r.total_params,
-                                                   " parameters but this server holds a model of ", total_params_,
-                                                   "; all workers must train the same model"));
-  } else if (!SameHyperparameters(hp, hyperparameters_)) {
-    return absl::FailedPreconditionError(absl::StrCat("worker hyperparameters (", Describe(hp),
-                                                      ") differ from the registered ones (",
-                                                      Describe(hyperparameters_), "); use the same flags"));
-  }
-  return range_;
-}
-
-absl::Status ShardCore::OfferInitialParameters(std::vector<float> initial) {
-  absl::MutexLock lock(&mu_);
-  if (initial.size() != range_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("initial parameters of ", initial.size(),
-                                                   " elements for a shard of ", range_.size()));
-  }
+  // Another offer may have won since BeginRegistration: then this one must agree with it.
+  RETURN_IF_ERROR(CheckMatchesLocked(r));
   if (initialized_) return absl::OkStatus();
+  total_params_ = r.total_params;
+  range_ = range;
+  sync_.set_size(range_.size());
+  hyperparameters_ = r.hyperparameters;
   absl::WriterMutexLock tensors_lock(&tensors_mu_);
   tensors_.params = std::move(initial);
   tensors_.momentum.assign(tensors_.params.size(), 0.0f);
@@ -171,13 +208,16 @@ absl::Status ShardCore::OfferInitialParameters(std::vector<float> initial) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RegisteredRank> ShardCore::CompleteRegistration(int rank) {
+absl::StatusOr<RegisteredRank> ShardCore::CompleteRegistration(const Registration& r) {
+  RETURN_IF_ERROR(BeginRegistration(r).status());
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
   if (!initialized_) {
     return absl::FailedPreconditionError(
         "this shard has no parameters yet; the first worker to register must offer its initial parameters");
   }
+  RETURN_IF_ERROR(CheckMatchesLocked(r));
+  const int rank = r.rank;
   // A replacement starts clean: the part of the pending step its predecessor pushed is dropped (the whole
   // step is rolled back if some of it was applied already), it will push that step again. So no step is
   // partly applied below: one is applied only once every rank, this one included, delivered.
@@ -260,7 +300,18 @@ void ShardCore::WithdrawLocked(int rank, absl::string_view reason) {
   cv_.SignalAll();
 }
 
-absl::Status ShardCore::Delivered(const SyncPush& push, uint64_t filled, absl::FunctionRef<bool()> cancelled) {
+absl::Status ShardCore::Delivered(SyncPush* push_ptr, uint64_t filled, absl::FunctionRef<bool()> cancelled) {
+  SyncPush& push = *push_ptr;
+  // Only the new part is checked (cheap: once per received chunk), without the lock: the buffer is ours.
+  if (filled > push.checked) {
+    const uint64_t bad = push.checked + FirstNonFinite(push.gradient.data() + push.checked, filled - push.checked);
+    if (bad < filled) {
+      return absl::InvalidArgumentError(absl::StrCat("gradient element ", bad, " of rank ", push.ticket.rank,
+                                                     " at step ", push.step, " is ", push.gradient[bad],
+                                                     "; the step was refused (non-finite gradients)"));
+    }
+    push.checked = filled;
+  }
   bool checkpoint_due = false;
   {
     absl::MutexLock lock(&mu_);
@@ -345,9 +396,15 @@ absl::StatusOr<AsyncPush> ShardCore::StartAsyncPush(const PushInfo& info) {
 absl::StatusOr<uint64_t> ShardCore::FinishAsyncPush(AsyncPush push, const absl::Status& received) {
   bool checkpoint_due = false;
   {
+    const uint64_t bad = FirstNonFinite(push.gradient.data(), push.gradient.size());  // before the lock
     absl::MutexLock lock(&mu_);
     staleness_.set_receiving(push.rank, false);
     absl::Status status = received;
+    if (status.ok() && bad < push.gradient.size()) {
+      status = absl::InvalidArgumentError(absl::StrCat("gradient element ", bad, " of rank ", push.rank,
+                                                       " at step ", push.step, " is ", push.gradient[bad],
+                                                       "; the push was refused (non-finite gradients)"));
+    }
     if (status.ok()) status = CheckServingLocked();
     if (status.ok()) status = CheckSessionLocked(push.rank, push.session);
     if (status.ok()) {
