@@ -1,6 +1,7 @@
 #include "ps/service.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -97,13 +98,18 @@ absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
       return absl::InvalidArgumentError("chunks after a RegisterHeader without offers_parameters");
     }
   }
-  return core_->CompleteRegistration(registration);
+  ASSIGN_OR_RETURN(RegisteredRank registered, core_->CompleteRegistration(registration));
+  // One line per registration: an operator sees workers (re)joining, e.g. after a restart.
+  std::fprintf(stderr, "ps shard %d: rank %d registered at version %llu\n", options_.shard, h.rank(),
+               static_cast<unsigned long long>(registered.version));
+  return registered;
 }
 
 grpc::Status ParameterServerService::Register(
     grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) {
   absl::StatusOr<RegisteredRank> registered = DoRegister(context, stream);
   if (!registered.ok()) return ToGrpc(registered.status());
+
   proto::RegisterReply reply;
   proto::RegisterReplyHeader* header = reply.mutable_header();
   header->set_session(registered->session);

@@ -10,7 +10,9 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "trainer/limits.h"
 
 namespace psring::ps {
 namespace {
@@ -23,29 +25,7 @@ std::string Describe(const trainer::SgdOptions& h) {
   return absl::StrCat("lr=", h.lr, " momentum=", h.momentum, " weight_decay=", h.weight_decay);
 }
 
-// The index of the first non-finite value of values[0, n), or n.
-uint64_t FirstNonFinite(const float* values, uint64_t n) {
-  for (uint64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(values[i])) return i;
-  }
-  return n;
-}
-
 }  // namespace
-
-absl::Status ValidateHyperparameters(const trainer::SgdOptions& h) {
-  if (!std::isfinite(h.lr) || h.lr <= 0 || h.lr > kMaxLearningRate) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--lr=", h.lr, " must be finite, > 0 and <= ", kMaxLearningRate));
-  }
-  if (!std::isfinite(h.momentum) || h.momentum < 0 || h.momentum >= 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--momentum=", h.momentum, " must be in [0, 1)"));
-  }
-  if (!std::isfinite(h.weight_decay) || h.weight_decay < 0 || h.weight_decay > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--weight_decay=", h.weight_decay, " must be in [0, 1]"));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions& options) {
   if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
@@ -77,6 +57,10 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions&
                                                       ": ", error.message(), "; give a writable folder"));
   }
   const std::string path = ShardCheckpointPath(options.checkpoint_dir, options.shard, options.num_shards);
+  // Temporary files of a server killed while it wrote its checkpoint (nothing else removes them).
+  ASSIGN_OR_RETURN(const int stale, RemoveStaleTemporaries(path));
+  if (stale > 0) std::fprintf(stderr, "ps shard %d: removed %d stale temporary checkpoint file(s) of %s\n",
+                              options.shard, stale, path.c_str());
   absl::StatusOr<ShardCheckpoint> checkpoint = ReadShardCheckpoint(path);
   if (absl::IsNotFound(checkpoint.status())) return core;
   if (!checkpoint.ok()) return checkpoint.status();
@@ -175,7 +159,7 @@ absl::StatusOr<ShardRange> ShardCore::BeginRegistration(const Registration& r) {
         "shard (", options_.num_shards, ") and at most --max_params=", options_.max_params,
         " (raise --max_params on the servers for a larger model)"));
   }
-  RETURN_IF_ERROR(ValidateHyperparameters(r.hyperparameters));
+  RETURN_IF_ERROR(trainer::ValidateSgdOptions(r.hyperparameters));
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
   RETURN_IF_ERROR(CheckMatchesLocked(r));
@@ -188,7 +172,7 @@ absl::Status ShardCore::OfferInitialParameters(const Registration& r, std::vecto
     return absl::InvalidArgumentError(absl::StrCat("initial parameters of ", initial.size(),
                                                    " elements for a shard of ", range.size()));
   }
-  if (const uint64_t bad = FirstNonFinite(initial.data(), initial.size()); bad < initial.size()) {
+  if (const uint64_t bad = trainer::FirstNonFinite(initial.data(), initial.size()); bad < initial.size()) {
     return absl::InvalidArgumentError(absl::StrCat("initial parameter ", range.begin + bad, " is ",
                                                    initial[bad], "; offer finite parameters"));
   }
@@ -304,7 +288,7 @@ absl::Status ShardCore::Delivered(SyncPush* push_ptr, uint64_t filled, absl::Fun
   SyncPush& push = *push_ptr;
   // Only the new part is checked (cheap: once per received chunk), without the lock: the buffer is ours.
   if (filled > push.checked) {
-    const uint64_t bad = push.checked + FirstNonFinite(push.gradient.data() + push.checked, filled - push.checked);
+    const uint64_t bad = push.checked + trainer::FirstNonFinite(push.gradient.data() + push.checked, filled - push.checked);
     if (bad < filled) {
       return absl::InvalidArgumentError(absl::StrCat("gradient element ", bad, " of rank ", push.ticket.rank,
                                                      " at step ", push.step, " is ", push.gradient[bad],
@@ -396,7 +380,7 @@ absl::StatusOr<AsyncPush> ShardCore::StartAsyncPush(const PushInfo& info) {
 absl::StatusOr<uint64_t> ShardCore::FinishAsyncPush(AsyncPush push, const absl::Status& received) {
   bool checkpoint_due = false;
   {
-    const uint64_t bad = FirstNonFinite(push.gradient.data(), push.gradient.size());  // before the lock
+    const uint64_t bad = trainer::FirstNonFinite(push.gradient.data(), push.gradient.size());  // before the lock
     absl::MutexLock lock(&mu_);
     staleness_.set_receiving(push.rank, false);
     absl::Status status = received;

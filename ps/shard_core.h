@@ -68,10 +68,6 @@ struct ShardOptions {
 // The largest --workers a server accepts: per-rank state is allocated up front.
 inline constexpr int kMaxWorkers = 1 << 16;
 
-// OK when the hyperparameters are usable for SGD: finite, 0 < lr <= kMaxLearningRate, momentum in [0, 1),
-// weight_decay in [0, 1]; otherwise INVALID_ARGUMENT naming the flag.
-inline constexpr float kMaxLearningRate = 10.0f;
-absl::Status ValidateHyperparameters(const trainer::SgdOptions& hyperparameters);
 
 // What a worker says about itself when it registers.
 struct Registration {
