@@ -6,6 +6,7 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -28,6 +29,15 @@ bool NeedsReregistration(const absl::Status& status) {
 absl::Status PsExchange::FromCall(const grpc::Status& status, absl::Time deadline,
                                   const std::string& where) const {
   absl::Status result = FromGrpc(status, where);
+  // A failed TLS handshake surfaces from gRPC as a bare "tcp handshaker shutdown", an SSL error or a peer
+  // name "not in peer certificate": say what to check.
+  if (!options_.tls_ca_file.empty() && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      (absl::StrContains(status.error_message(), "handshake") || absl::StrContains(status.error_message(), "SSL") ||
+       absl::StrContains(status.error_message(), "certificate"))) {
+    return absl::UnavailableError(absl::StrCat(
+        result.message(), " (TLS handshake failed: check that --tls_ca signed the server's --tls_cert, that the "
+        "certificate names the address in --servers or --tls_target_name, and that the server uses TLS)"));
+  }
   // Past our own deadline the call ran out of --timeout (a server's --step_timeout answers before it); say
   // why that happens.
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() >= deadline) {
