@@ -82,4 +82,17 @@ absl::Status CheckBatchFits(int64_t samples, int world_size, int batch_size) {
   return absl::OkStatus();
 }
 
+absl::Status CheckLoss(double loss_sum, int64_t step) {
+  if (std::isfinite(loss_sum)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("the training loss became ", loss_sum, " at step ", step,
+                                                    ": the run diverged; lower --lr (or check the data)"));
+}
+
+absl::Status CheckResumeStep(int64_t step, int64_t last_step) {
+  if (step <= last_step) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--resume: the checkpoint is at step ", step,
+                                                 ", beyond this run's last step ", last_step,
+                                                 " (--epochs/--max_steps); nothing would be trained"));
+}
+
 }  // namespace psring::trainer

@@ -47,6 +47,14 @@ absl::Status CheckMlpSize(int input_dim, const std::vector<int>& hidden, int num
 // (the DistributedSampler pads to equal shares). Call before allocating batch buffers.
 absl::Status CheckBatchFits(int64_t samples, int world_size, int batch_size);
 
+// FAILED_PRECONDITION naming `step` when the batch's summed loss is NaN or infinite: the run diverged (too
+// large --lr?) and every later step would only spread NaN.
+absl::Status CheckLoss(double loss_sum, int64_t step);
+
+// INVALID_ARGUMENT when a checkpoint's `step` lies beyond the run's planned `last_step` (a damaged or
+// foreign checkpoint, or --max_steps/--epochs lowered): resuming would silently train nothing.
+absl::Status CheckResumeStep(int64_t step, int64_t last_step);
+
 }  // namespace psring::trainer
 
 #endif  // PSRING_TRAINER_LIMITS_H_

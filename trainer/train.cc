@@ -329,6 +329,7 @@ class TrainingRun {
     last_step_ = options_.max_steps >= 0 ? std::min(total_steps, options_.max_steps) : total_steps;
     if (options_.resume) {
       ASSIGN_OR_RETURN(step_, RestoreState(options_, engine_.get(), world_));
+      RETURN_IF_ERROR(CheckResumeStep(step_, last_step_));
       if (chief_)
         std::fprintf(stderr, "psring: resuming at step %ld (epoch %ld)\n", static_cast<long>(step_),
                      static_cast<long>(step_ / steps_per_epoch_ + 1));
@@ -367,6 +368,7 @@ class TrainingRun {
     }
     ASSIGN_OR_RETURN(BatchStats stats, engine_->ForwardBackward(batch_images_.data(), batch_labels_.data(),
                                                                 options_.batch_size));
+    RETURN_IF_ERROR(CheckLoss(stats.loss_sum, step_));
     window_.Add(stats);
     RETURN_IF_ERROR(engine_->Synchronize());
     const Clock::time_point exchange_start = Clock::now();

@@ -71,6 +71,14 @@ TEST(LimitsTest, HugeModelsAndBatchesAreRefusedBeforeAllocation) {
   EXPECT_EQ(FirstNonFinite(values, 2), 2u);
 }
 
+TEST(LimitsTest, DivergedLossAndResumeBeyondTheEndAreErrors) {
+  EXPECT_TRUE(CheckLoss(12.5, 3).ok());
+  EXPECT_THAT(CheckLoss(NAN, 41).message(), HasSubstr("at step 41"));
+  EXPECT_FALSE(CheckLoss(INFINITY, 0).ok());
+  EXPECT_TRUE(CheckResumeStep(100, 100).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckResumeStep(int64_t{1} << 62, 938)));
+}
+
 TEST(HostileCheckpointTest, NonFiniteValuesWithAValidCrcAreRefused) {
   for (const bool in_momentum : {false, true}) {
     for (const float bad : {NAN, INFINITY, -INFINITY}) {
