@@ -1,6 +1,7 @@
 #include "common/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -11,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -60,6 +62,30 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& pat
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return FileError(errno, absl::StrCat("cannot create ", temp));
   return AtomicFileWriter(path, std::move(temp), fd);
+}
+
+absl::StatusOr<int> RemoveStaleTemporaries(const std::string& path) {
+  const std::filesystem::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code error;
+  std::filesystem::directory_iterator it(FolderOf(path), error);
+  if (error == std::errc::no_such_file_or_directory) return 0;
+  if (error) return FileError(error.value(), absl::StrCat("cannot list the folder of ", path));
+  int removed = 0;
+  for (const std::filesystem::directory_entry& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    int pid = 0;
+    if (!absl::SimpleAtoi(absl::string_view(name).substr(prefix.size()), &pid) || pid <= 0) continue;
+    // The writer's process is gone (kill(pid, 0) reports ESRCH): nobody will rename or remove this file.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (std::filesystem::remove(entry.path(), error)) {
+      ++removed;
+    } else if (error) {
+      return FileError(error.value(), absl::StrCat("cannot remove the stale temporary file ", entry.path().string()));
+    }
+  }
+  return removed;
 }
 
 AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept

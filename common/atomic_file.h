@@ -63,6 +63,11 @@ class AtomicFileWriter {
   uint32_t crc_ = 0;
 };
 
+// Removes the temporary files "<path>.tmp.<pid>" that writers of `path` killed before they could clean up
+// left behind (those of running processes stay). Returns how many it removed; the first error otherwise
+// (a missing folder is not one). Blocks on the file system; call at start, before writing `path`.
+absl::StatusOr<int> RemoveStaleTemporaries(const std::string& path);
+
 // Creates or replaces `path` with `contents` through an AtomicFileWriter.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 

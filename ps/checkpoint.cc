@@ -3,10 +3,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "trainer/limits.h"
 
 namespace psring::ps {
 namespace {
@@ -106,7 +108,9 @@ absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path) {
   RETURN_IF_ERROR(r.GetValue(&c.hyperparameters.momentum));
   RETURN_IF_ERROR(r.GetValue(&c.hyperparameters.weight_decay));
   RETURN_IF_ERROR(r.GetValue(&num_clocks));
-  if (c.end < c.begin || c.end > c.total_params ||
+  // Divisions, not products: sizes from the file must not overflow into a small number and an allocation.
+  if (c.end < c.begin || c.end > c.total_params || c.end - c.begin > bytes.size() / (2 * sizeof(float)) ||
+      num_clocks > bytes.size() / sizeof(int64_t) ||
       (c.end - c.begin) * 2 * sizeof(float) + num_clocks * sizeof(int64_t) > bytes.size()) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, " has an inconsistent header"));
   }
@@ -122,6 +126,14 @@ absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path) {
   if (Crc32(absl::string_view(bytes).substr(0, body)) != stored_crc || r.pos() != bytes.size()) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", path, " is corrupt (CRC mismatch or trailing bytes)"));
+  }
+  // A valid file of a diverged run (or a hand-edited one) must not be resumed silently.
+  RETURN_IF_ERROR(Annotate(trainer::ValidateSgdOptions(c.hyperparameters), absl::StrCat("checkpoint ", path)));
+  for (const auto& [name, values] : {std::pair{"parameter", &c.params}, std::pair{"momentum", &c.momentum}}) {
+    if (const size_t bad = trainer::FirstNonFinite(values->data(), values->size()); bad < values->size()) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", name, " ", c.begin + bad, " is ",
+                                              (*values)[bad], "; remove the file to start afresh"));
+    }
   }
   return c;
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -28,6 +29,15 @@ bool NeedsReregistration(const absl::Status& status) {
 absl::Status PsExchange::FromCall(const grpc::Status& status, absl::Time deadline,
                                   const std::string& where) const {
   absl::Status result = FromGrpc(status, where);
+  // A failed TLS handshake surfaces from gRPC as a bare "tcp handshaker shutdown", an SSL error or a peer
+  // name "not in peer certificate": say what to check.
+  if (!options_.tls_ca_file.empty() && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      (absl::StrContains(status.error_message(), "handshake") || absl::StrContains(status.error_message(), "SSL") ||
+       absl::StrContains(status.error_message(), "certificate"))) {
+    return absl::UnavailableError(absl::StrCat(
+        result.message(), " (TLS handshake failed: check that --tls_ca signed the server's --tls_cert, that the "
+        "certificate names the address in --servers or --tls_target_name, and that the server uses TLS)"));
+  }
   // Past our own deadline the call ran out of --timeout (a server's --step_timeout answers before it); say
   // why that happens.
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() >= deadline) {
@@ -80,10 +90,14 @@ absl::StatusOr<std::unique_ptr<PsExchange>> PsExchange::Create(const PsClientOpt
     args.SetMaxSendMessageSize(kMaxMessageBytes);
     // Each exchange gets its own TCP connection, even when several ranks share a process (tests, bench).
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    // A restarted server is found again within a fraction of a second.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // A restarted server is found again within a fraction of a second: gRPC retries the connection at
+    // most kReconnectBackoffMs apart (its default grows to 120 s), and RegisterWithRetries below at most
+    // max_backoff apart, so re-registration follows the server's return by about their sum. The minimum
+    // is also gRPC's connect timeout (TCP + HTTP/2 handshake): at 100 ms a freshly started server, slow to
+    // answer its first handshakes, was refused for seconds, so it stays at a second.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMs);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMs);
     if (options.receive_window_bytes > 0) {
       args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
       args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, static_cast<int>(options.receive_window_bytes));
@@ -231,7 +245,12 @@ absl::Status PsExchange::RegisterWithRetries(Shard* shard, trainer::FloatBuffer 
       }
       return status;
     }
-    absl::SleepFor(backoff);
+    // Wait on the channel rather than sleep: with the synchronous API a connection attempt progresses only
+    // while some call polls for it, so a plain sleep left a restarted server's handshakes pending for
+    // seconds (re-registration took 3.7 s after a 0.2 s outage). This returns as soon as it is connected.
+    const absl::Time next = absl::Now() + backoff;
+    shard->channel->WaitForConnected(absl::ToChronoTime(next));
+    absl::SleepFor(next - absl::Now());
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
 }
@@ -513,8 +532,14 @@ absl::Status PsExchange::ExchangeWire(int64_t step, trainer::FloatBuffer grads, 
     }
     if (absl::IsAborted(status)) {
       // Skipped: the other ranks are past this step (see ps/service.h); take the shard's parameters.
-      std::fprintf(stderr, "ps rank %d: %s\n", options_.rank, std::string(status.message()).c_str());
+      if (shard->skipped++ % kSkipReportEvery == 0) {
+        std::fprintf(stderr, "ps rank %d: %s (%lld step(s) skipped on shard %d so far while catching up)\n",
+                     options_.rank, std::string(status.message()).c_str(),
+                     static_cast<long long>(shard->skipped), shard->index);
+      }
       status = PullOnce(shard, params);
+    } else if (status.ok()) {
+      shard->skipped = 0;
     }
     return status;
   });

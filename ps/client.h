@@ -64,6 +64,11 @@
 
 namespace psring::ps {
 
+// gRPC's reconnect backoff for every server channel, in milliseconds (initial, minimum and maximum).
+inline constexpr int kReconnectBackoffMs = 100;
+// A run of skipped steps is reported on its first step and then once per this many.
+inline constexpr int64_t kSkipReportEvery = 100;
+
 struct PsClientOptions {
   std::vector<std::string> servers;  // "host:port" per shard, in shard order
   int rank = 0;
@@ -71,8 +76,10 @@ struct PsClientOptions {
   trainer::SgdOptions hyperparameters;         // sent at registration; servers reject values that differ
   absl::Duration timeout = absl::Seconds(60);  // deadline of each RPC (a step includes waiting for peers)
   absl::Duration reconnect_timeout = absl::Seconds(60);  // how long to keep re-registering a lost shard
-  absl::Duration initial_backoff = absl::Milliseconds(50);
-  absl::Duration max_backoff = absl::Seconds(2);
+  // Between attempts to re-register a lost shard. Capped low so a restarted server is back in use within
+  // about max_backoff + kReconnectBackoffMs of accepting connections (README, Recovery).
+  absl::Duration initial_backoff = absl::Milliseconds(20);
+  absl::Duration max_backoff = absl::Milliseconds(100);
   size_t chunk_bytes = 1 << 20;  // tensor chunk size on the wire (tests shrink it to hit many chunks)
   // Synchronous shards: push at most this many bytes beyond the updated parameters already received back
   // (the server averages a range only once every worker pushed it, so this bounds how far a worker runs
@@ -157,6 +164,9 @@ class PsExchange final : public trainer::GradientExchange {
     uint64_t reply_chunk_elements = 0;
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
+    // Steps this shard skipped (ABORTED) in the current run of skips: a restarted worker catching up may
+    // skip hundreds, so only the first and every kSkipReportEvery-th are reported.
+    int64_t skipped = 0;
   };
 
   // Where a bucketed step's gradient comes from: PushPullOnce waits for each bucket (in plan order) and

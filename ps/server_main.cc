@@ -19,9 +19,12 @@
 #include "proto/results.pb.h"
 #include "ps/binary_main.h"
 #include "ps/server.h"
+#include "trainer/limits.h"
 
 ABSL_FLAG(int, port, 50051, "TCP port to listen on; 0 picks a free one (see --port_file).");
-ABSL_FLAG(std::string, bind_addr, psring::ps::ServerOptions{}.bind_addr, "Address to listen on (0.0.0.0: every interface).");
+ABSL_FLAG(std::string, bind_addr, "",
+          "Address to listen on (0.0.0.0: every interface). Empty: 127.0.0.1 without --auth_token (anyone who "
+          "reaches an unauthenticated server can steer it), 0.0.0.0 with it.");
 ABSL_FLAG(
     std::string, port_file, "",
     "When set, write the port actually bound to this file once serving (for launchers using --port=0).");
@@ -36,7 +39,8 @@ ABSL_FLAG(
     "Async mode: a worker may run at most this many steps ahead of the slowest; 0 behaves exactly as sync.");
 ABSL_FLAG(double, step_timeout, absl::ToDoubleSeconds(psring::ps::ServiceOptions{}.step_timeout),
           "Seconds a step (or metrics barrier) waits for the other workers before failing their calls with "
-          "DEADLINE_EXCEEDED (a dead worker); the server keeps serving.");
+          "DEADLINE_EXCEEDED (a dead worker); the server keeps serving. Leave room for a restarted server: "
+          "its workers re-register within about 0.5 s of it accepting connections (README, Recovery).");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder for this shard's checkpoint (ps-shard-<i>-of-<K>.ckpt, written atomically); a restarted "
           "server resumes from it. Empty: no checkpoints.");
@@ -50,6 +54,9 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS (with --tls_
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS (with --tls_cert).");
 ABSL_FLAG(int64_t, chunk_bytes, psring::ps::ServiceOptions{}.chunk_bytes,
           "Bytes per parameter chunk streamed back to workers (4 .. 4194304).");
+ABSL_FLAG(uint64_t, max_params, psring::ps::ServiceOptions{}.max_params,
+          "Largest model (total parameters, all shards) a worker may register; bounds the memory one call can "
+          "make this server allocate (default 2^30 floats = 4 GiB).");
 ABSL_FLAG(int64_t, max_lead_bytes, psring::ps::ServiceOptions{}.max_lead_bytes,
           "Sync mode: stop reading a worker's push while it is more than this many bytes ahead of the slowest "
           "push of the step, so every worker gets a fair share of this server's link (0: no limit).");
@@ -60,6 +67,16 @@ namespace {
 absl::Status Run() {
   ServerOptions options;
   options.bind_addr = absl::GetFlag(FLAGS_bind_addr);
+  if (options.bind_addr.empty()) {
+    if (absl::GetFlag(FLAGS_auth_token).empty()) {
+      options.bind_addr = "127.0.0.1";
+      std::fprintf(stderr,
+                   "ps server: no --auth_token, so listening on loopback only; give --auth_token (or "
+                   "--bind_addr=0.0.0.0 on a trusted network) to serve other hosts\n");
+    } else {
+      options.bind_addr = "0.0.0.0";
+    }
+  }
   options.port = absl::GetFlag(FLAGS_port);
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
@@ -83,8 +100,8 @@ absl::Status Run() {
     return absl::InvalidArgumentError(absl::StrCat("--mode=", mode, ": use sync or async"));
   }
   s.staleness = absl::GetFlag(FLAGS_staleness);
-  if (absl::GetFlag(FLAGS_step_timeout) <= 0) return absl::InvalidArgumentError("--step_timeout must be > 0");
-  s.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_step_timeout));
+  ASSIGN_OR_RETURN(s.step_timeout, trainer::TimeoutFromSeconds("step_timeout", absl::GetFlag(FLAGS_step_timeout)));
+  s.max_params = absl::GetFlag(FLAGS_max_params);
   s.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   s.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   if (s.checkpoint_every < 0) {

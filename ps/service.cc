@@ -1,6 +1,7 @@
 #include "ps/service.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -90,20 +91,25 @@ absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
                                                              "initial parameters");
     bytes_received_ += received;
     RETURN_IF_ERROR(status);
-    RETURN_IF_ERROR(core_->OfferInitialParameters(std::move(initial)));
+    RETURN_IF_ERROR(core_->OfferInitialParameters(registration, std::move(initial)));
   } else {
     proto::RegisterRequest extra;
     if (stream->Read(&extra)) {
       return absl::InvalidArgumentError("chunks after a RegisterHeader without offers_parameters");
     }
   }
-  return core_->CompleteRegistration(h.rank());
+  ASSIGN_OR_RETURN(RegisteredRank registered, core_->CompleteRegistration(registration));
+  // One line per registration: an operator sees workers (re)joining, e.g. after a restart.
+  std::fprintf(stderr, "ps shard %d: rank %d registered at version %llu\n", options_.shard, h.rank(),
+               static_cast<unsigned long long>(registered.version));
+  return registered;
 }
 
 grpc::Status ParameterServerService::Register(
     grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) {
   absl::StatusOr<RegisteredRank> registered = DoRegister(context, stream);
   if (!registered.ok()) return ToGrpc(registered.status());
+
   proto::RegisterReply reply;
   proto::RegisterReplyHeader* header = reply.mutable_header();
   header->set_session(registered->session);
@@ -203,7 +209,7 @@ absl::Status ParameterServerService::ReceiveSyncPush(grpc::ServerContext* contex
     const bool more = stream->Read(&frame);
     if (frame.filled() > reported) {
       bytes_received_ += (frame.filled() - reported) * sizeof(float);
-      RETURN_IF_ERROR(core_->Delivered(*push, frame.filled(), cancelled));
+      RETURN_IF_ERROR(core_->Delivered(push, frame.filled(), cancelled));
       reported = frame.filled();
     }
     if (!more) break;

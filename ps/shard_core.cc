@@ -10,7 +10,9 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "trainer/limits.h"
 
 namespace psring::ps {
 namespace {
@@ -30,14 +32,16 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions&
     return absl::InvalidArgumentError(
         absl::StrCat("--shard=", options.shard, " must be in [0, --num_shards=", options.num_shards, ")"));
   }
-  if (options.workers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--workers=", options.workers, " must be at least 1"));
+  if (options.workers < 1 || options.workers > kMaxWorkers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers=", options.workers, " must be in [1, ", kMaxWorkers, "]"));
   }
+  if (options.max_params < 1) return absl::InvalidArgumentError("--max_params must be at least 1");
   if (options.staleness < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--staleness=", options.staleness, " must be >= 0"));
   }
-  if (options.step_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--step_timeout must be positive");
+  if (options.step_timeout <= absl::ZeroDuration() || options.step_timeout == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError("--step_timeout must be positive and finite");
   }
   if (options.chunk_bytes < sizeof(float) || options.chunk_bytes > kMaxChunkBytes) {
     return absl::InvalidArgumentError(
@@ -53,6 +57,10 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions&
                                                       ": ", error.message(), "; give a writable folder"));
   }
   const std::string path = ShardCheckpointPath(options.checkpoint_dir, options.shard, options.num_shards);
+  // Temporary files of a server killed while it wrote its checkpoint (nothing else removes them).
+  ASSIGN_OR_RETURN(const int stale, RemoveStaleTemporaries(path));
+  if (stale > 0) std::fprintf(stderr, "ps shard %d: removed %d stale temporary checkpoint file(s) of %s\n",
+                              options.shard, stale, path.c_str());
   absl::StatusOr<ShardCheckpoint> checkpoint = ReadShardCheckpoint(path);
   if (absl::IsNotFound(checkpoint.status())) return core;
   if (!checkpoint.ok()) return checkpoint.status();
@@ -66,7 +74,6 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions&
   ShardCore* c = core.get();
   absl::MutexLock lock(&c->mu_);
   absl::WriterMutexLock tensors_lock(&c->tensors_mu_);
-  c->layout_known_ = true;
   c->initialized_ = true;
   c->total_params_ = checkpoint->total_params;
   c->range_ = expected;
@@ -126,44 +133,58 @@ void ShardCore::ReturnBufferLocked(std::vector<float> buffer) {
 
 // ---- Registration ----------------------------------------------------------------------------------------
 
+absl::Status ShardCore::CheckMatchesLocked(const Registration& r) const {
+  if (!initialized_) return absl::OkStatus();
+  if (r.total_params != total_params_) {
+    return absl::InvalidArgumentError(absl::StrCat("worker model has ", r.total_params,
+                                                   " parameters but this server holds a model of ", total_params_,
+                                                   "; all workers must train the same model"));
+  }
+  if (!SameHyperparameters(r.hyperparameters, hyperparameters_)) {
+    return absl::FailedPreconditionError(absl::StrCat("worker hyperparameters (", Describe(r.hyperparameters),
+                                                      ") differ from the registered ones (",
+                                                      Describe(hyperparameters_), "); use the same flags"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ShardRange> ShardCore::BeginRegistration(const Registration& r) {
   if (r.rank < 0 || r.rank >= options_.workers || r.world_size != options_.workers) {
     return absl::InvalidArgumentError(absl::StrCat("worker rank ", r.rank, " of world size ", r.world_size,
                                                    " does not fit this server's --workers=", options_.workers));
   }
-  if (r.total_params == 0) return absl::InvalidArgumentError("total_params must be positive");
-  const trainer::SgdOptions& hp = r.hyperparameters;
-  if (!std::isfinite(hp.lr) || !std::isfinite(hp.momentum) || !std::isfinite(hp.weight_decay) || hp.lr < 0 ||
-      hp.momentum < 0 || hp.weight_decay < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("hyperparameters must be finite and >= 0: ", Describe(hp)));
+  if (r.total_params < static_cast<uint64_t>(options_.num_shards) || r.total_params > options_.max_params) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a model of ", r.total_params, " parameters does not fit this server: it must have at least one per "
+        "shard (", options_.num_shards, ") and at most --max_params=", options_.max_params,
+        " (raise --max_params on the servers for a larger model)"));
+  }
+  RETURN_IF_ERROR(trainer::ValidateSgdOptions(r.hyperparameters));
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckServingLocked());
+  RETURN_IF_ERROR(CheckMatchesLocked(r));
+  return ComputeShardRange(r.total_params, options_.shard, options_.num_shards);
+}
+
+absl::Status ShardCore::OfferInitialParameters(const Registration& r, std::vector<float> initial) {
+  ASSIGN_OR_RETURN(const ShardRange range, BeginRegistration(r));
+  if (initial.size() != range.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("initial parameters of ", initial.size(),
+                                                   " elements for a shard of ", range.size()));
+  }
+  if (const uint64_t bad = trainer::FirstNonFinite(initial.data(), initial.size()); bad < initial.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("initial parameter ", range.begin + bad, " is ",
+                                                   initial[bad], "; offer finite parameters"));
   }
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
-  if (!layout_known_) {
-    layout_known_ = true;
-    total_params_ = r.total_params;
-    range_ = ComputeShardRange(total_params_, options_.shard, options_.num_shards);
-    sync_.set_size(range_.size());
-    hyperparameters_ = hp;
-  } else if (r.total_params != total_params_) {
-    return absl::InvalidArgumentError(absl::StrCat("worker model has ", r.total_params,
-                                                   " parameters but this server holds a model of ", total_params_,
-                                                   "; all workers must train the same model"));
-  } else if (!SameHyperparameters(hp, hyperparameters_)) {
-    return absl::FailedPreconditionError(absl::StrCat("worker hyperparameters (", Describe(hp),
-                                                      ") differ from the registered ones (",
-                                                      Describe(hyperparameters_), "); use the same flags"));
-  }
-  return range_;
-}
-
-absl::Status ShardCore::OfferInitialParameters(std::vector<float> initial) {
-  absl::MutexLock lock(&mu_);
-  if (initial.size() != range_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("initial parameters of ", initial.size(),
-                                                   " elements for a shard of ", range_.size()));
-  }
+  // Another offer may have won since BeginRegistration: then this one must agree with it.
+  RETURN_IF_ERROR(CheckMatchesLocked(r));
   if (initialized_) return absl::OkStatus();
+  total_params_ = r.total_params;
+  range_ = range;
+  sync_.set_size(range_.size());
+  hyperparameters_ = r.hyperparameters;
   absl::WriterMutexLock tensors_lock(&tensors_mu_);
   tensors_.params = std::move(initial);
   tensors_.momentum.assign(tensors_.params.size(), 0.0f);
@@ -171,13 +192,16 @@ absl::Status ShardCore::OfferInitialParameters(std::vector<float> initial) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RegisteredRank> ShardCore::CompleteRegistration(int rank) {
+absl::StatusOr<RegisteredRank> ShardCore::CompleteRegistration(const Registration& r) {
+  RETURN_IF_ERROR(BeginRegistration(r).status());
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
   if (!initialized_) {
     return absl::FailedPreconditionError(
         "this shard has no parameters yet; the first worker to register must offer its initial parameters");
   }
+  RETURN_IF_ERROR(CheckMatchesLocked(r));
+  const int rank = r.rank;
   // A replacement starts clean: the part of the pending step its predecessor pushed is dropped (the whole
   // step is rolled back if some of it was applied already), it will push that step again. So no step is
   // partly applied below: one is applied only once every rank, this one included, delivered.
@@ -260,7 +284,18 @@ void ShardCore::WithdrawLocked(int rank, absl::string_view reason) {
   cv_.SignalAll();
 }
 
-absl::Status ShardCore::Delivered(const SyncPush& push, uint64_t filled, absl::FunctionRef<bool()> cancelled) {
+absl::Status ShardCore::Delivered(SyncPush* push_ptr, uint64_t filled, absl::FunctionRef<bool()> cancelled) {
+  SyncPush& push = *push_ptr;
+  // Only the new part is checked (cheap: once per received chunk), without the lock: the buffer is ours.
+  if (filled > push.checked) {
+    const uint64_t bad = push.checked + trainer::FirstNonFinite(push.gradient.data() + push.checked, filled - push.checked);
+    if (bad < filled) {
+      return absl::InvalidArgumentError(absl::StrCat("gradient element ", bad, " of rank ", push.ticket.rank,
+                                                     " at step ", push.step, " is ", push.gradient[bad],
+                                                     "; the step was refused (non-finite gradients)"));
+    }
+    push.checked = filled;
+  }
   bool checkpoint_due = false;
   {
     absl::MutexLock lock(&mu_);
@@ -345,9 +380,15 @@ absl::StatusOr<AsyncPush> ShardCore::StartAsyncPush(const PushInfo& info) {
 absl::StatusOr<uint64_t> ShardCore::FinishAsyncPush(AsyncPush push, const absl::Status& received) {
   bool checkpoint_due = false;
   {
+    const uint64_t bad = trainer::FirstNonFinite(push.gradient.data(), push.gradient.size());  // before the lock
     absl::MutexLock lock(&mu_);
     staleness_.set_receiving(push.rank, false);
     absl::Status status = received;
+    if (status.ok() && bad < push.gradient.size()) {
+      status = absl::InvalidArgumentError(absl::StrCat("gradient element ", bad, " of rank ", push.rank,
+                                                       " at step ", push.step, " is ", push.gradient[bad],
+                                                       "; the push was refused (non-finite gradients)"));
+    }
     if (status.ok()) status = CheckServingLocked();
     if (status.ok()) status = CheckSessionLocked(push.rank, push.session);
     if (status.ok()) {

@@ -1,9 +1,10 @@
 // ShardCore: everything one parameter-server shard decides, without any transport (the gRPC service in
 // ps/service.h is a thin adapter from streams to these calls, as ps-lite's KVServer separates the request
 // handle from the update). It owns the shard's state under one mutex:
-//   - registration: the layout (total size, this shard's range, hyperparameters) fixed by the first
-//     registration, the initial parameters (first offer wins; a checkpoint wins over every offer) and one
-//     session per rank (a newer registration of a rank replaces the older session);
+//   - registration: the layout (total size, this shard's range, hyperparameters) and the initial parameters
+//     fixed together by the first registration that offers parameters and passes every check (a checkpoint
+//     wins over every offer; a refused call fixes nothing), and one session per rank (a newer
+//     registration of a rank replaces the older session);
 //   - the synchronous step, pipelined per range with rollback and trainer-step alignment (ps/sync_step.h);
 //   - the asynchronous bounded-staleness policy (ps/async_policy.h);
 //   - the metrics barrier (ps/metrics_barrier.h);
@@ -59,7 +60,14 @@ struct ShardOptions {
   // TCP gives every rank a fair share of the shard's downlink and the pipelined replies never wait on one
   // straggling push (0: no limit).
   size_t max_lead_bytes = 1 << 20;
+  // Largest model (total_params, all shards together) a registration may announce: bounds what one caller
+  // can make the shard allocate. 2^30 floats = 4 GiB.
+  uint64_t max_params = uint64_t{1} << 30;
 };
+
+// The largest --workers a server accepts: per-rank state is allocated up front.
+inline constexpr int kMaxWorkers = 1 << 16;
+
 
 // What a worker says about itself when it registers.
 struct Registration {
@@ -97,6 +105,7 @@ struct SyncPush {
   uint64_t session = 0;
   int64_t step = 0;
   std::vector<float> gradient;
+  uint64_t checked = 0;  // gradient[0, checked) was found finite by Delivered()
 };
 
 // An admitted asynchronous push: the caller fills `gradient`, then hands it to FinishAsyncPush.
@@ -135,23 +144,28 @@ class ShardCore {
   uint64_t chunk_elements() const { return chunk_elements_; }
 
   // ---- Registration, in three calls so that a transport can read the offered parameters in between.
-  // Validates `registration` and returns the shard's range; the first registration fixes the layout and
-  // the hyperparameters. Non-blocking.
+  // None of them changes the shard's state when it fails: the layout, the hyperparameters and the
+  // parameters are fixed together by the first successful OfferInitialParameters.
+  // Validates `registration` (against --max_params, the hyperparameter ranges and the layout already fixed,
+  // if any) and returns the shard's range for it. Changes nothing. Non-blocking.
   absl::StatusOr<ShardRange> BeginRegistration(const Registration& registration);
-  // Keeps `initial` (the shard's length) as the parameters unless the shard has some already.
-  absl::Status OfferInitialParameters(std::vector<float> initial);
-  // Gives `rank` a new session (replacing any older one, whose waiting calls end) and returns the state
-  // it starts from. A part of the pending synchronous step the old session pushed is withdrawn.
-  absl::StatusOr<RegisteredRank> CompleteRegistration(int rank);
+  // Fixes `registration`'s layout and hyperparameters with `initial` (the shard's length, all finite) as
+  // the parameters unless the shard has them already (then only checks that `registration` matches).
+  absl::Status OfferInitialParameters(const Registration& registration, std::vector<float> initial);
+  // Gives the rank a new session (replacing any older one, whose waiting calls end) and returns the state
+  // it starts from; fails when the shard has no parameters yet or `registration` does not match them. A
+  // part of the pending synchronous step the old session pushed is withdrawn.
+  absl::StatusOr<RegisteredRank> CompleteRegistration(const Registration& registration);
 
   // ---- The synchronous step (aggregating mode).
   // Validates the push and enters it into the pending step. Non-blocking.
   absl::StatusOr<SyncPush> StartSyncPush(const PushInfo& info);
-  // Records that push.gradient[0, filled) arrived (filled never decreases) and applies every range all
-  // ranks delivered. Blocks on the arithmetic, on writing a checkpoint this completed, and while the push
+  // Records that push->gradient[0, filled) arrived (filled never decreases) and applies every range all
+  // ranks delivered. A non-finite value in the new part fails with INVALID_ARGUMENT before anything of it
+  // is applied (the caller then abandons the push, which rolls the step back). Blocks on the arithmetic, on writing a checkpoint this completed, and while the push
   // is more than max_lead_bytes ahead of the slowest push, until the others catch up, the step is
   // dropped, the server shuts down or cancelled() (polled) says so. Fails when the push left the step.
-  absl::Status Delivered(const SyncPush& push, uint64_t filled, absl::FunctionRef<bool()> cancelled);
+  absl::Status Delivered(SyncPush* push, uint64_t filled, absl::FunctionRef<bool()> cancelled);
   // Blocks until elements [0, want) of the push's step are applied and returns how many are (the whole
   // shard once the step completed). Fails when the step is dropped, and drops it (DEADLINE_EXCEEDED) when
   // it made no progress within step_timeout.
@@ -168,7 +182,8 @@ class ShardCore {
   // ---- Asynchronous pushes (staleness > 0).
   // Validates the push and hands out the buffer to receive it into. Non-blocking.
   absl::StatusOr<AsyncPush> StartAsyncPush(const PushInfo& info);
-  // Applies the push when `received` is OK (and the session still current), then blocks until the pusher
+  // Applies the push when `received` is OK, the session still current and every value finite
+  // (INVALID_ARGUMENT otherwise, nothing applied), then blocks until the pusher
   // is within `staleness` steps of the slowest rank; returns the shard's version then.
   absl::StatusOr<uint64_t> FinishAsyncPush(AsyncPush push, const absl::Status& received);
 
@@ -199,6 +214,8 @@ class ShardCore {
 
   absl::Status CheckServingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckSessionLocked(int rank, uint64_t session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `registration` agrees with the fixed layout and hyperparameters (OK before they are fixed).
+  absl::Status CheckMatchesLocked(const Registration& registration) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Header checks shared by sync and async pushes (session, length, duplicate, past/future, trainer step).
   absl::Status ValidatePushLocked(const PushInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DroppedStatusLocked(const SyncPush& push) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -223,8 +240,8 @@ class ShardCore {
   absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   absl::CondVar cv_;  // signalled on every state change anyone waits for
-  bool layout_known_ ABSL_GUARDED_BY(mu_) = false;
-  bool initialized_ ABSL_GUARDED_BY(mu_) = false;  // tensors_ hold real values
+  // The layout, hyperparameters and tensors_ are fixed (by a checkpoint or the first accepted offer).
+  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t total_params_ ABSL_GUARDED_BY(mu_) = 0;
   ShardRange range_ ABSL_GUARDED_BY(mu_);
   trainer::SgdOptions hyperparameters_ ABSL_GUARDED_BY(mu_);

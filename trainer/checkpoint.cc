@@ -6,9 +6,12 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/atomic_file.h"
+#include "trainer/limits.h"
 #include "trainer/npz.h"
 
 namespace psring::trainer {
@@ -26,7 +29,8 @@ absl::Status PrepareCheckpointDir(const std::string& dir) {
     return absl::PermissionDeniedError(absl::StrCat("cannot write to checkpoint folder ", dir, ": ",
                                                     std::strerror(errno), "; check --checkpoint_dir"));
   }
-  return absl::OkStatus();
+  // Temporary files of a run killed while it saved (nothing else removes them).
+  return RemoveStaleTemporaries(LatestCheckpointPath(dir)).status();
 }
 
 absl::Status SaveCheckpoint(const std::string& path, const CheckpointState& s) {
@@ -74,6 +78,12 @@ absl::StatusOr<CheckpointState> LoadCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(s.momentum, r.Float32Scalar("momentum"));
   ASSIGN_OR_RETURN(s.weight_decay, r.Float32Scalar("weight_decay"));
   if (s.step < 0) return absl::DataLossError(absl::StrCat(path, ": negative step ", s.step));
+  for (const auto& [name, values] : {std::pair{"params", &s.params}, std::pair{"momentum_buffer", &s.momentum_buffer}}) {
+    if (const size_t bad = FirstNonFinite(values->data(), values->size()); bad < values->size()) {
+      return absl::DataLossError(absl::StrCat(path, ": '", name, "'[", bad, "] is ", (*values)[bad],
+                                              "; a checkpoint of a diverged run cannot be resumed"));
+    }
+  }
   return s;
 }
 

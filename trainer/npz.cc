@@ -34,6 +34,9 @@ void Put32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
+// The largest expansion of deflate (RFC 1951: a 258-byte match in about 2 bits, plus block overhead).
+constexpr uint32_t kMaxDeflateRatio = 1032;
+
 uint16_t Get16(const std::string& s, size_t at) {
   return static_cast<uint16_t>(static_cast<uint8_t>(s[at]) | (static_cast<uint8_t>(s[at + 1]) << 8));
 }
@@ -311,12 +314,22 @@ absl::StatusOr<NpzReader> NpzReader::Parse(const std::string& bytes, const std::
     }
     const size_t data = local + 30 + Get16(bytes, local + 26) + Get16(bytes, local + 28);
     if (data + compressed > bytes.size()) return corrupt(absl::StrCat("entry ", name, " is truncated"));
+    if (method != 0 && method != 8) {
+      return corrupt(
+          absl::StrCat("entry ", name, " uses zip method ", method, "; only stored (0) and deflate (8) work"));
+    }
+    if (method == 0 && compressed != size) {
+      return corrupt(absl::StrCat("stored entry ", name, " has a size of ", size, " bytes but ", compressed,
+                                  " bytes of data (damaged central directory?)"));
+    }
+    // Deflate expands at most 1032:1, so a larger claim is corrupt; refused before allocating it.
+    if (method == 8 && static_cast<uint64_t>(size) > uint64_t{kMaxDeflateRatio} * compressed + 64) {
+      return corrupt(absl::StrCat("deflated entry ", name, " claims ", size, " bytes from ", compressed,
+                                  " compressed ones, more than deflate can expand (damaged file?)"));
+    }
     std::string content = bytes.substr(data, compressed);
     if (method == 8) {
       ASSIGN_OR_RETURN(content, Inflate(content, size, absl::StrCat(path, ": entry ", name)));
-    } else if (method != 0 || compressed != size) {
-      return corrupt(
-          absl::StrCat("entry ", name, " uses zip method ", method, "; only stored and deflate work"));
     }
     if (Crc32(content) != crc) return corrupt(absl::StrCat("entry ", name, " fails its CRC-32 check"));
     const std::string key(absl::StripSuffix(name, ".npy"));

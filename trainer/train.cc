@@ -17,6 +17,7 @@
 #include "trainer/cpu_kernels.h"
 #include "trainer/dataset.h"
 #include "trainer/engine.h"
+#include "trainer/limits.h"
 #include "trainer/mlp.h"
 #include "trainer/sampler.h"
 
@@ -305,6 +306,7 @@ class TrainingRun {
     absl::StatusOr<Dataset> train_set = LoadSplit(options_, Split::kTrain);
     if (!train_set.ok()) return Annotate(train_set.status(), "loading the training set");
     train_set_ = std::move(train_set).value();
+    RETURN_IF_ERROR(CheckBatchFits(train_set_.size, world_, options_.batch_size));  // before any batch buffer
     if (options_.evaluate) {
       absl::StatusOr<Dataset> test_set = LoadSplit(options_, Split::kTest);
       if (!test_set.ok()) return Annotate(test_set.status(), "loading the test set");
@@ -316,6 +318,7 @@ class TrainingRun {
   absl::Status BuildEngine() {
     ASSIGN_OR_RETURN(MlpLayout layout,
                      MlpLayout::Create(train_set_.dim, options_.hidden, train_set_.num_classes));
+    RETURN_IF_ERROR(CheckMlpSize(train_set_.dim, options_.hidden, train_set_.num_classes));
     ASSIGN_OR_RETURN(engine_, CreateEngine(result_.device, layout, options_.batch_size));
     std::vector<float> initial(layout.num_params());
     InitParameters(layout, options_.seed, absl::MakeSpan(initial));
@@ -341,6 +344,7 @@ class TrainingRun {
     last_step_ = options_.max_steps >= 0 ? std::min(total_steps, options_.max_steps) : total_steps;
     if (options_.resume) {
       ASSIGN_OR_RETURN(step_, RestoreState(options_, engine_.get(), world_));
+      RETURN_IF_ERROR(CheckResumeStep(step_, last_step_));
       if (chief_)
         std::fprintf(stderr, "psring: resuming at step %ld (epoch %ld)\n", static_cast<long>(step_),
                      static_cast<long>(step_ / steps_per_epoch_ + 1));
@@ -434,6 +438,7 @@ class TrainingRun {
       RETURN_IF_ERROR(finished);
       stats = *passes;
     }
+    RETURN_IF_ERROR(CheckLoss(stats.loss_sum, step_));
     window_.Add(stats);
     const Clock::time_point update_start = Clock::now();
     if (trainer_steps_) {
@@ -513,16 +518,17 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.batch_size < 1) return invalid("batch_size", o.batch_size, "must be >= 1");
   if (o.epochs < 1) return invalid("epochs", o.epochs, "must be >= 1");
   if (o.max_steps < -1) return invalid("max_steps", o.max_steps, "must be >= 0, or -1 for no limit");
-  if (!(o.lr > 0)) return invalid("lr", o.lr, "must be > 0");
-  if (!(o.momentum >= 0 && o.momentum < 1)) return invalid("momentum", o.momentum, "must be in [0, 1)");
-  if (!(o.weight_decay >= 0)) return invalid("weight_decay", o.weight_decay, "must be >= 0");
+  if (o.batch_size > kMaxBatchSize) return invalid("batch_size", o.batch_size, absl::StrCat("must be <= ", kMaxBatchSize));
+  RETURN_IF_ERROR(ValidateSgdOptions({o.lr, o.momentum, o.weight_decay}));
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") {
     return invalid("device", o.device, "must be auto, cpu or cuda");
   }
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic") {
     return invalid("dataset", o.dataset, "must be fashion-mnist or synthetic");
   }
-  if (o.synthetic_samples < 1) return invalid("synthetic_samples", o.synthetic_samples, "must be >= 1");
+  if (o.synthetic_samples < 1 || o.synthetic_samples > kMaxSyntheticSamples) {
+    return invalid("synthetic_samples", o.synthetic_samples, absl::StrCat("must be in [1, ", kMaxSyntheticSamples, "]"));
+  }
   if (o.resume && o.checkpoint_dir.empty()) {
     return invalid("resume", "true", "needs --checkpoint_dir (the folder holding latest.npz)");
   }

@@ -16,6 +16,7 @@
 #include "common/worker_result.h"
 #include "proto/results.pb.h"
 #include "trainer/cuda_engine.h"
+#include "trainer/limits.h"
 #include "trainer/timeline.h"
 #include "trainer/train_flags.h"
 #include "trainer/workload.h"
@@ -105,16 +106,15 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
   WorkerOptions o;
   ASSIGN_OR_RETURN(o.env, ClusterEnvFromFlags());
   ASSIGN_OR_RETURN(o.train, TrainOptionsFromFlags());
-  const double timeout_s = absl::GetFlag(FLAGS_timeout);
-  if (!(timeout_s > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("--timeout=", timeout_s, ": must be > 0 seconds"));
-  }
-  o.timeout = absl::Seconds(timeout_s);
+  ASSIGN_OR_RETURN(o.timeout, TimeoutFromSeconds("timeout", absl::GetFlag(FLAGS_timeout)));
   const int64_t model_bytes = absl::GetFlag(FLAGS_model_bytes);
   if (model_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--model_bytes=", model_bytes, ": must be >= 0 (0: train the MLP)"));
   }
+  // Parameters, gradients and the exchange's own buffer.
+  RETURN_IF_ERROR(CheckModelSize(absl::StrCat("--model_bytes=", model_bytes),
+                                 static_cast<uint64_t>(model_bytes) / sizeof(float), /*buffers=*/3));
   o.gradient_only.bytes = static_cast<size_t>(model_bytes);
   o.gradient_only.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.train.warmup_steps = o.gradient_only.warmup_steps;
@@ -127,6 +127,8 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
   }
   if (!o.workload.empty()) {
     ASSIGN_OR_RETURN(const proto::Workload workload, LoadWorkload(o.workload));
+    RETURN_IF_ERROR(CheckModelSize(absl::StrCat("--workload=", o.workload), WorkloadParameters(workload),
+                                   /*buffers=*/3));
     o.gradient_only.layers = ReplayLayers(workload, o.compute_scale);
     o.gradient_only.bucket_mb = o.train.bucket_mb;
   }

@@ -1,7 +1,10 @@
 // Every malformed or ill-timed request, sent straight at the ParameterServer service with a raw stub, gets
 // its precise status, and the shard's parameters and version stay untouched. Also: authentication, the
 // replacement of a rank, hyperparameter checks.
+#include <cmath>
 #include <memory>
+#include <random>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
@@ -307,6 +310,82 @@ TEST_F(ServiceTest, RanksAtDifferentTrainerStepsStayInLockstep) {
 
 // A push may run at most max_lead_bytes ahead of the slowest push of the step (fair share of the shard's
 // link); the held push goes on as soon as the others catch up, and the step's result is unchanged.
+// A few hundred hostile calls from a fixed seed (issue 13): garbage registrations, absurd sizes, bad
+// hyperparameters, wrong ranks and sessions, NaN gradients, truncated streams. The server answers every one
+// (no crash, no hang), and after each the parameters and version are exactly what they were.
+TEST_F(ServiceTest, RandomHostileCallsNeverChangeTheParameters) {
+  std::mt19937_64 random(13);
+  const auto pick = [&random](auto... values) {
+    const std::vector<std::common_type_t<decltype(values)...>> all = {values...};
+    return all[random() % all.size()];
+  };
+  constexpr int kCases = 300;
+  int registrations = 0, pushes = 0, accepted = 0;
+  for (int i = 0; i < kCases; ++i) {
+    if (random() % 2 == 0) {
+      ++registrations;
+      proto::RegisterHeader h = Header(static_cast<int>(pick(0, 1, -1, 2, 1 << 30)));
+      h.set_world_size(static_cast<int>(pick(kWorkers, 0, 3, -5)));
+      h.set_total_params(pick(kTotal, uint64_t{0}, uint64_t{1}, uint64_t{1000}, uint64_t{1500000000},
+                              uint64_t{1} << 40, ~uint64_t{0}));
+      h.mutable_hyperparameters()->set_lr(pick(0.5f, 0.0f, -1.0f, 1e30f, INFINITY, NAN));
+      h.mutable_hyperparameters()->set_momentum(pick(0.9f, 1.0f, -0.5f, NAN));
+      h.mutable_hyperparameters()->set_weight_decay(pick(0.0f, -1.0f, INFINITY));
+      if (random() % 4 == 0) h.mutable_address()->set_shard(static_cast<int>(pick(0, 2, -1)));
+      std::vector<float> initial;
+      switch (random() % 4) {
+        case 0: break;                                                  // no offer
+        case 1: initial = Initial(); break;                             // a plausible offer
+        case 2: initial = {1, NAN, 3, 4, 5}; break;                     // a poisoned offer
+        default: initial.assign(1 + random() % 9, 7.0f); break;         // a wrong length
+      }
+      RawReply reply = client_->Register(h, initial);
+      if (reply.status.ok()) {  // only a legitimate re-registration can succeed: it gets a new session
+        ++accepted;
+        sessions_[h.rank()] = reply.session;
+      }
+    } else {
+      ++pushes;
+      const int rank = static_cast<int>(pick(0, 1, 7, -1));
+      proto::PushHeader h = Push(rank >= 0 && rank < kWorkers ? rank : 0, pick(int64_t{0}, int64_t{1}, int64_t{-3}));
+      h.set_rank(rank);
+      if (random() % 3 == 0) h.set_session(random());
+      if (random() % 4 == 0) h.set_num_elements(pick(uint64_t{0}, uint64_t{4}, uint64_t{6}, ~uint64_t{0}));
+      std::vector<proto::Chunk> chunks;
+      switch (random() % 4) {
+        case 0: chunks = {MakeChunk(0, {1, NAN, 1}), MakeChunk(3, {1, 1})}; break;  // NaN
+        case 1: chunks = {MakeChunk(0, {1, 1, 1}), MakeChunk(3, {INFINITY, 1})}; break;  // inf, late
+        case 2: chunks = {MakeChunk(0, {1, 1, 1})}; break;                             // truncated
+        default: chunks = {MakeChunk(2, {1, 1, 1}), MakeChunk(9, {1})}; break;         // gaps, out of range
+      }
+      const grpc::Status status = client_->PushPull(h, chunks);
+      EXPECT_FALSE(status.ok()) << "case " << i;
+    }
+    ASSERT_EQ(service()->CopyParameters(), before_) << "case " << i;
+    ASSERT_EQ(service()->version(), 0u) << "case " << i;
+  }
+  proto::StatsReply stats;
+  EXPECT_TRUE(client_->Stats(&stats).ok());  // still serving
+  EXPECT_EQ(stats.total_params(), kTotal);
+  EXPECT_GT(registrations, 100);
+  EXPECT_GT(pushes, 100);
+  EXPECT_LT(accepted, registrations);
+  // Legitimate workers still complete a step.
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    RawReply reply = client_->Register(Header(rank), {});
+    ASSERT_TRUE(reply.status.ok()) << reply.status.error_message();
+    sessions_[rank] = reply.session;
+  }
+  std::vector<grpc::Status> statuses(kWorkers);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    threads.emplace_back([&, rank] { statuses[rank] = RawClient(cluster_.addresses[1]).PushPull(Push(rank, 0), Gradient()); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const grpc::Status& status : statuses) EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(service()->version(), 1u);
+}
+
 class LeadLimitTest : public ServiceTest {
  protected:
   void Configure(ServiceOptions* options) override { options->max_lead_bytes = sizeof(float); }

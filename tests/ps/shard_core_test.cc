@@ -5,6 +5,7 @@
 #include "ps/shard_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -76,7 +77,7 @@ absl::StatusOr<std::vector<float>> PushPull(ShardCore* core, const PushInfo& inf
     const uint64_t len = std::min(piece, count - filled);
     std::copy_n(grad.data() + filled, len, push->gradient.data() + filled);
     filled += len;
-    read_status = core->Delivered(*push, filled, [] { return false; });
+    read_status = core->Delivered(&*push, filled, [] { return false; });
   }
   if (!read_status.ok()) core->AbandonSyncPush(*push, read_status);
   writer.join();
@@ -89,7 +90,7 @@ absl::StatusOr<std::vector<float>> PushPull(ShardCore* core, const PushInfo& inf
 // Delivers the whole gradient of an admitted push at once (never blocks: a complete push is never ahead).
 void DeliverAll(ShardCore* core, SyncPush* push, const std::vector<float>& grad) {
   std::copy(grad.begin(), grad.end(), push->gradient.begin());
-  ASSERT_TRUE(core->Delivered(*push, grad.size(), [] { return false; }).ok());
+  ASSERT_TRUE(core->Delivered(push, grad.size(), [] { return false; }).ok());
 }
 
 absl::StatusOr<std::vector<float>> AsyncPushPull(ShardCore* core, const PushInfo& info,
@@ -123,8 +124,8 @@ class ShardCoreTest : public ::testing::Test {
   absl::StatusOr<RegisteredRank> Register(int rank, std::vector<float> initial) {
     Registration registration{rank, core_->options().workers, n_, kHyper};
     RETURN_IF_ERROR(core_->BeginRegistration(registration).status());
-    if (!initial.empty()) RETURN_IF_ERROR(core_->OfferInitialParameters(std::move(initial)));
-    ASSIGN_OR_RETURN(RegisteredRank registered, core_->CompleteRegistration(rank));
+    if (!initial.empty()) RETURN_IF_ERROR(core_->OfferInitialParameters(registration, std::move(initial)));
+    ASSIGN_OR_RETURN(RegisteredRank registered, core_->CompleteRegistration(registration));
     sessions_[rank] = registered.session;
     return registered;
   }
@@ -205,7 +206,7 @@ TEST_F(ShardCoreTest, PushBrokenAfterPartWasAppliedRollsBackParamsAndMomentum) {
   ASSERT_TRUE(broken.ok()) << broken.status();
   const std::vector<float> g1 = Gradient(1, 1, 6);
   std::copy_n(g1.begin(), 3, broken->gradient.begin());
-  ASSERT_TRUE(core_->Delivered(*broken, 3, [] { return false; }).ok());
+  ASSERT_TRUE(core_->Delivered(&*broken, 3, [] { return false; }).ok());
   ASSERT_NE(core_->CopyParameters(), before->params);  // elements [0, 3) of step 1 were applied
   core_->AbandonSyncPush(*broken, absl::InvalidArgumentError("gradient: a gap"));
   rank0.join();
@@ -240,7 +241,7 @@ TEST_F(ShardCoreTest, StepTimeoutDropsTheStepAndTheShardKeepsServing) {
   ASSERT_TRUE(stalled.ok());
   const std::vector<float> g1 = Gradient(1, 0, 5);
   std::copy_n(g1.begin(), 2, stalled->gradient.begin());
-  ASSERT_TRUE(core_->Delivered(*stalled, 2, [] { return false; }).ok());
+  ASSERT_TRUE(core_->Delivered(&*stalled, 2, [] { return false; }).ok());
   absl::StatusOr<std::vector<float>> first = absl::UnknownError("not run");
   std::thread rank0([&] { first = PushPull(core_.get(), Info(0, 0), Gradient(0, 0, 5), 5); });
   rank0.join();
@@ -249,7 +250,7 @@ TEST_F(ShardCoreTest, StepTimeoutDropsTheStepAndTheShardKeepsServing) {
   EXPECT_EQ(core_->CopyParameters(), Initial(5));
   EXPECT_EQ(core_->version(), 0u);
   // The stalled push learns that its step is gone.
-  absl::Status late = core_->Delivered(*stalled, 5, [] { return false; });
+  absl::Status late = core_->Delivered(&*stalled, 5, [] { return false; });
   EXPECT_TRUE(absl::IsDeadlineExceeded(late)) << late;
   core_->FinishSyncPush(std::move(*stalled), late);
 
@@ -300,9 +301,9 @@ TEST_F(ShardCoreTest, PushAheadOfTheSlowestIsHeldUntilItCatchesUp) {
     const std::vector<float> g = Gradient(0, 0, 6);
     std::copy(g.begin(), g.end(), fast->gradient.begin());
     // 3 elements delivered, none of rank 1's: more than one element ahead, so this blocks.
-    EXPECT_TRUE(core_->Delivered(*fast, 3, [] { return false; }).ok());
+    EXPECT_TRUE(core_->Delivered(&*fast, 3, [] { return false; }).ok());
     released = true;
-    EXPECT_TRUE(core_->Delivered(*fast, 6, [] { return false; }).ok());
+    EXPECT_TRUE(core_->Delivered(&*fast, 6, [] { return false; }).ok());
   });
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(released);
@@ -460,13 +461,20 @@ TEST(ShardCoreRegistrationTest, ChecksRanksLayoutAndSessions) {
   ASSERT_TRUE(range.ok());
   EXPECT_EQ(range->begin, 5u);
   EXPECT_EQ(range->end, 10u);
-  EXPECT_TRUE(absl::IsFailedPrecondition(core.CompleteRegistration(0).status()));  // no parameters yet
+  const Registration first{0, 2, 10, kHyper};
+  EXPECT_TRUE(absl::IsFailedPrecondition(core.CompleteRegistration(first).status()));  // no parameters yet
+  // Nothing is fixed before parameters are accepted: another size or other hyperparameters still may be.
+  EXPECT_TRUE(core.BeginRegistration({1, 2, 11, kHyper}).ok());
+  EXPECT_TRUE(core.BeginRegistration({1, 2, 10, {0.1f, 0.9f, 0.01f}}).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(core.OfferInitialParameters(first, {1, 2, 3})));
+  EXPECT_TRUE(absl::IsInvalidArgument(core.OfferInitialParameters(first, {1, 2, NAN, 4, 5})));
+  ASSERT_TRUE(core.OfferInitialParameters(first, {1, 2, 3, 4, 5}).ok());
+  ASSERT_TRUE(core.OfferInitialParameters(first, {9, 9, 9, 9, 9}).ok());  // the first offer wins
+  // Now fixed.
   EXPECT_TRUE(absl::IsInvalidArgument(core.BeginRegistration({1, 2, 11, kHyper}).status()));
   EXPECT_TRUE(absl::IsFailedPrecondition(core.BeginRegistration({1, 2, 10, {0.1f, 0.9f, 0.01f}}).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(core.OfferInitialParameters({1, 2, 3})));
-  ASSERT_TRUE(core.OfferInitialParameters({1, 2, 3, 4, 5}).ok());
-  ASSERT_TRUE(core.OfferInitialParameters({9, 9, 9, 9, 9}).ok());  // the first offer wins
-  absl::StatusOr<RegisteredRank> registered = core.CompleteRegistration(0);
+  EXPECT_TRUE(absl::IsInvalidArgument(core.OfferInitialParameters({1, 2, 11, kHyper}, std::vector<float>(5, 1))));
+  absl::StatusOr<RegisteredRank> registered = core.CompleteRegistration(first);
   ASSERT_TRUE(registered.ok());
   EXPECT_EQ(registered->params, (std::vector<float>{1, 2, 3, 4, 5}));
   absl::StatusOr<ParameterSnapshot> pulled = core.Pull(0, registered->session);
@@ -475,6 +483,86 @@ TEST(ShardCoreRegistrationTest, ChecksRanksLayoutAndSessions) {
   EXPECT_EQ(pulled->version, 0u);
   core.BeginShutdown();
   EXPECT_TRUE(absl::IsUnavailable(core.Pull(0, registered->session).status()));
+}
+
+TEST_F(ShardCoreTest, NonFiniteSyncGradientIsRefusedAndTheStepRolledBack) {
+  Start(SyncOptions(2), 6);
+  for (const auto& reply : RunStep(0)) ASSERT_TRUE(reply.ok()) << reply.status();
+  const std::vector<float> before = core_->CopyParameters();
+  absl::StatusOr<SyncPush> whole = core_->StartSyncPush(Info(0, 1));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  DeliverAll(core_.get(), &*whole, Gradient(0, 1, 6));
+  absl::StatusOr<SyncPush> poisoned = core_->StartSyncPush(Info(1, 1));
+  ASSERT_TRUE(poisoned.ok()) << poisoned.status();
+  std::vector<float> g1 = Gradient(1, 1, 6);
+  g1[4] = NAN;
+  std::copy(g1.begin(), g1.end(), poisoned->gradient.begin());
+  ASSERT_TRUE(core_->Delivered(&*poisoned, 3, [] { return false; }).ok());  // [0, 3) is finite: applied
+  const absl::Status refused = core_->Delivered(&*poisoned, 6, [] { return false; });
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_TRUE(Contains(refused, "gradient element 4 of rank 1 at step 1")) << refused;
+  core_->AbandonSyncPush(*poisoned, refused);
+  core_->FinishSyncPush(std::move(*poisoned), refused);
+  core_->FinishSyncPush(std::move(*whole), refused);
+  EXPECT_EQ(core_->CopyParameters(), before);
+  EXPECT_EQ(core_->version(), 1u);
+}
+
+TEST_F(ShardCoreTest, NonFiniteAsyncGradientIsRefusedWithoutApplyingIt) {
+  Start(AsyncOptions(1, absl::Seconds(5)), 4);
+  const std::vector<float> before = core_->CopyParameters();
+  uint64_t version = 0;
+  std::vector<float> grad = Gradient(0, 0, 4);
+  grad[2] = -INFINITY;
+  const absl::Status refused = AsyncPushPull(core_.get(), Info(0, 0), grad, &version).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_EQ(core_->CopyParameters(), before);
+  EXPECT_EQ(core_->version(), 0u);
+  EXPECT_TRUE(AsyncPushPull(core_.get(), Info(0, 0), Gradient(0, 0, 4), &version).ok());  // same step again
+}
+
+TEST(ShardCoreRegistrationTest, RefusedRegistrationsFixNothing) {
+  ShardOptions options = SyncOptions(2);
+  options.max_params = 100;
+  absl::StatusOr<std::unique_ptr<ShardCore>> created = ShardCore::Create(options);
+  ASSERT_TRUE(created.ok());
+  ShardCore& core = **created;
+  // Each of these is refused before it can change anything.
+  const Registration refused[] = {
+      {0, 2, 101, kHyper},                          // above --max_params
+      {0, 2, uint64_t{1} << 62, kHyper},            // absurd
+      {0, 2, 0, kHyper},                            // empty
+      {0, 2, 10, {0.0f, 0.9f, 0.0f}},               // lr 0
+      {0, 2, 10, {1e30f, 0.9f, 0.0f}},              // lr out of range
+      {0, 2, 10, {INFINITY, 0.9f, 0.0f}},           // lr inf
+      {0, 2, 10, {NAN, 0.9f, 0.0f}},                // lr nan
+      {0, 2, 10, {0.1f, 1.0f, 0.0f}},               // momentum 1
+      {0, 2, 10, {0.1f, -0.1f, 0.0f}},              // negative momentum
+      {0, 2, 10, {0.1f, 0.9f, -1.0f}},              // negative weight decay
+      {0, 2, 10, {0.1f, 0.9f, NAN}},                // weight decay nan
+  };
+  for (const Registration& r : refused) {
+    EXPECT_TRUE(absl::IsInvalidArgument(core.BeginRegistration(r).status())) << r.total_params;
+    EXPECT_TRUE(absl::IsInvalidArgument(core.OfferInitialParameters(r, std::vector<float>(10, 1.0f))));
+  }
+  // A registration without parameters is refused and fixes nothing either (the poisoning of issue 13).
+  EXPECT_TRUE(absl::IsFailedPrecondition(core.CompleteRegistration({0, 2, 50, {1.0f, 0.0f, 0.0f}}).status()));
+  EXPECT_EQ(core.Stats().total_params, 0u);
+  EXPECT_TRUE(core.CopyParameters().empty());
+  // The legitimate worker still gets in.
+  const Registration good{0, 2, 10, kHyper};
+  ASSERT_TRUE(core.OfferInitialParameters(good, std::vector<float>(10, 1.0f)).ok());
+  absl::StatusOr<RegisteredRank> registered = core.CompleteRegistration(good);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  EXPECT_EQ(registered->total_params, 10u);
+}
+
+TEST(ShardCoreRegistrationTest, CreateRefusesHugeWorkerCountsAndNonFiniteTimeouts) {
+  ShardOptions options = SyncOptions(2000000000);
+  EXPECT_TRUE(absl::IsInvalidArgument(ShardCore::Create(options).status()));
+  options = SyncOptions(2);
+  options.step_timeout = absl::InfiniteDuration();
+  EXPECT_TRUE(absl::IsInvalidArgument(ShardCore::Create(options).status()));
 }
 
 TEST(ShardCoreCheckpointTest, PeriodicCheckpointsHoldExactVersionsAndResume) {
@@ -486,9 +574,10 @@ TEST(ShardCoreCheckpointTest, PeriodicCheckpointsHoldExactVersionsAndResume) {
   {
     absl::StatusOr<std::unique_ptr<ShardCore>> core = ShardCore::Create(options);
     ASSERT_TRUE(core.ok());
-    ASSERT_TRUE((*core)->BeginRegistration({0, 1, kN, kHyper}).ok());
-    ASSERT_TRUE((*core)->OfferInitialParameters(Initial(kN)).ok());
-    absl::StatusOr<RegisteredRank> registered = (*core)->CompleteRegistration(0);
+    const Registration registration{0, 1, kN, kHyper};
+    ASSERT_TRUE((*core)->BeginRegistration(registration).ok());
+    ASSERT_TRUE((*core)->OfferInitialParameters(registration, Initial(kN)).ok());
+    absl::StatusOr<RegisteredRank> registered = (*core)->CompleteRegistration(registration);
     ASSERT_TRUE(registered.ok());
     for (int64_t step = 0; step < 3; ++step) {
       ASSERT_TRUE(PushPull(core->get(), {0, registered->session, step, kN, step}, Gradient(0, step, kN), 2).ok());

@@ -44,7 +44,15 @@ TEST(TlsTest, ExchangeOverTls) {
   ASSERT_TRUE(plaintext.ok());
   EXPECT_FALSE((*plaintext)->SyncInitialParameters(p).ok());
 
+  // A certificate that does not name the target: the error says what to check, not only that a handshake
+  // shut down.
   options.tls_ca_file = cert;
+  options.tls_target_name = "not-the-server";
+  absl::StatusOr<std::unique_ptr<PsExchange>> mismatched = PsExchange::Create(options);
+  ASSERT_TRUE(mismatched.ok());
+  const absl::Status refused = (*mismatched)->SyncInitialParameters(p);
+  EXPECT_NE(refused.message().find("TLS handshake failed: check that --tls_ca"), std::string::npos) << refused;
+
   options.tls_target_name = "psring-test";
   absl::StatusOr<std::unique_ptr<PsExchange>> secure = PsExchange::Create(options);
   ASSERT_TRUE(secure.ok());

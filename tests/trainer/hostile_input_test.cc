@@ -1,0 +1,155 @@
+// Hostile sizes and values (issue 13): limits checked before allocation, non-finite values refused, and
+// damaged checkpoints (flipped bytes, truncation, NaN with a valid CRC, absurd claimed sizes) reported as
+// errors, never a crash or a silent resume.
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trainer/checkpoint.h"
+#include "trainer/limits.h"
+#include "trainer/npz.h"
+
+namespace psring::trainer {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempDir(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+CheckpointState State() {
+  CheckpointState s;
+  s.params = {0.5f, -0.25f, 1.0f};
+  s.momentum_buffer = {0.0f, 0.1f, -0.1f};
+  s.step = 10;
+  s.hidden = {3};
+  s.batch_size = 2;
+  s.world_size = 1;
+  s.dataset = "synthetic";
+  s.lr = 0.05f;
+  s.momentum = 0.9f;
+  return s;
+}
+
+TEST(LimitsTest, HyperparametersMustBeFiniteAndInRange) {
+  EXPECT_TRUE(ValidateSgdOptions({0.05f, 0.9f, 5e-4f}).ok());
+  for (const SgdOptions& bad : {SgdOptions{INFINITY, 0.9f, 0}, SgdOptions{1e30f, 0.9f, 0}, SgdOptions{0, 0.9f, 0},
+                                SgdOptions{NAN, 0.9f, 0}, SgdOptions{0.1f, 1.0f, 0}, SgdOptions{0.1f, NAN, 0},
+                                SgdOptions{0.1f, 0.9f, -1e-3f}, SgdOptions{0.1f, 0.9f, INFINITY}}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(ValidateSgdOptions(bad))) << bad.lr << " " << bad.momentum;
+  }
+  EXPECT_THAT(ValidateSgdOptions({INFINITY, 0.9f, 0}).message(), HasSubstr("--lr=inf"));
+}
+
+TEST(LimitsTest, TimeoutsMustBeFinitePositiveSeconds) {
+  EXPECT_EQ(*TimeoutFromSeconds("timeout", 2.5), absl::Milliseconds(2500));
+  for (double bad : std::vector<double>{NAN, INFINITY, -INFINITY, 0.0, -1.0, 1e300}) {
+    absl::StatusOr<absl::Duration> d = TimeoutFromSeconds("step_timeout", bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(d.status())) << bad;
+  }
+  EXPECT_THAT(TimeoutFromSeconds("timeout", NAN).status().message(), HasSubstr("--timeout=nan"));
+}
+
+TEST(LimitsTest, HugeModelsAndBatchesAreRefusedBeforeAllocation) {
+  EXPECT_TRUE(CheckModelSize("--model_bytes=4000", 1000, 3).ok());
+  EXPECT_FALSE(CheckModelSize("--model_bytes=1000000000000", 250000000000ull, 3).ok());
+  EXPECT_TRUE(CheckMlpSize(784, {256, 256}, 10).ok());
+  EXPECT_FALSE(CheckMlpSize(784, {2000000000, 2000000000}, 10).ok());
+  EXPECT_TRUE(CheckBatchFits(60000, 4, 64).ok());
+  EXPECT_TRUE(CheckBatchFits(7, 2, 4).ok());  // padded to 4 per rank
+  EXPECT_THAT(CheckBatchFits(60000, 1, 10000000).message(), HasSubstr("fewer than one batch"));
+  EXPECT_FALSE(CheckBatchFits(60000, 1, 100000000).ok());
+  EXPECT_EQ(FirstNonFinite(nullptr, 0), 0u);
+  const float values[] = {1, 2, NAN, INFINITY};
+  EXPECT_EQ(FirstNonFinite(values, 4), 2u);
+  EXPECT_EQ(FirstNonFinite(values, 2), 2u);
+}
+
+TEST(LimitsTest, DivergedLossAndResumeBeyondTheEndAreErrors) {
+  EXPECT_TRUE(CheckLoss(12.5, 3).ok());
+  EXPECT_THAT(CheckLoss(NAN, 41).message(), HasSubstr("at step 41"));
+  EXPECT_FALSE(CheckLoss(INFINITY, 0).ok());
+  EXPECT_TRUE(CheckResumeStep(100, 100).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckResumeStep(int64_t{1} << 62, 938)));
+}
+
+TEST(HostileCheckpointTest, NonFiniteValuesWithAValidCrcAreRefused) {
+  for (const bool in_momentum : {false, true}) {
+    for (const float bad : {NAN, INFINITY, -INFINITY}) {
+      const std::string path = LatestCheckpointPath(TempDir("ckpt_nonfinite"));
+      CheckpointState s = State();
+      (in_momentum ? s.momentum_buffer : s.params)[1] = bad;
+      ASSERT_TRUE(SaveCheckpoint(path, s).ok());  // the file itself is valid (CRC and all)
+      absl::StatusOr<CheckpointState> loaded = LoadCheckpoint(path);
+      EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
+      EXPECT_THAT(loaded.status().message(), HasSubstr(in_momentum ? "'momentum_buffer'[1]" : "'params'[1]"));
+    }
+  }
+}
+
+// Central directory field offsets of the first entry (zip APPNOTE 4.3.12).
+size_t CentralDirectory(const std::string& zip) {
+  const size_t end = zip.size() - 22;
+  return static_cast<uint8_t>(zip[end + 16]) | static_cast<uint8_t>(zip[end + 17]) << 8 |
+         static_cast<uint8_t>(zip[end + 18]) << 16 | static_cast<size_t>(static_cast<uint8_t>(zip[end + 19])) << 24;
+}
+
+TEST(HostileCheckpointTest, DamagedArchivesGetTheRightError) {
+  NpzWriter w;
+  w.AddFloat32("params", {1, 2, 3, 4}, {4});
+  absl::StatusOr<std::string> bytes = w.Serialize();
+  ASSERT_TRUE(bytes.ok());
+  const size_t dir = CentralDirectory(*bytes);
+  // A deflated entry claiming 4 GiB from a few bytes: refused before the 4 GiB are allocated.
+  std::string huge = *bytes;
+  huge[dir + 10] = 8;  // method: deflate
+  for (int i = 0; i < 4; ++i) huge[dir + 24 + i] = static_cast<char>(0xff);  // uncompressed size
+  absl::StatusOr<NpzReader> r = NpzReader::Parse(huge, "huge.npz");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(), HasSubstr("more than deflate can expand"));
+  // A stored entry whose sizes disagree is a damaged directory, not an unsupported method.
+  std::string sizes = *bytes;
+  sizes[dir + 24] ^= 0x01;
+  r = NpzReader::Parse(sizes, "sizes.npz");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(), HasSubstr("damaged central directory"));
+  EXPECT_THAT(r.status().message(), ::testing::Not(HasSubstr("method 0")));
+  // An unknown method is named.
+  std::string method = *bytes;
+  method[dir + 10] = 12;
+  EXPECT_THAT(NpzReader::Parse(method, "m.npz").status().message(), HasSubstr("zip method 12"));
+  // Every single flipped byte and every truncation: an error or (for bytes no check covers, e.g. the
+  // timestamps) the same values; never a crash.
+  for (size_t i = 0; i < bytes->size(); ++i) {
+    std::string flipped = *bytes;
+    flipped[i] ^= 0x5a;
+    absl::StatusOr<NpzReader> f = NpzReader::Parse(flipped, "flipped.npz");
+    if (f.ok()) {
+      absl::StatusOr<std::vector<float>> params = f->Float32("params");
+      if (params.ok()) {
+        EXPECT_EQ(*params, (std::vector<float>{1, 2, 3, 4})) << "byte " << i;
+      }
+    }
+    EXPECT_FALSE(NpzReader::Parse(bytes->substr(0, i), "cut.npz").ok()) << "cut at " << i;
+  }
+}
+
+TEST(HostileCheckpointTest, StaleTemporariesOfKilledRunsAreRemovedAtStart) {
+  const std::string dir = TempDir("ckpt_stale");
+  ASSERT_TRUE(PrepareCheckpointDir(dir).ok());
+  // pid 2^22 + 1 is above Linux's pid_max limit: no such process can exist.
+  const std::string stale = LatestCheckpointPath(dir) + ".tmp.4194305";
+  std::ofstream(stale) << "half a checkpoint";
+  ASSERT_TRUE(std::ifstream(stale).good());
+  ASSERT_TRUE(PrepareCheckpointDir(dir).ok());
+  EXPECT_FALSE(std::ifstream(stale).good());
+}
+
+}  // namespace
+}  // namespace psring::trainer
