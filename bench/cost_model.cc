@@ -83,6 +83,24 @@ StepEstimate OverlapStep(const StepShape& shape, const std::function<double(doub
   return estimate;
 }
 
+StepShape ShapeOf(const std::vector<LayerCost>& layers, const std::vector<ByteRange>& buckets) {
+  StepShape shape;
+  for (const LayerCost& layer : layers) {
+    shape.forward_s += layer.forward_s;
+    shape.backward_s += layer.backward_s;
+  }
+  for (const ByteRange& bucket : buckets) {
+    // Backward time spent on the layers from the last one down to the bucket's first.
+    double ready = 0, offset = 0;
+    for (const LayerCost& layer : layers) {
+      if (offset >= bucket.offset) ready += layer.backward_s;
+      offset += layer.bytes;
+    }
+    shape.buckets.push_back({ready, bucket.bytes});
+  }
+  return shape;
+}
+
 StepShape FlatShape(double forward_s, double backward_s, double total_bytes) {
   return {forward_s, backward_s, {{backward_s, total_bytes}}};
 }

@@ -88,6 +88,23 @@ struct StepEstimate {
 // forward + backward.
 StepEstimate OverlapStep(const StepShape& shape, const std::function<double(double bytes)>& bucket_seconds);
 
+// One layer of a model as the cost model sees it (forward order).
+struct LayerCost {
+  double bytes = 0;       // its gradient
+  double forward_s = 0;
+  double backward_s = 0;
+};
+
+// A bucket as a byte range of the flat gradient (layers back to back in forward order).
+struct ByteRange {
+  double offset = 0;
+  double bytes = 0;
+};
+
+// The step of `layers` whose gradients travel in `buckets` (launch order, each a run of whole layers):
+// backward runs from the last layer to the first, so a bucket is ready when the layer at its offset is done.
+StepShape ShapeOf(const std::vector<LayerCost>& layers, const std::vector<ByteRange>& buckets);
+
 // A flat exchange of `total_bytes` after backward (--bucket_mb=0): one bucket ready when backward ends.
 StepShape FlatShape(double forward_s, double backward_s, double total_bytes);
 

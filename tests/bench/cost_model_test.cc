@@ -139,6 +139,21 @@ TEST(OverlapStepTest, ComputeEqualToExchangeGainsThePaperRatio) {
   EXPECT_NEAR(overlapped, 0.402, 1e-9);
 }
 
+TEST(OverlapStepTest, ShapeOfReadiesBucketsInBackwardOrder) {
+  // Three layers (forward order) of 4, 8 and 2 MB; buckets: the last layer alone, then the first two.
+  const std::vector<LayerCost> layers = {{4e6, 0.01, 0.02}, {8e6, 0.02, 0.04}, {2e6, 0.005, 0.01}};
+  const StepShape shape = ShapeOf(layers, {{12e6, 2e6}, {0, 12e6}});
+  EXPECT_NEAR(shape.forward_s, 0.035, 1e-12);
+  EXPECT_NEAR(shape.backward_s, 0.07, 1e-12);
+  ASSERT_EQ(shape.buckets.size(), 2u);
+  EXPECT_NEAR(shape.buckets[0].ready_s, 0.01, 1e-12);  // after the last layer's backward
+  EXPECT_DOUBLE_EQ(shape.buckets[0].bytes, 2e6);
+  EXPECT_NEAR(shape.buckets[1].ready_s, 0.07, 1e-12);  // after the first layer's, i.e. the end of backward
+  // One bucket over everything is the flat shape.
+  const StepShape flat = ShapeOf(layers, {{0, 14e6}});
+  EXPECT_NEAR(OverlapStep(flat, Linear).step_s, OverlapStep(FlatShape(0.035, 0.07, 14e6), Linear).step_s, 1e-12);
+}
+
 TEST(OverlapStepTest, NoBucketsIsComputeOnly) {
   EXPECT_NEAR(OverlapStep({0.1, 0.2, {}}, Linear).step_s, 0.3, 1e-12);
 }
