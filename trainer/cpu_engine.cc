@@ -1,6 +1,7 @@
 #include "trainer/cpu_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,24 +48,44 @@ class CpuEngine final : public Engine {
   absl::Status GetMomentum(absl::Span<float> host) override { return CopyOut("momentum", momentum_, host); }
 
   absl::StatusOr<BatchStats> ForwardBackward(const float* images, const int32_t* labels, int batch) override {
+    return ForwardBackwardOverlapped(images, labels, batch, [](size_t, size_t) {}, Timeline::Disabled());
+  }
+
+  // Each layer's gradient is complete once LinearBackward returns for it: it is handed over right then,
+  // while the layers before it are still to go. LinearBackward only reads the layer's own weights, and
+  // the ReLU backward only activations, so an exchange may take over the layer's ranges of grads and params.
+  absl::StatusOr<BatchStats> ForwardBackwardOverlapped(const float* images, const int32_t* labels, int batch,
+                                                      GradientReadyFn on_ready, Timeline* timeline) override {
     if (batch < 1 || batch > max_batch_) return BatchError(batch);
-    RunForward(images, batch);
+    const auto forward_start = std::chrono::steady_clock::now();
+    {
+      Timeline::Span span(timeline, "forward", kComputeTrack);
+      RunForward(images, batch);
+    }
     BatchStats stats;
     stats.count = batch;
     const std::vector<LinearSlice>& layers = layout_.layers();
     const int classes = layout_.num_classes();
     stats.loss_sum = cpu::SoftmaxCrossEntropy(activations_.back().data(), labels, batch, classes,
                                               delta_.data(), &stats.correct);
+    stats.forward_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count();
     for (size_t l = layers.size(); l-- > 0;) {
       const LinearSlice& s = layers[l];
-      const float* input = l == 0 ? images : activations_[l - 1].data();
-      float* dx = l == 0 ? nullptr : delta_prev_.data();
-      cpu::LinearBackward(input, params_.data() + s.weight_offset, delta_.data(), batch, s.in, s.out, dx,
-                          grads_.data() + s.weight_offset, grads_.data() + s.bias_offset);
-      if (l > 0) {
-        cpu::ReluBackward(activations_[l - 1].data(), delta_prev_.data(), static_cast<size_t>(batch) * s.in);
-        std::swap(delta_, delta_prev_);
+      {
+        Timeline::Span span(timeline, timeline->enabled() ? absl::StrCat("backward/layer ", l) : "",
+                            kComputeTrack);
+        const float* input = l == 0 ? images : activations_[l - 1].data();
+        float* dx = l == 0 ? nullptr : delta_prev_.data();
+        cpu::LinearBackward(input, params_.data() + s.weight_offset, delta_.data(), batch, s.in, s.out, dx,
+                            grads_.data() + s.weight_offset, grads_.data() + s.bias_offset);
+        if (l > 0) {
+          cpu::ReluBackward(activations_[l - 1].data(), delta_prev_.data(),
+                            static_cast<size_t>(batch) * s.in);
+          std::swap(delta_, delta_prev_);
+        }
       }
+      on_ready(s.weight_offset, s.bias_offset + s.out - s.weight_offset);
     }
     return stats;
   }

@@ -14,13 +14,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "trainer/exchange.h"
 #include "trainer/mlp.h"
 #include "trainer/optimizer.h"
+#include "trainer/timeline.h"
 
 namespace psring::trainer {
 
@@ -29,6 +32,8 @@ struct BatchStats {
   double loss_sum = 0;  // sum over the batch of the per-sample cross-entropy
   int64_t correct = 0;  // samples whose arg-max logit equals the label
   int64_t count = 0;    // samples in the batch
+  // Wall time of the forward pass within ForwardBackward* (0 when the engine does not time it apart).
+  double forward_seconds = 0;
 };
 
 class Engine {
@@ -56,6 +61,34 @@ class Engine {
   // [0, num_classes). Leaves the gradient of the batch-mean loss in grads(). batch in [1, max_batch].
   virtual absl::StatusOr<BatchStats> ForwardBackward(const float* images, const int32_t* labels,
                                                      int batch) = 0;
+
+  // ForwardBackward for a bucketed exchange (GradientExchange::GradientReady): calls on_ready(offset, count)
+  // for each layer's range of grads() (MlpLayout::layer_sizes(), last layer first) as soon as that range is
+  // final on the device, while backward goes on with the layers before it. The callback runs on the calling
+  // thread and must not block. Records "forward" and "backward/layer <l>" spans on kComputeTrack of
+  // `timeline` (never null; Timeline::Disabled() records nothing). The base version reports every layer after
+  // the whole backward (and a Synchronize), as one "forward+backward" span: engines that can do better (the
+  // CPU engine) override it. The CUDA engine keeps the base version: its layers' gradients are final only
+  // once the stream has run them, and per-layer events would add a synchronisation per layer.
+  using GradientReadyFn = absl::FunctionRef<void(size_t offset, size_t count)>;
+  virtual absl::StatusOr<BatchStats> ForwardBackwardOverlapped(const float* images, const int32_t* labels,
+                                                              int batch, GradientReadyFn on_ready,
+                                                              Timeline* timeline) {
+    BatchStats stats;
+    {
+      Timeline::Span span(timeline, "forward+backward", kComputeTrack);
+      absl::StatusOr<BatchStats> passes = ForwardBackward(images, labels, batch);
+      if (!passes.ok()) return passes.status();
+      stats = *passes;
+      absl::Status synced = Synchronize();
+      if (!synced.ok()) return synced;
+    }
+    const std::vector<LinearSlice>& layers = layout().layers();
+    for (size_t l = layers.size(); l-- > 0;) {
+      on_ready(layers[l].weight_offset, layers[l].bias_offset + layers[l].out - layers[l].weight_offset);
+    }
+    return stats;
+  }
 
   // Forward only: copies the logits ([batch, num_classes]) to host. batch in [1, max_batch].
   virtual absl::Status Forward(const float* images, int batch, absl::Span<float> logits) = 0;

@@ -11,18 +11,35 @@
 //     RETURN_IF_ERROR(ex->Exchange(step, grads, params).status());
 //     if (trainer_steps) optimizer.Step(params, grads);    // else the servers did, params are new
 //   }
+//
+// Bucketed, overlapped steps (PyTorch DDP's Reducer semantics; --bucket_mb): the same step split in three
+// calls, so that the exchange moves the gradient bucket by bucket while backward is still running.
+//
+//   ASSIGN_OR_RETURN(BucketPlan plan, BucketPlan::Create(layer_sizes_in_forward_order, bucket_mb));
+//   RETURN_IF_ERROR(ex->BeginStep(step, grads, params, plan));
+//   for (layer = last .. first) {                        // backward
+//     ... write layer's gradient into grads ...
+//     ex->GradientReady(layer.offset, layer.count);      // never blocks; a full bucket starts moving
+//   }
+//   ASSIGN_OR_RETURN(ExchangeOutcome outcome, ex->FinishStep());  // blocks until every bucket is back
+//
+// Exchange(step, grads, params) and BeginStep + GradientReady(0, all) + FinishStep() leave the same
+// result (bit for bit for the PS, within float rounding for the ring, whose per-bucket block partition sums
+// in a different order).
 #ifndef PSRING_TRAINER_EXCHANGE_H_
 #define PSRING_TRAINER_EXCHANGE_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "trainer/optimizer.h"
+#include "trainer/timeline.h"
 
 namespace psring::trainer {
 
@@ -71,6 +88,52 @@ struct OptimizerInfo {
   SgdOptions server_hyperparameters;
 };
 
+// A contiguous range of the flat gradient buffer, in elements.
+struct FloatRange {
+  size_t offset = 0;
+  size_t count = 0;
+  size_t end() const { return offset + count; }
+  bool operator==(const FloatRange& o) const { return offset == o.offset && count == o.count; }
+};
+
+// Mebibytes -> bytes, as --bucket_mb counts them (DDP's bucket_cap_mb is MiB too).
+constexpr double kBytesPerMb = 1024.0 * 1024.0;
+// DDP's first bucket: small, so the exchange starts as soon as the last layers' gradients are ready.
+constexpr double kDefaultFirstBucketMb = 1.0;
+
+// Which whole layers travel together, in the order they become ready (last layer first). Immutable,
+// cheap to copy, thread-compatible. Every element of [0, total) is in exactly one bucket; a bucket is a
+// contiguous range because layers are contiguous in forward order and a bucket holds consecutive layers.
+//
+// Assignment (pure, DDP's compute_bucket_assignment_by_size for one dtype and device): layers are taken in
+// reverse forward order; a layer joins the open bucket while the bucket stays within its cap, otherwise the
+// open bucket closes and the layer opens the next one. The first bucket's cap is min(first_bucket_mb,
+// bucket_mb), every other bucket's is bucket_mb; so a layer larger than the cap is a bucket of its own.
+// bucket_mb == 0: one bucket over everything, exchanged after backward (flat(), today's behaviour).
+class BucketPlan {
+ public:
+  // One bucket covering [0, total) (what --bucket_mb=0 means).
+  static BucketPlan Flat(size_t total);
+  // `layers`: each layer's element count, in forward order, laid out back to back from offset 0.
+  // kInvalidArgument when bucket_mb or first_bucket_mb is negative or not finite, or a layer is empty.
+  static absl::StatusOr<BucketPlan> Create(absl::Span<const size_t> layers, double bucket_mb,
+                                           double first_bucket_mb = kDefaultFirstBucketMb);
+
+  // In ready (= launch) order: buckets()[0] holds the last layers (highest offsets).
+  const std::vector<FloatRange>& buckets() const { return buckets_; }
+  size_t total() const { return total_; }
+  // True when the plan is one bucket exchanged after backward (nothing to overlap).
+  bool flat() const { return flat_; }
+  // Index into buckets() of the bucket holding element `offset` (< total()).
+  int BucketOf(size_t offset) const;
+
+ private:
+  BucketPlan() = default;
+  std::vector<FloatRange> buckets_;
+  size_t total_ = 0;
+  bool flat_ = true;
+};
+
 // Interface implemented by every exchange. All calls block until done, fail or time out (each
 // implementation takes its timeout in its options). Not thread-safe: one training thread calls it.
 class GradientExchange {
@@ -103,6 +166,40 @@ class GradientExchange {
   // `step` counts from 0 and is identical on every rank. See ExchangeOutcome for what it leaves behind.
   virtual absl::StatusOr<ExchangeOutcome> Exchange(int64_t step, FloatBuffer grads, FloatBuffer params) = 0;
 
+  // The same step, bucketed and overlapped with backward (see the file comment). Calling protocol, on the
+  // training thread: BeginStep, then GradientReady for every range of `grads` as backward writes it (any
+  // order, each element once; each call covers whole layers of `plan`), then FinishStep. Until FinishStep
+  // returns, the exchange may read and write the ranges declared ready, of `grads` and of `params`, from its
+  // own communication thread(s): the caller must not touch them (it may still read `params` outside them,
+  // as backward does for the layers before). After FinishStep the buffers are the caller's again.
+  // Every rank passes the same plan (buckets are exchanged in plan order on every rank, whatever order
+  // their gradients become ready in, so collectives cannot deadlock).
+  //
+  // The base implementation is the flat fallback: FinishStep() runs Exchange() on the whole buffer once
+  // backward is done. Exchanges that overlap override all three (SupportsBuckets() true).
+  virtual bool SupportsBuckets() const { return false; }
+  // Blocks only for set-up (e.g. opening the step's streams); errors are the exchange's.
+  virtual absl::Status BeginStep(int64_t step, FloatBuffer grads, FloatBuffer params, const BucketPlan& plan) {
+    pending_ = PendingStep{step, grads, params, true};
+    return absl::OkStatus();
+  }
+  // Never blocks: grads[offset, offset + count) is final for this step; a bucket whose last range arrives
+  // is queued for the communication thread.
+  virtual void GradientReady(size_t offset, size_t count) {}
+  // Blocks until every bucket is exchanged (and, for a server-owned optimizer, the new parameters are in
+  // `params`); returns the step's outcome as Exchange() does, or the first bucket's error. Called once per
+  // BeginStep, also after an error (it then waits for the communication thread to stop using the buffers).
+  virtual absl::StatusOr<ExchangeOutcome> FinishStep() {
+    if (!pending_.open) return absl::FailedPreconditionError("FinishStep without BeginStep");
+    pending_.open = false;
+    return Exchange(pending_.step, pending_.grads, pending_.params);
+  }
+
+  // Where the exchange records its spans (each bucket's phases, waits); never null. Set before the first
+  // step; the recorder must outlive the exchange. Default: Timeline::Disabled().
+  void set_timeline(Timeline* timeline) { timeline_ = timeline != nullptr ? timeline : Timeline::Disabled(); }
+  Timeline* timeline() const { return timeline_; }
+
   // Replaces each host value with its mean across ranks (loss, accuracy, sample counts).
   virtual absl::Status AverageMetrics(absl::Span<double> values) = 0;
 
@@ -116,6 +213,17 @@ class GradientExchange {
     return absl::FailedPreconditionError(
         absl::StrCat("exchange ", name(), " keeps no parameters (the trainer owns the optimizer)"));
   }
+
+ private:
+  // The flat fallback's step between BeginStep and FinishStep.
+  struct PendingStep {
+    int64_t step = 0;
+    FloatBuffer grads;
+    FloatBuffer params;
+    bool open = false;
+  };
+  PendingStep pending_;
+  Timeline* timeline_ = Timeline::Disabled();
 };
 
 // World size 1: nothing crosses a network. Used by //trainer:train.

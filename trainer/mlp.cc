@@ -47,6 +47,12 @@ absl::StatusOr<MlpLayout> MlpLayout::Create(int input_dim, const std::vector<int
   return layout;
 }
 
+std::vector<size_t> MlpLayout::layer_sizes() const {
+  std::vector<size_t> sizes;
+  for (const LinearSlice& s : layers_) sizes.push_back(static_cast<size_t>(s.out) * s.in + s.out);
+  return sizes;
+}
+
 void InitParameters(const MlpLayout& layout, uint64_t seed, absl::Span<float> params) {
   for (size_t l = 0; l < layout.layers().size(); ++l) {
     const LinearSlice& s = layout.layers()[l];

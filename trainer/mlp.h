@@ -39,6 +39,8 @@ class MlpLayout {
   const std::vector<int>& hidden() const { return hidden_; }
   const std::vector<LinearSlice>& layers() const { return layers_; }
   size_t num_params() const { return num_params_; }
+  // Elements of each layer (weight then bias, contiguous), in forward order: what BucketPlan::Create takes.
+  std::vector<size_t> layer_sizes() const;
   // Widest layer output (hidden or classes): sizes scratch buffers.
   int max_width() const { return max_width_; }
 

@@ -69,6 +69,14 @@ class ExchangeAdapter {
 
   bool staged() const { return staged_; }
 
+  // The bucketed step (GradientExchange::BeginStep): only without staging, where the exchange works on the
+  // engine's own buffers as backward writes them.
+  absl::Status BeginStep(int64_t step, const BucketPlan& plan) {
+    return exchange_->BeginStep(step, engine_->grads(), engine_->params(), plan);
+  }
+  void GradientReady(size_t offset, size_t count) { exchange_->GradientReady(offset, count); }
+  absl::Status FinishStep() { return Checked(exchange_->FinishStep()); }
+
   absl::Status SyncInitialParameters() {
     if (!staged_) return exchange_->SyncInitialParameters(engine_->params());
     RETURN_IF_ERROR(engine_->GetParams(absl::MakeSpan(host_params_)));
@@ -234,7 +242,9 @@ class TrainingRun {
   // Trains until the last step, checkpointing (rank 0) at every epoch end. Blocks.
   absl::Status TrainToTheEnd() {
     const int64_t steps_per_epoch = steps_per_epoch_;
-    const Clock::time_point train_start = Clock::now();
+    // At least one measured step (when there is any step at all).
+    warmup_ = std::max<int64_t>(0, std::min(options_.warmup_steps, last_step_ - step_ - 1));
+    if (warmup_ == 0) StartMeasuring();
     while (step_ < last_step_) {
       const int64_t epoch = step_ / steps_per_epoch;
       const std::vector<int64_t> indices = sampler_->Indices(epoch);
@@ -248,10 +258,15 @@ class TrainingRun {
         RETURN_IF_ERROR(SaveState(options_, engine_.get(), world_, step_, steps_per_epoch));
       }
     }
-    const double train_seconds = SecondsSince(train_start);
-    result_.samples_per_second =
-        train_seconds > 0 ? static_cast<double>(result_.steps) * options_.batch_size * world_ / train_seconds
-                          : 0;
+    if (measuring_) {
+      result_.loop_seconds = SecondsSince(loop_start_);
+      result_.bytes_sent = exchange_->bytes_sent() - sent_at_start_;
+      result_.bytes_received = exchange_->bytes_received() - received_at_start_;
+    }
+    result_.samples_per_second = result_.loop_seconds > 0
+                                     ? static_cast<double>(result_.measured_steps) * options_.batch_size *
+                                           world_ / result_.loop_seconds
+                                     : 0;
     return absl::OkStatus();
   }
 
@@ -348,13 +363,39 @@ class TrainingRun {
                    result_.device.c_str(), exchange_->name().c_str(), world_,
                    adapter_->staged() ? " (staged through host memory)" : "");
     }
+    PlanBuckets();
     window_ = Window();
     return absl::OkStatus();
   }
 
-  // Batch `b` of the epoch whose sample order is `indices`: forward/backward, exchange, optimizer step when
-  // the trainer owns it.
+  // One flat exchange unless --bucket_mb > 0 and the exchange can work on the engine's buffers.
+  void PlanBuckets() {
+    const MlpLayout& layout = engine_->layout();
+    plan_ = std::make_unique<BucketPlan>(BucketPlan::Flat(layout.num_params()));
+    if (options_.bucket_mb > 0 && !adapter_->staged()) {
+      // ValidateTrainOptions checked bucket_mb; MlpLayout has no empty layer.
+      absl::StatusOr<BucketPlan> plan = BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb);
+      if (plan.ok()) *plan_ = std::move(plan).value();
+    } else if (options_.bucket_mb > 0 && chief_) {
+      std::fprintf(stderr,
+                   "psring: --bucket_mb=%g: gradients are staged through host memory for this exchange, so "
+                   "they are exchanged in one flat piece after backward\n",
+                   options_.bucket_mb);
+    }
+    result_.buckets = static_cast<int>(plan_->buckets().size());
+  }
+
+  void StartMeasuring() {
+    measuring_ = true;
+    loop_start_ = Clock::now();
+    sent_at_start_ = exchange_->bytes_sent();
+    received_at_start_ = exchange_->bytes_received();
+  }
+
+  // Batch `b` of the epoch whose sample order is `indices`: forward/backward, exchange (flat after backward,
+  // or bucket by bucket while backward runs), optimizer step when the trainer owns it.
   absl::Status Step(const std::vector<int64_t>& indices, int64_t b) {
+    Timeline* const timeline = exchange_->timeline();
     const Clock::time_point compute_start = Clock::now();
     for (int i = 0; i < options_.batch_size; ++i) {
       const int64_t sample = indices[b * options_.batch_size + i];
@@ -362,25 +403,59 @@ class TrainingRun {
                 batch_images_.begin() + static_cast<size_t>(i) * train_set_.dim);
       batch_labels_[i] = train_set_.labels[sample];
     }
-    ASSIGN_OR_RETURN(BatchStats stats, engine_->ForwardBackward(batch_images_.data(), batch_labels_.data(),
-                                                                options_.batch_size));
+    const Clock::time_point passes_start = Clock::now();
+    const std::string context = absl::StrCat("exchange ", exchange_->name(), " at step ", step_);
+    BatchStats stats;
+    Clock::time_point exchange_start;
+    if (plan_->flat()) {
+      {
+        Timeline::Span span(timeline, "forward+backward", kComputeTrack);
+        ASSIGN_OR_RETURN(stats, engine_->ForwardBackward(batch_images_.data(), batch_labels_.data(),
+                                                         options_.batch_size));
+        RETURN_IF_ERROR(engine_->Synchronize());
+      }
+      exchange_start = Clock::now();
+      Timeline::Span span(timeline, "exchange", kComputeTrack);
+      RETURN_IF_ERROR(Annotate(adapter_->Exchange(step_), context));
+    } else {
+      RETURN_IF_ERROR(Annotate(adapter_->BeginStep(step_, *plan_), context));
+      absl::StatusOr<BatchStats> passes = engine_->ForwardBackwardOverlapped(
+          batch_images_.data(), batch_labels_.data(), options_.batch_size,
+          [this](size_t offset, size_t count) { adapter_->GradientReady(offset, count); }, timeline);
+      absl::Status synced = passes.ok() ? engine_->Synchronize() : passes.status();
+      exchange_start = Clock::now();
+      // FinishStep even after a failed backward: the exchange's thread must let go of the buffers.
+      absl::Status finished;
+      {
+        Timeline::Span span(timeline, "wait for exchange", kComputeTrack);
+        finished = Annotate(adapter_->FinishStep(), context);
+      }
+      RETURN_IF_ERROR(synced);
+      RETURN_IF_ERROR(finished);
+      stats = *passes;
+    }
     window_.Add(stats);
-    RETURN_IF_ERROR(engine_->Synchronize());
-    const Clock::time_point exchange_start = Clock::now();
-    result_.compute_seconds += std::chrono::duration<double>(exchange_start - compute_start).count();
-
-    RETURN_IF_ERROR(Annotate(adapter_->Exchange(step_),
-                             absl::StrCat("exchange ", exchange_->name(), " at step ", step_)));
-    result_.exchange_seconds += SecondsSince(exchange_start);
-
     const Clock::time_point update_start = Clock::now();
     if (trainer_steps_) {
+      Timeline::Span span(timeline, "optimizer", kComputeTrack);
       RETURN_IF_ERROR(engine_->SgdStep(sgd_));
       RETURN_IF_ERROR(engine_->Synchronize());
     }
-    result_.compute_seconds += SecondsSince(update_start);
+    const Clock::time_point step_end = Clock::now();
+    if (measuring_) {
+      auto seconds = [](Clock::time_point from, Clock::time_point to) {
+        return std::chrono::duration<double>(to - from).count();
+      };
+      result_.forward_seconds += stats.forward_seconds;
+      result_.backward_seconds += seconds(passes_start, exchange_start) - stats.forward_seconds;
+      result_.optimizer_seconds += seconds(update_start, step_end);
+      result_.compute_seconds += seconds(compute_start, exchange_start) + seconds(update_start, step_end);
+      result_.exchange_seconds += seconds(exchange_start, update_start);
+      ++result_.measured_steps;
+    }
     ++step_;
     ++result_.steps;
+    if (result_.steps == warmup_) StartMeasuring();
     return absl::OkStatus();
   }
 
@@ -414,6 +489,12 @@ class TrainingRun {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ExchangeAdapter> adapter_;
   std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<BucketPlan> plan_;  // set by Synchronize
+  int64_t warmup_ = 0;                // steps of this call before the measured ones
+  bool measuring_ = false;
+  Clock::time_point loop_start_;
+  uint64_t sent_at_start_ = 0;
+  uint64_t received_at_start_ = 0;
   int64_t steps_per_epoch_ = 0;
   int64_t last_step_ = 0;
   int64_t step_ = 0;  // global step, counted across resumes
@@ -446,6 +527,10 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return invalid("resume", "true", "needs --checkpoint_dir (the folder holding latest.npz)");
   }
   if (o.log_every < 0) return invalid("log_every", o.log_every, "must be >= 0");
+  if (!(o.bucket_mb >= 0) || o.bucket_mb > 1e6) {
+    return invalid("bucket_mb", o.bucket_mb, "must be in [0, 1e6] MiB (0: one flat exchange after backward)");
+  }
+  if (o.warmup_steps < 0) return invalid("warmup_steps", o.warmup_steps, "must be >= 0");
   return absl::OkStatus();
 }
 

@@ -37,18 +37,37 @@ struct TrainOptions {
   bool resume = false;               // continue from checkpoint_dir/latest
   int log_every = 50;                // steps between progress lines (0: none)
   bool evaluate = true;              // compute test accuracy at the end
+  // Gradient buckets (trainer/exchange.h BucketPlan): cap in MiB, the first bucket min(1, bucket_mb); each
+  // layer's gradient goes to the exchange as backward produces it. 0: one flat exchange after backward.
+  double bucket_mb = 0;
+  // Steps at the start of this call that are trained but not measured (step_s, samples/s and the sums
+  // below count the rest); capped so that at least one step is measured.
+  int64_t warmup_steps = 0;
 };
 
+// Timing contract: the measured steps are the steps of this call after options.warmup_steps; every time and
+// byte figure below except wall_seconds covers them only (no data loading, engine set-up, initial
+// synchronisation or final evaluation).
 struct TrainResult {
   std::vector<float> params;    // final flat parameters (host copy)
-  int64_t steps = 0;            // optimizer steps taken in this call
+  int64_t steps = 0;            // optimizer steps taken in this call (warm-up included)
+  int64_t measured_steps = 0;   // steps - warm-up steps
   double final_loss = 0;        // mean training loss of the last logged window, averaged across ranks
   double train_accuracy = 0;    // same window
   double test_accuracy = -1;    // on the full test set; -1 when not evaluated
-  double compute_seconds = 0;   // forward + backward + optimizer, summed over steps
-  double exchange_seconds = 0;  // inside GradientExchange::Exchange, summed over steps
-  double wall_seconds = 0;
-  double samples_per_second = 0;  // global (all ranks) training throughput
+  double loop_seconds = 0;      // wall time of the measured steps (the training loop only)
+  double compute_seconds = 0;   // batch assembly + forward + backward + optimizer, summed over measured steps
+  double forward_seconds = 0;   // parts of compute_seconds (0 when the engine cannot tell them apart:
+  double backward_seconds = 0;  // then backward_seconds holds forward + backward)
+  double optimizer_seconds = 0;
+  // Time the training thread spent in exchange calls, summed over measured steps: the exchange when flat,
+  // only the part backward did not hide when bucketed (exposed_exchange_seconds is the same figure).
+  double exchange_seconds = 0;
+  int buckets = 1;                // gradient buckets per step
+  uint64_t bytes_sent = 0;        // exchange payload during the measured steps
+  uint64_t bytes_received = 0;
+  double wall_seconds = 0;        // the whole call
+  double samples_per_second = 0;  // global (all ranks) throughput over the measured steps (loop_seconds)
   std::string device;             // the device actually used: "cpu" or "cuda"
 };
 
@@ -56,7 +75,8 @@ struct TrainResult {
 // is out of range; Train() and TrainOptionsFromFlags() both check with it. Pure.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 
-// Runs training to the end (epochs or max_steps). Blocks. Steps the optimizer after each exchange when the
+// Runs training to the end (epochs or max_steps). Blocks. Records spans (forward, backward per layer on CPU,
+// the exchange waits, the optimizer) into exchange->timeline(), the same recorder the exchange records into. Steps the optimizer after each exchange when the
 // exchange says the trainer owns it (GradientExchange::optimizer()); otherwise takes the parameters the
 // exchange returns. kFailedPrecondition when options.checkpoint_dir or resume is set but the exchange's
 // servers own the optimizer (the momentum is theirs: checkpoint on the servers). Errors from data, device or

@@ -67,6 +67,14 @@ ABSL_FLAG(int, log_every, psring::trainer::TrainOptions{}.log_every,
           "Steps between progress lines printed by rank 0 (0: no progress lines).");
 ABSL_FLAG(bool, evaluate, psring::trainer::TrainOptions{}.evaluate,
           "Measure accuracy on the full test set at the end and print it.");
+ABSL_FLAG(double, bucket_mb, psring::trainer::TrainOptions{}.bucket_mb,
+          "Gradient bucket cap in MiB (PyTorch DDP's bucket_cap_mb; DDP's default is 25). > 0: each layer's "
+          "gradient is handed to the exchange as soon as backward has computed it (last layer first); "
+          "layers are grouped into buckets of at most this size (the first bucket at most 1 MiB, so the "
+          "exchange starts early; a layer larger than the cap is a bucket of its own), and each full bucket "
+          "is exchanged on a communication thread while backward goes on. The result equals the flat "
+          "exchange's (parameter server: bit for bit; ring: up to float rounding). 0: one flat exchange "
+          "after backward.");
 
 namespace psring::trainer {
 
@@ -97,6 +105,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.resume = absl::GetFlag(FLAGS_resume);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.evaluate = absl::GetFlag(FLAGS_evaluate);
+  o.bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
 
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;

@@ -8,7 +8,8 @@
 namespace psring::trainer {
 
 // Reads --hidden, --batch_size, --epochs, --max_steps, --lr, --momentum, --weight_decay, --seed, --device,
-// --dataset, --data_dir, --synthetic_samples, --checkpoint_dir, --resume, --log_every, --evaluate.
+// --dataset, --data_dir, --synthetic_samples, --checkpoint_dir, --resume, --log_every, --evaluate,
+// --bucket_mb.
 // kInvalidArgument for values out of range.
 absl::StatusOr<TrainOptions> TrainOptionsFromFlags();
 

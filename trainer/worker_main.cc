@@ -26,34 +26,42 @@ ABSL_FLAG(
     "--warmup_steps + --max_steps (default 10) steps, and the elements that differ from the closed "
     "form are counted (\"wrong\" in the result line). 0: train the MLP.");
 ABSL_FLAG(int, warmup_steps, psring::trainer::GradientOnlyOptions{}.warmup_steps,
-          "Gradient-only mode: unmeasured steps before the measured ones (>= 0).");
+          "Unmeasured steps before the measured ones (>= 0). Gradient-only mode: run before the "
+          "--max_steps measured steps. Training: the first steps of the run (--max_steps counts them), "
+          "trained as usual but left out of step_s, samples_per_s and the time sums (at least one step "
+          "stays measured).");
 
 namespace psring::trainer {
 namespace {
 
-// The result-line fields a training run knows; the caller adds the exchange's identity and byte counters.
-proto::WorkerResult ResultFromTraining(const TrainResult& r) {
+// The result-line fields a training run knows, over the measured steps only (TrainResult's timing
+// contract); the caller adds the exchange's identity.
+proto::WorkerResult ResultFromTraining(const TrainResult& r, double bucket_mb) {
   proto::WorkerResult result;
-  result.set_steps(static_cast<int32_t>(r.steps));
+  result.set_steps(static_cast<int32_t>(r.measured_steps));
   result.set_bytes(static_cast<double>(r.params.size() * sizeof(float)));
   result.set_compute_s(r.compute_seconds);
   result.set_exchange_s(r.exchange_seconds);
-  result.set_step_s(r.steps > 0 ? r.wall_seconds / r.steps : 0.0);
+  result.set_step_s(r.measured_steps > 0 ? r.loop_seconds / r.measured_steps : 0.0);
   result.set_samples_per_s(r.samples_per_second);
   result.set_test_accuracy(r.test_accuracy);
+  result.set_bytes_sent(static_cast<double>(r.bytes_sent));
+  result.set_bytes_received(static_cast<double>(r.bytes_received));
+  result.set_forward_s(r.forward_seconds);
+  result.set_backward_s(r.backward_seconds);
+  result.set_optimizer_s(r.optimizer_seconds);
+  result.set_exposed_exchange_s(r.exchange_seconds);
+  result.set_buckets(r.buckets);
+  result.set_bucket_mb(bucket_mb);
   return result;
 }
 
 absl::StatusOr<proto::WorkerResult> TrainAndReport(const WorkerOptions& options, GradientExchange* exchange) {
-  const uint64_t sent0 = exchange->bytes_sent();
-  const uint64_t received0 = exchange->bytes_received();
   ASSIGN_OR_RETURN(TrainResult trained, Train(options.train, exchange));
-  proto::WorkerResult result = ResultFromTraining(trained);
+  proto::WorkerResult result = ResultFromTraining(trained, options.train.bucket_mb);
   result.set_exchange(exchange->name());
   result.set_rank(exchange->rank());
   result.set_world_size(exchange->world_size());
-  result.set_bytes_sent(static_cast<double>(exchange->bytes_sent() - sent0));
-  result.set_bytes_received(static_cast<double>(exchange->bytes_received() - received0));
   return result;
 }
 
@@ -75,6 +83,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
   }
   o.gradient_only.bytes = static_cast<size_t>(model_bytes);
   o.gradient_only.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.train.warmup_steps = o.gradient_only.warmup_steps;
   if (o.train.max_steps >= 0) o.gradient_only.steps = static_cast<int>(o.train.max_steps);
   return o;
 }
