@@ -103,6 +103,13 @@ class LinkCounters {
   bool valid_ = false;
 };
 
+// "ring N=4 bucket 25 MB": a run as the merged trace names its processes.
+std::string RunLabel(const RunRecord& r) {
+  std::string label = absl::StrCat(r.workload.empty() ? "" : r.workload + " ", ExchangeName(r.exchange), " N=", r.nodes);
+  if (r.bucket_mb >= 0) absl::StrAppend(&label, r.bucket_mb == 0 ? " flat" : absl::StrCat(" bucket ", r.bucket_mb, " MB"));
+  return label;
+}
+
 bool AnyExitedWith(const std::vector<ProcessResult>& results, int code) {
   return std::any_of(results.begin(), results.end(), [code](const ProcessResult& r) { return r.exit_code == code; });
 }
