@@ -205,6 +205,7 @@ Row TableRow(const ScalingResult& result, const RunRecord& r) {
                r.bytes_sent_per_step / 1e6,
                r.link_bytes_per_step / 1e6,
                r.samples_per_s};
+  if (!result.options.bucket_mbs.empty()) row.extra.push_back(r.bucket_mb);
   return row;
 }
 
@@ -218,7 +219,10 @@ std::string FitLine(const ScalingResult& result, Exchange e, const ModelFit& f) 
 
 // One nccl-tests table per exchange: every run (failed ones as comments), the footer, the fitted model.
 void PrintExchangeTable(const ScalingResult& result, Exchange e, std::ostream& out) {
-  Table table(&out, {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "sent_MB", "link_MB", "samples/s"});
+  std::vector<std::string> columns = {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "sent_MB", "link_MB",
+                                      "samples/s"};
+  if (!result.options.bucket_mbs.empty()) columns.push_back("bucket_MB");  // train mode: 0 = flat
+  Table table(&out, columns);
   table.Comment(absl::StrFormat("exchange %s", ExchangeName(e)));
   table.Header();
   for (const auto& r : result.records) {
@@ -337,6 +341,20 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
 
 void PrintVerdict(const ScalingResult& result, std::ostream& out) {
   if (result.options.mode == "replay") return PrintReplayVerdict(result, out);
+  if (result.options.bucket_mbs.size() > 1) {
+    // Train mode with several bucket caps: one verdict per cap.
+    for (double mb : result.options.bucket_mbs) {
+      ScalingResult slice = result;
+      slice.options.bucket_mbs = {mb};
+      slice.records.clear();
+      for (const RunRecord& r : result.records) {
+        if (r.bucket_mb == mb) slice.records.push_back(r);
+      }
+      out << absl::StrFormat("# --bucket_mb=%g%s\n", mb, mb == 0 ? " (flat exchange after backward)" : "");
+      PrintVerdict(slice, out);
+    }
+    return;
+  }
   const std::vector<Exchange> exchanges = ExchangesRun(result);
   for (size_t bytes : Sizes(result)) {
     out << absl::StrFormat("# VERDICT %s, %s: seconds per step (x slower than the fastest)\n",
