@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -243,25 +244,33 @@ double OverlapCap(const ScalingResult& result) {
   return cap > 0 ? cap : 25;
 }
 
-void PrintExtrapolation(const ScalingResult& result, const std::string& workload, std::ostream& out) {
+// `prefix` lines: per N of the model's list, each exchange's step time flat and with the overlap cap.
+void PrintStepTable(const ScalingResult& result, const std::string& prefix,
+                    const std::function<double(Exchange, int, double)>& seconds, std::ostream& out) {
   const double cap = OverlapCap(result);
-  std::string header = absl::StrFormat("# MODEL %6s", "N");
+  std::string header = absl::StrFormat("# %s %6s", prefix, "N");
   for (Exchange e : result.options.exchanges) {
     absl::StrAppendFormat(&header, " %16s %16s", ExchangeName(e) + "_flat_s",
                           ExchangeName(e) + absl::StrFormat("_%gMB_s", cap));
   }
-  out << absl::StrFormat("# MODEL %s (NOT measured): step time (s) from the fitted alpha-beta model with the "
-                         "measured compute, flat and bucketed\n%s\n",
-                         workload, header);
+  out << header << "\n";
   for (int n : ModelNodeList(result)) {
-    std::string line = absl::StrFormat("# MODEL %6d", n);
+    std::string line = absl::StrFormat("# %s %6d", prefix, n);
     for (Exchange e : result.options.exchanges) {
-      absl::StrAppendFormat(&line, " %16.4f %16.4f", ReplayModelSeconds(result, e, n, workload, 0),
-                            ReplayModelSeconds(result, e, n, workload, cap));
+      absl::StrAppendFormat(&line, " %16.4f %16.4f", seconds(e, n, 0), seconds(e, n, cap));
     }
     out << line << "\n";
   }
   out << "#\n";
+}
+
+void PrintExtrapolation(const ScalingResult& result, const std::string& workload, std::ostream& out) {
+  out << absl::StrFormat("# MODEL %s (NOT measured): step time (s) from the fitted alpha-beta model with the "
+                         "measured compute, flat and bucketed\n",
+                         workload);
+  PrintStepTable(result, "MODEL", [&](Exchange e, int n, double mb) {
+    return ReplayModelSeconds(result, e, n, workload, mb);
+  }, out);
 }
 
 std::string RateText(double bytes_per_second) {
@@ -287,26 +296,13 @@ void PrintProjection(const ScalingResult& result, const std::string& workload, s
     out << "# PROJECTION skipped: the fit was measured without a link rate (loopback); nothing to scale from\n#\n";
     return;
   }
-  const double cap = OverlapCap(result);
   out << absl::StrFormat(
       "# PROJECTION (NOT measured) of %s onto a cluster with %s links and %g us per message: the profile's own "
       "compute and gradient size, the fitted exchanges' link efficiency (beta * B) carried over; step time (s)\n",
       workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
-  std::string header = absl::StrFormat("# PROJECTION %6s", "N");
-  for (Exchange e : result.options.exchanges) {
-    absl::StrAppendFormat(&header, " %16s %16s", ExchangeName(e) + "_flat_s",
-                          ExchangeName(e) + absl::StrFormat("_%gMB_s", cap));
-  }
-  out << header << "\n";
-  for (int n : ModelNodeList(result)) {
-    std::string line = absl::StrFormat("# PROJECTION %6d", n);
-    for (Exchange e : result.options.exchanges) {
-      absl::StrAppendFormat(&line, " %16.4f %16.4f", ProjectedSeconds(result, e, n, workload, 0),
-                            ProjectedSeconds(result, e, n, workload, cap));
-    }
-    out << line << "\n";
-  }
-  out << "#\n";
+  PrintStepTable(result, "PROJECTION", [&](Exchange e, int n, double mb) {
+    return ProjectedSeconds(result, e, n, workload, mb);
+  }, out);
 }
 
 std::vector<std::string> Workloads(const ScalingResult& result) { return result.options.workloads; }

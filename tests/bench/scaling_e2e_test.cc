@@ -14,6 +14,7 @@
 #include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/bench/svg_checks.h"
 #include "proto/bench_report.pb.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
@@ -27,12 +28,6 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-  return n;
 }
 
 TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
