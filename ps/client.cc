@@ -105,7 +105,13 @@ absl::StatusOr<std::unique_ptr<PsExchange>> PsExchange::Create(const PsClientOpt
 PsExchange::PsExchange(const PsClientOptions& options)
     : options_(options), chunk_elements_(options.chunk_bytes / sizeof(float)), name_(options.name) {}
 
-PsExchange::~PsExchange() = default;
+PsExchange::~PsExchange() {
+  if (step_thread_.joinable()) {
+    // A step left open (the trainer failed before FinishStep): stop waiting for its gradients.
+    tracker_.Abort(absl::CancelledError("the exchange was destroyed during a bucketed step"));
+    step_thread_.join();
+  }
+}
 
 trainer::OptimizerInfo PsExchange::optimizer() const {
   return trainer::OptimizerInfo{trainer::OptimizerOwner::kServer, server_update_, options_.hyperparameters};
@@ -237,19 +243,34 @@ absl::Status PsExchange::SyncInitialParameters(trainer::FloatBuffer params) {
         "a model of ", params.count, " parameters cannot be split over ", shards_.size(), " shards"));
   }
   total_params_ = params.count;
-  RETURN_IF_ERROR(ForEachShard([&](Shard* shard) { return RegisterWithRetries(shard, params); }));
+  const trainer::FloatBuffer wire = ToWire(params, &wire_params_);
+  RETURN_IF_ERROR(ForEachShard([&](Shard* shard) { return RegisterWithRetries(shard, wire); }));
   registered_ = true;
+  FromWire(wire, params);
   return absl::OkStatus();
 }
 
+trainer::FloatBuffer PsExchange::ToWire(trainer::FloatBuffer buffer, std::vector<float>* wire) const {
+  if (!options_.reversed_wire_order) return buffer;
+  wire->resize(buffer.count);
+  std::reverse_copy(buffer.data, buffer.data + buffer.count, wire->begin());
+  return trainer::FloatBuffer{wire->data(), wire->size(), trainer::MemoryKind::kHost};
+}
+
+void PsExchange::FromWire(trainer::FloatBuffer wire, trainer::FloatBuffer buffer) const {
+  if (wire.data == buffer.data) return;
+  std::reverse_copy(wire.data, wire.data + wire.count, buffer.data);
+}
+
 absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, trainer::FloatBuffer grads,
-                                      trainer::FloatBuffer params) {
+                                      trainer::FloatBuffer params, const BucketFeed* feed) {
   const std::string where = absl::StrCat("PushPull step ", shard->next_step, " with shard ", shard->index,
                                          " (", shard->address, ")");
   // The gradient chunks are slices of `grads` (zero copy): the tracker must see them all released before
   // this function returns. It outlives `stream` (declared first).
   SliceTracker tracker;
   absl::Status received = absl::OkStatus();
+  absl::Status feed_error;  // the bucketed step ended before this shard's part was complete
   bool ok = false;
   uint64_t version = 0;
   grpc::Status status;
@@ -270,6 +291,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     // The server streams each updated range back while later chunks are still being pushed: read the reply
     // on a second thread while this one writes (a gRPC stream allows one reader and one writer at a time).
     bool got_reply = false;
+    int64_t pull_start_us = trainer::Timeline::NowMicros();  // when the reply's header arrived
     // Push window: chunk [o, o+len) goes out once the reply reached o + len - window (or the reply ended).
     // Only sync servers stream replies during the push and announce their range; an async server or an
     // older one (0) gets no window: it answers after the whole push, or we could not size it safely.
@@ -318,6 +340,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
         return;
       }
       got_reply = true;
+      pull_start_us = trainer::Timeline::NowMicros();
       version = reply.version();
       if (reply.num_elements() != shard->range.size()) {
         received = absl::InternalError(absl::StrCat("server sent ", reply.num_elements(),
@@ -335,11 +358,48 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
         }
       }
     });
-    ok = stream->Write(TensorFrame::Header(header)) &&
-         WriteFrameChunks(stream.get(), grads.data + shard->range.begin, shard->range.size(), chunk_elements_,
-                          &tracker, &shard->bytes_sent, before_chunk);
+    trainer::Timeline* const timeline = this->timeline();
+    const int64_t push_start = trainer::Timeline::NowMicros();
+    // Pushes wire elements [begin, end) of the shard (offsets within the shard's range).
+    auto push = [&](uint64_t begin, uint64_t end) {
+      return WriteFrameChunks(stream.get(), grads.data + shard->range.begin, end, chunk_elements_, &tracker,
+                              &shard->bytes_sent, before_chunk, begin);
+    };
+    ok = stream->Write(TensorFrame::Header(header));
+    if (ok && feed == nullptr) {
+      ok = push(0, shard->range.size());
+    } else if (ok) {
+      // Bucket i holds trainer elements [o, e), i.e. wire elements [total - e, total - o): in plan order
+      // the buckets are consecutive wire ranges, so this shard's part is pushed as a prefix that grows.
+      const uint64_t total = grads.count;
+      const std::vector<trainer::FloatRange>& buckets = feed->plan->buckets();
+      for (size_t i = 0; ok && i < buckets.size(); ++i) {
+        const uint64_t lo = std::max<uint64_t>(total - buckets[i].end(), shard->range.begin);
+        const uint64_t hi = std::min<uint64_t>(total - buckets[i].offset, shard->range.end);
+        if (lo >= hi) continue;
+        const absl::Status ready = feed->tracker->WaitFor(static_cast<int>(i));
+        if (!ready.ok()) {
+          // Backward failed: end the push unfinished (the server drops the step) rather than send garbage.
+          feed_error = ready;
+          context.TryCancel();
+          ok = false;
+          break;
+        }
+        std::reverse_copy(feed->grads.data + (total - hi), feed->grads.data + (total - lo), grads.data + lo);
+        ok = push(lo - shard->range.begin, hi - shard->range.begin);
+      }
+    }
     if (ok) ok = stream->WritesDone();
+    const int64_t push_end = trainer::Timeline::NowMicros();
     reader.join();
+    if (timeline->enabled()) {
+      const std::vector<trainer::SpanArg> args = {{"step", static_cast<double>(trainer_step)},
+                                                  {"shard", static_cast<double>(shard->index)},
+                                                  {"bytes", static_cast<double>(shard->range.size() * 4)}};
+      timeline->Record("push", trainer::CommTrack(shard->index), push_start, push_end - push_start, args);
+      timeline->Record("pull", trainer::CommTrack(shard->index), pull_start_us,
+                       trainer::Timeline::NowMicros() - pull_start_us, args);
+    }
     ok = ok && got_reply;
     status = stream->Finish();
   }
@@ -349,6 +409,11 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     std::fprintf(stderr, "ps rank %d: gRPC still holds gradient slices after the call ended\n",
                  options_.rank);
     std::abort();
+  }
+  if (!feed_error.ok()) {
+    // Not a network failure: no retry (FailedPrecondition is neither re-registered nor pulled).
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": the bucketed step ended before its gradient was complete: ", feed_error.message()));
   }
   // A failed call (server gone, deadline, server-side error) explains a short or broken reply best.
   RETURN_IF_ERROR(FromCall(status, deadline, where));
@@ -364,9 +429,62 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
   if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before Exchange");
   RETURN_IF_ERROR(CheckBuffer(grads, "grads"));
   RETURN_IF_ERROR(CheckBuffer(params, "params"));
-  RETURN_IF_ERROR(ForEachShard([&](Shard* shard) {
+  const trainer::FloatBuffer wire_params = ToWire(params, &wire_params_);
+  RETURN_IF_ERROR(ExchangeWire(step, ToWire(grads, &wire_grads_), wire_params, /*feed=*/nullptr));
+  FromWire(wire_params, params);
+  return trainer::ExchangeOutcome::kParametersUpdated;
+}
+
+absl::Status PsExchange::BeginStep(int64_t step, trainer::FloatBuffer grads, trainer::FloatBuffer params,
+                                   const trainer::BucketPlan& plan) {
+  if (!options_.reversed_wire_order) return GradientExchange::BeginStep(step, grads, params, plan);
+  if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before BeginStep");
+  if (step_thread_.joinable()) {
+    return absl::FailedPreconditionError("BeginStep while a bucketed step is open; call FinishStep first");
+  }
+  RETURN_IF_ERROR(CheckBuffer(grads, "grads"));
+  RETURN_IF_ERROR(CheckBuffer(params, "params"));
+  if (plan.total() != grads.count) {
+    return absl::InvalidArgumentError(absl::StrCat("bucket plan covers ", plan.total(),
+                                                   " elements but the gradient has ", grads.count));
+  }
+  plan_ = plan;
+  tracker_.Begin(plan_);
+  feed_ = BucketFeed{&tracker_, &plan_, grads};
+  step_params_ = params;
+  // The wire gradient is filled bucket by bucket by the shard streams; the wire parameters must hold this
+  // rank's current values (a re-registration or an async reply may rewrite only part of them).
+  wire_grads_.resize(grads.count);
+  const trainer::FloatBuffer wire_params = ToWire(params, &wire_params_);
+  const trainer::FloatBuffer wire_grads{wire_grads_.data(), wire_grads_.size(), trainer::MemoryKind::kHost};
+  step_status_ = absl::OkStatus();
+  step_thread_ = std::thread(
+      [this, step, wire_grads, wire_params] { step_status_ = ExchangeWire(step, wire_grads, wire_params, &feed_); });
+  return absl::OkStatus();
+}
+
+void PsExchange::GradientReady(size_t offset, size_t count) {
+  if (!options_.reversed_wire_order) return GradientExchange::GradientReady(offset, count);
+  tracker_.Ready(offset, count);
+}
+
+absl::StatusOr<trainer::ExchangeOutcome> PsExchange::FinishStep() {
+  if (!options_.reversed_wire_order) return GradientExchange::FinishStep();
+  if (!step_thread_.joinable()) return absl::FailedPreconditionError("FinishStep without BeginStep");
+  const absl::Status closed = tracker_.Close();
+  step_thread_.join();
+  RETURN_IF_ERROR(closed);
+  RETURN_IF_ERROR(step_status_);
+  FromWire(trainer::FloatBuffer{wire_params_.data(), wire_params_.size(), trainer::MemoryKind::kHost},
+           step_params_);
+  return trainer::ExchangeOutcome::kParametersUpdated;
+}
+
+absl::Status PsExchange::ExchangeWire(int64_t step, trainer::FloatBuffer grads, trainer::FloatBuffer params,
+                                      const BucketFeed* feed) {
+  return ForEachShard([&](Shard* shard) {
     const int64_t pushed_step = shard->next_step;
-    absl::Status status = PushPullOnce(shard, step, grads, params);
+    absl::Status status = PushPullOnce(shard, step, grads, params, feed);
     const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
     while (NeedsReregistration(status) && absl::Now() < give_up) {
       // The shard restarted (or is restarting): join it again and push this gradient once more. The steps
@@ -383,7 +501,7 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
         status = absl::OkStatus();
         break;
       }
-      status = PushPullOnce(shard, step, grads, params);
+      status = PushPullOnce(shard, step, grads, params, feed);
     }
     if (absl::IsAborted(status)) {
       // Skipped: the other ranks are past this step (see ps/service.h); take the shard's parameters.
@@ -391,8 +509,7 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
       status = PullOnce(shard, params);
     }
     return status;
-  }));
-  return trainer::ExchangeOutcome::kParametersUpdated;
+  });
 }
 
 absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
@@ -421,7 +538,10 @@ absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
 absl::Status PsExchange::PullParameters(trainer::FloatBuffer params) {
   if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before PullParameters");
   RETURN_IF_ERROR(CheckBuffer(params, "params"));
-  return ForEachShard([&](Shard* shard) { return PullOnce(shard, params); });
+  const trainer::FloatBuffer wire = ToWire(params, &wire_params_);
+  RETURN_IF_ERROR(ForEachShard([&](Shard* shard) { return PullOnce(shard, wire); }));
+  FromWire(wire, params);
+  return absl::OkStatus();
 }
 
 absl::Status PsExchange::AverageMetrics(absl::Span<double> values) {

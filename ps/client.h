@@ -25,6 +25,19 @@
 // When Exchange fails for good, `params` may hold a mix of old and new values for the failing shard's range
 // (call PullParameters() to resynchronise).
 //
+// Bucketed steps (BeginStep/GradientReady/FinishStep, --bucket_mb): a synchronous shard applies its range
+// in prefix order as all ranks delivered it (ps/sync_step.h), while backward produces the gradient from the
+// last layer (highest offsets) to the first. So with PsClientOptions::reversed_wire_order the servers hold
+// the model in reversed element order (server element w is trainer element total - 1 - w): the last layer
+// comes first on the wire, every bucket is a contiguous wire range, and buckets in ready order are
+// consecutive wire ranges, i.e. exactly the prefix order the servers apply in; the server code is
+// unchanged, and since the optimizer is element-wise the result is bit for bit the flat exchange's.
+// BeginStep starts every shard's PushPull stream on a step thread; each stream pushes its wire range bucket
+// by bucket as soon as GradientReady completed the bucket (copying it reversed into a wire buffer), and
+// reads the new parameters back as the servers apply them; FinishStep waits for all shards and copies the
+// parameters back in trainer order. Every worker of a job must use the same wire order (the servers cannot
+// tell), and a server checkpoint written with one order resumes correctly only with the same order.
+//
 // Blocking: every call blocks until all shards answered, failed, or `timeout` passed.
 // Ownership: buffers stay the caller's; they are read/written only during a call.
 // Thread-safety: not thread-safe (one training thread), like every GradientExchange.
@@ -34,6 +47,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +56,7 @@
 #include "absl/types/span.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/wire.h"
+#include "trainer/bucket_tracker.h"
 #include "trainer/exchange.h"
 #include "trainer/optimizer.h"
 
@@ -73,6 +88,9 @@ struct PsClientOptions {
   std::string tls_ca_file;       // PEM root certificate: TLS when set
   std::string tls_target_name;   // overrides the name checked against the server certificate
   std::string name = "ps";       // reported by name(): "ps-sync" / "ps-async" from the server's mode
+  // Servers hold the parameters in reversed element order, so that bucketed steps overlap with backward
+  // (see above). Set for --bucket_mb > 0; false: bucketed steps fall back to one flat exchange.
+  bool reversed_wire_order = false;
 };
 
 // Parses "h1:p1,h2:p2". kInvalidArgument when empty or malformed.
@@ -103,6 +121,13 @@ class PsExchange final : public trainer::GradientExchange {
   absl::Status AverageMetrics(absl::Span<double> values) override;
   absl::Status Barrier() override;
 
+  // With reversed_wire_order: see above. Otherwise the flat fallback of GradientExchange.
+  bool SupportsBuckets() const override { return options_.reversed_wire_order; }
+  absl::Status BeginStep(int64_t step, trainer::FloatBuffer grads, trainer::FloatBuffer params,
+                         const trainer::BucketPlan& plan) override;
+  void GradientReady(size_t offset, size_t count) override;
+  absl::StatusOr<trainer::ExchangeOutcome> FinishStep() override;
+
   // Pulls every shard's current parameters into `params` without pushing.
   absl::Status PullParameters(trainer::FloatBuffer params) override;
   // Asks every server to checkpoint and exit. Call once, after a Barrier, from one rank.
@@ -132,7 +157,23 @@ class PsExchange final : public trainer::GradientExchange {
     uint64_t bytes_received = 0;
   };
 
+  // Where a bucketed step's gradient comes from: PushPullOnce waits for each bucket (in plan order) and
+  // copies its part of the shard, reversed, from the trainer's `grads` into the wire buffer before pushing.
+  struct BucketFeed {
+    trainer::BucketTracker* tracker = nullptr;
+    const trainer::BucketPlan* plan = nullptr;
+    trainer::FloatBuffer grads;  // trainer order
+  };
+
   explicit PsExchange(const PsClientOptions& options);
+  // Exchange() on buffers in the servers' element order (`feed`: a bucketed step, else grads is complete).
+  absl::Status ExchangeWire(int64_t step, trainer::FloatBuffer grads, trainer::FloatBuffer params,
+                            const BucketFeed* feed);
+  // With reversed_wire_order: `buffer` reversed into `*wire` (resized), as a buffer in the servers' order;
+  // otherwise `buffer` itself.
+  trainer::FloatBuffer ToWire(trainer::FloatBuffer buffer, std::vector<float>* wire) const;
+  // The inverse of ToWire for `wire` (no-op when it is `buffer` itself).
+  void FromWire(trainer::FloatBuffer wire, trainer::FloatBuffer buffer) const;
   // Sets the call's deadline (now + options_.timeout) and metadata; returns the deadline.
   absl::Time PrepareContext(grpc::ClientContext* context) const;
   // FromGrpc, with a hint when the call ran out of this client's own deadline (options_.timeout), which is
@@ -144,7 +185,7 @@ class PsExchange final : public trainer::GradientExchange {
   // Register with retries and backoff while the shard is unreachable or forgot us.
   absl::Status RegisterWithRetries(Shard* shard, trainer::FloatBuffer params);
   absl::Status PushPullOnce(Shard* shard, int64_t trainer_step, trainer::FloatBuffer grads,
-                            trainer::FloatBuffer params);
+                            trainer::FloatBuffer params, const BucketFeed* feed);
   absl::Status PullOnce(Shard* shard, trainer::FloatBuffer params);
   // Runs fn(shard) for every shard in parallel and returns the first error (all complete first).
   absl::Status ForEachShard(const std::function<absl::Status(Shard*)>& fn);
@@ -159,6 +200,18 @@ class PsExchange final : public trainer::GradientExchange {
   trainer::ServerUpdate server_update_ = trainer::ServerUpdate::kMeanPerStep;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
+
+  // reversed_wire_order: the gradient and parameters in the servers' order.
+  std::vector<float> wire_grads_;
+  std::vector<float> wire_params_;
+  // The open bucketed step (BeginStep to FinishStep); step_status_ is written by step_thread_ and read
+  // after joining it.
+  trainer::BucketPlan plan_ = trainer::BucketPlan::Flat(0);
+  trainer::BucketTracker tracker_;
+  BucketFeed feed_;
+  trainer::FloatBuffer step_params_;
+  std::thread step_thread_;
+  absl::Status step_status_;
 };
 
 }  // namespace psring::ps

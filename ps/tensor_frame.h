@@ -77,14 +77,16 @@ class TensorFrame {
   absl::Status error_;
 };
 
-// Writes data[0, count) as zero-copy chunk frames of at most chunk_elements floats. False when the stream
-// broke. Adds the payload bytes to *bytes_written. `before_chunk`, when set, is called with the range of each
-// chunk before it is written and may block (flow control).
+// Writes data[begin, count) as zero-copy chunk frames of at most chunk_elements floats (offsets count from
+// data[0]: a tensor may be written in several consecutive calls). False when the stream broke. Adds the
+// payload bytes to *bytes_written. `before_chunk`, when set, is called with the range of each chunk before it
+// is written and may block (flow control).
 template <typename Writer>
 bool WriteFrameChunks(Writer* writer, const float* data, uint64_t count, uint64_t chunk_elements,
                       SliceTracker* tracker, uint64_t* bytes_written,
-                      const std::function<void(uint64_t offset, uint64_t len)>& before_chunk = nullptr) {
-  for (uint64_t offset = 0; offset < count; offset += chunk_elements) {
+                      const std::function<void(uint64_t offset, uint64_t len)>& before_chunk = nullptr,
+                      uint64_t begin = 0) {
+  for (uint64_t offset = begin; offset < count; offset += chunk_elements) {
     const uint64_t len = std::min(chunk_elements, count - offset);
     if (before_chunk) before_chunk(offset, len);
     if (!writer->Write(TensorFrame::Chunk(offset, data + offset, len, tracker))) return false;

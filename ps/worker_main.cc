@@ -65,6 +65,8 @@ absl::StatusOr<trainer::WorkerExchange> ConnectServers(const trainer::WorkerOpti
   options.auth_token = absl::GetFlag(FLAGS_auth_token);
   options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls_target_name = absl::GetFlag(FLAGS_tls_target_name);
+  // Bucketed steps overlap only with the servers holding the model last layer first (ps/client.h).
+  options.reversed_wire_order = worker.train.bucket_mb > 0;
   ASSIGN_OR_RETURN(std::unique_ptr<PsExchange> client, PsExchange::Create(options));
   trainer::WorkerExchange made;
   if (absl::GetFlag(FLAGS_shutdown_servers)) {

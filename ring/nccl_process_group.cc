@@ -115,7 +115,8 @@ class NcclProcessGroup final : public ProcessGroup {
           "NCCL needs a usable GPU, but CUDA says: ",
           probe != cudaSuccess ? cudaGetErrorString(probe) : "no device", "; use --ring_transport=tcp"));
     }
-    CUDA_RETURN_IF_ERROR(cudaSetDevice(options.cuda_device % devices));
+    device_ = options.cuda_device % devices;
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 
     ncclUniqueId id;
@@ -154,6 +155,9 @@ class NcclProcessGroup final : public ProcessGroup {
   absl::Status CollectiveUnguarded(void* data, size_t count, size_t elem, bool on_device, Launch launch,
                                    bool allreduce) {
     const absl::Time deadline = absl::Now() + timeout_;
+    // The current device is per thread, and a bucketed step enqueues from the exchange's communication
+    // thread, not the thread that created the communicator.
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     const size_t bytes = count * elem;
     const bool staged = !on_device && bytes > 0;
     void* buf = data;
@@ -234,6 +238,7 @@ class NcclProcessGroup final : public ProcessGroup {
   const absl::Duration timeout_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  int device_ = 0;  // the GPU of the communicator and stream
   void* device_staging_ = nullptr;
   void* host_staging_ = nullptr;  // pinned (cudaMallocHost)
   size_t staging_bytes_ = 0;

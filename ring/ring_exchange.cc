@@ -1,6 +1,8 @@
 #include "ring/ring_exchange.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -12,6 +14,11 @@ RingExchange::RingExchange(std::unique_ptr<ProcessGroup> group, std::unique_ptr<
     : store_(std::move(store)), group_(std::move(group)) {}
 
 RingExchange::~RingExchange() {
+  if (comm_.joinable()) {
+    // A step left open (the trainer failed before FinishStep): stop waiting for its gradients.
+    tracker_.Abort(absl::CancelledError("the exchange was destroyed during a bucketed step"));
+    comm_.join();
+  }
   group_.reset();
   if (failed_ && tcp_store_ != nullptr) tcp_store_->Abandon();
 }
@@ -63,6 +70,60 @@ absl::StatusOr<trainer::ExchangeOutcome> RingExchange::Exchange(int64_t step, tr
   // Train() names the exchange and the step in the error.
   RETURN_IF_ERROR(Track(group_->AllReduce(grads.data, grads.count, ReduceOp::kAverage,
                                           grads.memory == trainer::MemoryKind::kCuda)));
+  return trainer::ExchangeOutcome::kGradientsAveraged;
+}
+
+absl::Status RingExchange::BeginStep(int64_t step, trainer::FloatBuffer grads, trainer::FloatBuffer params,
+                                     const trainer::BucketPlan& plan) {
+  if (comm_.joinable()) {
+    return absl::FailedPreconditionError("BeginStep while a bucketed step is open; call FinishStep first");
+  }
+  if (plan.total() != grads.count) {
+    return absl::InvalidArgumentError(absl::StrCat("bucket plan covers ", plan.total(),
+                                                   " elements but the gradient has ", grads.count));
+  }
+  plan_ = plan;
+  tracker_.Begin(plan_);
+  comm_status_ = absl::OkStatus();
+  comm_ = std::thread([this, step, grads] { comm_status_ = AllReduceBuckets(step, grads); });
+  return absl::OkStatus();
+}
+
+absl::Status RingExchange::AllReduceBuckets(int64_t step, trainer::FloatBuffer grads) {
+  trainer::Timeline* const timeline = this->timeline();
+  const bool on_device = grads.memory == trainer::MemoryKind::kCuda;
+  for (int i = 0; i < static_cast<int>(plan_.buckets().size()); ++i) {
+    // A backward that failed or never reported a layer ends the step here: the other ranks' collective
+    // then fails on the group's timeout or when this rank's process exits.
+    RETURN_IF_ERROR(tracker_.WaitFor(i));
+    const trainer::FloatRange& bucket = plan_.buckets()[i];
+    const int64_t start = trainer::Timeline::NowMicros();
+    RETURN_IF_ERROR(Track(group_->AllReduce(grads.data + bucket.offset, bucket.count, ReduceOp::kAverage,
+                                            on_device)));
+    if (timeline->enabled()) {
+      const std::vector<trainer::SpanArg> args = {
+          {"step", static_cast<double>(step)}, {"bucket", i}, {"bytes", static_cast<double>(bucket.count * 4)}};
+      const PhaseTimes phases = group_->last_phase_times();
+      const int64_t total = trainer::Timeline::NowMicros() - start;
+      if (phases.reduce_scatter_s > 0) {
+        const int64_t rs = std::min<int64_t>(total, static_cast<int64_t>(phases.reduce_scatter_s * 1e6));
+        timeline->Record("reduce-scatter", trainer::CommTrack(0), start, rs, args);
+        timeline->Record("allgather", trainer::CommTrack(0), start + rs, total - rs, args);
+      } else {
+        timeline->Record("allreduce", trainer::CommTrack(0), start, total, args);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<trainer::ExchangeOutcome> RingExchange::FinishStep() {
+  if (!comm_.joinable()) return absl::FailedPreconditionError("FinishStep without BeginStep");
+  const absl::Status closed = tracker_.Close();
+  comm_.join();
+  // The collective's own error says more than the tracker's (which only follows from it or from backward).
+  RETURN_IF_ERROR(comm_status_);
+  RETURN_IF_ERROR(closed);
   return trainer::ExchangeOutcome::kGradientsAveraged;
 }
 

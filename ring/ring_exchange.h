@@ -2,6 +2,15 @@
 // Exchange() averages the gradients in place (the trainer then applies its optimizer, as DDP does);
 // SyncInitialParameters broadcasts rank 0's parameters; AverageMetrics allreduces host doubles.
 //
+// Bucketed steps (BeginStep/GradientReady/FinishStep, --bucket_mb): a communication thread started by
+// BeginStep allreduces (averages) each bucket in place as soon as it and every bucket before it in the plan
+// are ready, one collective per bucket in plan order on every rank, while backward goes on; FinishStep joins
+// it, and the trainer then steps its optimizer on the averaged gradient. Each bucket is its own ring
+// allreduce (its own block partition), so the sums run in another order than the flat exchange's: equal up
+// to float rounding. The group is used by that thread only while the step is open (the training thread
+// makes no other call in between). Spans: "reduce-scatter" and "allgather" (TCP; "allreduce" on NCCL) per
+// bucket on CommTrack(0).
+//
 //   ASSIGN_OR_RETURN(ClusterEnv env, ClusterEnvFromFlags());
 //   RingExchangeOptions o; o.group.transport = Transport::kTcp;
 //   ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> ring, RingExchange::Connect(env, o));
@@ -14,12 +23,14 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "common/cluster_env.h"
 #include "common/store.h"
 #include "common/tcp_store.h"
 #include "ring/process_group.h"
+#include "trainer/bucket_tracker.h"
 #include "trainer/exchange.h"
 
 namespace psring::ring {
@@ -56,9 +67,18 @@ class RingExchange final : public trainer::GradientExchange {
   absl::Status AverageMetrics(absl::Span<double> values) override;
   absl::Status Barrier() override;
 
+  bool SupportsBuckets() const override { return true; }
+  absl::Status BeginStep(int64_t step, trainer::FloatBuffer grads, trainer::FloatBuffer params,
+                         const trainer::BucketPlan& plan) override;
+  void GradientReady(size_t offset, size_t count) override { tracker_.Ready(offset, count); }
+  absl::StatusOr<trainer::ExchangeOutcome> FinishStep() override;
+
   ProcessGroup* group() { return group_.get(); }
 
  private:
+  // The communication thread of a bucketed step: allreduces the buckets in plan order as they are ready.
+  absl::Status AllReduceBuckets(int64_t step, trainer::FloatBuffer grads);
+
   // Records a failed collective, so that destruction does not wait for ranks that may be stalled.
   absl::Status Track(absl::Status status);
 
@@ -66,6 +86,13 @@ class RingExchange final : public trainer::GradientExchange {
   std::unique_ptr<ProcessGroup> group_;
   TcpStore* tcp_store_ = nullptr;  // store_ when rank 0 serves it over TCP; not owned
   std::atomic<bool> failed_{false};
+
+  // The open bucketed step (BeginStep to FinishStep). comm_status_ is written by comm_ and read after
+  // joining it.
+  trainer::BucketPlan plan_ = trainer::BucketPlan::Flat(0);
+  trainer::BucketTracker tracker_;
+  std::thread comm_;
+  absl::Status comm_status_;
 };
 
 }  // namespace psring::ring
