@@ -112,7 +112,7 @@ void DrawSection(const GanttSection& section, const std::vector<std::string>& ki
 
 std::string SpanKind(const TraceSpan& span) {
   if (!span.category.empty()) return span.category;
-  return span.name.substr(0, span.name.find_first_of(" :["));
+  return span.name.substr(0, span.name.find_first_of(" :[/"));
 }
 
 std::string RenderGantt(const std::string& title, const std::vector<GanttSection>& sections) {

@@ -25,7 +25,8 @@ struct GanttSection {
 // Every span becomes exactly one <rect class="span"> with a <title> (name and duration) for hovering.
 std::string RenderGantt(const std::string& title, const std::vector<GanttSection>& sections);
 
-// What a span's colour stands for: its category, else its name up to the first space, ':' or '['.
+// What a span's colour stands for: its category, else its name up to the first space, ':', '[' or '/'
+// ("backward/layer 3" -> "backward").
 std::string SpanKind(const TraceSpan& span);
 
 // The spans of step `index` (0-based; clamped to the last step), clipped to it. A step is a span named "step"

@@ -68,6 +68,7 @@ TEST(GanttTest, KindIsTheCategoryElseTheNamesFirstWord) {
   EXPECT_EQ(SpanKind(Span(0, 0, "", "bucket 3 push", "push", 0, 1)), "push");
   EXPECT_EQ(SpanKind(Span(0, 0, "", "backward conv1", "", 0, 1)), "backward");
   EXPECT_EQ(SpanKind(Span(0, 0, "", "wait:exchange", "", 0, 1)), "wait");
+  EXPECT_EQ(SpanKind(Span(0, 0, "", "backward/layer 3", "", 0, 1)), "backward");
 }
 
 }  // namespace
