@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/trace_merge.h"
 #include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -138,6 +140,80 @@ TEST(ScalingE2eTest, LoopbackRunsEveryHostOn127001) {
   const std::string svg = ReadFile(out_dir + "/scaling.svg");
   EXPECT_NE(svg.find("LOOPBACK, not a network"), std::string::npos);
   EXPECT_NE(svg.find("bus bandwidth (MB/s)"), std::string::npos);
+}
+
+// Replay mode end to end on loopback (seconds): the MLP profile, flat and bucketed, ring and co-located PS at
+// N = 2; every run checked (#wrong = 0), each run's ranks merged into one trace with one pid per rank, and the
+// per-workload figures (step time, Gantt chart) written.
+TEST(ScalingE2eTest, ReplaysAWorkloadFlatAndBucketedWithMergedTimelines) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  const std::string out_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/replay_out");
+  std::vector<std::string> argv = {
+      runfiles->Rlocation("psring/bench/scaling"),
+      "--ring_worker=" + runfiles->Rlocation("psring/ring/ring_worker"),
+      "--ps_server=" + runfiles->Rlocation("psring/ps/server"),
+      "--ps_worker=" + runfiles->Rlocation("psring/ps/worker"),
+      "--loopback",
+      "--nodes=2",
+      "--exchanges=ring,ps-colocated",
+      "--workload=mlp",
+      "--bucket_mb=0,0.25",
+      "--steps=3",
+      "--warmup_steps=1",
+      "--worker_timeout=30",
+      "--job_timeout=40",
+      "--out_dir=" + out_dir,
+  };
+  JobOptions options;
+  options.timeout = absl::Seconds(100);
+  auto results = RunJob({{"scaling", argv}}, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  const ProcessResult& r = (*results)[0];
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_tail << "\n" << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# workload mlp, exchange ring"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# VERDICT mlp"), std::string::npos);
+  EXPECT_NE(r.stdout_text.find("# MODEL mlp"), std::string::npos);
+
+  const std::string csv = ReadFile(out_dir + "/scaling.csv");
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u + 4u) << csv;
+  const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+  auto column = [&](const std::string& name) {
+    return std::find(header.begin(), header.end(), name) - header.begin();
+  };
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> fields = absl::StrSplit(lines[i], ',');
+    EXPECT_EQ(fields[column("mode")], "replay") << lines[i];
+    EXPECT_EQ(fields[column("workload")], "\"mlp\"") << lines[i];
+    EXPECT_EQ(fields[column("wrong")], "0") << lines[i];
+    EXPECT_EQ(fields[column("error")], "\"\"") << lines[i];
+    // The merged trace of the run: valid trace JSON, one pid per rank, the ranks' spans all there.
+    std::string timeline = fields[column("timeline")];
+    timeline = timeline.substr(1, timeline.size() - 2);
+    EXPECT_NE(timeline.find(out_dir + "/timelines/mlp-"), std::string::npos) << timeline;
+    auto spans = ReadSpans(ReadFile(timeline));
+    ASSERT_TRUE(spans.ok()) << timeline << ": " << spans.status();
+    std::set<int> pids;
+    for (const TraceSpan& span : *spans) pids.insert(span.pid);
+    EXPECT_EQ(pids, (std::set<int>{0, 1})) << timeline;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string rank_file = absl::StrCat(timeline.substr(0, timeline.size() - 5), "/rank", rank, ".json");
+      auto rank_spans = ReadSpans(ReadFile(rank_file));
+      ASSERT_TRUE(rank_spans.ok()) << rank_file;
+      EXPECT_EQ(static_cast<size_t>(std::count_if(spans->begin(), spans->end(),
+                                                  [rank](const TraceSpan& s) { return s.pid == rank; })),
+                rank_spans->size())
+          << rank_file;
+    }
+  }
+  const std::string gantt = ReadFile(out_dir + "/gantt-mlp.svg");
+  std::string why;
+  EXPECT_TRUE(WellFormed(gantt, &why)) << why;
+  EXPECT_GT(Count(gantt, "<rect class=\"span\""), 0);
+  EXPECT_NE(gantt.find("ps-colocated, N = 2, bucket 0.25 MB"), std::string::npos);
+  EXPECT_TRUE(WellFormed(ReadFile(out_dir + "/scaling-mlp.svg"), &why)) << why;
 }
 
 }  // namespace
