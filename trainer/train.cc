@@ -363,19 +363,17 @@ class TrainingRun {
                    result_.device.c_str(), exchange_->name().c_str(), world_,
                    adapter_->staged() ? " (staged through host memory)" : "");
     }
-    PlanBuckets();
+    RETURN_IF_ERROR(PlanBuckets());
     window_ = Window();
     return absl::OkStatus();
   }
 
   // One flat exchange unless --bucket_mb > 0 and the exchange can work on the engine's buffers.
-  void PlanBuckets() {
+  absl::Status PlanBuckets() {
     const MlpLayout& layout = engine_->layout();
     plan_ = std::make_unique<BucketPlan>(BucketPlan::Flat(layout.num_params()));
     if (options_.bucket_mb > 0 && !adapter_->staged()) {
-      // ValidateTrainOptions checked bucket_mb; MlpLayout has no empty layer.
-      absl::StatusOr<BucketPlan> plan = BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb);
-      if (plan.ok()) *plan_ = std::move(plan).value();
+      ASSIGN_OR_RETURN(*plan_, BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb));
     } else if (options_.bucket_mb > 0 && chief_) {
       std::fprintf(stderr,
                    "psring: --bucket_mb=%g: gradients are staged through host memory for this exchange, so "
@@ -383,6 +381,7 @@ class TrainingRun {
                    options_.bucket_mb);
     }
     result_.buckets = static_cast<int>(plan_->buckets().size());
+    return absl::OkStatus();
   }
 
   void StartMeasuring() {

@@ -4,6 +4,9 @@
 // Ranks are threads over the real TCP ring on loopback, or PS clients against in-process servers.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "ring/thread_ranks.h"
 #include "tests/ps/ps_cluster.h"
 #include "trainer/exchange.h"
+#include "trainer/timeline.h"
 #include "trainer/train.h"
 
 namespace psring {
@@ -43,11 +47,15 @@ trainer::TrainOptions Options(double bucket_mb) {
 
 using Results = std::vector<trainer::TrainResult>;
 
-Results TrainOnRing(double bucket_mb) {
+// `timelines` (when set) gets one recorder per rank, which the rank's exchange and trainer record into.
+using Timelines = std::vector<std::unique_ptr<trainer::Timeline>>;
+
+Results TrainOnRing(double bucket_mb, Timelines* timelines = nullptr) {
   Results results(kWorld);
   const std::vector<absl::Status> status = ring::RunRanksOwning(
       kWorld, ring::LoopbackOptions(), [&](int rank, std::unique_ptr<ring::ProcessGroup> group) {
         ring::RingExchange exchange(std::move(group));
+        if (timelines != nullptr) exchange.set_timeline((*timelines)[rank].get());
         absl::StatusOr<trainer::TrainResult> r = trainer::Train(Options(bucket_mb), &exchange);
         if (!r.ok()) return r.status();
         results[rank] = std::move(*r);
@@ -62,7 +70,7 @@ struct PsSetup {
   ps::Mode mode = ps::Mode::kSync;
 };
 
-Results TrainOnPs(const PsSetup& setup, double bucket_mb) {
+Results TrainOnPs(const PsSetup& setup, double bucket_mb, Timelines* timelines = nullptr) {
   Results results(kWorld);
   ps::ServiceOptions service;
   service.workers = kWorld;
@@ -81,6 +89,7 @@ Results TrainOnPs(const PsSetup& setup, double bucket_mb) {
     client.reversed_wire_order = bucket_mb > 0;
     absl::StatusOr<std::unique_ptr<ps::PsExchange>> exchange = ps::PsExchange::Create(client);
     if (!exchange.ok()) return exchange.status();
+    if (timelines != nullptr) (*exchange)->set_timeline((*timelines)[rank].get());
     absl::StatusOr<trainer::TrainResult> r = trainer::Train(options, exchange->get());
     if (!r.ok()) return r.status();
     results[rank] = std::move(*r);
@@ -146,6 +155,52 @@ INSTANTIATE_TEST_SUITE_P(Setups, PsBucketedTrainingTest,
                            return absl::StrCat(info.param.mode == ps::Mode::kSync ? "Sync" : "AsyncStaleness0",
                                                "Shards", info.param.shards);
                          });
+
+Timelines MakeTimelines() {
+  Timelines timelines;
+  for (int r = 0; r < kWorld; ++r) timelines.push_back(std::make_unique<trainer::Timeline>(r));
+  return timelines;
+}
+
+// How many spans of each name a rank recorded.
+std::map<std::string, int> CountSpans(const trainer::Timeline& timeline) {
+  std::map<std::string, int> count;
+  for (const trainer::SpanRecord& span : timeline.spans()) ++count[span.name];
+  return count;
+}
+
+TEST(BucketedTrainingTest, RingTimelineHasEveryPhaseOfEveryStep) {
+  Timelines timelines = MakeTimelines();
+  TrainOnRing(kBucketMb, &timelines);
+  ASSERT_FALSE(HasFailure());
+  for (int r = 0; r < kWorld; ++r) {
+    std::map<std::string, int> count = CountSpans(*timelines[r]);
+    EXPECT_EQ(count["forward"], kSteps);
+    for (int layer = 0; layer < 3; ++layer) EXPECT_EQ(count[absl::StrCat("backward/layer ", layer)], kSteps);
+    EXPECT_EQ(count["reduce-scatter"], 3 * kSteps);  // one per bucket
+    EXPECT_EQ(count["allgather"], 3 * kSteps);
+    EXPECT_EQ(count["wait for exchange"], kSteps);
+    EXPECT_EQ(count["optimizer"], kSteps);
+  }
+}
+
+TEST(BucketedTrainingTest, PsTimelineHasPushAndPullPerShard) {
+  Timelines timelines = MakeTimelines();
+  TrainOnPs(PsSetup{2, ps::Mode::kSync}, kBucketMb, &timelines);
+  ASSERT_FALSE(HasFailure());
+  for (int r = 0; r < kWorld; ++r) {
+    std::map<std::string, int> count = CountSpans(*timelines[r]);
+    EXPECT_EQ(count["push"], 2 * kSteps);  // one per shard
+    EXPECT_EQ(count["pull"], 2 * kSteps);
+    EXPECT_EQ(count["wait for exchange"], kSteps);
+    EXPECT_EQ(count["optimizer"], 0);  // the servers own it
+    std::set<int> tracks;
+    for (const trainer::SpanRecord& span : timelines[r]->spans()) {
+      if (span.name == "push") tracks.insert(span.track);
+    }
+    EXPECT_EQ(tracks, (std::set<int>{trainer::CommTrack(0), trainer::CommTrack(1)}));
+  }
+}
 
 }  // namespace
 }  // namespace psring

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
@@ -48,11 +49,12 @@ struct KindName {
   static std::string GetName(int) {
     if (std::is_same_v<T, LocalRanks>) return "Local";
     if (std::is_same_v<T, RingRanks>) return "RingTcp";
+    if (std::is_same_v<T, PsReversedRanks>) return "ParameterServerReversedWireOrder";
     return "ParameterServer";
   }
 };
 
-using ExchangeKinds = ::testing::Types<LocalRanks, RingRanks, PsRanks>;
+using ExchangeKinds = ::testing::Types<LocalRanks, RingRanks, PsRanks, PsReversedRanks>;
 TYPED_TEST_SUITE(ExchangeConformanceTest, ExchangeKinds, KindName);
 
 // Sizes not divisible by N (or by the two PS shards), a single float, and a few floats: fewer than the ring
@@ -112,6 +114,88 @@ TYPED_TEST(ExchangeConformanceTest, ExchangeOutcomeFollowsTheOptimizerOwner) {
       return Check(pulled == expected, absl::StrCat("rank ", rank, ": pulled parameters"));
     });
   }
+}
+
+// The bucketed step (BeginStep / GradientReady / FinishStep) leaves exactly what the flat Exchange leaves,
+// over three steps: flat, bucketed with layers reported last first (as backward does), and bucketed with
+// layers reported first to last (buckets then become ready all at the end). The values are the
+// gradient-only ones, whose mean every exchange computes exactly, so the comparison is exact.
+TYPED_TEST(ExchangeConformanceTest, BucketedStepMatchesTheFlatExchange) {
+  // 1001 floats in four layers; a 250-float cap gives one bucket per layer, the first of 200 floats.
+  const std::vector<size_t> layers = {300, 1, 500, 200};
+  constexpr size_t kCount = 1001;
+  const double bucket_mb = 250.0 * sizeof(float) / trainer::kBytesPerMb;
+  absl::StatusOr<trainer::BucketPlan> plan = trainer::BucketPlan::Create(layers, bucket_mb);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->buckets().size(), 4u);
+  for (int n : TestFixture::WorldSizes()) {
+    TestFixture::RunAndExpectOk(n, kCount, [&](int rank, GradientExchange* exchange) -> absl::Status {
+      std::vector<float> params(kCount), grads(kCount), expected(kCount), velocity(kCount, 0.0f), mean(kCount);
+      for (size_t i = 0; i < kCount; ++i) {
+        params[i] = 0.5f + 0.001f * static_cast<float>(i % 97);
+        mean[i] = trainer::GradientOnlyMean(i);
+      }
+      const trainer::FloatBuffer p{params.data(), kCount}, g{grads.data(), kCount};
+      RETURN_IF_ERROR(exchange->SyncInitialParameters(p));
+      expected = params;
+      for (int64_t step = 0; step < 3; ++step) {
+        for (size_t i = 0; i < kCount; ++i) grads[i] = trainer::GradientOnlyValue(rank, n, i);
+        absl::StatusOr<trainer::ExchangeOutcome> outcome;
+        if (step == 0) {
+          outcome = exchange->Exchange(step, g, p);
+        } else {
+          RETURN_IF_ERROR(exchange->BeginStep(step, g, p, *plan));
+          std::vector<trainer::FloatRange> ranges;
+          size_t offset = 0;
+          for (size_t size : layers) {
+            ranges.push_back({offset, size});
+            offset += size;
+          }
+          if (step == 1) std::reverse(ranges.begin(), ranges.end());
+          for (const trainer::FloatRange& r : ranges) exchange->GradientReady(r.offset, r.count);
+          outcome = exchange->FinishStep();
+        }
+        if (!outcome.ok()) return outcome.status();
+        const trainer::OptimizerInfo optimizer = exchange->optimizer();
+        if (optimizer.owner == trainer::OptimizerOwner::kTrainer) {
+          RETURN_IF_ERROR(Check(*outcome == trainer::ExchangeOutcome::kGradientsAveraged, "averaged"));
+          RETURN_IF_ERROR(Check(grads == mean, absl::StrCat("step ", step, ": mean gradient")));
+        } else {
+          RETURN_IF_ERROR(Check(*outcome == trainer::ExchangeOutcome::kParametersUpdated, "parameters"));
+          trainer::SgdMomentumStep(optimizer.server_hyperparameters, mean.data(), expected.data(),
+                                   velocity.data(), kCount);
+          RETURN_IF_ERROR(Check(params == expected, absl::StrCat("step ", step, ": server parameters")));
+        }
+      }
+      if (exchange->optimizer().owner == trainer::OptimizerOwner::kServer) {
+        std::vector<float> pulled(kCount);
+        RETURN_IF_ERROR(exchange->Barrier());
+        RETURN_IF_ERROR(exchange->PullParameters({pulled.data(), kCount}));
+        RETURN_IF_ERROR(Check(pulled == expected, "pulled parameters in trainer order"));
+      }
+      return absl::OkStatus();
+    });
+  }
+}
+
+// A layer reported twice, or a backward that never reports one, fails the step with a clear error instead
+// of hanging or exchanging a half-written gradient. World size 1, where no peer is left waiting.
+TYPED_TEST(ExchangeConformanceTest, BucketedStepRejectsBadReports) {
+  TestFixture::RunAndExpectOk(1, 10, [&](int, GradientExchange* exchange) -> absl::Status {
+    if (!exchange->SupportsBuckets()) return absl::OkStatus();  // the flat fallback ignores the reports
+    std::vector<float> params(10, 1.0f), grads(10, 0.5f);
+    const trainer::FloatBuffer p{params.data(), 10}, g{grads.data(), 10};
+    RETURN_IF_ERROR(exchange->SyncInitialParameters(p));
+    absl::StatusOr<trainer::BucketPlan> plan = trainer::BucketPlan::Create({4, 6}, 1e-6);
+    if (!plan.ok()) return plan.status();
+    RETURN_IF_ERROR(exchange->BeginStep(0, g, p, *plan));
+    exchange->GradientReady(4, 6);
+    absl::StatusOr<trainer::ExchangeOutcome> missing = exchange->FinishStep();
+    RETURN_IF_ERROR(Check(absl::IsFailedPrecondition(missing.status()) &&
+                              absl::StrContains(missing.status().message(), "GradientReady"),
+                          missing.status().ToString()));
+    return absl::OkStatus();
+  });
 }
 
 TYPED_TEST(ExchangeConformanceTest, AverageMetricsGivesEveryRankTheMean) {

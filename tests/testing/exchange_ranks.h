@@ -6,6 +6,7 @@
 //               (ring/thread_ranks.h), small segments so short buffers cross several
 //   PsRanks     PsExchange against in-process parameter servers on 127.0.0.1 (tests/ps/ps_cluster.h),
 //               synchronous, two shards (one when the model has a single float), small chunks
+//   PsReversedRanks  the same with PsClientOptions::reversed_wire_order (what --bucket_mb > 0 uses)
 //
 //   std::vector<absl::Status> s = RingRanks::Run(4, /*num_params=*/1001,
 //       [](int rank, trainer::GradientExchange* exchange) -> absl::Status { ... });
@@ -52,7 +53,8 @@ struct RingRanks {
   }
 };
 
-struct PsRanks {
+template <bool kReversedWireOrder>
+struct BasicPsRanks {
   static constexpr int kMaxWorldSize = 8;
   static std::vector<absl::Status> Run(int world_size, size_t num_params, const RankBody& body) {
     ps::ServiceOptions service;
@@ -66,12 +68,15 @@ struct PsRanks {
       ps::PsClientOptions options = ps::testing::ClientOptionsFor(*cluster, rank, world_size);
       options.chunk_bytes = 128;
       options.hyperparameters = {0.05f, 0.9f, 1e-3f};
+      options.reversed_wire_order = kReversedWireOrder;
       absl::StatusOr<std::unique_ptr<ps::PsExchange>> exchange = ps::PsExchange::Create(options);
       if (!exchange.ok()) return exchange.status();
       return body(rank, exchange->get());
     });
   }
 };
+using PsRanks = BasicPsRanks<false>;
+using PsReversedRanks = BasicPsRanks<true>;
 
 }  // namespace psring::testing
 
