@@ -148,8 +148,15 @@ std::vector<TraceSpan> OneStep(const std::vector<TraceSpan>& spans, int index) {
   int first_pid = spans.front().pid;
   for (const TraceSpan& span : spans) first_pid = std::min(first_pid, span.pid);
   std::vector<std::pair<double, double>> steps;  // [start, end) per step of rank 0
+  std::map<int, std::pair<double, double>> by_arg;
   for (const TraceSpan& span : spans) {
-    if (span.pid == first_pid && span.name == "step") steps.push_back({span.start_us, span.end_us()});
+    if (span.pid != first_pid || span.step < 0) continue;
+    auto [it, fresh] = by_arg.emplace(span.step, std::make_pair(span.start_us, span.end_us()));
+    if (!fresh) it->second = {std::min(it->second.first, span.start_us), std::max(it->second.second, span.end_us())};
+  }
+  for (const auto& [step, window] : by_arg) steps.push_back(window);
+  for (const TraceSpan& span : spans) {
+    if (by_arg.empty() && span.pid == first_pid && span.name == "step") steps.push_back({span.start_us, span.end_us()});
   }
   if (steps.empty()) {
     std::vector<double> starts;

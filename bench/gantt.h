@@ -29,9 +29,10 @@ std::string RenderGantt(const std::string& title, const std::vector<GanttSection
 // ("backward/layer 3" -> "backward").
 std::string SpanKind(const TraceSpan& span);
 
-// The spans of step `index` (0-based; clamped to the last step), clipped to it. A step is a span named "step"
-// of the lowest pid (rank 0); a trace without such spans is cut at rank 0's spans named "forward" (a step
-// starts with its forward pass). A trace with neither comes back whole.
+// The spans of the `index`-th step of the trace (0-based; clamped to the last one), clipped to it. A step's
+// window is where rank 0's (the lowest pid's) spans with that args.step lie; a trace without step arguments
+// is cut at rank 0's spans named "step", else at its "forward" spans (a step starts with its forward pass).
+// A trace with none of these comes back whole.
 std::vector<TraceSpan> OneStep(const std::vector<TraceSpan>& spans, int index);
 
 }  // namespace psring::bench

@@ -142,6 +142,13 @@ absl::StatusOr<std::vector<TraceSpan>> ReadSpans(const std::string& trace_json) 
     span.category = TextField(e, "cat");
     span.start_us = NumberField(e, "ts");
     span.duration_us = NumberField(e, "dur");
+    auto args = e.fields().find("args");
+    if (args != e.fields().end() && args->second.has_struct_value()) {
+      auto step = args->second.struct_value().fields().find("step");
+      if (step != args->second.struct_value().fields().end() && step->second.has_number_value()) {
+        span.step = static_cast<int>(step->second.number_value());
+      }
+    }
     spans.push_back(std::move(span));
   }
   return spans;

@@ -38,6 +38,7 @@ struct TraceSpan {
   std::string category;    // "cat" ("" when absent)
   double start_us = 0;     // "ts"
   double duration_us = 0;  // "dur"
+  int step = -1;           // args.step, the training step the span belongs to (-1: none)
   double end_us() const { return start_us + duration_us; }
 };
 

@@ -64,6 +64,20 @@ TEST(GanttTest, OneStepTakesTheStepWindowAndClips) {
   EXPECT_TRUE(OneStep({}, 0).empty());
 }
 
+TEST(GanttTest, OneStepPrefersTheStepArgument) {
+  // Steps 0 and 1 by argument; step 1's exchange on the comm track ends after the next forward starts.
+  std::vector<TraceSpan> spans = {Span(0, 0, "compute", "forward", "", 0, 10), Span(0, 0, "compute", "backward", "", 10, 20),
+                                  Span(0, 1, "comm", "allreduce", "", 20, 15), Span(0, 0, "compute", "forward", "", 40, 10),
+                                  Span(0, 0, "compute", "backward", "", 50, 20), Span(0, 1, "comm", "allreduce", "", 60, 25)};
+  for (size_t i = 0; i < spans.size(); ++i) spans[i].step = i < 3 ? 0 : 1;
+  const std::vector<TraceSpan> first = OneStep(spans, 0);
+  ASSERT_EQ(first.size(), 3u);  // [0, 35) ms: the first step's three spans, nothing of the second
+  EXPECT_NEAR(first[2].end_us(), 35e3, 1e-6);
+  const std::vector<TraceSpan> second = OneStep(spans, 1);
+  ASSERT_EQ(second.size(), 3u);
+  EXPECT_NEAR(second.back().end_us(), 85e3, 1e-6);
+}
+
 TEST(GanttTest, KindIsTheCategoryElseTheNamesFirstWord) {
   EXPECT_EQ(SpanKind(Span(0, 0, "", "bucket 3 push", "push", 0, 1)), "push");
   EXPECT_EQ(SpanKind(Span(0, 0, "", "backward conv1", "", 0, 1)), "backward");

@@ -20,7 +20,7 @@ std::string RankTrace(int own_pid, double offset_us) {
          "{\"ph\":\"X\",\"name\":\"forward\",\"cat\":\"compute\",\"pid\":" + pid + ",\"tid\":1,\"ts\":" + t +
          ",\"dur\":100},"
          "{\"ph\":\"X\",\"name\":\"bucket 0 reduce-scatter\",\"cat\":\"ring\",\"pid\":" + pid +
-         ",\"tid\":2,\"ts\":" + t2 + ",\"dur\":30.5,\"args\":{\"bytes\":4096}}"
+         ",\"tid\":2,\"ts\":" + t2 + ",\"dur\":30.5,\"args\":{\"bytes\":4096,\"step\":3}}"
          "]}";
 }
 
@@ -43,6 +43,8 @@ TEST(TraceMergeTest, OnePidPerRankAndEverySpanKept) {
   EXPECT_DOUBLE_EQ((*spans)[0].start_us, 1000);
   EXPECT_DOUBLE_EQ((*spans)[0].duration_us, 100);
   EXPECT_EQ((*spans)[1].track, "comm 0");
+  EXPECT_EQ((*spans)[0].step, -1);
+  EXPECT_EQ((*spans)[1].step, 3);
   EXPECT_DOUBLE_EQ((*spans)[1].start_us, 1050);
   EXPECT_DOUBLE_EQ((*spans)[1].duration_us, 30.5);
   EXPECT_EQ((*spans)[3].pid, 1);
