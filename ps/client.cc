@@ -291,7 +291,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     // The server streams each updated range back while later chunks are still being pushed: read the reply
     // on a second thread while this one writes (a gRPC stream allows one reader and one writer at a time).
     bool got_reply = false;
-    int64_t pull_start_us = trainer::Timeline::NowMicros();  // when the reply's header arrived
+    int64_t pull_start_us = 0;  // when the reply's header arrived
     // Push window: chunk [o, o+len) goes out once the reply reached o + len - window (or the reply ended).
     // Only sync servers stream replies during the push and announce their range; an async server or an
     // older one (0) gets no window: it answers after the whole push, or we could not size it safely.
@@ -359,15 +359,24 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
       }
     });
     trainer::Timeline* const timeline = this->timeline();
-    const int64_t push_start = trainer::Timeline::NowMicros();
-    // Pushes wire elements [begin, end) of the shard (offsets within the shard's range).
-    auto push = [&](uint64_t begin, uint64_t end) {
-      return WriteFrameChunks(stream.get(), grads.data + shard->range.begin, end, chunk_elements_, &tracker,
-                              &shard->bytes_sent, before_chunk, begin);
+    // Pushes wire elements [begin, end) of the shard (offsets within the shard's range), bucket `bucket` of
+    // a bucketed step (-1: the whole flat gradient), recording a "push" span.
+    auto push = [&](uint64_t begin, uint64_t end, int bucket) {
+      const int64_t start = trainer::Timeline::NowMicros();
+      const bool written = WriteFrameChunks(stream.get(), grads.data + shard->range.begin, end, chunk_elements_,
+                                            &tracker, &shard->bytes_sent, before_chunk, begin);
+      if (timeline->enabled()) {
+        timeline->Record("push", trainer::CommTrack(shard->index), start, trainer::Timeline::NowMicros() - start,
+                         {{"step", static_cast<double>(trainer_step)},
+                          {"shard", static_cast<double>(shard->index)},
+                          {"bucket", static_cast<double>(bucket)},
+                          {"bytes", static_cast<double>((end - begin) * sizeof(float))}});
+      }
+      return written;
     };
     ok = stream->Write(TensorFrame::Header(header));
     if (ok && feed == nullptr) {
-      ok = push(0, shard->range.size());
+      ok = push(0, shard->range.size(), -1);
     } else if (ok) {
       // Bucket i holds trainer elements [o, e), i.e. wire elements [total - e, total - o): in plan order
       // the buckets are consecutive wire ranges, so this shard's part is pushed as a prefix that grows.
@@ -386,19 +395,18 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
           break;
         }
         std::reverse_copy(feed->grads.data + (total - hi), feed->grads.data + (total - lo), grads.data + lo);
-        ok = push(lo - shard->range.begin, hi - shard->range.begin);
+        ok = push(lo - shard->range.begin, hi - shard->range.begin, static_cast<int>(i));
       }
     }
     if (ok) ok = stream->WritesDone();
-    const int64_t push_end = trainer::Timeline::NowMicros();
     reader.join();
-    if (timeline->enabled()) {
-      const std::vector<trainer::SpanArg> args = {{"step", static_cast<double>(trainer_step)},
-                                                  {"shard", static_cast<double>(shard->index)},
-                                                  {"bytes", static_cast<double>(shard->range.size() * 4)}};
-      timeline->Record("push", trainer::CommTrack(shard->index), push_start, push_end - push_start, args);
+    if (timeline->enabled() && got_reply) {
+      // From the reply's header (the first range applied) to its end.
       timeline->Record("pull", trainer::CommTrack(shard->index), pull_start_us,
-                       trainer::Timeline::NowMicros() - pull_start_us, args);
+                       trainer::Timeline::NowMicros() - pull_start_us,
+                       {{"step", static_cast<double>(trainer_step)},
+                        {"shard", static_cast<double>(shard->index)},
+                        {"bytes", static_cast<double>(shard->range.size() * sizeof(float))}});
     }
     ok = ok && got_reply;
     status = stream->Finish();

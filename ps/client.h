@@ -37,6 +37,8 @@
 // reads the new parameters back as the servers apply them; FinishStep waits for all shards and copies the
 // parameters back in trainer order. Every worker of a job must use the same wire order (the servers cannot
 // tell), and a server checkpoint written with one order resumes correctly only with the same order.
+// Timeline spans (GradientExchange::timeline()), on CommTrack(shard): "push" per bucket and shard (args:
+// step, shard, bucket (-1 when flat), bytes) and "pull" per shard, from the reply's first range to its end.
 //
 // Blocking: every call blocks until all shards answered, failed, or `timeout` passed.
 // Ownership: buffers stay the caller's; they are read/written only during a call.

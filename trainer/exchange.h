@@ -173,7 +173,9 @@ class GradientExchange {
   // own communication thread(s): the caller must not touch them (it may still read `params` outside them,
   // as backward does for the layers before). After FinishStep the buffers are the caller's again.
   // Every rank passes the same plan (buckets are exchanged in plan order on every rank, whatever order
-  // their gradients become ready in, so collectives cannot deadlock).
+  // their gradients become ready in, so collectives cannot deadlock); the exchange copies it. BeginStep
+  // while a step is open is kFailedPrecondition; a plan whose total differs from grads.count is
+  // kInvalidArgument.
   //
   // The base implementation is the flat fallback: FinishStep() runs Exchange() on the whole buffer once
   // backward is done. Exchanges that overlap override all three (SupportsBuckets() true).

@@ -368,17 +368,18 @@ class TrainingRun {
     return absl::OkStatus();
   }
 
-  // One flat exchange unless --bucket_mb > 0 and the exchange can work on the engine's buffers.
+  // One flat exchange unless --bucket_mb > 0 and the exchange overlaps buckets on the engine's buffers.
   absl::Status PlanBuckets() {
     const MlpLayout& layout = engine_->layout();
     plan_ = std::make_unique<BucketPlan>(BucketPlan::Flat(layout.num_params()));
-    if (options_.bucket_mb > 0 && !adapter_->staged()) {
+    if (options_.bucket_mb > 0 && exchange_->SupportsBuckets() && !adapter_->staged()) {
       ASSIGN_OR_RETURN(*plan_, BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb));
     } else if (options_.bucket_mb > 0 && chief_) {
       std::fprintf(stderr,
-                   "psring: --bucket_mb=%g: gradients are staged through host memory for this exchange, so "
-                   "they are exchanged in one flat piece after backward\n",
-                   options_.bucket_mb);
+                   "psring: --bucket_mb=%g: exchange %s %s, so gradients are exchanged in one flat piece "
+                   "after backward\n",
+                   options_.bucket_mb, exchange_->name().c_str(),
+                   adapter_->staged() ? "takes host memory only (staged)" : "does not overlap buckets");
     }
     result_.buckets = static_cast<int>(plan_->buckets().size());
     return absl::OkStatus();

@@ -38,7 +38,8 @@ struct TrainOptions {
   int log_every = 50;                // steps between progress lines (0: none)
   bool evaluate = true;              // compute test accuracy at the end
   // Gradient buckets (trainer/exchange.h BucketPlan): cap in MiB, the first bucket min(1, bucket_mb); each
-  // layer's gradient goes to the exchange as backward produces it. 0: one flat exchange after backward.
+  // layer's gradient goes to the exchange as backward produces it. 0: one flat exchange after backward (also
+  // what an exchange that does not overlap gets: SupportsBuckets() false, or buffers staged through host).
   double bucket_mb = 0;
   // Steps at the start of this call that are trained but not measured (step_s, samples/s and the sums
   // below count the rest); capped so that at least one step is measured.

@@ -7,10 +7,12 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ps/client.h"
 #include "ring/ring_exchange.h"
@@ -68,6 +70,7 @@ Results TrainOnRing(double bucket_mb, Timelines* timelines = nullptr) {
 struct PsSetup {
   int shards = 1;
   ps::Mode mode = ps::Mode::kSync;
+  int staleness = 0;
 };
 
 Results TrainOnPs(const PsSetup& setup, double bucket_mb, Timelines* timelines = nullptr) {
@@ -75,7 +78,7 @@ Results TrainOnPs(const PsSetup& setup, double bucket_mb, Timelines* timelines =
   ps::ServiceOptions service;
   service.workers = kWorld;
   service.mode = setup.mode;
-  service.staleness = 0;
+  service.staleness = setup.staleness;
   service.step_timeout = absl::Seconds(20);
   service.chunk_bytes = 4096;
   absl::StatusOr<ps::testing::LocalCluster> cluster = ps::testing::StartCluster(setup.shards, service);
@@ -169,6 +172,18 @@ std::map<std::string, int> CountSpans(const trainer::Timeline& timeline) {
   return count;
 }
 
+// Bounded staleness applies each push on arrival, in arrival order, so runs differ; bucketed steps must
+// still train: the servers' update rule is the async one and the loss is finite.
+TEST(BucketedTrainingTest, PsAsyncWithStalenessTrains) {
+  const Results bucketed = TrainOnPs(PsSetup{2, ps::Mode::kAsync, 2}, kBucketMb);
+  ASSERT_FALSE(HasFailure());
+  ExpectTimingContract(bucketed, 3);
+  for (const trainer::TrainResult& r : bucketed) {
+    EXPECT_TRUE(std::isfinite(r.final_loss));
+    for (float v : r.params) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
 TEST(BucketedTrainingTest, RingTimelineHasEveryPhaseOfEveryStep) {
   Timelines timelines = MakeTimelines();
   TrainOnRing(kBucketMb, &timelines);
@@ -190,16 +205,59 @@ TEST(BucketedTrainingTest, PsTimelineHasPushAndPullPerShard) {
   ASSERT_FALSE(HasFailure());
   for (int r = 0; r < kWorld; ++r) {
     std::map<std::string, int> count = CountSpans(*timelines[r]);
-    EXPECT_EQ(count["push"], 2 * kSteps);  // one per shard
+    // Servers hold the model last layer first: shard 0 gets buckets 0, 1 and the start of 2, shard 1 the
+    // rest of bucket 2; one push span per bucket and shard, one pull per shard.
+    EXPECT_EQ(count["push"], 4 * kSteps);
     EXPECT_EQ(count["pull"], 2 * kSteps);
     EXPECT_EQ(count["wait for exchange"], kSteps);
     EXPECT_EQ(count["optimizer"], 0);  // the servers own it
-    std::set<int> tracks;
+    std::set<std::pair<int, int>> pushes;  // (track, bucket)
     for (const trainer::SpanRecord& span : timelines[r]->spans()) {
-      if (span.name == "push") tracks.insert(span.track);
+      if (span.name == "push") pushes.insert({span.track, static_cast<int>(span.args[2].second)});
     }
-    EXPECT_EQ(tracks, (std::set<int>{trainer::CommTrack(0), trainer::CommTrack(1)}));
+    EXPECT_EQ(pushes, (std::set<std::pair<int, int>>{{trainer::CommTrack(0), 0},
+                                                     {trainer::CommTrack(0), 1},
+                                                     {trainer::CommTrack(0), 2},
+                                                     {trainer::CommTrack(1), 2}}));
   }
+}
+
+// The PS side of the overlap: once the last layer's bucket is reported, it is pushed without waiting for
+// the rest of backward (the rest is reported only after the bucket's push span shows; bounded wait).
+TEST(BucketedTrainingTest, PsPushesABucketBeforeBackwardReportsTheRest) {
+  ps::ServiceOptions service;
+  service.workers = 1;
+  absl::StatusOr<ps::testing::LocalCluster> cluster = ps::testing::StartCluster(1, service);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ps::PsClientOptions client = ps::testing::ClientOptionsFor(*cluster, 0, 1);
+  client.hyperparameters = {0.5f, 0.0f, 0.0f};
+  client.reversed_wire_order = true;
+  absl::StatusOr<std::unique_ptr<ps::PsExchange>> exchange = ps::PsExchange::Create(client);
+  ASSERT_TRUE(exchange.ok()) << exchange.status();
+  trainer::Timeline timeline(0);
+  (*exchange)->set_timeline(&timeline);
+  absl::StatusOr<trainer::BucketPlan> plan =
+      trainer::BucketPlan::Create({300, 1, 500, 200}, 250.0 * sizeof(float) / trainer::kBytesPerMb);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<float> params(1001, 1.0f), grads(1001, 0.5f);
+  const trainer::FloatBuffer p{params.data(), params.size()}, g{grads.data(), grads.size()};
+  ASSERT_TRUE((*exchange)->SyncInitialParameters(p).ok());
+  ASSERT_TRUE((*exchange)->BeginStep(0, g, p, *plan).ok());
+  (*exchange)->GradientReady(801, 200);
+  auto bucket0_pushed = [&] {
+    for (const trainer::SpanRecord& span : timeline.spans()) {
+      if (span.name == "push" && span.args[2].second == 0) return true;
+    }
+    return false;
+  };
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (!bucket0_pushed() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(bucket0_pushed()) << "bucket 0 was not pushed before the other layers were reported";
+  (*exchange)->GradientReady(0, 801);
+  absl::StatusOr<trainer::ExchangeOutcome> outcome = (*exchange)->FinishStep();
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  // Plain SGD, lr 0.5: 1 - 0.5 * 0.5, exactly, everywhere (in trainer order again).
+  EXPECT_EQ(params, std::vector<float>(1001, 0.75f));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(int, batch_size);
 ABSL_DECLARE_FLAG(float, momentum);
 ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(bool, resume);
+ABSL_DECLARE_FLAG(double, bucket_mb);
 
 namespace psring::trainer {
 namespace {
@@ -43,6 +44,8 @@ TEST(TrainFlagsTest, DefaultsMatchTrainOptions) {
   EXPECT_EQ(o->resume, d.resume);
   EXPECT_EQ(o->log_every, d.log_every);
   EXPECT_EQ(o->evaluate, d.evaluate);
+  EXPECT_EQ(o->bucket_mb, 0);  // one flat exchange after backward, as before --bucket_mb existed
+  EXPECT_EQ(o->bucket_mb, d.bucket_mb);
 }
 
 TEST(TrainFlagsTest, ParsesHiddenWidths) {
@@ -72,6 +75,7 @@ TEST(TrainFlagsTest, RejectsOutOfRangeValues) {
       {[] { absl::SetFlag(&FLAGS_momentum, 1.0f); }, "--momentum=1: must be in [0, 1)"},
       {[] { absl::SetFlag(&FLAGS_device, std::string("tpu")); }, "--device=tpu: must be auto, cpu or cuda"},
       {[] { absl::SetFlag(&FLAGS_resume, true); }, "needs --checkpoint_dir"},
+      {[] { absl::SetFlag(&FLAGS_bucket_mb, -1.0); }, "--bucket_mb=-1: must be in [0, 1e6]"},
   };
   for (const Case& c : cases) {
     absl::FlagSaver saver;
@@ -85,7 +89,8 @@ TEST(TrainFlagsTest, RejectsOutOfRangeValues) {
 TEST(TrainFlagsTest, EveryFlagHasAFullHelpText) {
   for (const char* name :
        {"hidden", "batch_size", "epochs", "max_steps", "lr", "momentum", "weight_decay", "seed", "device",
-        "dataset", "data_dir", "synthetic_samples", "checkpoint_dir", "resume", "log_every", "evaluate"}) {
+        "dataset", "data_dir", "synthetic_samples", "checkpoint_dir", "resume", "log_every", "evaluate",
+        "bucket_mb"}) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     ASSERT_NE(flag, nullptr) << name;
     EXPECT_GE(flag->Help().size(), 30u) << "--" << name << " needs a real help text";

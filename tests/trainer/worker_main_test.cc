@@ -16,6 +16,8 @@
 ABSL_DECLARE_FLAG(int64_t, model_bytes);
 ABSL_DECLARE_FLAG(int64_t, max_steps);
 ABSL_DECLARE_FLAG(double, timeout);
+ABSL_DECLARE_FLAG(int, warmup_steps);
+ABSL_DECLARE_FLAG(double, bucket_mb);
 
 namespace psring::trainer {
 namespace {
@@ -71,6 +73,49 @@ TEST(WorkerMainTest, GradientOnlyRankRunsFinishAndPrintsItsResultLine) {
   EXPECT_EQ(result.bytes(), 4 * 101);
   EXPECT_EQ(result.wrong(), 0);
   EXPECT_EQ(result.bytes_sent(), 0);
+}
+
+// Train mode's timing contract: the result line covers the measured loop steps only (after the warm-up),
+// with the new fields filled in.
+TEST(WorkerMainTest, TrainingRankReportsTheMeasuredStepsOnly) {
+  absl::FlagSaver saver;
+  absl::SetFlag(&FLAGS_max_steps, 5);
+  absl::SetFlag(&FLAGS_warmup_steps, 2);
+  absl::SetFlag(&FLAGS_bucket_mb, 0.005);
+  absl::StatusOr<WorkerOptions> o = WorkerOptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->train.warmup_steps, 2);
+  o->train.device = "cpu";
+  o->train.dataset = "synthetic";
+  o->train.synthetic_samples = 256;
+  o->train.hidden = {64, 32};
+  o->train.batch_size = 16;
+  o->train.evaluate = false;
+  o->train.log_every = 0;
+  ::testing::internal::CaptureStdout();
+  const absl::Status status = RunWorker(*o, [&](const WorkerOptions&) -> absl::StatusOr<WorkerExchange> {
+    WorkerExchange made;
+    made.exchange = std::make_unique<LocalExchange>();
+    return made;
+  });
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(status.ok()) << status;
+  constexpr char kPrefix[] = "PSRING_RESULT ";
+  ASSERT_TRUE(absl::StartsWith(out, kPrefix)) << out;
+  proto::WorkerResult result;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out.substr(sizeof(kPrefix) - 1), &result).ok())
+      << out;
+  EXPECT_EQ(result.steps(), 3);
+  EXPECT_EQ(result.buckets(), 1);  // the local exchange has nothing to overlap: one flat step
+  EXPECT_EQ(result.bucket_mb(), 0.005);
+  EXPECT_GT(result.step_s(), 0);
+  EXPECT_GT(result.forward_s(), 0);
+  EXPECT_GT(result.backward_s(), 0);
+  EXPECT_GT(result.optimizer_s(), 0);
+  EXPECT_EQ(result.exposed_exchange_s(), result.exchange_s());
+  EXPECT_LE(result.forward_s() + result.backward_s() + result.optimizer_s(), result.compute_s() * 1.0001);
+  EXPECT_LE(result.compute_s() + result.exchange_s(), result.step_s() * result.steps() * 1.0001);
+  EXPECT_GT(result.samples_per_s(), 0);
 }
 
 }  // namespace
