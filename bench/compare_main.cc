@@ -22,8 +22,9 @@
 #include "common/status_macros.h"
 
 ABSL_FLAG(bool, train, true, "Also compare the exchanges while training the MLP (part 2).");
-ABSL_FLAG(bool, replay, true,
-          "Also compare them replaying the ResNet-50 profile without and with overlap (part 3).");
+ABSL_FLAG(bool, replay, false,
+          "Also compare them replaying the ResNet-50 profile without and with overlap (part 3). Needs the "
+          "workers' replay mode (--workload); off by default until the worker binaries have it.");
 
 namespace psring::bench {
 namespace {

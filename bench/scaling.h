@@ -62,8 +62,9 @@ struct ScalingOptions {
   // --bucket_mb values to sweep (train and replay modes; empty: the workers' default). 0 = one flat exchange
   // after backward; > 0 = buckets of that many MiB overlapped with backward.
   std::vector<double> bucket_mbs;
-  // Non-empty (train and replay modes): every worker writes --timeline=<dir>/<run>/rank<r>.json and the
-  // harness merges each run's ranks into <dir>/<run>.json (one pid per rank).
+  // Non-empty (train and replay modes; the workers must know --timeline): every worker writes
+  // --timeline=<dir>/<run>/rank<r>.json and the harness merges each run's ranks into <dir>/<run>.json (one
+  // pid per rank).
   std::string timeline_dir;
   // The cluster to project the fitted model onto (link 0: no projection).
   ProjectionTarget projection;

@@ -91,9 +91,9 @@ ABSL_FLAG(std::vector<std::string>, bucket_mb, {},
 ABSL_FLAG(std::vector<std::string>, workload_args, Defaults().workload_args,
           "Extra comma-separated flags for replaying workers only, e.g. the workload's scale flag.");
 ABSL_FLAG(bool, timeline, true,
-          "Train and replay modes: every worker writes a per-rank timeline and the harness merges each run's "
+          "Replay mode: every worker writes a per-rank timeline (--timeline) and the harness merges each run's "
           "ranks into <out_dir>/timelines/<run>.json (Chrome trace-event JSON, one process per rank; open it in "
-          "ui.perfetto.dev); replay mode draws one step of each exchange in gantt-<workload>.svg.");
+          "ui.perfetto.dev) and draws one step of each exchange in gantt-<workload>.svg.");
 ABSL_FLAG(std::vector<std::string>, worker_args, Defaults().worker_args,
           "Extra comma-separated flags passed to every worker, e.g. --worker_args=--lr=0.1.");
 ABSL_FLAG(std::vector<std::string>, server_args, Defaults().server_args,
@@ -180,7 +180,7 @@ absl::Status Main(const char* argv0) {
   }
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &options));
   const std::string out_dir = OutDirFromFlags("scaling");
-  if (absl::GetFlag(FLAGS_timeline)) options.timeline_dir = out_dir + "/timelines";
+  if (absl::GetFlag(FLAGS_timeline) && !options.workloads.empty()) options.timeline_dir = out_dir + "/timelines";
   return RunAndReport(options, out_dir);
 }
 
