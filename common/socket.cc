@@ -338,6 +338,10 @@ absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port
   return std::string(text);
 }
 
+bool IsLoopbackHost(absl::string_view host) {
+  return host == "localhost" || absl::StartsWith(host, "127.");
+}
+
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view what) {
   auto malformed = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(

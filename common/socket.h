@@ -96,6 +96,9 @@ absl::Status SetBufferSizes(const Socket& socket, int bytes);
 // address its peers can reach when no --iface_addr is given.
 absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port);
 
+// True for "localhost" and 127.0.0.0/8 addresses (as written, no name lookup).
+bool IsLoopbackHost(absl::string_view host);
+
 struct HostPort {
   std::string host;  // a name or a numeric address, IPv6 without its brackets
   int port = 0;      // in [1, 65535]

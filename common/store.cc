@@ -55,7 +55,10 @@ absl::StatusOr<int64_t> InMemoryStore::Add(const std::string& key, int64_t delta
     return absl::InvalidArgumentError(absl::StrCat("store key '", key, "' holds '", it->second,
                                                    "', not an integer; Add() needs an integer key"));
   }
-  value += delta;
+  if (__builtin_add_overflow(value, delta, &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("store key '", key, "': adding ", delta, " overflows a 64-bit integer"));
+  }
   data_[key] = absl::StrCat(value);
   return value;
 }

@@ -1,38 +1,57 @@
 #include "common/tcp_store.h"
 
-#include <cstring>
+#include <sys/socket.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/tcp_store_wire.h"
 
 namespace psring {
+
+using store_wire::kMagic;
+using store_wire::RequestHeader;
+using store_wire::ResponseHeader;
+
 namespace {
 
-// Wire format (host byte order; all ranks of a job share an architecture):
-//   request:  RequestHeader, key bytes, value bytes
-//   response: ResponseHeader, payload (the value, or the error message when code != 0)
-enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3 };
+// A client accepts replies up to its own value limit, and error messages (a few hundred bytes) in any case.
+constexpr size_t kMinReplyLimit = 64 << 10;
 
-struct RequestHeader {
-  uint8_t op;
-  uint8_t reserved[3];
-  uint32_t key_len;
-  uint32_t value_len;
-  uint32_t magic;
-  int64_t arg;  // Get: timeout in ms; Add: delta
-};
+absl::Status SendResponse(const Socket& socket, const absl::Status& status, const std::string& value,
+                          int64_t number, absl::Time deadline) {
+  const std::string message = status.ok() ? std::string() : std::string(status.message());
+  const std::string& payload = status.ok() ? value : message;
+  ResponseHeader resp{};
+  resp.code = static_cast<uint8_t>(status.code());
+  resp.len = static_cast<uint32_t>(payload.size());
+  resp.number = number;
+  resp.magic = kMagic;
+  RETURN_IF_ERROR(SendAll(socket, &resp, sizeof(resp), deadline));
+  return SendAll(socket, payload.data(), payload.size(), deadline);
+}
 
-struct ResponseHeader {
-  uint8_t code;  // absl::StatusCode
-  uint8_t reserved[3];
-  uint32_t len;
-  int64_t number;  // Add's result
-  uint32_t magic;
-  uint32_t reserved2;
-};
-
-constexpr uint32_t kMagic = 0x5053544f;  // "PSTO"
-constexpr uint32_t kMaxLen = 64u << 20;
+// After a refusal that ends the connection: FIN after the reply, then the bytes the client already sent are
+// read and dropped (bounded in bytes and time, into a small buffer) so that closing does not reset the
+// connection before the client has read the reason.
+void DrainAfterRefusal(const Socket& socket) {
+  ::shutdown(socket.fd(), SHUT_WR);
+  char sink[4096];
+  const absl::Time end = absl::Now() + absl::Milliseconds(500);
+  size_t drained = 0;
+  while (drained < (4u << 20)) {
+    absl::StatusOr<bool> readable = WaitReadable(socket, end - absl::Now());
+    if (!readable.ok() || !*readable) return;
+    const ssize_t n = ::recv(socket.fd(), sink, sizeof(sink), MSG_DONTWAIT);
+    if (n <= 0) return;  // EOF, or an error: nothing left to protect
+    drained += static_cast<size_t>(n);
+  }
+}
 
 }  // namespace
 
@@ -44,7 +63,15 @@ struct TcpStore::Response {
 absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const TcpStoreOptions& options) {
   std::unique_ptr<TcpStore> store(new TcpStore(options));
   if (options.is_server) {
-    absl::StatusOr<Socket> listener = ListenTcp(options.bind_addr, options.master_port);
+    std::string bind = options.bind_addr;
+    if (bind.empty() && options.auth.token.empty()) {
+      bind = "127.0.0.1";
+      std::fprintf(stderr,
+                   "rendezvous store: no --auth_token (or %s), so it listens on 127.0.0.1 only; give every "
+                   "rank a token, or --iface_addr, for ranks on other hosts\n",
+                   kAuthTokenEnv);
+    }
+    absl::StatusOr<Socket> listener = ListenTcp(bind, options.master_port);
     if (!listener.ok()) {
       return Annotate(listener.status(), "rendezvous store (rank 0, --master_port / MASTER_PORT)");
     }
@@ -53,18 +80,43 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const TcpStoreOptions
     store->accept_thread_ = std::thread([s = store.get()] { s->AcceptLoop(); });
     return store;
   }
-  absl::StatusOr<Socket> conn =
-      ConnectTcp(options.master_addr, options.master_port, absl::Now() + options.timeout);
-  if (!conn.ok()) {
-    return absl::Status(conn.status().code(),
-                        absl::StrCat("rendezvous store (rank 0) unreachable: ", conn.status().message(),
-                                     "; check --master_addr/--master_port and that rank 0 started"));
-  }
-  conn->set_peer_name(absl::StrCat("rendezvous store at ", options.master_addr, ":", options.master_port));
   store->port_ = options.master_port;
-  absl::MutexLock lock(&store->call_mu_);
-  store->connection_ = std::move(*conn);
+  RETURN_IF_ERROR(store->ConnectClient());
   return store;
+}
+
+absl::Status TcpStore::ConnectClient() {
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const std::string where = absl::StrCat(options_.master_addr, ":", options_.master_port);
+  HandshakeHello mine;
+  mine.protocol = HandshakeProtocol::kStore;
+  mine.rank = options_.rank;
+  mine.world_size = options_.world_size;
+  while (true) {
+    absl::StatusOr<Socket> conn = ConnectTcp(options_.master_addr, options_.master_port, deadline);
+    if (!conn.ok()) {
+      return absl::Status(conn.status().code(),
+                          absl::StrCat("rendezvous store (rank 0) unreachable: ", conn.status().message(),
+                                       "; check --master_addr/--master_port and that rank 0 started"));
+    }
+    conn->set_peer_name(absl::StrCat("rendezvous store at ", where));
+    absl::StatusOr<HandshakeHello> server = ClientHandshake(*conn, options_.auth, mine, deadline);
+    if (server.ok()) {
+      absl::MutexLock lock(&call_mu_);
+      connection_ = std::move(*conn);
+      return absl::OkStatus();
+    }
+    if (absl::IsInvalidArgument(server.status()) &&
+        absl::StrContains(server.status().message(), "did not start with a psring hello")) {
+      return absl::UnavailableError(absl::StrCat("unexpected reply from ", where,
+                                                 ": not a psring rendezvous store (another service on that "
+                                                 "port?); check --master_addr/--master_port"));
+    }
+    // The server closed the connection before its verdict: at its connection limit, or shutting down. Try
+    // again until the deadline; any other refusal is final.
+    if (!absl::IsUnavailable(server.status()) || absl::Now() >= deadline) return server.status();
+    absl::SleepFor(absl::Milliseconds(100));
+  }
 }
 
 TcpStore::~TcpStore() {
@@ -79,57 +131,140 @@ TcpStore::~TcpStore() {
   }
   force_stop_ = true;
   table_.Close();
-  std::vector<std::thread> handlers;
+  std::list<Client> clients;
   {
     absl::MutexLock lock(&clients_mu_);
-    for (auto& c : clients_) c->Shutdown();
-    handlers.swap(handlers_);
+    for (Client& c : clients_) c.socket.Shutdown();
+    clients.swap(clients_);
   }
-  for (auto& t : handlers) t.join();
+  for (Client& c : clients) c.thread.join();
+}
+
+int TcpStore::MaxConnections() const {
+  if (options_.max_connections > 0) return options_.max_connections;
+  return options_.world_size > 0 ? 4 * options_.world_size + 16 : 64;
+}
+
+int TcpStore::open_connections() {
+  absl::MutexLock lock(&clients_mu_);
+  int open = 0;
+  for (const Client& c : clients_) open += c.done ? 0 : 1;
+  return open;
 }
 
 void TcpStore::AcceptLoop() {
   while (!stop_accepting_) {
-    absl::StatusOr<Socket> client = AcceptTcp(listener_, absl::Now() + absl::Milliseconds(100));
-    if (!client.ok()) continue;  // timeout slice, or a transient accept error: keep serving
-    client->set_peer_name("store client");
+    // Join the handlers that finished, so that threads and sockets do not pile up over a long job.
+    std::list<Client> finished;
+    {
+      absl::MutexLock lock(&clients_mu_);
+      for (auto it = clients_.begin(); it != clients_.end();) {
+        auto next = std::next(it);
+        if (it->done) finished.splice(finished.end(), clients_, it);
+        it = next;
+      }
+    }
+    for (Client& c : finished) c.thread.join();
+
+    absl::StatusOr<Socket> accepted = AcceptTcp(listener_, absl::Now() + absl::Milliseconds(100));
+    if (!accepted.ok()) continue;  // timeout slice, or a transient accept error: keep serving
     absl::MutexLock lock(&clients_mu_);
-    clients_.push_back(std::make_unique<Socket>(std::move(*client)));
-    ++active_clients_;
-    handlers_.emplace_back([this, c = clients_.back().get()] { Serve(c); });
+    if (static_cast<int>(clients_.size()) >= MaxConnections()) {
+      ++refused_;
+      continue;  // closed by the Socket's destructor, before any byte is read
+    }
+    clients_.emplace_back();
+    Client* client = &clients_.back();
+    client->socket = std::move(*accepted);
+    client->socket.set_peer_name("store client");
+    client->thread = std::thread([this, client] { Serve(client); });
   }
 }
 
-void TcpStore::Serve(Socket* client) {
+absl::Status TcpStore::AdmitRank(int rank) {
+  if (options_.world_size <= 0) return absl::OkStatus();
+  if (rank < 1 || rank >= options_.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is not expected: this job has --world_size=", options_.world_size,
+                     " (ranks 1..", options_.world_size - 1, " connect to rank 0's store)"));
+  }
+  absl::MutexLock lock(&clients_mu_);
+  if (!joined_ranks_.insert(rank).second) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("rank ", rank, " already joined this job; are two processes using the same --rank?"));
+  }
+  return absl::OkStatus();
+}
+
+void TcpStore::Serve(Client* client) {
+  HandshakeHello mine;
+  mine.protocol = HandshakeProtocol::kStore;
+  mine.rank = 0;
+  mine.world_size = options_.world_size;
+  absl::StatusOr<HandshakeHello> hello = ServerHandshake(
+      client->socket, options_.auth, mine, [this](const HandshakeHello& c) { return AdmitRank(c.rank); },
+      absl::Now() + options_.handshake_timeout);
+  if (!hello.ok()) {
+    ++refused_;
+  } else {
+    {
+      absl::MutexLock lock(&clients_mu_);
+      ++active_clients_;
+    }
+    if (!ServeRequests(client->socket)) ++refused_;
+    absl::MutexLock lock(&clients_mu_);
+    --active_clients_;
+  }
+  client->socket.Shutdown();
+  client->done = true;
+}
+
+bool TcpStore::ServeRequests(const Socket& socket) {
   std::string key, value;
   while (!force_stop_) {
-    absl::StatusOr<bool> readable = WaitReadable(*client, absl::Milliseconds(100));
-    if (!readable.ok()) break;
+    absl::StatusOr<bool> readable = WaitReadable(socket, absl::Milliseconds(100));
+    if (!readable.ok()) return true;
     if (!*readable) continue;
     const absl::Time deadline = absl::Now() + options_.timeout;
     RequestHeader req;
-    if (!RecvAll(*client, &req, sizeof(req), deadline).ok()) break;  // the client hung up
-    if (req.magic != kMagic || req.key_len > kMaxLen || req.value_len > kMaxLen) break;
+    if (!RecvAll(socket, &req, sizeof(req), deadline).ok()) return true;  // the client hung up
+    if (req.magic != kMagic) return false;
+    if (req.key_len > options_.max_key_bytes || req.value_len > options_.max_value_bytes) {
+      // Refused before a byte of it is read or allocated; the stream cannot be resynchronised cheaply, so the
+      // connection ends here.
+      (void)SendResponse(socket,
+                         absl::ResourceExhaustedError(absl::StrCat(
+                             "store request with a key of ", req.key_len, " bytes and a value of ",
+                             req.value_len, " bytes refused: the limits are ", options_.max_key_bytes,
+                             " and ", options_.max_value_bytes, " bytes")),
+                         "", 0, deadline);
+      DrainAfterRefusal(socket);
+      return false;
+    }
     key.resize(req.key_len);
     value.resize(req.value_len);
-    if (!RecvAll(*client, key.data(), key.size(), deadline).ok() ||
-        !RecvAll(*client, value.data(), value.size(), deadline).ok()) {
-      break;
+    if (!RecvAll(socket, key.data(), key.size(), deadline).ok() ||
+        !RecvAll(socket, value.data(), value.size(), deadline).ok()) {
+      return false;
     }
     absl::Status status;
     std::string payload;
     int64_t number = 0;
     switch (req.op) {
-      case kSet:
+      case store_wire::kSet:
         status = table_.Set(key, value);
         break;
-      case kGet: {
+      case store_wire::kGet: {
+        if (req.arg < 0) {
+          status = absl::InvalidArgumentError("store Get with a negative timeout");
+          break;
+        }
         absl::StatusOr<std::string> got = table_.Get(key, absl::Milliseconds(req.arg));
         status = got.status();
         if (got.ok()) payload = std::move(*got);
         break;
       }
-      case kAdd: {
+      case store_wire::kAdd: {
         absl::StatusOr<int64_t> sum = table_.Add(key, req.arg);
         status = sum.status();
         if (sum.ok()) number = *sum;
@@ -138,26 +273,18 @@ void TcpStore::Serve(Socket* client) {
       default:
         status = absl::InvalidArgumentError(absl::StrCat("unknown store op ", req.op));
     }
-    if (!status.ok()) payload = std::string(status.message());
-    ResponseHeader resp{};
-    resp.code = static_cast<uint8_t>(status.code());
-    resp.len = static_cast<uint32_t>(payload.size());
-    resp.number = number;
-    resp.magic = kMagic;
-    if (!SendAll(*client, &resp, sizeof(resp), deadline).ok() ||
-        !SendAll(*client, payload.data(), payload.size(), deadline).ok()) {
-      break;
-    }
+    if (!SendResponse(socket, status, payload, number, deadline).ok()) return true;
   }
-  absl::MutexLock lock(&clients_mu_);
-  --active_clients_;
+  return true;
 }
 
 absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string& key,
                                                   const std::string& value, int64_t arg,
                                                   absl::Duration wait) {
-  if (key.size() > kMaxLen || value.size() > kMaxLen) {
-    return absl::InvalidArgumentError("store keys and values are limited to 64 MiB");
+  if (key.size() > options_.max_key_bytes || value.size() > options_.max_value_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("store keys and values are limited to ",
+                                                   options_.max_key_bytes, " and ", options_.max_value_bytes,
+                                                   " bytes (TcpStoreOptions)"));
   }
   absl::MutexLock lock(&call_mu_);
   if (!connection_.valid()) {
@@ -175,11 +302,12 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
   if (io.ok()) io = SendAll(connection_, value.data(), value.size(), deadline);
   ResponseHeader resp{};
   if (io.ok()) io = RecvAll(connection_, &resp, sizeof(resp), deadline);
-  if (io.ok() && (resp.magic != kMagic || resp.len > kMaxLen ||
+  if (io.ok() && (resp.magic != kMagic || resp.len > std::max(options_.max_value_bytes, kMinReplyLimit) ||
                   resp.code > static_cast<uint8_t>(absl::StatusCode::kUnauthenticated))) {
-    io = absl::UnavailableError(absl::StrCat(
-        "unexpected reply from ", options_.master_addr, ":", options_.master_port,
-        ": not a psring rendezvous store (another service on that port?); check --master_addr/--master_port"));
+    io = absl::UnavailableError(absl::StrCat("unexpected reply from ", options_.master_addr, ":",
+                                             options_.master_port,
+                                             ": not a psring rendezvous store (another service on that "
+                                             "port?); check --master_addr/--master_port"));
   }
   Response out;
   if (io.ok()) {
@@ -197,18 +325,18 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
 
 absl::Status TcpStore::Set(const std::string& key, const std::string& value) {
   if (options_.is_server) return table_.Set(key, value);
-  return Call(kSet, key, value, 0, absl::ZeroDuration()).status();
+  return Call(store_wire::kSet, key, value, 0, absl::ZeroDuration()).status();
 }
 
 absl::StatusOr<std::string> TcpStore::Get(const std::string& key, absl::Duration timeout) {
   if (options_.is_server) return table_.Get(key, timeout);
-  ASSIGN_OR_RETURN(Response r, Call(kGet, key, "", absl::ToInt64Milliseconds(timeout), timeout));
+  ASSIGN_OR_RETURN(Response r, Call(store_wire::kGet, key, "", absl::ToInt64Milliseconds(timeout), timeout));
   return std::move(r.payload);
 }
 
 absl::StatusOr<int64_t> TcpStore::Add(const std::string& key, int64_t delta) {
   if (options_.is_server) return table_.Add(key, delta);
-  ASSIGN_OR_RETURN(Response r, Call(kAdd, key, "", delta, absl::ZeroDuration()));
+  ASSIGN_OR_RETURN(Response r, Call(store_wire::kAdd, key, "", delta, absl::ZeroDuration()));
   return r.number;
 }
 

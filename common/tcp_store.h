@@ -5,7 +5,15 @@
 //
 //   TcpStoreOptions o;
 //   o.master_addr = env.master_addr; o.master_port = env.master_port; o.is_server = env.rank == 0;
+//   o.rank = env.rank; o.world_size = env.world_size; o.auth = auth;  // common/auth.h
 //   ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Create(o));
+//
+// Every connection starts with common/auth.h's handshake: with a token, a client that cannot prove it, or
+// belongs to another job id, can neither read nor write a key. The server also refuses a rank outside
+// [1, world_size) or one that already joined, keys and values over the size limits (before reading or
+// allocating them; the connection is closed), and connections beyond max_connections (closed at once); a
+// connection that has not finished its handshake within handshake_timeout is closed. Without a token and
+// without a bind_addr the server listens on 127.0.0.1 only and says so on stderr.
 //
 // Destroying the server waits (up to `shutdown_grace`) for connected clients to hang up, so ranks still
 // finishing a Get are answered. Thread-safe: calls from several threads are serialised per connection.
@@ -13,14 +21,17 @@
 #define PSRING_COMMON_TCP_STORE_H_
 
 #include <atomic>
+#include <cstddef>
+#include <list>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/auth.h"
 #include "common/socket.h"
 #include "common/store.h"
 
@@ -30,15 +41,34 @@ struct TcpStoreOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;  // the server may pass 0 and read port() (tests)
   bool is_server = false;   // true on rank 0
-  std::string bind_addr;    // where the server listens; "" = every interface
+  // Where the server listens. "": every interface when auth.token is set, else 127.0.0.1 (with a line on
+  // stderr saying so); "0.0.0.0": every interface.
+  std::string bind_addr;
   absl::Duration timeout =
       absl::Seconds(60);  // connecting, and each request's round trip beyond its own wait
   absl::Duration shutdown_grace = absl::Seconds(10);
+  AuthConfig auth;  // token and job id; the same on every rank
+
+  // Client: this rank, sent in the hello. Server: the job's size; clients must be ranks 1..world_size-1, each
+  // joining once. 0 on the server: any number of clients, without ranks (tests, tools).
+  int rank = -1;
+  int world_size = 0;
+  // Server limits. A key or value over its limit fails that request and closes the connection before the
+  // bytes are read.
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = 1 << 20;
+  // Connections served at once (handshaking or authenticated); 0: 4 * world_size + 16 (64 when world_size is
+  // 0). Beyond it a new connection is closed at once (a client then retries until its timeout).
+  int max_connections = 0;
+  // A connection must finish its handshake within this long, or it is closed.
+  absl::Duration handshake_timeout = absl::Seconds(10);
 };
 
 class TcpStore final : public Store {
  public:
-  // Server: listens (kUnavailable if the port is taken). Client: connects, retrying until `timeout`.
+  // Server: listens (kUnavailable if the port is taken). Client: connects and authenticates, retrying while
+  // the server is not listening or is at its connection limit, until `timeout`; kUnauthenticated /
+  // kPermissionDenied / kInvalidArgument / kAlreadyExists with the server's reason when it refused this rank.
   static absl::StatusOr<std::unique_ptr<TcpStore>> Create(const TcpStoreOptions& options);
   ~TcpStore() override ABSL_LOCKS_EXCLUDED(clients_mu_);
 
@@ -54,13 +84,29 @@ class TcpStore final : public Store {
   // stalled rank would hold this one up to it). Thread-safe; a no-op on a client.
   void Abandon() { abandoned_ = true; }
 
+  // Server: connections open now (handshaking or authenticated), and connections refused so far (failed
+  // handshake, over a limit, malformed request). Thread-safe.
+  int open_connections() ABSL_LOCKS_EXCLUDED(clients_mu_);
+  int64_t refused_connections() const { return refused_; }
+
  private:
   struct Response;
+  struct Client {
+    Socket socket;
+    std::thread thread;
+    std::atomic<bool> done{false};  // the thread finished and may be joined
+  };
   explicit TcpStore(const TcpStoreOptions& options) : options_(options) {}
+  absl::Status ConnectClient();
   absl::StatusOr<Response> Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg,
                                 absl::Duration wait) ABSL_LOCKS_EXCLUDED(call_mu_);
   void AcceptLoop() ABSL_LOCKS_EXCLUDED(clients_mu_);
-  void Serve(Socket* client) ABSL_LOCKS_EXCLUDED(clients_mu_);
+  void Serve(Client* client) ABSL_LOCKS_EXCLUDED(clients_mu_);
+  // Runs the request loop of an authenticated connection until it closes or the server stops. False when
+  // the client broke the protocol (counted as refused).
+  bool ServeRequests(const Socket& socket);
+  absl::Status AdmitRank(int rank) ABSL_LOCKS_EXCLUDED(clients_mu_);
+  int MaxConnections() const;
 
   const TcpStoreOptions options_;
   int port_ = 0;
@@ -76,10 +122,11 @@ class TcpStore final : public Store {
   std::atomic<bool> stop_accepting_{false};
   std::atomic<bool> force_stop_{false};
   std::atomic<bool> abandoned_{false};
+  std::atomic<int64_t> refused_{0};
   absl::Mutex clients_mu_;
-  std::vector<std::unique_ptr<Socket>> clients_ ABSL_GUARDED_BY(clients_mu_);
-  std::vector<std::thread> handlers_ ABSL_GUARDED_BY(clients_mu_);
+  std::list<Client> clients_ ABSL_GUARDED_BY(clients_mu_);  // std::list: Client addresses stay put
   int active_clients_ ABSL_GUARDED_BY(clients_mu_) = 0;
+  std::set<int> joined_ranks_ ABSL_GUARDED_BY(clients_mu_);
 };
 
 }  // namespace psring

@@ -161,6 +161,10 @@ absl::StatusOr<Transport> AgreeOnTransport(Store* store, int rank, int world_siz
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateProcessGroup(Store* store, int rank, int world_size,
                                                                  const ProcessGroupOptions& options) {
+  if (world_size > 1) {
+    RETURN_IF_ERROR(AgreeOnFingerprint(store, rank, world_size, options.fingerprint, options.tcp.store_prefix,
+                                       options.tcp.timeout));
+  }
   ASSIGN_OR_RETURN(const Transport transport,
                    AgreeOnTransport(store, rank, world_size, options.transport, options.gpu,
                                     options.tcp.store_prefix, options.tcp.timeout));

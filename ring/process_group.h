@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/store.h"
+#include "ring/job_fingerprint.h"
 #include "ring/ring_allreduce.h"
 #include "ring/tcp_transport.h"
 
@@ -55,6 +56,9 @@ struct ProcessGroupOptions {
   TcpRingOptions tcp;   // its timeout also bounds NCCL's set-up and the transport agreement
   RingOptions ring;     // its timeout bounds every collective (both transports)
   int cuda_device = 0;  // NCCL: the GPU this rank drives (usually the local rank)
+  // What every rank must agree on (ring/job_fingerprint.h), checked before the transport is chosen; empty on
+  // every rank: nothing to check.
+  JobFingerprint fingerprint;
 };
 
 // One transport for the whole job. Every rank publishes its request and `gpu` under `prefix` in the store;
@@ -90,8 +94,8 @@ class ProcessGroup {
   virtual PhaseTimes last_phase_times() const { return PhaseTimes{}; }
 };
 
-// Connects this rank into a group of `world_size` through `store` (used during the call: the transport
-// agreement, the TCP addresses or NCCL's unique id). Blocks until every rank has joined or
+// Connects this rank into a group of `world_size` through `store` (used during the call: the fingerprint
+// check, which fails every rank when their options.fingerprint differ, the transport agreement, the TCP addresses or NCCL's unique id). Blocks until every rank has joined or
 // options.tcp.timeout passes.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateProcessGroup(Store* store, int rank, int world_size,
                                                                  const ProcessGroupOptions& options);

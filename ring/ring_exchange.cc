@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 #include "common/tcp_store.h"
 
@@ -38,7 +39,12 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Connect(const Cluste
     so.master_port = env.master_port;
     so.is_server = env.rank == 0;
     so.bind_addr = options.store_bind_addr;
+    // A master that is not on loopback is an address given: ranks on other hosts must reach the store.
+    if (so.bind_addr.empty() && !IsLoopbackHost(env.master_addr)) so.bind_addr = "0.0.0.0";
     so.timeout = options.group.tcp.timeout;
+    so.auth = options.group.tcp.auth;
+    so.rank = env.rank;
+    so.world_size = env.world_size;
     ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> created, TcpStore::Create(so));
     tcp_store = created.get();
     store = std::move(created);

@@ -37,7 +37,9 @@ namespace psring::ring {
 
 struct RingExchangeOptions {
   ProcessGroupOptions group;
-  // Where rank 0's rendezvous store listens (the ring's --iface_addr; "" = every interface).
+  // Where rank 0's rendezvous store listens (the ring's --iface_addr). "": every interface when the master
+  // is not on loopback; with a loopback master, every interface with a token and 127.0.0.1 without one
+  // (common/tcp_store.h). The store's token and job id are group.tcp.auth's.
   std::string store_bind_addr;
 };
 
@@ -47,7 +49,8 @@ class RingExchange final : public trainer::GradientExchange {
   RingExchange(std::unique_ptr<ProcessGroup> group, std::unique_ptr<Store> store = nullptr);
   ~RingExchange() override;
 
-  // Rank 0 serves the rendezvous store on env.master_addr:env.master_port; every rank joins the group.
+  // Rank 0 serves the rendezvous store on env.master_addr:env.master_port; every rank proves the token
+  // (options.group.tcp.auth) to it and joins the group.
   // Blocks until all env.world_size ranks are connected or the timeout passes.
   static absl::StatusOr<std::unique_ptr<RingExchange>> Connect(const ClusterEnv& env,
                                                                const RingExchangeOptions& options);

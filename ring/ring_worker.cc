@@ -9,6 +9,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/auth.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "ring/ring_exchange.h"
@@ -20,7 +22,9 @@ ABSL_FLAG(
     std::string, iface_addr, psring::ring::TcpRingOptions{}.iface_addr,
     "IPv4 address this rank binds its ring socket to and publishes to its neighbours (rank 0 also binds "
     "the rendezvous store there). Empty: 127.0.0.1 when the master is on loopback, else the local "
-    "address that routes to --master_addr (the store then listens on every interface).");
+    "address that routes to --master_addr. Empty with a master that is not on loopback: the store "
+    "listens on every interface; with a loopback master, on every interface with --auth_token and on "
+    "127.0.0.1 without one.");
 ABSL_FLAG(std::string, ring_transport, "",
           "tcp (the ring over TCP, host memory) or nccl (NCCL on the GPU; needs a CUDA build and a GPU). "
           "Empty or auto: nccl when every rank trains on a GPU of its own, otherwise tcp; one decision for "
@@ -33,8 +37,42 @@ ABSL_FLAG(
     "TCP ring: SO_SNDBUF/SO_RCVBUF per connection. 0: the kernel's autotuning (grows to tcp_wmem/tcp_rmem's "
     "maximum, measured fastest on loopback); > 0: that size, capped by net.core.[rw]mem_max.");
 
+ABSL_FLAG(std::string, auth_token, "",
+          "Shared secret of the job: every rank proves it (HMAC-SHA256 challenge-response over fresh nonces; "
+          "the secret never crosses the wire) to the rendezvous store and to its ring neighbours, and a "
+          "connection that cannot is refused. Empty: the PSRING_AUTH_TOKEN environment variable (preferred: "
+          "not visible in ps), else no authentication, and rank 0's store then listens on 127.0.0.1 only "
+          "unless --iface_addr or a non-loopback --master_addr is given. Never printed.");
+ABSL_FLAG(std::string, job_id, "",
+          "Names the job (at most 256 bytes): ranks and stores of another job id refuse each other even with "
+          "the same token. Empty: the PSRING_JOB_ID environment variable, else the empty id.");
+
 namespace psring::ring {
 namespace {
+
+// What every rank must agree on (ring/job_fingerprint.h): the optimizer, the model, the workload and the
+// device kind asked for. A rank with another value would average gradients of another model or optimizer.
+JobFingerprint WorkerFingerprint(const trainer::WorkerOptions& w) {
+  const trainer::TrainOptions& t = w.train;
+  return {
+      {"lr", FingerprintValue(t.lr)},
+      {"momentum", FingerprintValue(t.momentum)},
+      {"weight_decay", FingerprintValue(t.weight_decay)},
+      {"batch_size", absl::StrCat(t.batch_size)},
+      {"hidden", absl::StrJoin(t.hidden, ",")},
+      {"epochs", absl::StrCat(t.epochs)},
+      {"max_steps", absl::StrCat(t.max_steps)},
+      {"seed", absl::StrCat(t.seed)},
+      {"dataset", t.dataset},
+      {"synthetic_samples", absl::StrCat(t.synthetic_samples)},
+      {"device", t.device},
+      {"model_bytes", absl::StrCat(w.gradient_only.bytes)},
+      {"warmup_steps", absl::StrCat(w.gradient_only.warmup_steps)},
+      // Every rank must cut the gradient into the same buckets, or the per-bucket allreduces pair up wrong.
+      {"bucket_mb", absl::StrCat(t.bucket_mb)},
+      {"segment_bytes", absl::StrCat(absl::GetFlag(FLAGS_segment_bytes))},
+  };
+}
 
 absl::StatusOr<trainer::WorkerExchange> ConnectRing(const trainer::WorkerOptions& worker) {
   const int64_t segment = absl::GetFlag(FLAGS_segment_bytes);
@@ -52,6 +90,9 @@ absl::StatusOr<trainer::WorkerExchange> ConnectRing(const trainer::WorkerOptions
   options.group.ring.timeout = worker.timeout;
   options.group.ring.segment_bytes = static_cast<size_t>(segment);
   options.store_bind_addr = options.group.tcp.iface_addr;
+  ASSIGN_OR_RETURN(options.group.tcp.auth,
+                   AuthConfigFrom(absl::GetFlag(FLAGS_auth_token), absl::GetFlag(FLAGS_job_id)));
+  options.group.fingerprint = WorkerFingerprint(worker);
   ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> ring, RingExchange::Connect(worker.env, options));
   trainer::WorkerExchange made;
   // Nobody leaves while a neighbour may still be receiving from it.
@@ -69,6 +110,7 @@ int main(int argc, char** argv) {
       "  mpirun -np 4 bazel-bin/ring/ring_worker --epochs=1\n"
       "  bazel-bin/ring/ring_worker --rank=0 --world_size=2 --master_addr=10.0.0.1 --master_port=29500\n"
       "  RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 bazel-bin/ring/ring_worker\n"
+      "  PSRING_AUTH_TOKEN=$(cat secret) mpirun -x PSRING_AUTH_TOKEN -np 4 bazel-bin/ring/ring_worker\n"
       "  mpirun -np 4 bazel-bin/ring/ring_worker --model_bytes=67108864   (gradient-only mode)",
       {"common/", "trainer/", "ring/"});
   return psring::trainer::WorkerMain(argc, argv, "ring_worker", psring::ring::ConnectRing);

@@ -1,5 +1,9 @@
 #include "ring/tcp_transport.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -10,28 +14,18 @@
 namespace psring::ring {
 namespace {
 
-struct Hello {
-  uint32_t magic;
-  int32_t rank;
-  int32_t world_size;
-  uint32_t version;
-};
-constexpr uint32_t kHelloMagic = 0x48454c4f;  // "HELO"
-constexpr uint32_t kVersion = 1;
+// How long one incoming connection may take to finish its handshake before the rank gives up on it and
+// accepts the next one (a stalled stranger must not use up the whole --timeout).
+constexpr absl::Duration kHandshakeSlice = absl::Seconds(5);
 
 absl::StatusOr<std::string> DefaultAddress(const TcpRingOptions& o) {
   if (!o.iface_addr.empty()) return o.iface_addr;
-  if (o.master_addr == "localhost" || o.master_addr.rfind("127.", 0) == 0) return std::string("127.0.0.1");
+  if (IsLoopbackHost(o.master_addr)) return std::string("127.0.0.1");
   return LocalAddressToward(o.master_addr, o.master_port);
 }
 
-absl::Status CheckHello(const Hello& h, int expected_rank, int my_rank, int world_size, const char* role) {
-  if (h.magic != kHelloMagic || h.version != kVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", role,
-                     " neighbour's connection did not start with a psring ring hello; is another "
-                     "program using this address, or a different psring version?"));
-  }
+absl::Status CheckNeighbour(const HandshakeHello& h, int expected_rank, int my_rank, int world_size,
+                            const char* role) {
   if (h.world_size != world_size) {
     return absl::InvalidArgumentError(absl::StrCat("world size mismatch: rank ", my_rank, " has world size ",
                                                    world_size, " but its ", role, " neighbour rank ", h.rank,
@@ -44,6 +38,75 @@ absl::Status CheckHello(const Hello& h, int expected_rank, int my_rank, int worl
                                                    " connected; are two processes using the same rank?"));
   }
   return absl::OkStatus();
+}
+
+// Accepts connections until one proves to be the left neighbour. A connection that fails the handshake
+// before its hello is authenticated (no or wrong token, another job, not a psring hello, a stall) is refused
+// and the rank keeps waiting; an authenticated neighbour that disagrees (rank, world size) fails the rank.
+absl::StatusOr<Socket> AcceptLeft(const Socket& listener, int rank, int left, int world_size,
+                                  const AuthConfig& auth, absl::Time deadline) {
+  HandshakeHello mine;
+  mine.protocol = HandshakeProtocol::kRing;
+  mine.rank = rank;
+  mine.world_size = world_size;
+  absl::Status last_refused;
+  while (true) {
+    absl::StatusOr<Socket> accepted = AcceptTcp(listener, deadline);
+    if (!accepted.ok()) {
+      return absl::Status(
+          accepted.status().code(),
+          absl::StrCat("rank ", rank, " waiting for its left neighbour rank ", left,
+                       " to connect: ", accepted.status().message(),
+                       last_refused.ok()
+                           ? ""
+                           : absl::StrCat(" (last refused connection: ", last_refused.message(), ")")));
+    }
+    accepted->set_peer_name(absl::StrCat("a connection to rank ", rank, "'s ring port"));
+    bool authenticated = false;
+    absl::StatusOr<HandshakeHello> hello = ServerHandshake(
+        *accepted, auth, mine,
+        [&](const HandshakeHello& h) {
+          authenticated = true;
+          return CheckNeighbour(h, left, rank, world_size, "left");
+        },
+        std::min(deadline, absl::Now() + kHandshakeSlice));
+    if (hello.ok()) return std::move(*accepted);
+    if (authenticated) return hello.status();
+    last_refused = hello.status();
+    std::fprintf(stderr, "rank %d: refused a connection to its ring port: %s\n", rank,
+                 std::string(hello.status().message()).c_str());
+  }
+}
+
+// Reads the right neighbour's address from the store, connects and proves this rank to it (and it to this
+// rank).
+absl::StatusOr<Socket> ConnectRight(Store* store, int rank, int right, int world_size,
+                                    const TcpRingOptions& options, absl::Time deadline) {
+  // The right neighbour's address, and its idea of the world size.
+  ASSIGN_OR_RETURN(std::string published,
+                   store->Get(absl::StrCat(options.store_prefix, "/addr/", right), options.timeout));
+  std::vector<std::string> parts = absl::StrSplit(published, ' ');
+  int right_world = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &right_world)) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed ring address '", published, "' in the store"));
+  }
+  if (right_world != world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size mismatch: rank ", rank, " has world size ", world_size, " but rank ", right,
+                     " has world size ", right_world, "; start every rank with the same --world_size"));
+  }
+  ASSIGN_OR_RETURN(HostPort right_addr,
+                   ParseHostPort(parts[0], absl::StrCat("rank ", right, "'s ring address")));
+  ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.host, right_addr.port, deadline));
+  to_right.set_peer_name(absl::StrCat("right neighbour rank ", right, " (", parts[0], ")"));
+  if (options.socket_buffer_bytes > 0) RETURN_IF_ERROR(SetBufferSizes(to_right, options.socket_buffer_bytes));
+  HandshakeHello mine;
+  mine.protocol = HandshakeProtocol::kRing;
+  mine.rank = rank;
+  mine.world_size = world_size;
+  ASSIGN_OR_RETURN(HandshakeHello right_hello, ClientHandshake(to_right, options.auth, mine, deadline));
+  RETURN_IF_ERROR(CheckNeighbour(right_hello, right, rank, world_size, "right"));
+  return to_right;
 }
 
 }  // namespace
@@ -86,45 +149,22 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
   RETURN_IF_ERROR(store->Set(absl::StrCat(options.store_prefix, "/addr/", rank),
                              absl::StrCat(host, ":", port, " ", world_size)));
 
-  // The right neighbour's address, and its idea of the world size.
-  ASSIGN_OR_RETURN(std::string published,
-                   store->Get(absl::StrCat(options.store_prefix, "/addr/", right), options.timeout));
-  std::vector<std::string> parts = absl::StrSplit(published, ' ');
-  int right_world = 0;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &right_world)) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed ring address '", published, "' in the store"));
-  }
-  if (right_world != world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("world size mismatch: rank ", rank, " has world size ", world_size, " but rank ", right,
-                     " has world size ", right_world, "; start every rank with the same --world_size"));
-  }
-  ASSIGN_OR_RETURN(HostPort right_addr,
-                   ParseHostPort(parts[0], absl::StrCat("rank ", right, "'s ring address")));
-  ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.host, right_addr.port, deadline));
-  to_right.set_peer_name(absl::StrCat("right neighbour rank ", right, " (", parts[0], ")"));
-  if (options.socket_buffer_bytes > 0) RETURN_IF_ERROR(SetBufferSizes(to_right, options.socket_buffer_bytes));
-  const Hello mine{kHelloMagic, rank, world_size, kVersion};
-  RETURN_IF_ERROR(SendAll(to_right, &mine, sizeof(mine), deadline));
-
-  absl::StatusOr<Socket> accepted = AcceptTcp(listener, deadline);
-  if (!accepted.ok()) {
-    return absl::Status(accepted.status().code(),
-                        absl::StrCat("rank ", rank, " waiting for its left neighbour rank ", left,
-                                     " to connect: ", accepted.status().message()));
-  }
+  // Every rank is the client of its right neighbour and the server of its left one at the same time: the
+  // left side is accepted on its own thread from now on, or each rank would wait for the server hello of a
+  // neighbour that waits for its own right neighbour's.
+  absl::StatusOr<Socket> accepted = absl::UnknownError("not accepted");
+  std::thread acceptor(
+      [&] { accepted = AcceptLeft(listener, rank, left, world_size, options.auth, deadline); });
+  absl::StatusOr<Socket> connected = ConnectRight(store, rank, right, world_size, options, deadline);
+  if (!connected.ok()) listener.Shutdown();  // wakes the acceptor
+  acceptor.join();
+  RETURN_IF_ERROR(connected.status());
+  RETURN_IF_ERROR(accepted.status());
+  Socket to_right = std::move(*connected);
   Socket from_left = std::move(*accepted);
   from_left.set_peer_name(absl::StrCat("left neighbour rank ", left));
   if (options.socket_buffer_bytes > 0)
     RETURN_IF_ERROR(SetBufferSizes(from_left, options.socket_buffer_bytes));
-  Hello theirs{};
-  RETURN_IF_ERROR(RecvAll(from_left, &theirs, sizeof(theirs), deadline));
-  RETURN_IF_ERROR(CheckHello(theirs, left, rank, world_size, "left"));
-  RETURN_IF_ERROR(SendAll(from_left, &mine, sizeof(mine), deadline));
-
-  Hello reply{};
-  RETURN_IF_ERROR(RecvAll(to_right, &reply, sizeof(reply), deadline));
-  RETURN_IF_ERROR(CheckHello(reply, right, rank, world_size, "right"));
   if (options.blocking_io) {
     RETURN_IF_ERROR(to_right.SetBlockingSlice(absl::Milliseconds(100)));
     RETURN_IF_ERROR(from_left.SetBlockingSlice(absl::Milliseconds(100)));

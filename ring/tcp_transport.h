@@ -3,8 +3,10 @@
 //
 // Set-up through the rendezvous store: each rank listens on iface_addr (port chosen by the kernel), publishes
 // "<prefix>/addr/<rank>" = "host:port world_size", connects to its right neighbour and accepts its left one.
-// A hello on each connection carries rank and world size; a neighbour with another world size, or the wrong
-// rank, is a kInvalidArgument naming both values. Sockets get TCP_NODELAY and large socket buffers
+// Each connection starts with common/auth.h's handshake (protocol kRing): with options.auth.token set, both
+// neighbours prove the token (HMAC over fresh nonces) and the job id must match; a connection that fails
+// this is refused and the rank keeps waiting for its real neighbour until the timeout. An authenticated
+// neighbour with another world size, or the wrong rank, is a kInvalidArgument naming both values. Sockets get TCP_NODELAY and large socket buffers
 // (autotuned, or sized by TcpRingOptions::socket_buffer_bytes).
 //
 //   TcpRingOptions o; o.iface_addr = "10.0.0.3"; o.timeout = absl::Seconds(60);
@@ -18,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/auth.h"
 #include "common/socket.h"
 #include "common/store.h"
 #include "ring/peer.h"
@@ -39,6 +42,7 @@ struct TcpRingOptions {
   // Blocking socket calls woken every 100 ms to check deadlines (one system call per segment) instead of
   // non-blocking calls and poll.
   bool blocking_io = true;
+  AuthConfig auth;  // token and job id, the same on every rank (common/auth.h)
 };
 
 class TcpRingPeer final : public Peer {

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "trainer/optimizer.h"
+#include "trainer/timeline.h"
 
 namespace psring::trainer {
 namespace {
@@ -45,6 +46,59 @@ std::vector<float> ExpectedServerParameters(const OptimizerInfo& optimizer, size
   return params;
 }
 
+// Waits until `deadline` (the end of a layer's compute). Deadlines accumulate from the step's start, so the
+// sleeps' own overshoot does not add up over a model's hundreds of layers.
+void WaitUntil(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left > absl::ZeroDuration()) absl::SleepFor(left);
+}
+
+// Where each step's time went (replay mode).
+struct StepTimes {
+  double forward_s = 0;
+  double backward_s = 0;
+  double exposed_s = 0;  // in FinishStep, after backward
+};
+
+// One replayed step: forward waits, then backward from the last layer, each layer's gradient handed over as
+// its wait ends, then the wait for the exchange.
+absl::Status ReplayStep(const GradientOnlyOptions& options, const BucketPlan& plan,
+                        const std::vector<size_t>& offsets, int64_t step, FloatBuffer grads, FloatBuffer params,
+                        GradientExchange* exchange, StepTimes* times) {
+  Timeline* timeline = exchange->timeline();
+  const absl::Time start = absl::Now();
+  absl::Time deadline = start;
+  for (const ReplayLayer& layer : options.layers) {
+    const int64_t begin_us = Timeline::NowMicros();
+    deadline += layer.forward;
+    WaitUntil(deadline);
+    timeline->Record(absl::StrCat("forward/", layer.name), kComputeTrack, begin_us,
+                     Timeline::NowMicros() - begin_us);
+  }
+  const absl::Time backward_start = absl::Now();
+  times->forward_s += absl::ToDoubleSeconds(backward_start - start);
+  RETURN_IF_ERROR(exchange->BeginStep(step, grads, params, plan));
+  deadline = backward_start;
+  for (size_t l = options.layers.size(); l-- > 0;) {
+    const ReplayLayer& layer = options.layers[l];
+    const int64_t begin_us = Timeline::NowMicros();
+    deadline += layer.backward;
+    WaitUntil(deadline);
+    timeline->Record(absl::StrCat("backward/", layer.name), kComputeTrack, begin_us,
+                     Timeline::NowMicros() - begin_us);
+    exchange->GradientReady(offsets[l], layer.count);
+  }
+  const absl::Time wait_start = absl::Now();
+  times->backward_s += absl::ToDoubleSeconds(wait_start - backward_start);
+  absl::Status finished;
+  {
+    Timeline::Span span(timeline, "wait for exchange", kComputeTrack);
+    finished = exchange->FinishStep().status();
+  }
+  times->exposed_s += absl::ToDoubleSeconds(absl::Now() - wait_start);
+  return finished;
+}
+
 int64_t CountWrong(const std::vector<float>& got, const std::vector<float>& want) {
   int64_t wrong = 0;
   for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
@@ -63,7 +117,17 @@ float GradientOnlyMean(size_t index) { return static_cast<float>(32768 + 1 + ind
 
 absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& options,
                                                     GradientExchange* exchange) {
-  const size_t count = options.bytes / sizeof(float);
+  const bool replay = !options.layers.empty();
+  size_t count = options.bytes / sizeof(float);
+  std::vector<size_t> offsets, layer_counts;
+  if (replay) {
+    count = 0;
+    for (const ReplayLayer& layer : options.layers) {
+      offsets.push_back(count);
+      layer_counts.push_back(layer.count);
+      count += layer.count;
+    }
+  }
   const int n = exchange->world_size();
   if (count < 1) {
     return absl::InvalidArgumentError(
@@ -77,6 +141,10 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   if (n > kGradientOnlyMaxRanks) {
     return absl::InvalidArgumentError(absl::StrCat("gradient-only mode checks exact sums of at most ",
                                                    kGradientOnlyMaxRanks, " ranks; this job has ", n));
+  }
+  BucketPlan plan = BucketPlan::Flat(count);
+  if (replay) {
+    ASSIGN_OR_RETURN(plan, BucketPlan::Create(layer_counts, options.bucket_mb));
   }
   std::vector<float> params(count), grads(count);
   for (size_t i = 0; i < count; ++i) params[i] = InitialValue(i);
@@ -95,7 +163,8 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   const int total = options.warmup_steps + options.steps;
   uint64_t sent0 = 0, received0 = 0;
   int64_t wrong = 0;
-  double exchange_s = 0;
+  double exchange_s = 0;  // the measured steps' time (replay mode: compute and exchange)
+  StepTimes times;
   for (int step = 0; step < total; ++step) {
     const bool measured = step >= options.warmup_steps;
     if (step == options.warmup_steps) {
@@ -104,14 +173,21 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
       RETURN_IF_ERROR(Annotate(exchange->Barrier(), "barrier before the measured steps"));
       sent0 = exchange->bytes_sent();
       received0 = exchange->bytes_received();
+      times = StepTimes();
     }
     // Trainer-owned exchanges average in place, so the values are written again before every step.
     for (size_t i = 0; i < count; ++i) {
       grads[i] = same_on_every_rank ? mean[i] : GradientOnlyValue(exchange->rank(), n, i);
     }
     const absl::Time start = absl::Now();
-    RETURN_IF_ERROR(Annotate(exchange->Exchange(step, grads_buffer, params_buffer).status(),
-                             absl::StrCat("step ", step)));
+    if (replay) {
+      RETURN_IF_ERROR(Annotate(
+          ReplayStep(options, plan, offsets, step, grads_buffer, params_buffer, exchange, &times),
+          absl::StrCat("step ", step)));
+    } else {
+      RETURN_IF_ERROR(Annotate(exchange->Exchange(step, grads_buffer, params_buffer).status(),
+                               absl::StrCat("step ", step)));
+    }
     if (!measured) continue;
     exchange_s += absl::ToDoubleSeconds(absl::Now() - start);
     if (trainer_owned) wrong += CountWrong(grads, mean);
@@ -131,7 +207,18 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   result.set_world_size(n);
   result.set_steps(options.steps);
   result.set_bytes(static_cast<double>(count * sizeof(float)));
-  result.set_exchange_s(exchange_s);
+  if (replay) {
+    result.set_forward_s(times.forward_s);
+    result.set_backward_s(times.backward_s);
+    result.set_compute_s(times.forward_s + times.backward_s);
+    result.set_exchange_s(times.exposed_s);
+    result.set_exposed_exchange_s(times.exposed_s);
+    result.set_buckets(static_cast<double>(plan.buckets().size()));
+    result.set_bucket_mb(options.bucket_mb);
+  } else {
+    result.set_exchange_s(exchange_s);
+  }
+  // The steps themselves: refilling the values and checking them are the harness's work, not training's.
   result.set_step_s(exchange_s / options.steps);
   result.set_wrong(static_cast<double>(wrong));
   return result;

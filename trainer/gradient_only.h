@@ -28,11 +28,21 @@
 // (period 251 * 127 = 31877: a chunk or segment placed at the wrong offset changes the result). NCCL's
 // average scales each rank's value before adding, which is not exact for N other than a power of two; NCCL
 // runs at world size 1 on the GPU machines here, where it is.
+//
+// Replay mode (--workload, GradientOnlyOptions::layers not empty) runs the same values and checks through a
+// real model's layout: the gradient is the model's layers (forward order), each step waits out every
+// layer's forward time, then walks backward from the last layer, waiting out its backward time and handing
+// its gradient to the exchange (BeginStep / GradientReady / FinishStep, buckets of --bucket_mb) as soon as
+// it is "computed". The waits stand for a GPU that computes while the host CPU is free for communication.
 #ifndef PSRING_TRAINER_GRADIENT_ONLY_H_
 #define PSRING_TRAINER_GRADIENT_ONLY_H_
 
 #include <cstddef>
 #include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
 
 #include "absl/status/statusor.h"
 #include "proto/results.pb.h"
@@ -43,8 +53,20 @@ namespace psring::trainer {
 // The largest world size whose sums the values above keep exact (the scaling harness's --nodes limit).
 inline constexpr int kGradientOnlyMaxRanks = 256;
 
+// One layer of a replayed model (trainer/workload.h turns a profile into these, with its times scaled).
+struct ReplayLayer {
+  std::string name;
+  size_t count = 0;  // floats of its gradient
+  absl::Duration forward;
+  absl::Duration backward;
+};
+
 struct GradientOnlyOptions {
   size_t bytes = 0;  // rounded down to whole floats; at least one float (and one per PS shard)
+  // Replay mode when not empty: the model's layers in forward order; `bytes` is then ignored (the layers'
+  // counts make the gradient) and the steps go through BeginStep/GradientReady/FinishStep.
+  std::vector<ReplayLayer> layers;
+  double bucket_mb = 0;  // replay mode: the bucket cap (trainer/exchange.h BucketPlan; 0: one flat exchange)
   int warmup_steps = 2;
   int steps = 10;  // measured steps
   // Called by every rank right before its first measured step and right after its last one (benchmarks
@@ -63,7 +85,9 @@ float GradientOnlyMean(size_t index);
 // exchange's timeouts. Returns this rank's PSRING_RESULT fields: exchange, rank, world_size, steps
 // (measured), bytes, exchange_s (sum over measured steps), step_s (mean per measured step),
 // bytes_sent/received (payload during measured steps) and wrong; compute_s and samples_per_s stay 0,
-// test_accuracy -1. kInvalidArgument for bad options or a world size above kGradientOnlyMaxRanks; the
+// test_accuracy -1. Replay mode adds forward_s, backward_s and compute_s (sums of the waits), buckets and
+// bucket_mb, and exchange_s = exposed_exchange_s is then the time the step waited in FinishStep after
+// backward (the exchange time that did not hide behind backward). kInvalidArgument for bad options or a world size above kGradientOnlyMaxRanks; the
 // exchange's errors as they are, with context.
 absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& options,
                                                     GradientExchange* exchange);

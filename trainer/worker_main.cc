@@ -1,17 +1,24 @@
 #include "trainer/worker_main.h"
 
+#include <cmath>
 #include <cstdint>
+#include <memory>
+#include <vector>
 #include <string>
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/binary_main.h"
 #include "common/status_macros.h"
 #include "common/worker_result.h"
 #include "proto/results.pb.h"
 #include "trainer/cuda_engine.h"
+#include "trainer/timeline.h"
 #include "trainer/train_flags.h"
+#include "trainer/workload.h"
 
 ABSL_FLAG(double, timeout, absl::ToDoubleSeconds(psring::trainer::WorkerOptions{}.timeout),
           "Seconds (> 0) any wait for another process may take before this rank fails instead of hanging on "
@@ -31,8 +38,35 @@ ABSL_FLAG(int, warmup_steps, psring::trainer::GradientOnlyOptions{}.warmup_steps
           "trained as usual but left out of step_s, samples_per_s and the time sums (at least one step "
           "stays measured).");
 
+ABSL_FLAG(std::string, workload, psring::trainer::WorkerOptions{}.workload,
+          "Replay mode: a workload profile (resnet50, vgg16, bert_base, mlp, or a profile file; see "
+          "proto/workload.proto and bench/tools/make_profile.py). Each step allocates nothing new: it waits "
+          "out every layer's forward time, then every layer's backward time from the last layer, handing each "
+          "layer's real-sized gradient to the exchange as its backward ends (buckets: --bucket_mb), and checks "
+          "every element exactly as gradient-only mode does (\"wrong\"). The waits stand for a GPU that "
+          "computes while the host CPU is free for communication. Overrides --model_bytes.");
+ABSL_FLAG(double, compute_scale, psring::trainer::WorkerOptions{}.compute_scale,
+          "Replay mode: multiplies every layer's compute time (> 0). A slower emulated link stands for a "
+          "faster real one when compute is scaled by the same factor: e.g. 100 Mbit/s standing for 25 Gbit/s "
+          "is a factor 250, so --compute_scale=250 keeps that cluster's compute/communication ratio.");
+ABSL_FLAG(std::string, timeline, psring::trainer::WorkerOptions{}.timeline,
+          "Write this rank's timeline (Chrome trace-event JSON: forward, backward per layer, each bucket's "
+          "exchange, optimizer, waits; open it in https://ui.perfetto.dev or chrome://tracing) to this path. "
+          "\"{rank}\" in it becomes the rank; without it \".rank<r>\" goes before the extension. Empty: "
+          "none.");
+
 namespace psring::trainer {
 namespace {
+
+// The profile's layers with their times multiplied by `scale`.
+std::vector<ReplayLayer> ReplayLayers(const proto::Workload& workload, double scale) {
+  std::vector<ReplayLayer> layers;
+  for (const proto::WorkloadLayer& l : workload.layers()) {
+    layers.push_back({l.name(), static_cast<size_t>(l.params()), absl::Milliseconds(l.forward_ms() * scale),
+                      absl::Milliseconds(l.backward_ms() * scale)});
+  }
+  return layers;
+}
 
 // The result-line fields a training run knows, over the measured steps only (TrainResult's timing
 // contract); the caller adds the exchange's identity.
@@ -85,6 +119,18 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
   o.gradient_only.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.train.warmup_steps = o.gradient_only.warmup_steps;
   if (o.train.max_steps >= 0) o.gradient_only.steps = static_cast<int>(o.train.max_steps);
+  o.workload = absl::GetFlag(FLAGS_workload);
+  o.compute_scale = absl::GetFlag(FLAGS_compute_scale);
+  if (!(o.compute_scale > 0) || !std::isfinite(o.compute_scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--compute_scale=", o.compute_scale, ": must be a finite number > 0"));
+  }
+  if (!o.workload.empty()) {
+    ASSIGN_OR_RETURN(const proto::Workload workload, LoadWorkload(o.workload));
+    o.gradient_only.layers = ReplayLayers(workload, o.compute_scale);
+    o.gradient_only.bucket_mb = o.train.bucket_mb;
+  }
+  o.timeline = absl::GetFlag(FLAGS_timeline);
   return o;
 }
 
@@ -92,14 +138,34 @@ absl::Status RunWorker(const WorkerOptions& options, ExchangeFactory make_exchan
   // One GPU per local rank, chosen before anything creates a CUDA context (on device 0 otherwise).
   if (options.train.device != "cpu") RETURN_IF_ERROR(SelectCudaDevice(options.env.local_rank));
   ASSIGN_OR_RETURN(WorkerExchange made, make_exchange(options));
+  std::unique_ptr<Timeline> timeline;
+  if (!options.timeline.empty()) {
+    timeline = std::make_unique<Timeline>(options.env.rank);
+    made.exchange->set_timeline(timeline.get());
+  }
   proto::WorkerResult result;
-  if (options.gradient_only.bytes > 0) {
+  if (options.gradient_only.bytes > 0 || !options.gradient_only.layers.empty()) {
     ASSIGN_OR_RETURN(result, RunGradientOnly(options.gradient_only, made.exchange.get()));
   } else {
     ASSIGN_OR_RETURN(result, TrainAndReport(options, made.exchange.get()));
   }
   if (made.finish) RETURN_IF_ERROR(made.finish());
+  if (timeline != nullptr) {
+    made.exchange->set_timeline(nullptr);
+    RETURN_IF_ERROR(timeline->WriteJson(RankTimelinePath(options.timeline, options.env.rank)));
+  }
   return PrintResultLine(result);
+}
+
+std::string RankTimelinePath(const std::string& pattern, int rank) {
+  const std::string r = absl::StrCat(rank);
+  if (absl::StrContains(pattern, "{rank}")) return absl::StrReplaceAll(pattern, {{"{rank}", r}});
+  const size_t slash = pattern.rfind('/');
+  const size_t dot = pattern.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) {
+    return absl::StrCat(pattern, ".rank", r);
+  }
+  return absl::StrCat(pattern.substr(0, dot), ".rank", r, pattern.substr(dot));
 }
 
 int WorkerMain(int argc, char** argv, absl::string_view name, ExchangeFactory make_exchange) {

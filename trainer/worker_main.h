@@ -9,8 +9,8 @@
 //   }
 //
 // Flags defined here (trainer/worker_main.cc), besides the training flags (trainer/train_flags.h) and the
-// cluster flags (common/cluster_env.h): --timeout, --model_bytes, --warmup_steps. Their defaults are those
-// of WorkerOptions and GradientOnlyOptions.
+// cluster flags (common/cluster_env.h): --timeout, --model_bytes, --warmup_steps, --workload,
+// --compute_scale, --timeline. Their defaults are those of WorkerOptions and GradientOnlyOptions.
 #ifndef PSRING_TRAINER_WORKER_MAIN_H_
 #define PSRING_TRAINER_WORKER_MAIN_H_
 
@@ -34,8 +34,14 @@ struct WorkerOptions {
   TrainOptions train;
   // Bound on every wait for other processes (connecting, each collective or call); exchanges take it over.
   absl::Duration timeout = absl::Seconds(60);
-  // bytes > 0: gradient-only mode (trainer/gradient_only.h) instead of training; steps from --max_steps.
+  // bytes > 0 or layers (replay mode, --workload): gradient-only mode (trainer/gradient_only.h) instead of
+  // training; steps from --max_steps.
   GradientOnlyOptions gradient_only;
+  std::string workload;        // replay mode: the profile's name (or path); "" otherwise
+  double compute_scale = 1;    // replay mode: multiplies the profile's compute times
+  // Non-empty: write this rank's Chrome trace-event timeline there ("{rank}" expands to the rank; without
+  // it ".rank<r>" goes before the extension).
+  std::string timeline;
 };
 
 // An exchange built by a worker binary, and what to run after the work before the result line is printed
@@ -57,6 +63,9 @@ absl::Status RunWorker(const WorkerOptions& options, ExchangeFactory make_exchan
 
 // main() of a worker binary, after InitFlagsUsage: parses the flags, reads WorkerOptionsFromFlags and calls
 // RunWorker. Returns the exit code (common/exit_codes.h); errors are one line "<name>: <status>" on stderr.
+// The timeline path of `rank` for --timeline=`pattern`.
+std::string RankTimelinePath(const std::string& pattern, int rank);
+
 int WorkerMain(int argc, char** argv, absl::string_view name, ExchangeFactory make_exchange);
 
 }  // namespace psring::trainer

@@ -1,5 +1,6 @@
 // //ring:ring_worker as real processes on loopback: gradient-only allreduce checked against the closed form,
-// a rank killed mid-allreduce, launch by torchrun-style environment and by mpirun. Processes run under
+// a rank killed or stalled mid-allreduce, an authenticated job with forged ranks, ranks with different
+// hyperparameters, launch by torchrun-style environment and by mpirun. Processes run under
 // common/subprocess.h, which kills every child on every exit path.
 #include <cstdlib>
 #include <string>
@@ -41,7 +42,8 @@ std::vector<ProcessResult> RunAll(const std::vector<ProcessSpec>& specs) {
 proto::WorkerResult ResultOf(const ProcessResult& p) {
   absl::StatusOr<bench::ResultLines> lines = bench::ExtractResults(p.stdout_text);
   EXPECT_TRUE(lines.ok()) << lines.status();
-  EXPECT_EQ(lines.ok() ? lines->workers.size() : 0, 1u) << p.name << " stdout:\n" << p.stdout_text << p.stderr_tail;
+  EXPECT_EQ(lines.ok() ? lines->workers.size() : 0, 1u) << p.name << " stdout:\n"
+                                                        << p.stdout_text << p.stderr_tail;
   return lines.ok() && lines->workers.size() == 1 ? lines->workers.front() : proto::WorkerResult{};
 }
 
@@ -53,9 +55,9 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
   };
   // World sizes 2..8; non-divisible counts (1009, 65539 and 7919 floats), fewer floats than ranks (1 and 5),
   // and many segments (64 and 256 bytes).
-  for (const Case& c : {Case{2, 4 * 1009, 512 << 10}, Case{3, 4, 512 << 10}, Case{4, 4 * 65539, 256},
-                        Case{5, 4 * 1009, 64}, Case{6, 4 * 5, 512 << 10}, Case{7, 4 * 7919, 256},
-                        Case{8, 4 * 65539, 4096}}) {
+  for (const Case& c :
+       {Case{2, 4 * 1009, 512 << 10}, Case{3, 4, 512 << 10}, Case{4, 4 * 65539, 256}, Case{5, 4 * 1009, 64},
+        Case{6, 4 * 5, 512 << 10}, Case{7, 4 * 7919, 256}, Case{8, 4 * 65539, 4096}}) {
     SCOPED_TRACE(absl::StrCat("world ", c.n, " bytes ", c.bytes));
     std::vector<ProcessResult> results =
         RunAll(Ranks(c.n, FreeLoopbackPort().value(),
@@ -76,13 +78,21 @@ TEST(RingWorkerTest, GradientOnlyAllReduceIsExactAcrossProcesses) {
   }
 }
 
+// `argv` run with PSRING_AUTH_TOKEN=`token` in its environment (the way a launcher passes the secret).
+std::vector<std::string> WithToken(const std::string& token, std::vector<std::string> argv) {
+  argv.insert(argv.begin(), {"/usr/bin/env", "PSRING_AUTH_TOKEN=" + token});
+  return argv;
+}
+
 // Runs `ranks` gradient-only ranks "forever" on 16 MB buffers with --timeout=`timeout_s`; rank 1 runs as
-// `/bin/sh -c '<rank 1> & pid=$!; <then>'`, which signals it.
+// `/bin/sh -c '<rank 1> & pid=$!; <then>'`, which signals it. The job is authenticated (a token in the
+// environment of every rank).
 std::vector<ProcessResult> RunWithVictim(int ranks, int timeout_s, const std::string& then) {
   std::vector<ProcessSpec> specs =
       Ranks(ranks, FreeLoopbackPort().value(),
             {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0",
-             absl::StrCat("--timeout=", timeout_s)});  // the later --timeout wins
+             absl::StrCat("--timeout=", timeout_s)});                // the later --timeout wins
+  for (ProcessSpec& s : specs) s.argv = WithToken("chaos", s.argv);  // an authenticated job
   std::string victim;
   for (const std::string& a : specs[1].argv) victim += " '" + a + "'";
   specs[1].argv = {"/bin/sh", "-c", absl::StrCat(victim, " & pid=$!; ", then)};
@@ -117,6 +127,58 @@ TEST(RingWorkerTest, AStalledRankMakesTheOthersExitWithinTheTimeout) {
     ExpectFailedWithPeerError(results[r], r);
     // Before the stalled rank is killed (16 s): the timeout, not the stalled rank, ends the job.
     EXPECT_LT(results[r].end_s, 13.0) << "rank " << r << " waited for the stalled rank";
+  }
+}
+
+TEST(RingWorkerTest, AuthenticatedJobIsExactAndAForgedRankIsRefused) {
+  const int port = FreeLoopbackPort().value();
+  std::vector<ProcessSpec> specs = Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"});
+  for (ProcessSpec& s : specs) s.argv = WithToken("s3cret", s.argv);
+  // A fourth process claims rank 2 without the token (and one with a wrong token claims rank 1): refused by
+  // rank 0's store before it can read an address or take a rank.
+  ProcessSpec no_token{"forger", Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"})[2].argv};
+  ProcessSpec wrong_token{
+      "forger 2", WithToken("guess", Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"})[1].argv)};
+  // Under sh, which reports the forger's exit status and exits 0 itself: a failed process would make the
+  // harness kill the real ranks a few seconds later.
+  for (ProcessSpec* f : {&no_token, &wrong_token}) {
+    f->argv.insert(f->argv.begin(), {"/bin/sh", "-c", "\"$@\"; echo \"forger exit status $?\" >&2", "sh"});
+    specs.push_back(*f);
+  }
+  std::vector<ProcessResult> results = RunAll(specs);
+  ASSERT_EQ(results.size(), 5u);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(results[r].exit_code, 0) << results[r].stderr_tail;
+    EXPECT_EQ(ResultOf(results[r]).wrong(), 0);
+    EXPECT_FALSE(absl::StrContains(results[r].stderr_tail, "s3cret"));
+  }
+  for (int f : {3, 4}) {
+    EXPECT_TRUE(absl::StrContains(results[f].stderr_tail, "forger exit status 1")) << results[f].stderr_tail;
+    EXPECT_TRUE(absl::StrContains(results[f].stderr_tail, "UNAUTHENTICATED")) << results[f].stderr_tail;
+    EXPECT_FALSE(absl::StrContains(results[f].stderr_tail, "s3cret")) << results[f].stderr_tail;
+  }
+}
+
+// Issue 13: ranks with momentum 0.9 and 0 (or lr 0.03 and 0.5) trained "fine" and exited 0. Every rank now
+// fails at rendezvous, with the flag and both values in its message.
+TEST(RingWorkerTest, RanksWithDifferentHyperparametersAllFail) {
+  struct Case {
+    std::string flag, zero, other, message;
+  };
+  for (const Case& c : {Case{"momentum", "0.9", "0", "--momentum: rank 0 has 0.9, rank 1 has 0"},
+                        Case{"lr", "0.03", "0.5", "--lr: rank 0 has 0.03, rank 1 has 0.5"}}) {
+    SCOPED_TRACE(c.flag);
+    std::vector<ProcessSpec> specs =
+        Ranks(3, FreeLoopbackPort().value(), {"--model_bytes=4096", "--max_steps=2"});
+    specs[0].argv.push_back(absl::StrCat("--", c.flag, "=", c.zero));
+    specs[1].argv.push_back(absl::StrCat("--", c.flag, "=", c.other));
+    specs[2].argv.push_back(absl::StrCat("--", c.flag, "=", c.zero));
+    std::vector<ProcessResult> results = RunAll(specs);
+    ASSERT_EQ(results.size(), 3u);
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(results[r].exit_code, 1) << results[r].stderr_tail;
+      EXPECT_TRUE(absl::StrContains(results[r].stderr_tail, c.message)) << results[r].stderr_tail;
+    }
   }
 }
 

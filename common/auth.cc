@@ -1,0 +1,268 @@
+#include "common/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace psring {
+namespace {
+
+// Host byte order, as the store's and the ring's other messages: all ranks of a job share an architecture.
+struct HelloWire {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t protocol;
+  int32_t rank;
+  int32_t world_size;
+  uint32_t has_token;
+  uint32_t job_id_len;
+  uint32_t reserved;
+  uint8_t nonce[32];
+};
+static_assert(sizeof(HelloWire) == 64, "the hello's layout is part of the protocol");
+
+struct VerdictWire {
+  uint32_t magic;
+  uint32_t code;  // absl::StatusCode
+  uint32_t message_len;
+  uint32_t reserved;
+};
+
+constexpr uint32_t kHelloMagic = 0x50534155;    // "PSAU"
+constexpr uint32_t kVerdictMagic = 0x50535644;  // "PSVD"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kMacBytes = 32;
+constexpr size_t kMaxVerdictMessage = 4096;
+
+using Mac = std::array<uint8_t, kMacBytes>;
+
+// One side's hello as it goes on the wire (fixed part, then the job id).
+std::string EncodeHello(const HandshakeHello& hello, const AuthConfig& auth, const uint8_t (&nonce)[32]) {
+  HelloWire w{};
+  w.magic = kHelloMagic;
+  w.version = kVersion;
+  w.protocol = static_cast<uint32_t>(hello.protocol);
+  w.rank = hello.rank;
+  w.world_size = hello.world_size;
+  w.has_token = auth.token.empty() ? 0 : 1;
+  w.job_id_len = static_cast<uint32_t>(auth.job_id.size());
+  std::memcpy(w.nonce, nonce, sizeof(nonce));
+  std::string out(reinterpret_cast<const char*>(&w), sizeof(w));
+  out += auth.job_id;
+  return out;
+}
+
+absl::Status FreshNonce(uint8_t (&nonce)[32]) {
+  if (RAND_bytes(nonce, sizeof(nonce)) != 1) {
+    return absl::InternalError("OpenSSL's RAND_bytes failed to make a nonce (no entropy source?)");
+  }
+  return absl::OkStatus();
+}
+
+// Reads the peer's hello; `encoded` gets its bytes as sent (for the transcript).
+absl::StatusOr<HelloWire> ReadHello(const Socket& socket, HandshakeProtocol expected, absl::Time deadline,
+                                    std::string* job_id, std::string* encoded) {
+  HelloWire w{};
+  // The magic and version first, so that a stranger's bytes are refused at once rather than after waiting
+  // for a whole hello's worth of them.
+  constexpr size_t kPrefix = offsetof(HelloWire, protocol);
+  char* raw = reinterpret_cast<char*>(&w);
+  RETURN_IF_ERROR(RecvAll(socket, raw, kPrefix, deadline));
+  if (w.magic == kHelloMagic && w.version == kVersion) {
+    RETURN_IF_ERROR(RecvAll(socket, raw + kPrefix, sizeof(w) - kPrefix, deadline));
+  }
+  if (w.magic != kHelloMagic || w.version != kVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(socket.peer_name(),
+                     " did not start with a psring hello; is another program using this address, or a "
+                     "different psring version?"));
+  }
+  if (w.protocol != static_cast<uint32_t>(expected)) {
+    return absl::InvalidArgumentError(absl::StrCat(socket.peer_name(), " speaks another psring protocol (",
+                                                   w.protocol, ", expected ", static_cast<uint32_t>(expected),
+                                                   "): a ring link and a store address mixed up?"));
+  }
+  if (w.job_id_len > kMaxJobIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(socket.peer_name(), " announced a job id of ",
+                                                   w.job_id_len, " bytes (at most ", kMaxJobIdBytes, ")"));
+  }
+  job_id->resize(w.job_id_len);
+  RETURN_IF_ERROR(RecvAll(socket, job_id->data(), job_id->size(), deadline));
+  encoded->assign(reinterpret_cast<const char*>(&w), sizeof(w));
+  *encoded += *job_id;
+  return w;
+}
+
+Mac TranscriptMac(const AuthConfig& auth, absl::string_view side, const std::string& client_hello,
+                  const std::string& server_hello) {
+  Mac mac{};
+  if (auth.token.empty()) return mac;
+  return HmacSha256(auth.token, absl::StrCat("psring-auth-v1 ", side, client_hello, server_hello));
+}
+
+absl::string_view AsView(const Mac& mac) {
+  return absl::string_view(reinterpret_cast<const char*>(mac.data()), mac.size());
+}
+
+absl::Status SendVerdict(const Socket& socket, const absl::Status& status, absl::Time deadline) {
+  const std::string message(status.message().substr(0, kMaxVerdictMessage));
+  VerdictWire v{};
+  v.magic = kVerdictMagic;
+  v.code = static_cast<uint32_t>(status.code());
+  v.message_len = static_cast<uint32_t>(message.size());
+  RETURN_IF_ERROR(SendAll(socket, &v, sizeof(v), deadline));
+  return SendAll(socket, message.data(), message.size(), deadline);
+}
+
+HandshakeHello FromWire(const HelloWire& w, std::string job_id) {
+  HandshakeHello h;
+  h.protocol = static_cast<HandshakeProtocol>(w.protocol);
+  h.rank = w.rank;
+  h.world_size = w.world_size;
+  h.job_id = std::move(job_id);
+  return h;
+}
+
+std::string RankName(int32_t rank) {
+  return rank < 0 ? std::string("a client") : absl::StrCat("rank ", rank);
+}
+
+}  // namespace
+
+absl::StatusOr<AuthConfig> AuthConfigFrom(const std::string& token_flag, const std::string& job_flag) {
+  AuthConfig auth;
+  auth.token = token_flag;
+  if (auth.token.empty()) {
+    const char* env = std::getenv(kAuthTokenEnv);
+    if (env != nullptr) auth.token = env;
+  }
+  auth.job_id = job_flag;
+  if (auth.job_id.empty()) {
+    const char* env = std::getenv(kJobIdEnv);
+    if (env != nullptr) auth.job_id = env;
+  }
+  if (auth.job_id.size() > kMaxJobIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--job_id (or ", kJobIdEnv, ") has ", auth.job_id.size(),
+                                                   " bytes; at most ", kMaxJobIdBytes));
+  }
+  return auth;
+}
+
+std::array<uint8_t, 32> HmacSha256(absl::string_view key, absl::string_view message) {
+  Mac out{};
+  unsigned int len = 0;
+  // HMAC() only fails for an unknown digest or an allocation failure, neither of which a caller can fix.
+  const unsigned char* ok =
+      HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(message.data()), message.size(), out.data(), &len);
+  if (ok == nullptr || len != out.size()) std::abort();
+  return out;
+}
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthConfig& auth,
+                                               const HandshakeHello& mine, absl::Time deadline) {
+  uint8_t nonce[32];
+  RETURN_IF_ERROR(FreshNonce(nonce));
+  const std::string client_hello = EncodeHello(mine, auth, nonce);
+  RETURN_IF_ERROR(SendAll(socket, client_hello.data(), client_hello.size(), deadline));
+
+  std::string server_job, server_hello;
+  ASSIGN_OR_RETURN(HelloWire theirs, ReadHello(socket, mine.protocol, deadline, &server_job, &server_hello));
+  Mac server_mac{};
+  RETURN_IF_ERROR(RecvAll(socket, server_mac.data(), server_mac.size(), deadline));
+  if (!auth.token.empty()) {
+    if (theirs.has_token == 0) {
+      return absl::UnauthenticatedError(
+          absl::StrCat(socket.peer_name(),
+                       " runs without an auth token but this rank has one; give every rank of the job "
+                       "the same --auth_token (or ",
+                       kAuthTokenEnv, ")"));
+    }
+    const Mac expected = TranscriptMac(auth, "server", client_hello, server_hello);
+    if (!ConstantTimeEquals(AsView(expected), AsView(server_mac))) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          socket.peer_name(), " failed to prove the auth token: it has another --auth_token (or ",
+          kAuthTokenEnv, ") than this rank"));
+    }
+  }
+  const Mac my_mac = TranscriptMac(auth, "client", client_hello, server_hello);
+  RETURN_IF_ERROR(SendAll(socket, my_mac.data(), my_mac.size(), deadline));
+
+  VerdictWire verdict{};
+  RETURN_IF_ERROR(RecvAll(socket, &verdict, sizeof(verdict), deadline));
+  if (verdict.magic != kVerdictMagic || verdict.message_len > kMaxVerdictMessage ||
+      verdict.code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(socket.peer_name(), " sent a malformed handshake verdict; a different psring version?"));
+  }
+  std::string message(verdict.message_len, '\0');
+  RETURN_IF_ERROR(RecvAll(socket, message.data(), message.size(), deadline));
+  if (verdict.code != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(verdict.code),
+                        absl::StrCat(socket.peer_name(), " refused this rank: ", message));
+  }
+  if (server_job != auth.job_id) {  // the server checked ours; this only guards a misbehaving one
+    return absl::PermissionDeniedError(absl::StrCat("job id mismatch: this rank has '", auth.job_id, "', ",
+                                                    socket.peer_name(), " has '",
+                                                    absl::CHexEscape(server_job), "'"));
+  }
+  return FromWire(theirs, std::move(server_job));
+}
+
+absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthConfig& auth,
+                                               const HandshakeHello& mine, const HelloCheck& check,
+                                               absl::Time deadline) {
+  std::string client_job, client_hello;
+  ASSIGN_OR_RETURN(HelloWire theirs, ReadHello(socket, mine.protocol, deadline, &client_job, &client_hello));
+  uint8_t nonce[32];
+  RETURN_IF_ERROR(FreshNonce(nonce));
+  const std::string server_hello = EncodeHello(mine, auth, nonce);
+  const Mac my_mac = TranscriptMac(auth, "server", client_hello, server_hello);
+  RETURN_IF_ERROR(SendAll(socket, server_hello.data(), server_hello.size(), deadline));
+  RETURN_IF_ERROR(SendAll(socket, my_mac.data(), my_mac.size(), deadline));
+  Mac client_mac{};
+  RETURN_IF_ERROR(RecvAll(socket, client_mac.data(), client_mac.size(), deadline));
+
+  HandshakeHello client = FromWire(theirs, std::move(client_job));
+  absl::Status verdict;
+  if (!auth.token.empty()) {
+    const Mac expected = TranscriptMac(auth, "client", client_hello, server_hello);
+    if (theirs.has_token == 0) {
+      verdict = absl::UnauthenticatedError(
+          absl::StrCat("this job requires an auth token and ", RankName(client.rank),
+                       " has none; give every rank the same --auth_token (or ", kAuthTokenEnv, ")"));
+    } else if (!ConstantTimeEquals(AsView(expected), AsView(client_mac))) {
+      verdict = absl::UnauthenticatedError(
+          absl::StrCat(RankName(client.rank), " failed to prove the auth token (another --auth_token or ",
+                       kAuthTokenEnv, ")"));
+    }
+  } else if (theirs.has_token != 0) {
+    verdict = absl::UnauthenticatedError(
+        absl::StrCat("this job runs without an auth token but ", RankName(client.rank),
+                     " has one; give every rank the same --auth_token (or ", kAuthTokenEnv, "), or none"));
+  }
+  if (verdict.ok() && client.job_id != auth.job_id) {
+    verdict = absl::PermissionDeniedError(absl::StrCat(
+        "job id mismatch: ", RankName(client.rank), " has '", absl::CHexEscape(client.job_id),
+        "', this job is '", auth.job_id, "'; give every rank the same --job_id (or ", kJobIdEnv, ")"));
+  }
+  if (verdict.ok() && check) verdict = check(client);
+  RETURN_IF_ERROR(SendVerdict(socket, verdict, deadline));
+  if (!verdict.ok()) return verdict;
+  return client;
+}
+
+}  // namespace psring

@@ -1,0 +1,94 @@
+// Authentication of the ring's TCP connections (the rendezvous store, common/tcp_store.h, and the ring's
+// neighbour links, ring/tcp_transport.h): a shared secret (--auth_token, or PSRING_AUTH_TOKEN in the
+// environment) proven by both ends of every connection with a challenge-response, so the secret never
+// crosses the wire and a recorded exchange cannot be replayed.
+//
+// The handshake (both messages of step 1 and 2 have the same layout, HelloWire + job id bytes):
+//   1. client -> server  hello: protocol, rank, world size, job id, "has a token", a fresh 32-byte nonce
+//   2. server -> client  hello (same fields, its own fresh nonce) + MAC_s
+//   3. client -> server  MAC_c (sent only when MAC_s is right, or when the client has no token)
+//   4. server -> client  verdict: status code + message (the server's checks: token, job id, rank)
+// MAC_x = HMAC-SHA256(token, "psring-auth-v1 " + x + transcript), x = "server" or "client", transcript =
+// both hellos as sent, so each MAC covers both nonces, ranks, world sizes and job ids. Comparisons are
+// constant-time. Without a token (both sides) the MACs are zeros and the hellos still carry the job id,
+// ranks and world size, which are checked as with one.
+//
+//   AuthConfig auth{.token = "s3cret", .job_id = "train-42"};
+//   HandshakeHello mine{HandshakeProtocol::kStore, /*rank=*/1, /*world_size=*/4};
+//   ASSIGN_OR_RETURN(HandshakeHello server, ClientHandshake(socket, auth, mine, deadline));
+//
+// Every call blocks until its handshake is done, refused or `deadline` passes. Thread-compatible; no state.
+#ifndef PSRING_COMMON_AUTH_H_
+#define PSRING_COMMON_AUTH_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/socket.h"
+
+namespace psring {
+
+// The environment variable a rank reads its token from when --auth_token is not given.
+inline constexpr char kAuthTokenEnv[] = "PSRING_AUTH_TOKEN";
+// The environment variable a rank reads its job id from when --job_id is not given.
+inline constexpr char kJobIdEnv[] = "PSRING_JOB_ID";
+// Longest job id a hello may carry.
+inline constexpr size_t kMaxJobIdBytes = 256;
+
+struct AuthConfig {
+  // Shared secret of the job; empty: no authentication (every rank must then have none).
+  std::string token;
+  // Names the job; ranks and stores with different ids refuse each other even with the same token. Empty is a
+  // valid id (the default when --job_id is not given).
+  std::string job_id;
+};
+
+// The token from `flag_value`, else from PSRING_AUTH_TOKEN; the job id from `job_flag`, else PSRING_JOB_ID.
+// kInvalidArgument for a job id longer than kMaxJobIdBytes. Never prints the token.
+absl::StatusOr<AuthConfig> AuthConfigFrom(const std::string& token_flag, const std::string& job_flag);
+
+// Which service the connection is for, so a store hello cannot be replayed into a ring link and back.
+enum class HandshakeProtocol : uint32_t { kStore = 1, kRing = 2 };
+
+struct HandshakeHello {
+  HandshakeProtocol protocol = HandshakeProtocol::kStore;
+  int32_t rank = -1;  // -1: the sender has no rank (a store server)
+  int32_t world_size = 0;
+  std::string job_id;  // filled from AuthConfig when sending
+};
+
+// Client side of the handshake (steps 1-4). On success: the server's hello, authenticated when the client
+// has a token. kUnauthenticated when the server fails to prove the token or the server refused this
+// client's proof; kPermissionDenied / kInvalidArgument / kResourceExhausted with the server's message when it
+// refused this client for another reason (job id, rank); kUnavailable / kDeadlineExceeded when the
+// connection broke or stalled; kInvalidArgument when the peer does not speak this protocol.
+absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthConfig& auth,
+                                               const HandshakeHello& mine, absl::Time deadline);
+
+// Checks an authenticated client's hello on the server: OK to accept it, else the status sent back to it
+// (the server's own call then returns that status too).
+using HelloCheck = std::function<absl::Status(const HandshakeHello& client)>;
+
+// Server side of the handshake. Returns the client's hello once it proved the token (when the server has
+// one), its job id equals the server's and `check` accepted it; otherwise an error (also sent to the client
+// in the verdict, except when the connection did not even carry a hello). kUnauthenticated for a missing or
+// wrong proof; kPermissionDenied for another job id.
+absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthConfig& auth,
+                                               const HandshakeHello& mine, const HelloCheck& check,
+                                               absl::Time deadline);
+
+// HMAC-SHA256 of `message` under `key` (OpenSSL's libcrypto).
+std::array<uint8_t, 32> HmacSha256(absl::string_view key, absl::string_view message);
+
+// Constant-time equality of two byte strings (the time depends only on their lengths).
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
+}  // namespace psring
+
+#endif  // PSRING_COMMON_AUTH_H_

@@ -1,0 +1,178 @@
+// The ring's authentication on loopback: a forged neighbour (no token, a wrong token, another job, garbage)
+// is refused at a real rank's ring port while the real ranks still connect and average exactly; a forged
+// rank cannot get into the rendezvous store of an authenticated job; ranks with different tokens all fail.
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/auth.h"
+#include "common/cluster_env.h"
+#include "common/socket.h"
+#include "common/store.h"
+#include "common/tcp_store.h"
+#include "gtest/gtest.h"
+#include "ring/ring_allreduce.h"
+#include "ring/ring_exchange.h"
+#include "ring/tcp_transport.h"
+#include "ring/thread_ranks.h"
+
+namespace psring::ring {
+namespace {
+
+constexpr char kToken[] = "ring-secret";
+
+TEST(RingAuthTest, ForgedNeighboursAreRefusedAndTheRealRingStaysExact) {
+  InMemoryStore store;
+  TcpRingOptions o;
+  o.timeout = absl::Seconds(30);
+  o.auth = AuthConfig{kToken, "job-1"};
+  absl::StatusOr<std::unique_ptr<TcpRingPeer>> peers[2] = {absl::UnknownError("not run"),
+                                                           absl::UnknownError("not run")};
+  std::thread rank1([&] { peers[1] = ConnectTcpRing(&store, 1, 2, o); });
+
+  // What an attacker who found rank 1's ring port would try (it cannot read the store of a real job).
+  absl::StatusOr<std::string> published = store.Get("ring/addr/1", absl::Seconds(10));
+  ASSERT_TRUE(published.ok()) << published.status();
+  const std::vector<std::string> parts = absl::StrSplit(*published, ' ');
+  absl::StatusOr<HostPort> addr = ParseHostPort(parts[0], "rank 1");
+  ASSERT_TRUE(addr.ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  auto connect = [&] {
+    absl::StatusOr<Socket> s = ConnectTcp(addr->host, addr->port, deadline);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : Socket();
+  };
+  {  // the pre-authentication hello (magic "HELO", rank 0, world 2, version 1)
+    Socket s = connect();
+    const uint32_t old_hello[4] = {0x48454c4f, 0, 2, 1};
+    ASSERT_TRUE(SendAll(s, old_hello, sizeof(old_hello), deadline).ok());
+    char byte;
+    EXPECT_FALSE(RecvAll(s, &byte, 1, deadline).ok()) << "rank 1 answered a hello without proof";
+  }
+  struct Forger {
+    std::string what;
+    AuthConfig auth;
+    HandshakeProtocol protocol;
+    absl::StatusCode code;
+  };
+  for (const Forger& f :
+       {Forger{"no token", {"", "job-1"}, HandshakeProtocol::kRing, absl::StatusCode::kUnauthenticated},
+        Forger{
+            "wrong token", {"guess", "job-1"}, HandshakeProtocol::kRing, absl::StatusCode::kUnauthenticated},
+        Forger{
+            "another job", {kToken, "job-2"}, HandshakeProtocol::kRing, absl::StatusCode::kPermissionDenied},
+        // The ring port drops a store hello without a verdict: the forger sees the connection close.
+        Forger{
+            "store hello", {kToken, "job-1"}, HandshakeProtocol::kStore, absl::StatusCode::kUnavailable}}) {
+    SCOPED_TRACE(f.what);
+    Socket s = connect();
+    s.set_peer_name("rank 1");
+    absl::StatusOr<HandshakeHello> h = ClientHandshake(s, f.auth, HandshakeHello{f.protocol, 0, 2}, deadline);
+    EXPECT_EQ(h.status().code(), f.code) << h.status();
+  }
+
+  std::thread rank0([&] { peers[0] = ConnectTcpRing(&store, 0, 2, o); });
+  rank0.join();
+  rank1.join();
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(peers[r].ok()) << "rank " << r << ": " << peers[r].status();
+  std::vector<std::vector<float>> data(2);
+  std::vector<absl::Status> status(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      data[r].assign(1000, 1.0f + r);
+      RingCollectives ring(peers[r]->get(), RingOptions{});
+      status[r] = ring.AllReduce(data[r].data(), data[r].size(), DataType::kFloat32, ReduceOp::kAverage);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(status[r].ok()) << status[r];
+    for (float v : data[r]) ASSERT_EQ(v, 1.5f) << "rank " << r;
+  }
+}
+
+// A rank whose right side fails (here: its right neighbour published another world size) stops waiting for
+// its left neighbour at once instead of at the timeout.
+TEST(RingAuthTest, AFailedRightSideStopsTheWaitForTheLeft) {
+  InMemoryStore store;
+  ASSERT_TRUE(store.Set("ring/addr/1", "127.0.0.1:9 5").ok());
+  TcpRingOptions o;
+  o.timeout = absl::Seconds(120);
+  o.auth = AuthConfig{kToken, ""};
+  const absl::Time start = absl::Now();
+  absl::Status s = ConnectTcpRing(&store, 0, 3, o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "world size mismatch")) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << "waited for the left neighbour";
+}
+
+// RingExchange::Connect on `ranks` threads (rank r with auths[r]); `before_rank1` runs once rank 0 serves.
+std::vector<absl::Status> RunJob(const std::vector<AuthConfig>& auths, absl::Duration timeout,
+                                 const std::function<void(int port)>& before_rank1 = nullptr) {
+  const int ranks = static_cast<int>(auths.size());
+  const int port = FreeLoopbackPort().value();
+  std::vector<absl::Status> status(ranks);
+  auto run = [&](int r) {
+    ClusterEnv env;
+    env.rank = r;
+    env.world_size = ranks;
+    env.master_port = port;
+    RingExchangeOptions o;
+    o.group = LoopbackOptions(512 << 10, timeout);
+    o.group.tcp.auth = auths[r];
+    absl::StatusOr<std::unique_ptr<RingExchange>> ex = RingExchange::Connect(env, o);
+    if (!ex.ok()) {
+      status[r] = ex.status();
+      return;
+    }
+    std::vector<double> v = {1.0 + r};
+    status[r] = (*ex)->AverageMetrics(absl::MakeSpan(v));
+    if (status[r].ok() && v[0] != 1.0 + (ranks - 1) / 2.0) status[r] = absl::InternalError("wrong average");
+    if (status[r].ok()) status[r] = (*ex)->Barrier();
+  };
+  std::vector<std::thread> threads;
+  threads.emplace_back(run, 0);
+  if (before_rank1) before_rank1(port);
+  for (int r = 1; r < ranks; ++r) threads.emplace_back(run, r);
+  for (auto& t : threads) t.join();
+  return status;
+}
+
+TEST(RingAuthTest, AForgedRankCannotJoinAnAuthenticatedJob) {
+  const AuthConfig auth{kToken, "job-1"};
+  std::vector<absl::Status> forged;
+  std::vector<absl::Status> status = RunJob({auth, auth}, absl::Seconds(30), [&](int port) {
+    for (const AuthConfig& a :
+         {AuthConfig{"", "job-1"}, AuthConfig{"guess", "job-1"}, AuthConfig{kToken, "x"}}) {
+      TcpStoreOptions so;
+      so.master_port = port;
+      so.rank = 1;  // the slot the real rank 1 will take
+      so.world_size = 2;
+      so.auth = a;
+      so.timeout = absl::Seconds(10);  // retried while rank 0 is not listening yet
+      forged.push_back(TcpStore::Create(so).status());
+    }
+  });
+  ASSERT_EQ(forged.size(), 3u);
+  EXPECT_EQ(forged[0].code(), absl::StatusCode::kUnauthenticated) << forged[0];
+  EXPECT_EQ(forged[1].code(), absl::StatusCode::kUnauthenticated) << forged[1];
+  EXPECT_EQ(forged[2].code(), absl::StatusCode::kPermissionDenied) << forged[2];
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+}
+
+TEST(RingAuthTest, RanksWithDifferentTokensAllFail) {
+  std::vector<absl::Status> status =
+      RunJob({AuthConfig{kToken, ""}, AuthConfig{"other", ""}, AuthConfig{kToken, ""}}, absl::Seconds(3));
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(status[r].ok()) << "rank " << r << " succeeded";
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kUnauthenticated) << status[1];
+  EXPECT_TRUE(absl::StrContains(status[1].message(), "auth token")) << status[1];
+}
+
+}  // namespace
+}  // namespace psring::ring
