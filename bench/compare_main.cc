@@ -5,9 +5,9 @@
 //      ring / ps-1 / ps-colocated / ps-dedicated (K = 2), 5 measured steps after 1 warm-up;
 //   2. training the default MLP on Fashion-MNIST (real gradients, ~1 MiB) for 20 steps, same N and exchanges;
 //   3. replaying a real model profile (ResNet-50) with its per-layer gradients and compute, same N and
-//      exchanges, without and with overlap (--bucket_mb=0 and 25), scaled down by one factor (kReplayScale)
-//      so the emulated 100 Mbit/s links stand for a faster real network (bench/PERFORMANCE.md 7.5); the
-//      fitted model is projected onto --project_link (default 25 Gbit/s).
+//      exchanges, without and with overlap (flat and DDP's 25 MB buckets), its bytes scaled down by one
+//      factor (kReplayBytesScale) so the emulated 100 Mbit/s links stand for a faster real network
+//      (bench/PERFORMANCE.md 7.6); the fitted model is projected onto --project_link (default 25 Gbit/s).
 //
 // Outputs go to <out_dir>/gradient, <out_dir>/train and <out_dir>/replay (CSV, JSON, SVG; replay also the
 // merged timelines and the Gantt chart). Full sweeps: //bench:scaling.
@@ -22,9 +22,8 @@
 #include "common/status_macros.h"
 
 ABSL_FLAG(bool, train, true, "Also compare the exchanges while training the MLP (part 2).");
-ABSL_FLAG(bool, replay, false,
-          "Also compare them replaying the ResNet-50 profile without and with overlap (part 3). Needs the "
-          "workers' replay mode (--workload); off by default until the worker binaries have it.");
+ABSL_FLAG(bool, replay, true,
+          "Also compare them replaying the ResNet-50 profile without and with overlap (part 3).");
 
 namespace psring::bench {
 namespace {
@@ -39,14 +38,18 @@ ScalingOptions GradientPart() {
   return gradient;
 }
 
-// Part 3: ResNet-50 replayed with every exchange, flat and with DDP's 25 MB buckets. The workload's scale
-// factor divides gradient bytes and compute alike (bench/PERFORMANCE.md 7.5), so the step keeps the
-// profile's compute/communication ratio on a link kReplayScale times faster than the emulated one.
+// Part 3: ResNet-50 replayed with every exchange, flat and with DDP's 25 MB buckets. Its gradient bytes are
+// divided by kReplayBytesScale (and the bucket cap with them, so the buckets stay DDP's), its compute kept:
+// on 100 Mbit/s links that is the real model on links kReplayBytesScale times faster (6.4 Gbit/s), and
+// compute (200 ms) and the exchange are of the same order, where overlap matters (bench/PERFORMANCE.md 7.6).
+constexpr double kReplayBytesScale = 64;
+
 ScalingOptions ReplayPart(const ScalingOptions& base, const std::string& out_dir) {
   ScalingOptions replay = base;
   replay.workloads = {"resnet50"};
-  replay.bucket_mbs = {0, 25};
-  replay.steps = 4;
+  replay.bytes_scale = kReplayBytesScale;
+  replay.bucket_mbs = {0, 25 / kReplayBytesScale};
+  replay.steps = 3;
   replay.warmup_steps = 1;
   replay.timeline_dir = out_dir + "/timelines";
   if (replay.projection.link_bytes_per_second <= 0) replay.projection = {25e9 / 8, 5e-6};

@@ -156,7 +156,8 @@ void PrintWorkloadTables(const ScalingResult& result, const std::string& workloa
   for (Exchange e : result.options.exchanges) {
     Table table(&out, {"N", "K", "bucket", "nbkt", "step_ms", "fwd_ms", "bwd_ms", "expo_ms", "ideal_ms",
                        "model_ms", "err%", "speedup"});
-    table.Comment(absl::StrFormat("workload %s, exchange %s (time = the exchange alone per step, all buckets)",
+    table.Comment(absl::StrFormat("workload %s, exchange %s (time: the exchange per step as the workers time it; "
+                                  "bucketed: the part backward did not hide)",
                                   workload, ExchangeName(e)));
     table.Header();
     for (const RunRecord& r : result.records) {

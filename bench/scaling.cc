@@ -4,12 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/result_line.h"
 #include "bench/trace_merge.h"
+#include "common/atomic_file.h"
+#include "google/protobuf/util/json_util.h"
+#include "trainer/workload.h"
 #include "common/exit_codes.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
@@ -121,8 +126,10 @@ std::string Tail(const std::string& text, size_t bytes) {
 // Runs one exchange at one N and S on the cluster and fills its record.
 class Runner {
  public:
-  Runner(const ScalingOptions& options, EmulatedCluster* cluster, std::ostream* progress)
-      : o_(options), cluster_(cluster), progress_(progress) {}
+  // `profiles`: workload name -> what the workers get as --workload (a scaled copy's path; absent: the name).
+  Runner(const ScalingOptions& options, EmulatedCluster* cluster, std::ostream* progress,
+         std::map<std::string, std::string> profiles)
+      : o_(options), cluster_(cluster), progress_(progress), profiles_(std::move(profiles)) {}
 
   // `workload` "" and `bucket_mb` -1 outside replay mode and without --bucket_mb.
   RunRecord Run(Exchange exchange, int nodes, size_t bytes, const std::string& workload, double bucket_mb,
@@ -212,7 +219,8 @@ class Runner {
       flags.push_back(absl::StrCat("--model_bytes=", bytes));
       flags.push_back(absl::StrCat("--warmup_steps=", o_.warmup_steps));
     } else if (o_.mode == "replay") {
-      flags.push_back(absl::StrCat("--workload=", record.workload));
+      auto profile = profiles_.find(record.workload);
+      flags.push_back(absl::StrCat("--workload=", profile != profiles_.end() ? profile->second : record.workload));
       flags.push_back(absl::StrCat("--warmup_steps=", o_.warmup_steps));
       flags.insert(flags.end(), o_.workload_args.begin(), o_.workload_args.end());
     } else {
@@ -240,7 +248,8 @@ class Runner {
     for (int r = 0; r < context.nodes(); ++r) {
       std::vector<std::string> argv = plugin.WorkerArgv(context, r);
       argv.push_back(absl::StrCat("--rank=", r));
-      if (!timeline_stem.empty()) argv.push_back("--timeline=" + RankTimeline(timeline_stem, r));
+      // The worker puts its rank for "{rank}" (trainer/worker_main.cc --timeline).
+      if (!timeline_stem.empty()) argv.push_back("--timeline=" + timeline_stem + "/rank{rank}.json");
       argv.insert(argv.end(), shared.begin(), shared.end());
       specs.push_back({absl::StrCat(plugin.name(), " rank ", r), cluster_->Command(placement.worker_hosts[r], argv),
                        /*service=*/false});
@@ -321,7 +330,38 @@ class Runner {
   const ScalingOptions& o_;
   EmulatedCluster* cluster_;
   std::ostream* progress_;
+  const std::map<std::string, std::string> profiles_;
 };
+
+// Replay mode: each workload's profile into result->workload_layers (its own bytes and device times) and,
+// with bytes_scale > 1, a copy with every layer's parameters divided by it written for the workers.
+absl::StatusOr<std::map<std::string, std::string>> LoadProfiles(ScalingResult* result) {
+  std::map<std::string, std::string> paths;
+  const double scale = result->options.bytes_scale;
+  for (const std::string& name : result->options.workloads) {
+    ASSIGN_OR_RETURN(proto::Workload workload, trainer::LoadWorkload(name));
+    std::vector<LayerCost>& layers = result->workload_layers[name];
+    for (const proto::WorkloadLayer& l : workload.layers()) {
+      layers.push_back({4.0 * static_cast<double>(l.params()), l.forward_ms() / 1e3, l.backward_ms() / 1e3});
+    }
+    if (scale == 1) continue;
+    for (proto::WorkloadLayer& l : *workload.mutable_layers()) {
+      l.set_params(std::max<int64_t>(1, std::llround(static_cast<double>(l.params()) / scale)));
+    }
+    workload.set_source(absl::StrCat(workload.source(), "; parameters divided by ", scale, " (--bytes_scale)"));
+    std::string json;
+    if (!google::protobuf::util::MessageToJsonString(workload, &json).ok()) {
+      return absl::InternalError(absl::StrCat("cannot print the scaled profile of ", name));
+    }
+    std::string file = name;
+    std::replace(file.begin(), file.end(), '/', '_');
+    const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(), "/psring-profiles-", getpid());
+    RETURN_IF_ERROR(MakeDirectories(dir));
+    paths[name] = absl::StrCat(dir, "/", file, ".json");
+    RETURN_IF_ERROR(WriteFileAtomically(paths[name], json));
+  }
+  return paths;
+}
 
 absl::Status Validate(const ScalingOptions& o) {
   if (o.nodes.empty()) return absl::InvalidArgumentError("--nodes is empty: give node counts like 1,2,4,8");
@@ -331,6 +371,9 @@ absl::Status Validate(const ScalingOptions& o) {
   if (o.exchanges.empty()) return absl::InvalidArgumentError("--exchanges is empty");
   if (o.mode != "gradient" && o.mode != "train" && o.mode != "replay") {
     return absl::InvalidArgumentError(absl::StrCat("--mode=", o.mode, ": use gradient or train (or --workload)"));
+  }
+  if (!(o.bytes_scale >= 1) || !std::isfinite(o.bytes_scale)) {
+    return absl::InvalidArgumentError(absl::StrCat("--bytes_scale=", o.bytes_scale, ": must be a number >= 1"));
   }
   if (o.mode == "replay" && o.workloads.empty()) {
     return absl::InvalidArgumentError("replay mode needs --workload (e.g. resnet50, or a profile file)");
@@ -425,7 +468,11 @@ absl::StatusOr<ScalingResult> RunScaling(const ScalingOptions& options, std::ost
   ASSIGN_OR_RETURN(std::unique_ptr<EmulatedCluster> cluster, StartCluster(options, &result, progress));
 
   const ScalingOptions& o = result.options;
-  Runner runner(o, cluster.get(), progress);
+  std::map<std::string, std::string> profiles;
+  if (o.mode == "replay") {
+    ASSIGN_OR_RETURN(profiles, LoadProfiles(&result));
+  }
+  Runner runner(o, cluster.get(), progress, std::move(profiles));
   const std::vector<size_t>& sizes = o.model_bytes;
   // One pass per workload (just "" outside replay mode) and per bucket cap (-1: not given).
   const std::vector<std::string> workloads = o.workloads.empty() ? std::vector<std::string>{""} : o.workloads;

@@ -58,7 +58,11 @@ struct ScalingOptions {
   // Replay mode: the workers replay these model profiles (presets like resnet50, or profile files) with
   // their real gradient sizes and timed compute (workers' --workload); one sweep per workload.
   std::vector<std::string> workloads;
-  std::vector<std::string> workload_args;   // flags for replaying workers only (e.g. the scale flag)
+  std::vector<std::string> workload_args;   // flags for replaying workers only (e.g. --compute_scale)
+  // Replay mode: every layer's parameter count divided by this (>= 1; the workers replay a scaled copy of the
+  // profile). With compute unchanged, 100 Mbit/s links and bytes / k stand for k x faster links with the
+  // real bytes (bench/PERFORMANCE.md 7.6). --bucket_mb applies to the scaled bytes.
+  double bytes_scale = 1;
   // --bucket_mb values to sweep (train and replay modes; empty: the workers' default). 0 = one flat exchange
   // after backward; > 0 = buckets of that many MiB overlapped with backward.
   std::vector<double> bucket_mbs;

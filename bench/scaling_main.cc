@@ -90,6 +90,11 @@ ABSL_FLAG(std::vector<std::string>, bucket_mb, {},
           "default.");
 ABSL_FLAG(std::vector<std::string>, workload_args, Defaults().workload_args,
           "Extra comma-separated flags for replaying workers only, e.g. the workload's scale flag.");
+ABSL_FLAG(double, bytes_scale, Defaults().bytes_scale,
+          "Replay mode: divide every layer's parameter count by this (>= 1), so a model's exchange fits the "
+          "emulated links: bytes / k on 100 Mbit/s stand for the real bytes on k x 100 Mbit/s (with the "
+          "compute unchanged; --workload_args=--compute_scale=c scales the compute). --bucket_mb applies to the "
+          "scaled bytes; the projection uses the profile's real size.");
 ABSL_FLAG(bool, timeline, true,
           "Replay mode: every worker writes a per-rank timeline (--timeline) and the harness merges each run's "
           "ranks into <out_dir>/timelines/<run>.json (Chrome trace-event JSON, one process per rank; open it in "
@@ -156,6 +161,7 @@ absl::StatusOr<ScalingOptions> SweepOptionsFromFlags() {
   o.compute_ms = absl::GetFlag(FLAGS_compute_ms);
   o.workloads = absl::GetFlag(FLAGS_workload);
   o.workload_args = absl::GetFlag(FLAGS_workload_args);
+  o.bytes_scale = absl::GetFlag(FLAGS_bytes_scale);
   for (const std::string& item : absl::GetFlag(FLAGS_bucket_mb)) {
     double mb = 0;
     if (!absl::SimpleAtod(item, &mb)) {
