@@ -119,13 +119,21 @@ std::vector<ByteRange> BucketsOf(const std::vector<LayerCost>& layers, double bu
   return buckets;
 }
 
-// The model's step for `layers` on `fit` at N (optimizer time added as measured).
+// The model's step for `layers` on `fit` at N. Each bucket costs beta * its busiest-link bytes; the
+// latency terms alpha * messages are charged once per step, with the first bucket: fitted on flat steps
+// over links without added delay, alpha measures what a step costs per message as N grows (opening the
+// step's streams, the servers' per-step work, N processes sharing the cores), not a wire latency each
+// bucket pays again (bench/PERFORMANCE.md 3.2).
 StepEstimate ModelStep(const ScalingResult& result, const ModelFit& fit, Exchange e, int nodes,
                        const std::vector<LayerCost>& layers, double bucket_mb) {
   const ExchangePlugin& plugin = PluginFor(e);
   const int servers = plugin.Servers(nodes, result.options.ps_servers);
+  bool first = true;
   return OverlapStep(ShapeOf(layers, BucketsOf(layers, bucket_mb)), [&](double bytes) {
-    return PredictSeconds(fit, plugin.Terms(nodes, servers, bytes));
+    const CostTerms terms = plugin.Terms(nodes, servers, bytes);
+    const double seconds = fit.beta * terms.link_bytes + (first ? fit.alpha * terms.messages : 0);
+    first = false;
+    return seconds;
   });
 }
 

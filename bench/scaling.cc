@@ -333,18 +333,15 @@ class Runner {
   const std::map<std::string, std::string> profiles_;
 };
 
-// Replay mode: each workload's profile into result->workload_layers (its own bytes and device times) and,
-// with bytes_scale > 1, a copy with every layer's parameters divided by it written for the workers.
+// Replay mode: each workload's profile into result->workload_layers and, with bytes_scale > 1, a copy with
+// every layer's parameters divided by it written for the workers (name -> path).
 absl::StatusOr<std::map<std::string, std::string>> LoadProfiles(ScalingResult* result) {
+  RETURN_IF_ERROR(LoadWorkloadLayers(result));
   std::map<std::string, std::string> paths;
   const double scale = result->options.bytes_scale;
   for (const std::string& name : result->options.workloads) {
-    ASSIGN_OR_RETURN(proto::Workload workload, trainer::LoadWorkload(name));
-    std::vector<LayerCost>& layers = result->workload_layers[name];
-    for (const proto::WorkloadLayer& l : workload.layers()) {
-      layers.push_back({4.0 * static_cast<double>(l.params()), l.forward_ms() / 1e3, l.backward_ms() / 1e3});
-    }
     if (scale == 1) continue;
+    ASSIGN_OR_RETURN(proto::Workload workload, trainer::LoadWorkload(name));
     for (proto::WorkloadLayer& l : *workload.mutable_layers()) {
       l.set_params(std::max<int64_t>(1, std::llround(static_cast<double>(l.params()) / scale)));
     }
@@ -457,6 +454,18 @@ void PrintOutcome(const RunRecord& record, std::ostream* progress) {
 }
 
 }  // namespace
+
+absl::Status LoadWorkloadLayers(ScalingResult* result) {
+  for (const std::string& name : result->options.workloads) {
+    ASSIGN_OR_RETURN(const proto::Workload workload, trainer::LoadWorkload(name));
+    std::vector<LayerCost>& layers = result->workload_layers[name];
+    layers.clear();
+    for (const proto::WorkloadLayer& l : workload.layers()) {
+      layers.push_back({4.0 * static_cast<double>(l.params()), l.forward_ms() / 1e3, l.backward_ms() / 1e3});
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ScalingResult> RunScaling(const ScalingOptions& options, std::ostream* progress) {
   ScalingResult result;

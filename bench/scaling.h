@@ -125,6 +125,10 @@ struct ScalingResult {
 
 absl::StatusOr<ScalingResult> RunScaling(const ScalingOptions& options, std::ostream* progress);
 
+// Replay mode: each of result->options.workloads' profiles (trainer/workload.h: a preset or a file) into
+// result->workload_layers, at its own size and device compute. kNotFound / kInvalidArgument from the loader.
+absl::Status LoadWorkloadLayers(ScalingResult* result);
+
 // Fits alpha and beta per exchange from the successful records (fills result->fits).
 void FitModels(ScalingResult* result);
 

@@ -866,6 +866,7 @@ absl::Status ReportFromCsv(const ScalingOptions& options, const std::string& csv
   result.options = options;
   ASSIGN_OR_RETURN(result.records, RecordsFromCsv(text.str()));
   OptionsFromRecords(&result.options, result.records);
+  RETURN_IF_ERROR(LoadWorkloadLayers(&result));
   const ClusterOptions& cluster = options.cluster;
   result.emulated = !cluster.force_loopback;
   if (cluster.force_loopback) result.fallback_reason = "re-rendered with --loopback";
