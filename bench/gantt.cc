@@ -154,7 +154,21 @@ std::vector<TraceSpan> OneStep(const std::vector<TraceSpan>& spans, int index) {
     auto [it, fresh] = by_arg.emplace(span.step, std::make_pair(span.start_us, span.end_us()));
     if (!fresh) it->second = {std::min(it->second.first, span.start_us), std::max(it->second.second, span.end_us())};
   }
-  for (const auto& [step, window] : by_arg) steps.push_back(window);
+  // A step's forward pass may carry no step argument: start the window at the last forward span of rank 0
+  // since the previous step's window began.
+  std::vector<double> forwards;
+  for (const TraceSpan& span : spans) {
+    if (span.pid == first_pid && SpanKind(span) == "forward") forwards.push_back(span.start_us);
+  }
+  std::sort(forwards.begin(), forwards.end());
+  double previous_begin = -std::numeric_limits<double>::infinity();
+  for (auto [step, window] : by_arg) {
+    auto after = std::upper_bound(forwards.begin(), forwards.end(), window.first);
+    const double own_begin = window.first;
+    if (after != forwards.begin() && *(after - 1) > previous_begin) window.first = *(after - 1);
+    previous_begin = own_begin;
+    steps.push_back(window);
+  }
   for (const TraceSpan& span : spans) {
     if (by_arg.empty() && span.pid == first_pid && span.name == "step") steps.push_back({span.start_us, span.end_us()});
   }
