@@ -16,8 +16,8 @@
 #include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "tests/bench/svg_checks.h"
 #include "proto/bench_report.pb.h"
+#include "tests/bench/svg_checks.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace psring::bench {
@@ -32,6 +32,23 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// //bench:scaling with the real worker programs and `flags`, run to its end within `timeout`.
+absl::StatusOr<ProcessResult> RunScalingTool(const Runfiles& runfiles, const std::vector<std::string>& flags,
+                                             absl::Duration timeout) {
+  std::vector<std::string> argv = {
+      runfiles.Rlocation("psring/bench/scaling"),
+      "--ring_worker=" + runfiles.Rlocation("psring/ring/ring_worker"),
+      "--ps_server=" + runfiles.Rlocation("psring/ps/server"),
+      "--ps_worker=" + runfiles.Rlocation("psring/ps/worker"),
+  };
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  JobOptions options;
+  options.timeout = timeout;
+  absl::StatusOr<std::vector<ProcessResult>> results = RunJob({{"scaling", argv}}, options);
+  if (!results.ok()) return results.status();
+  return (*results)[0];
+}
+
 TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   std::string error;
   std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
@@ -40,28 +57,23 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   ASSERT_NE(tmp, nullptr);
   const std::string out_dir = absl::StrCat(tmp, "/scaling_out");
 
-  std::vector<std::string> argv = {
-      runfiles->Rlocation("psring/bench/scaling"),
-      "--ring_worker=" + runfiles->Rlocation("psring/ring/ring_worker"),
-      "--ps_server=" + runfiles->Rlocation("psring/ps/server"),
-      "--ps_worker=" + runfiles->Rlocation("psring/ps/worker"),
-      "--nodes=1,2",
-      "--exchanges=ring,ps-1,ps-colocated,ps-dedicated",
-      "--ps_servers=2",
-      "--model_bytes=64K",
-      "--steps=2",
-      "--warmup_steps=1",
-      "--link=1gbit",
-      "--worker_timeout=30",
-      "--job_timeout=40",
-      "--extrapolate=16,1024",
-      "--out_dir=" + out_dir,
-  };
-  JobOptions options;
-  options.timeout = absl::Seconds(50);
-  auto results = RunJob({{"scaling", argv}}, options);
-  ASSERT_TRUE(results.ok()) << results.status();
-  const ProcessResult& r = (*results)[0];
+  auto result = RunScalingTool(*runfiles,
+                               {
+                                   "--nodes=1,2",
+                                   "--exchanges=ring,ps-1,ps-colocated,ps-dedicated",
+                                   "--ps_servers=2",
+                                   "--model_bytes=64K",
+                                   "--steps=2",
+                                   "--warmup_steps=1",
+                                   "--link=1gbit",
+                                   "--worker_timeout=30",
+                                   "--job_timeout=40",
+                                   "--extrapolate=16,1024",
+                                   "--out_dir=" + out_dir,
+                               },
+                               absl::Seconds(50));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const ProcessResult& r = *result;
   ASSERT_EQ(r.exit_code, 0) << r.stderr_tail << "\n" << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("# exchange ring"), std::string::npos);
   EXPECT_NE(r.stdout_text.find("# Out of bounds values : 0 OK"), std::string::npos);
@@ -94,7 +106,8 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   EXPECT_EQ(Count(svg, "<g>"), Count(svg, "</g>"));
   EXPECT_NE(svg.find("S = 64 KiB"), std::string::npos);
   EXPECT_NE(svg.find("time per step (s)"), std::string::npos);
-  for (const char* name : {"ring measured", "ps-1 measured", "ps-colocated measured", "ps-dedicated measured"}) {
+  for (const char* name :
+       {"ring measured", "ps-1 measured", "ps-colocated measured", "ps-dedicated measured"}) {
     EXPECT_NE(svg.find(name), std::string::npos) << name;
   }
   EXPECT_EQ(svg.find("nan"), std::string::npos);
@@ -103,9 +116,11 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   proto::ScalingReport report;
   google::protobuf::util::JsonParseOptions strict;
   strict.ignore_unknown_fields = false;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(out_dir + "/scaling.json"), &report, strict).ok());
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(out_dir + "/scaling.json"), &report, strict).ok());
   ASSERT_EQ(report.runs_size(), 8);
-  for (const proto::RunReport& run : report.runs()) EXPECT_TRUE(run.ok()) << run.exchange() << " " << run.error();
+  for (const proto::RunReport& run : report.runs())
+    EXPECT_TRUE(run.ok()) << run.exchange() << " " << run.error();
 }
 
 TEST(ScalingE2eTest, LoopbackRunsEveryHostOn127001) {
@@ -113,28 +128,25 @@ TEST(ScalingE2eTest, LoopbackRunsEveryHostOn127001) {
   std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
   ASSERT_NE(runfiles, nullptr) << error;
   const std::string out_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/loopback_out");
-  std::vector<std::string> argv = {
-      runfiles->Rlocation("psring/bench/scaling"),
-      "--ring_worker=" + runfiles->Rlocation("psring/ring/ring_worker"),
-      "--ps_server=" + runfiles->Rlocation("psring/ps/server"),
-      "--ps_worker=" + runfiles->Rlocation("psring/ps/worker"),
-      "--loopback",
-      "--nodes=2",
-      "--exchanges=ring,ps-colocated",  // co-located shards need distinct ports on one address
-      "--model_bytes=64K",
-      "--steps=2",
-      "--warmup_steps=1",
-      "--worker_timeout=30",
-      "--job_timeout=40",
-      "--out_dir=" + out_dir,
-  };
-  JobOptions options;
-  options.timeout = absl::Seconds(50);
-  auto results = RunJob({{"scaling", argv}}, options);
-  ASSERT_TRUE(results.ok()) << results.status();
-  const ProcessResult& r = (*results)[0];
+  auto result = RunScalingTool(
+      *runfiles,
+      {
+          "--loopback",
+          "--nodes=2",
+          "--exchanges=ring,ps-colocated",  // co-located shards need distinct ports on one address
+          "--model_bytes=64K",
+          "--steps=2",
+          "--warmup_steps=1",
+          "--worker_timeout=30",
+          "--job_timeout=40",
+          "--out_dir=" + out_dir,
+      },
+      absl::Seconds(50));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const ProcessResult& r = *result;
   ASSERT_EQ(r.exit_code, 0) << r.stderr_tail << "\n" << r.stdout_text;
-  EXPECT_NE(r.stderr_tail.find("no emulated cluster (loopback requested)"), std::string::npos) << r.stderr_tail;
+  EXPECT_NE(r.stderr_tail.find("no emulated cluster (loopback requested)"), std::string::npos)
+      << r.stderr_tail;
   EXPECT_NE(r.stdout_text.find("LOOPBACK"), std::string::npos);
   EXPECT_EQ(r.stdout_text.find("# check"), std::string::npos);  // no acceptance checks without link limits
   const std::string svg = ReadFile(out_dir + "/scaling.svg");
@@ -143,40 +155,36 @@ TEST(ScalingE2eTest, LoopbackRunsEveryHostOn127001) {
 }
 
 // Replay mode end to end on loopback (seconds): the MLP profile, flat and bucketed, ring and co-located PS at
-// N = 2; every run checked (#wrong = 0), each run's ranks merged into one trace with one pid per rank, and the
-// per-workload figures (step time, Gantt chart) written.
+// N = 2; every run checked (#wrong = 0), each run's ranks merged into one trace with one pid per rank, and
+// the per-workload figures (step time, Gantt chart) written.
 TEST(ScalingE2eTest, ReplaysAWorkloadFlatAndBucketedWithMergedTimelines) {
   std::string error;
   std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
   ASSERT_NE(runfiles, nullptr) << error;
   // Replay mode lives in the workers (--workload); without it there is nothing for the harness to drive.
-  auto help = RunJob({{"help", {runfiles->Rlocation("psring/ring/ring_worker"), "--helpfull"}}}, JobOptions());
+  auto help =
+      RunJob({{"help", {runfiles->Rlocation("psring/ring/ring_worker"), "--helpfull"}}}, JobOptions());
   ASSERT_TRUE(help.ok()) << help.status();
   if ((*help)[0].stdout_text.find("-workload") == std::string::npos) {
     GTEST_SKIP() << "ring_worker has no --workload (replay mode) yet";
   }
   const std::string out_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/replay_out");
-  std::vector<std::string> argv = {
-      runfiles->Rlocation("psring/bench/scaling"),
-      "--ring_worker=" + runfiles->Rlocation("psring/ring/ring_worker"),
-      "--ps_server=" + runfiles->Rlocation("psring/ps/server"),
-      "--ps_worker=" + runfiles->Rlocation("psring/ps/worker"),
-      "--loopback",
-      "--nodes=2",
-      "--exchanges=ring,ps-colocated",
-      "--workload=mlp",
-      "--bucket_mb=0,0.25",
-      "--steps=3",
-      "--warmup_steps=1",
-      "--worker_timeout=30",
-      "--job_timeout=40",
-      "--out_dir=" + out_dir,
-  };
-  JobOptions options;
-  options.timeout = absl::Seconds(100);
-  auto results = RunJob({{"scaling", argv}}, options);
-  ASSERT_TRUE(results.ok()) << results.status();
-  const ProcessResult& r = (*results)[0];
+  auto result = RunScalingTool(*runfiles,
+                               {
+                                   "--loopback",
+                                   "--nodes=2",
+                                   "--exchanges=ring,ps-colocated",
+                                   "--workload=mlp",
+                                   "--bucket_mb=0,0.25",
+                                   "--steps=3",
+                                   "--warmup_steps=1",
+                                   "--worker_timeout=30",
+                                   "--job_timeout=40",
+                                   "--out_dir=" + out_dir,
+                               },
+                               absl::Seconds(100));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const ProcessResult& r = *result;
   ASSERT_EQ(r.exit_code, 0) << r.stderr_tail << "\n" << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("# workload mlp, exchange ring"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("# VERDICT mlp"), std::string::npos);
@@ -205,7 +213,8 @@ TEST(ScalingE2eTest, ReplaysAWorkloadFlatAndBucketedWithMergedTimelines) {
     for (const TraceSpan& span : *spans) pids.insert(span.pid);
     EXPECT_EQ(pids, (std::set<int>{0, 1})) << timeline;
     for (int rank = 0; rank < 2; ++rank) {
-      const std::string rank_file = absl::StrCat(timeline.substr(0, timeline.size() - 5), "/rank", rank, ".json");
+      const std::string rank_file =
+          absl::StrCat(timeline.substr(0, timeline.size() - 5), "/rank", rank, ".json");
       auto rank_spans = ReadSpans(ReadFile(rank_file));
       ASSERT_TRUE(rank_spans.ok()) << rank_file;
       EXPECT_EQ(static_cast<size_t>(std::count_if(spans->begin(), spans->end(),
