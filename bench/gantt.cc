@@ -57,7 +57,8 @@ int SectionHeight(const GanttSection& section) {
   return kSectionHeader + static_cast<int>(Tracks(section).size()) * kRowHeight + kAxisHeight;
 }
 
-void DrawSection(const GanttSection& section, const std::vector<std::string>& kinds, int top, std::string* svg) {
+void DrawSection(const GanttSection& section, const std::vector<std::string>& kinds, int top,
+                 std::string* svg) {
   const auto tracks = Tracks(section);
   double t0 = std::numeric_limits<double>::infinity(), t1 = -t0;
   for (const TraceSpan& span : section.spans) {
@@ -94,8 +95,8 @@ void DrawSection(const GanttSection& section, const std::vector<std::string>& ki
   }
   // Time axis under the rows.
   const int axis_y = rows_top + static_cast<int>(tracks.size()) * kRowHeight + 4;
-  absl::StrAppendFormat(svg, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>\n", x0, axis_y, x1,
-                        axis_y);
+  absl::StrAppendFormat(svg, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>\n", x0,
+                        axis_y, x1, axis_y);
   const double step = NiceStep(range_ms);
   for (double ms = 0; ms <= range_ms + step * 1e-6; ms += step) {
     const double x = x0 + ms / range_ms * (x1 - x0);
@@ -152,7 +153,8 @@ std::vector<TraceSpan> OneStep(const std::vector<TraceSpan>& spans, int index) {
   for (const TraceSpan& span : spans) {
     if (span.pid != first_pid || span.step < 0) continue;
     auto [it, fresh] = by_arg.emplace(span.step, std::make_pair(span.start_us, span.end_us()));
-    if (!fresh) it->second = {std::min(it->second.first, span.start_us), std::max(it->second.second, span.end_us())};
+    if (!fresh)
+      it->second = {std::min(it->second.first, span.start_us), std::max(it->second.second, span.end_us())};
   }
   // A step's forward pass may carry no step argument: start the window at the last forward span of rank 0
   // since the previous step's window began.
@@ -170,7 +172,8 @@ std::vector<TraceSpan> OneStep(const std::vector<TraceSpan>& spans, int index) {
     steps.push_back(window);
   }
   for (const TraceSpan& span : spans) {
-    if (by_arg.empty() && span.pid == first_pid && span.name == "step") steps.push_back({span.start_us, span.end_us()});
+    if (by_arg.empty() && span.pid == first_pid && span.name == "step")
+      steps.push_back({span.start_us, span.end_us()});
   }
   if (steps.empty()) {
     std::vector<double> starts;

@@ -30,10 +30,10 @@ std::string RenderGantt(const std::string& title, const std::vector<GanttSection
 std::string SpanKind(const TraceSpan& span);
 
 // The spans of the `index`-th step of the trace (0-based; clamped to the last one), clipped to it. A step's
-// window is where rank 0's (the lowest pid's) spans with that args.step lie, from the forward pass before them
-// (whose spans may carry no step argument); a trace without step arguments
-// is cut at rank 0's spans named "step", else at its "forward" spans (a step starts with its forward pass).
-// A trace with none of these comes back whole.
+// window is where rank 0's (the lowest pid's) spans with that args.step lie, from the forward pass before
+// them (whose spans may carry no step argument); a trace without step arguments is cut at rank 0's spans
+// named "step", else at its "forward" spans (a step starts with its forward pass). A trace with none of these
+// comes back whole.
 std::vector<TraceSpan> OneStep(const std::vector<TraceSpan>& spans, int index);
 
 }  // namespace psring::bench

@@ -164,9 +164,10 @@ void PrintWorkloadTables(const ScalingResult& result, const std::string& workloa
   for (Exchange e : result.options.exchanges) {
     Table table(&out, {"N", "K", "bucket", "nbkt", "step_ms", "fwd_ms", "bwd_ms", "expo_ms", "ideal_ms",
                        "model_ms", "err%", "speedup"});
-    table.Comment(absl::StrFormat("workload %s, exchange %s (time: the exchange per step as the workers time it; "
-                                  "bucketed: the part backward did not hide)",
-                                  workload, ExchangeName(e)));
+    table.Comment(
+        absl::StrFormat("workload %s, exchange %s (time: the exchange per step as the workers time it; "
+                        "bucketed: the part backward did not hide)",
+                        workload, ExchangeName(e)));
     table.Header();
     for (const RunRecord& r : result.records) {
       if (r.workload != workload || r.exchange != e) continue;
@@ -211,7 +212,8 @@ void PrintModelCheck(const ScalingResult& result, const std::string& workload, s
     }
     if (points == 0) continue;
     out << absl::StrFormat(
-        "# check model fit %s %s step (compute + overlap): max |error| %.1f%% over %d points (<= %.0f%%): %s\n",
+        "# check model fit %s %s step (compute + overlap): max |error| %.1f%% over %d points (<= %.0f%%): "
+        "%s\n",
         workload, ExchangeName(e), 100 * worst, points, 100 * kModelTolerance,
         worst <= kModelTolerance ? "PASS" : "FAIL");
   }
@@ -232,10 +234,11 @@ void PrintOverlapLines(const ScalingResult& result, const std::string& workload,
     const double speedup = flat->step_s / r.step_s;
     const bool pass = of_ideal <= kIdealTolerance && speedup >= kMinSpeedup;
     out << absl::StrFormat(
-        "# %s overlap %s %s N=%d bucket %s: step %.3f s = %.2f x ideal %.3f s (<= %.2f), %.2fx faster than flat "
+        "# %s overlap %s %s N=%d bucket %s: step %.3f s = %.2f x ideal %.3f s (<= %.2f), %.2fx faster than "
+        "flat "
         "%.3f s (>= %.1fx); compute/exchange = %.2f%s\n",
-        balanced ? "check" : "info", workload, ExchangeName(r.exchange), r.nodes, BucketText(r.bucket_mb), r.step_s,
-        of_ideal, ideal, kIdealTolerance, speedup, flat->step_s, kMinSpeedup, balance,
+        balanced ? "check" : "info", workload, ExchangeName(r.exchange), r.nodes, BucketText(r.bucket_mb),
+        r.step_s, of_ideal, ideal, kIdealTolerance, speedup, flat->step_s, kMinSpeedup, balance,
         balanced ? (pass ? ": PASS" : ": FAIL") : " (not ~1: no acceptance check)");
   }
 }
@@ -274,12 +277,13 @@ void PrintStepTable(const ScalingResult& result, const std::string& prefix,
 }
 
 void PrintExtrapolation(const ScalingResult& result, const std::string& workload, std::ostream& out) {
-  out << absl::StrFormat("# MODEL %s (NOT measured): step time (s) from the fitted alpha-beta model with the "
-                         "measured compute, flat and bucketed\n",
-                         workload);
-  PrintStepTable(result, "MODEL", [&](Exchange e, int n, double mb) {
-    return ReplayModelSeconds(result, e, n, workload, mb);
-  }, out);
+  out << absl::StrFormat(
+      "# MODEL %s (NOT measured): step time (s) from the fitted alpha-beta model with the "
+      "measured compute, flat and bucketed\n",
+      workload);
+  PrintStepTable(
+      result, "MODEL",
+      [&](Exchange e, int n, double mb) { return ReplayModelSeconds(result, e, n, workload, mb); }, out);
 }
 
 std::string RateText(double bytes_per_second) {
@@ -293,7 +297,8 @@ double ProjectedSeconds(const ScalingResult& result, Exchange e, int nodes, cons
   auto fit = result.fits.find(e);
   auto profile = result.workload_layers.find(workload);
   if (fit == result.fits.end() || profile == result.workload_layers.end()) return -1;
-  absl::StatusOr<ModelFit> projected = ProjectFit(fit->second, result.link_bytes_per_second, result.options.projection);
+  absl::StatusOr<ModelFit> projected =
+      ProjectFit(fit->second, result.link_bytes_per_second, result.options.projection);
   if (!projected.ok()) return -1;
   return ModelStep(result, *projected, e, nodes, profile->second, bucket_mb).step_s;
 }
@@ -302,16 +307,19 @@ void PrintProjection(const ScalingResult& result, const std::string& workload, s
   const ProjectionTarget& target = result.options.projection;
   if (target.link_bytes_per_second <= 0) return;
   if (result.link_bytes_per_second <= 0) {
-    out << "# PROJECTION skipped: the fit was measured without a link rate (loopback); nothing to scale from\n#\n";
+    out << "# PROJECTION skipped: the fit was measured without a link rate (loopback); nothing to scale "
+           "from\n#\n";
     return;
   }
   out << absl::StrFormat(
-      "# PROJECTION (NOT measured) of %s onto a cluster with %s links and %g us per message: the profile's own "
-      "compute and gradient size, the fitted exchanges' link efficiency (beta * B) carried over; step time (s)\n",
+      "# PROJECTION (NOT measured) of %s onto a cluster with %s links and %g us per message: the profile's "
+      "own "
+      "compute and gradient size, the fitted exchanges' link efficiency (beta * B) carried over; step time "
+      "(s)\n",
       workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
-  PrintStepTable(result, "PROJECTION", [&](Exchange e, int n, double mb) {
-    return ProjectedSeconds(result, e, n, workload, mb);
-  }, out);
+  PrintStepTable(
+      result, "PROJECTION",
+      [&](Exchange e, int n, double mb) { return ProjectedSeconds(result, e, n, workload, mb); }, out);
 }
 
 std::vector<std::string> Workloads(const ScalingResult& result) { return result.options.workloads; }
@@ -340,12 +348,14 @@ Panel StepPanel(const std::string& title) {
 Figure WorkloadFigure(const ScalingResult& result, const std::string& workload) {
   const double cap = OverlapCap(result);
   Figure figure;
-  figure.title = absl::StrFormat("%s replayed: PS vs ring, flat vs bucketed (%g MB) exchange%s", workload, cap,
-                                 result.link_bytes_per_second > 0
-                                     ? absl::StrFormat(", B = %s (emulated)", RateText(result.link_bytes_per_second))
-                                     : " (LOOPBACK, not a network)");
-  figure.subtitle = "dots: measured; dashed: model (fitted alpha-beta + measured compute, buckets overlapped with "
-                    "backward), extrapolated";
+  figure.title =
+      absl::StrFormat("%s replayed: PS vs ring, flat vs bucketed (%g MB) exchange%s", workload, cap,
+                      result.link_bytes_per_second > 0
+                          ? absl::StrFormat(", B = %s (emulated)", RateText(result.link_bytes_per_second))
+                          : " (LOOPBACK, not a network)");
+  figure.subtitle =
+      "dots: measured; dashed: model (fitted alpha-beta + measured compute, buckets overlapped with "
+      "backward), extrapolated";
   Panel step = StepPanel("Step time vs nodes");
   Panel speedup;
   speedup.title = "Overlap speedup: flat step / bucketed step";
@@ -372,9 +382,10 @@ Figure WorkloadFigure(const ScalingResult& result, const std::string& workload) 
     Series measured{ExchangeName(e) + " measured", ExchangeColor(e, true), {}, Style::kMarkers};
     Series model{ExchangeName(e) + " model", ExchangeColor(e, true), {}, Style::kDashedLine};
     for (const RunRecord& r : result.records) {
-      const RunRecord* flat = r.ok() && r.workload == workload && r.exchange == e && Bucketed(r) ? FlatTwin(result, r)
-                                                                                               : nullptr;
-      if (flat != nullptr && r.step_s > 0) measured.points.push_back({static_cast<double>(r.nodes), flat->step_s / r.step_s});
+      const RunRecord* flat =
+          r.ok() && r.workload == workload && r.exchange == e && Bucketed(r) ? FlatTwin(result, r) : nullptr;
+      if (flat != nullptr && r.step_s > 0)
+        measured.points.push_back({static_cast<double>(r.nodes), flat->step_s / r.step_s});
     }
     for (int n : nodes) {
       const double flat = ReplayModelSeconds(result, e, n, workload, 0);
@@ -393,8 +404,8 @@ Figure ProjectionFigure(const ScalingResult& result, const std::string& workload
   const ProjectionTarget& target = result.options.projection;
   const double cap = OverlapCap(result);
   Figure figure;
-  figure.title = absl::StrFormat("PROJECTION (model, NOT measured): %s on %s links, %g us per message", workload,
-                                 RateText(target.link_bytes_per_second), target.latency_s * 1e6);
+  figure.title = absl::StrFormat("PROJECTION (model, NOT measured): %s on %s links, %g us per message",
+                                 workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
   figure.subtitle = absl::StrFormat(
       "the profile's own compute and gradient size; exchanges fitted on the emulated %s links; flat vs %g MB "
       "buckets",
@@ -436,8 +447,8 @@ absl::StatusOr<std::string> GanttFigure(const ScalingResult& result, const std::
     }
   }
   if (sections.empty()) return std::string();
-  return RenderGantt(absl::StrFormat("%s: one measured step per exchange (from the merged timelines)", workload),
-                     sections);
+  return RenderGantt(
+      absl::StrFormat("%s: one measured step per exchange (from the merged timelines)", workload), sections);
 }
 
 std::string FileSafe(std::string name) {
@@ -453,7 +464,8 @@ void PrintReplayReport(const ScalingResult& result, std::ostream& out) {
     out << absl::StrFormat(
         "# workload %s: S = %.2f MB of gradients, compute per step forward %.1f ms + backward %.1f ms (timed "
         "waits, as the workers measured them), optimizer %.1f ms\n#\n",
-        workload, compute.bytes / 1e6, compute.forward_s * 1e3, compute.backward_s * 1e3, compute.optimizer_s * 1e3);
+        workload, compute.bytes / 1e6, compute.forward_s * 1e3, compute.backward_s * 1e3,
+        compute.optimizer_s * 1e3);
     PrintWorkloadTables(result, workload, out);
     PrintExtrapolation(result, workload, out);
     PrintProjection(result, workload, out);
@@ -475,18 +487,20 @@ void PrintReplayVerdict(const ScalingResult& result, std::ostream& out) {
     for (int n : result.options.nodes) {
       const RunRecord* best = nullptr;
       for (const RunRecord& r : result.records) {
-        if (r.ok() && r.workload == workload && r.nodes == n && (best == nullptr || r.step_s < best->step_s)) best = &r;
+        if (r.ok() && r.workload == workload && r.nodes == n && (best == nullptr || r.step_s < best->step_s))
+          best = &r;
       }
-      std::string line =
-          absl::StrFormat(" %5d  %-20s", n, best != nullptr ? SeriesName(best->exchange, best->bucket_mb) : "-");
+      std::string line = absl::StrFormat(" %5d  %-20s", n,
+                                         best != nullptr ? SeriesName(best->exchange, best->bucket_mb) : "-");
       for (Exchange e : result.options.exchanges) {
         for (double mb : BucketCaps(result)) {
           const RunRecord* r = FindRun(result, workload, e, n, mb);
           if (r == nullptr) {
             absl::StrAppendFormat(&line, " %20s", "failed/not run");
           } else {
-            absl::StrAppendFormat(&line, " %20s",
-                                  absl::StrFormat("%.3f (%.2fx)", r->step_s, best->step_s > 0 ? r->step_s / best->step_s : 0));
+            absl::StrAppendFormat(
+                &line, " %20s",
+                absl::StrFormat("%.3f (%.2fx)", r->step_s, best->step_s > 0 ? r->step_s / best->step_s : 0));
           }
         }
       }
@@ -501,7 +515,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReplayFigures(c
     const std::string name = FileSafe(workload);
     files.push_back({absl::StrCat("scaling-", name, ".svg"), RenderSvg(WorkloadFigure(result, workload))});
     if (result.options.projection.link_bytes_per_second > 0 && result.link_bytes_per_second > 0) {
-      files.push_back({absl::StrCat("projection-", name, ".svg"), RenderSvg(ProjectionFigure(result, workload))});
+      files.push_back(
+          {absl::StrCat("projection-", name, ".svg"), RenderSvg(ProjectionFigure(result, workload))});
     }
     absl::StatusOr<std::string> gantt = GanttFigure(result, workload);
     if (!gantt.ok()) return gantt.status();

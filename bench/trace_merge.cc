@@ -25,17 +25,19 @@ absl::StatusOr<ListValue> ParseEvents(const std::string& json, const std::string
   Value root;
   const auto status = google::protobuf::util::JsonStringToMessage(json, &root);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " is not JSON (", status.ToString(), "): pass the file a worker's --timeline wrote"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not JSON (", status.ToString(),
+                                                   "): pass the file a worker's --timeline wrote"));
   }
   if (root.has_list_value()) return root.list_value();
   if (root.has_struct_value()) {
     auto it = root.struct_value().fields().find("traceEvents");
-    if (it != root.struct_value().fields().end() && it->second.has_list_value()) return it->second.list_value();
+    if (it != root.struct_value().fields().end() && it->second.has_list_value())
+      return it->second.list_value();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat(what, " is JSON but not a trace: expected an array of events or an object with a "
-                         "\"traceEvents\" array"));
+      absl::StrCat(what,
+                   " is JSON but not a trace: expected an array of events or an object with a "
+                   "\"traceEvents\" array"));
 }
 
 Value Number(double v) {
@@ -74,10 +76,12 @@ absl::StatusOr<std::string> ReadWhole(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank_traces, const std::string& label) {
+absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank_traces,
+                                            const std::string& label) {
   ListValue merged;
   for (size_t rank = 0; rank < rank_traces.size(); ++rank) {
-    ASSIGN_OR_RETURN(ListValue events, ParseEvents(rank_traces[rank], absl::StrCat("rank ", rank, "'s timeline")));
+    ASSIGN_OR_RETURN(ListValue events,
+                     ParseEvents(rank_traces[rank], absl::StrCat("rank ", rank, "'s timeline")));
     // The process's name first, so viewers label the rank's lane.
     Value name;
     Struct* meta = name.mutable_struct_value();
@@ -102,7 +106,8 @@ absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank
   (*root.mutable_fields())["displayTimeUnit"] = Text("ms");
   std::string json;
   const auto status = google::protobuf::util::MessageToJsonString(root, &json);
-  if (!status.ok()) return absl::InternalError(absl::StrCat("cannot print the merged trace: ", status.ToString()));
+  if (!status.ok())
+    return absl::InternalError(absl::StrCat("cannot print the merged trace: ", status.ToString()));
   return json;
 }
 
@@ -137,7 +142,8 @@ absl::StatusOr<std::vector<TraceSpan>> ReadSpans(const std::string& trace_json) 
     span.pid = static_cast<int>(NumberField(e, "pid"));
     span.tid = static_cast<int>(NumberField(e, "tid"));
     auto name = thread_names.find({span.pid, span.tid});
-    span.track = name != thread_names.end() && !name->second.empty() ? name->second : absl::StrCat("thread ", span.tid);
+    span.track = name != thread_names.end() && !name->second.empty() ? name->second
+                                                                     : absl::StrCat("thread ", span.tid);
     span.name = TextField(e, "name");
     span.category = TextField(e, "cat");
     span.start_us = NumberField(e, "ts");

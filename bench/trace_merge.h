@@ -23,7 +23,8 @@
 namespace psring::bench {
 
 // kInvalidArgument naming the rank whose text is not a trace.
-absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank_traces, const std::string& label);
+absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank_traces,
+                                            const std::string& label);
 
 // Reads `rank_paths` (rank r's file at index r), merges them and writes `out_path` atomically.
 absl::Status MergeRankTraceFiles(const std::vector<std::string>& rank_paths, const std::string& label,
@@ -31,9 +32,9 @@ absl::Status MergeRankTraceFiles(const std::vector<std::string>& rank_paths, con
 
 // A complete event ("ph": "X") of a trace.
 struct TraceSpan {
-  int pid = 0;             // the rank, in a merged trace
+  int pid = 0;  // the rank, in a merged trace
   int tid = 0;
-  std::string track;       // the thread's name from its thread_name metadata event, else "thread <tid>"
+  std::string track;  // the thread's name from its thread_name metadata event, else "thread <tid>"
   std::string name;
   std::string category;    // "cat" ("" when absent)
   double start_us = 0;     // "ts"

@@ -9,8 +9,8 @@
 namespace psring::bench {
 namespace {
 
-TraceSpan Span(int pid, int tid, const std::string& track, const std::string& name, const std::string& category,
-               double start_ms, double duration_ms) {
+TraceSpan Span(int pid, int tid, const std::string& track, const std::string& name,
+               const std::string& category, double start_ms, double duration_ms) {
   return {pid, tid, track, name, category, start_ms * 1e3, duration_ms * 1e3};
 }
 
@@ -24,7 +24,8 @@ std::vector<TraceSpan> TwoSteps() {
       spans.push_back(Span(rank, 1, "compute", "forward", "compute", t, 30));
       spans.push_back(Span(rank, 1, "compute", "backward fc2", "compute", t + 30, 30));
       spans.push_back(Span(rank, 1, "compute", "backward fc1", "compute", t + 60, 30));
-      spans.push_back(Span(rank, 2, "comm <0> & co", "bucket 0 reduce-scatter", "reduce-scatter", t + 60, 20));
+      spans.push_back(
+          Span(rank, 2, "comm <0> & co", "bucket 0 reduce-scatter", "reduce-scatter", t + 60, 20));
       spans.push_back(Span(rank, 2, "comm <0> & co", "bucket 1 allgather", "allgather", t + 80, 15));
     }
   }
@@ -66,9 +67,10 @@ TEST(GanttTest, OneStepTakesTheStepWindowAndClips) {
 
 TEST(GanttTest, OneStepPrefersTheStepArgument) {
   // Steps 0 and 1 by argument; step 1's exchange on the comm track ends after the next forward starts.
-  std::vector<TraceSpan> spans = {Span(0, 0, "compute", "forward", "", 0, 10), Span(0, 0, "compute", "backward", "", 10, 20),
-                                  Span(0, 1, "comm", "allreduce", "", 20, 15), Span(0, 0, "compute", "forward", "", 40, 10),
-                                  Span(0, 0, "compute", "backward", "", 50, 20), Span(0, 1, "comm", "allreduce", "", 60, 25)};
+  std::vector<TraceSpan> spans = {
+      Span(0, 0, "compute", "forward", "", 0, 10),   Span(0, 0, "compute", "backward", "", 10, 20),
+      Span(0, 1, "comm", "allreduce", "", 20, 15),   Span(0, 0, "compute", "forward", "", 40, 10),
+      Span(0, 0, "compute", "backward", "", 50, 20), Span(0, 1, "comm", "allreduce", "", 60, 25)};
   for (size_t i = 0; i < spans.size(); ++i) spans[i].step = i < 3 ? 0 : 1;
   const std::vector<TraceSpan> first = OneStep(spans, 0);
   ASSERT_EQ(first.size(), 3u);  // [0, 35) ms: the first step's three spans, nothing of the second

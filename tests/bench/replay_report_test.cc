@@ -76,7 +76,7 @@ TEST(ReplayReportTest, FlatModelIsComputePlusTheFittedExchange) {
           << ExchangeName(e) << " N=" << n;
     }
   }
-  EXPECT_EQ(ReplayModelSeconds(result, Exchange::kPsOne, 2, "toy", 0), -1);  // no fit
+  EXPECT_EQ(ReplayModelSeconds(result, Exchange::kPsOne, 2, "toy", 0), -1);   // no fit
   EXPECT_EQ(ReplayModelSeconds(result, Exchange::kRing, 2, "other", 0), -1);  // no profile
 }
 

@@ -14,13 +14,21 @@ std::string RankTrace(int own_pid, double offset_us) {
   const std::string t = std::to_string(offset_us);
   const std::string t2 = std::to_string(offset_us + 50);
   return "{\"traceEvents\":["
-         "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"tid\":1,\"args\":{\"name\":\"worker\"}},"
-         "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":1,\"args\":{\"name\":\"compute\"}},"
-         "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":2,\"args\":{\"name\":\"comm 0\"}},"
-         "{\"ph\":\"X\",\"name\":\"forward\",\"cat\":\"compute\",\"pid\":" + pid + ",\"tid\":1,\"ts\":" + t +
+         "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" +
+         pid +
+         ",\"tid\":1,\"args\":{\"name\":\"worker\"}},"
+         "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" +
+         pid +
+         ",\"tid\":1,\"args\":{\"name\":\"compute\"}},"
+         "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" +
+         pid +
+         ",\"tid\":2,\"args\":{\"name\":\"comm 0\"}},"
+         "{\"ph\":\"X\",\"name\":\"forward\",\"cat\":\"compute\",\"pid\":" +
+         pid + ",\"tid\":1,\"ts\":" + t +
          ",\"dur\":100},"
-         "{\"ph\":\"X\",\"name\":\"bucket 0 reduce-scatter\",\"cat\":\"ring\",\"pid\":" + pid +
-         ",\"tid\":2,\"ts\":" + t2 + ",\"dur\":30.5,\"args\":{\"bytes\":4096,\"step\":3}}"
+         "{\"ph\":\"X\",\"name\":\"bucket 0 reduce-scatter\",\"cat\":\"ring\",\"pid\":" +
+         pid + ",\"tid\":2,\"ts\":" + t2 +
+         ",\"dur\":30.5,\"args\":{\"bytes\":4096,\"step\":3}}"
          "]}";
 }
 
@@ -57,7 +65,8 @@ TEST(TraceMergeTest, OnePidPerRankAndEverySpanKept) {
 }
 
 TEST(TraceMergeTest, AcceptsABareArrayOfEvents) {
-  auto merged = MergeRankTraces({"[{\"ph\":\"X\",\"name\":\"a\",\"pid\":9,\"tid\":3,\"ts\":5,\"dur\":2}]"}, "");
+  auto merged =
+      MergeRankTraces({"[{\"ph\":\"X\",\"name\":\"a\",\"pid\":9,\"tid\":3,\"ts\":5,\"dur\":2}]"}, "");
   ASSERT_TRUE(merged.ok()) << merged.status();
   auto spans = ReadSpans(*merged);
   ASSERT_TRUE(spans.ok());
