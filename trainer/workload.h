@@ -23,8 +23,8 @@ namespace psring::trainer {
 
 // Parses a profile's JSON and validates it. `origin` names it in errors (a preset name or a path).
 // kInvalidArgument naming the field (and layer) for: JSON that does not parse or has unknown fields, no
-// layers, a layer without a name, params missing or < 1, compute times missing, negative or not finite, a
-// total above 2^34 parameters.
+// layers, batch_size < 1 or step_ms negative or not finite (where given), a layer without a name, params
+// missing or < 1, compute times missing, negative or not finite, a total above 2^34 parameters.
 absl::StatusOr<proto::Workload> ParseWorkload(absl::string_view json, absl::string_view origin);
 
 // A preset by name (PresetWorkloadNames()) or else a profile file. kNotFound when neither exists (the

@@ -17,7 +17,9 @@ using testing::StartCluster;
 using trainer::GradientOnlyOptions;
 using trainer::RunGradientOnly;
 
-void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_bytes, int steps) {
+// layer_sizes non-empty: replay mode, those layers (floats; bytes must be their total) in buckets of bucket_mb.
+void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_bytes, int steps,
+             const std::vector<size_t>& layer_sizes = {}, double bucket_mb = 0) {
   SCOPED_TRACE(absl::StrCat("N=", n, " K=", k, " bytes=", bytes));
   ServiceOptions service;
   service.workers = n;
@@ -36,6 +38,11 @@ void RunCase(int n, int k, Mode mode, int staleness, size_t bytes, size_t chunk_
     if (!exchange.ok()) return exchange.status();
     GradientOnlyOptions go;
     go.bytes = bytes;
+    for (size_t l = 0; l < layer_sizes.size(); ++l) {
+      go.layers.push_back({absl::StrCat("layer", l), layer_sizes[l], absl::Microseconds(100),
+                           absl::Microseconds(200)});
+    }
+    go.bucket_mb = bucket_mb;
     go.warmup_steps = 1;
     go.steps = steps;
     absl::StatusOr<::psring::proto::WorkerResult> result = RunGradientOnly(go, exchange->get());
@@ -71,6 +78,13 @@ TEST(GradientOnlyTest, AsyncStalenessZeroIsSync) { RunCase(3, 2, Mode::kAsync, 0
 TEST(GradientOnlyTest, AsyncBoundedStaleness) {
   RunCase(3, 2, Mode::kAsync, 1, 4 * 777, 100, 5);
   RunCase(4, 1, Mode::kAsync, 3, 4 * 513, 1 << 20, 6);
+}
+
+// Replay with buckets (several per step, one layer bigger than the cap) under bounded staleness: every
+// element still checked against the closed form.
+TEST(GradientOnlyTest, AsyncReplayWithBuckets) {
+  const std::vector<size_t> sizes = {5, 300, 1, 1000, 7};
+  RunCase(3, 2, Mode::kAsync, 1, 4 * 1313, 100, 4, sizes, 800.0 * sizeof(float) / trainer::kBytesPerMb);
 }
 
 TEST(GradientOnlyTest, TinyVectorOneElementPerShard) { RunCase(2, 3, Mode::kSync, 0, 12, 4, 2); }

@@ -49,22 +49,35 @@ TEST(WorkloadTest, BadProfilesNameTheFieldAndLayer) {
   EXPECT_TRUE(absl::StrContains(ErrorOf("{\"layers\": [{\"name\": \"a\", \"params\": 1, \"forward_ms\": 1, "
                                         "\"backward_ms\": 1, \"colour\": 3}]}"),
                                 "not a profile"));
-  EXPECT_TRUE(absl::StrContains(ErrorOf("{\"layers\": [{\"params\": 1, \"forward_ms\": 1, \"backward_ms\": 1}]}"),
-                                "layer 0 has no name"));
-  EXPECT_TRUE(absl::StrContains(
-      ErrorOf("{\"layers\": [{\"name\": \"fc\", \"forward_ms\": 1, \"backward_ms\": 1}]}"), "'fc' has no params"));
+  EXPECT_TRUE(
+      absl::StrContains(ErrorOf("{\"layers\": [{\"params\": 1, \"forward_ms\": 1, \"backward_ms\": 1}]}"),
+                        "layer 0 has no name"));
+  EXPECT_TRUE(
+      absl::StrContains(ErrorOf("{\"layers\": [{\"name\": \"fc\", \"forward_ms\": 1, \"backward_ms\": 1}]}"),
+                        "'fc' has no params"));
   EXPECT_TRUE(absl::StrContains(
       ErrorOf("{\"layers\": [{\"name\": \"fc\", \"params\": -4, \"forward_ms\": 1, \"backward_ms\": 1}]}"),
       "'fc' has params = -4"));
-  EXPECT_TRUE(absl::StrContains(
-      ErrorOf("{\"layers\": [{\"name\": \"fc\", \"params\": 4, \"backward_ms\": 1}]}"), "'fc' has no forward_ms"));
+  EXPECT_TRUE(
+      absl::StrContains(ErrorOf("{\"layers\": [{\"name\": \"fc\", \"params\": 4, \"backward_ms\": 1}]}"),
+                        "'fc' has no forward_ms"));
   EXPECT_TRUE(absl::StrContains(
       ErrorOf("{\"layers\": [{\"name\": \"fc\", \"params\": 4, \"forward_ms\": 1, \"backward_ms\": -2}]}"),
       "'fc' has backward_ms = -2"));
-  EXPECT_TRUE(absl::StrContains(ErrorOf("{\"layers\": [{\"name\": \"a\", \"params\": 17179869184, "
-                                        "\"forward_ms\": 1, \"backward_ms\": 1}, {\"name\": \"b\", \"params\": 1, "
+  EXPECT_TRUE(
+      absl::StrContains(ErrorOf("{\"layers\": [{\"name\": \"a\", \"params\": 17179869184, "
+                                "\"forward_ms\": 1, \"backward_ms\": 1}, {\"name\": \"b\", \"params\": 1, "
+                                "\"forward_ms\": 1, \"backward_ms\": 1}]}"),
+                        "parameters in all"));
+  const std::string layer = "[{\"name\": \"fc\", \"params\": 4, \"forward_ms\": 1, \"backward_ms\": 1}]";
+  EXPECT_TRUE(absl::StrContains(ErrorOf("{\"batch_size\": 0, \"layers\": " + layer + "}"), "batch_size = 0"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf("{\"step_ms\": -3, \"layers\": " + layer + "}"), "step_ms = -3"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf("{\"layers\": [{\"name\": \"fc\", \"params\": 0, "
                                         "\"forward_ms\": 1, \"backward_ms\": 1}]}"),
-                                "parameters in all"));
+                                "'fc' has params = 0"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf("{\"layers\": [{\"name\": \"fc\", \"params\": 4, "
+                                        "\"forward_ms\": \"NaN\", \"backward_ms\": 1}]}"),
+                                "'fc' has forward_ms = nan"));
 }
 
 TEST(WorkloadTest, LoadsAProfileFileAndNamesUnknownOnes) {
