@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace psring::bench {
 
 absl::StatusOr<ModelFit> FitAlphaBeta(const std::vector<Measurement>& points) {
@@ -66,6 +68,60 @@ absl::StatusOr<ModelFit> FitAlphaBeta(const std::vector<Measurement>& points) {
 
 double PredictSeconds(const ModelFit& fit, const CostTerms& terms) {
   return fit.alpha * terms.messages + fit.beta * terms.link_bytes;
+}
+
+StepEstimate OverlapStep(const StepShape& shape, const std::function<double(double bytes)>& bucket_seconds) {
+  StepEstimate estimate;
+  double end = 0;  // when the exchange stream is free, seconds after backward starts
+  for (const BucketSpec& bucket : shape.buckets) {
+    const double seconds = bucket_seconds(bucket.bytes);
+    end = std::max(end, bucket.ready_s) + seconds;
+    estimate.exchange_s += seconds;
+  }
+  estimate.step_s = shape.forward_s + std::max(shape.backward_s, end);
+  estimate.exposed_s = estimate.step_s - shape.forward_s - shape.backward_s;
+  return estimate;
+}
+
+StepShape ShapeOf(const std::vector<LayerCost>& layers, const std::vector<ByteRange>& buckets) {
+  StepShape shape;
+  for (const LayerCost& layer : layers) {
+    shape.forward_s += layer.forward_s;
+    shape.backward_s += layer.backward_s;
+  }
+  for (const ByteRange& bucket : buckets) {
+    // Backward time spent on the layers from the last one down to the bucket's first.
+    double ready = 0, offset = 0;
+    for (const LayerCost& layer : layers) {
+      if (offset >= bucket.offset) ready += layer.backward_s;
+      offset += layer.bytes;
+    }
+    shape.buckets.push_back({ready, bucket.bytes});
+  }
+  return shape;
+}
+
+StepShape FlatShape(double forward_s, double backward_s, double total_bytes) {
+  return {forward_s, backward_s, {{backward_s, total_bytes}}};
+}
+
+absl::StatusOr<ModelFit> ProjectFit(const ModelFit& fit, double fitted_link_bytes_per_second,
+                                    const ProjectionTarget& target) {
+  if (fitted_link_bytes_per_second <= 0) {
+    return absl::InvalidArgumentError(
+        "the fit has no link rate to scale from (unlimited or loopback links): measure on an emulated cluster "
+        "with --link to project onto another cluster");
+  }
+  if (target.link_bytes_per_second <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--project_link: the rate must be positive (e.g. 25gbit), got ", target.link_bytes_per_second,
+                     " B/s"));
+  }
+  if (target.latency_s < 0) return absl::InvalidArgumentError("--project_latency must be >= 0 (e.g. 5us)");
+  ModelFit projected = fit;
+  projected.alpha = target.latency_s;
+  projected.beta = fit.beta * fitted_link_bytes_per_second / target.link_bytes_per_second;
+  return projected;
 }
 
 }  // namespace psring::bench

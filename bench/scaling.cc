@@ -3,11 +3,18 @@
 #include "bench/scaling.h"
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <memory>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/result_line.h"
+#include "bench/trace_merge.h"
+#include "common/atomic_file.h"
+#include "google/protobuf/util/json_util.h"
+#include "trainer/workload.h"
 #include "common/exit_codes.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
@@ -49,6 +56,7 @@ double PessimisticStepSeconds(const ScalingOptions& o, const ExchangePlugin& plu
   const CostTerms terms = plugin.Terms(nodes, plugin.Servers(nodes, o.ps_servers), bytes);
   double seconds = 0.05 * terms.messages + 3.0 * terms.link_bytes / bandwidth;
   if (o.mode == "train") seconds += 2.0 * nodes;  // oversubscribed CPU: all workers share the cores
+  if (o.mode == "replay") seconds += 5.0;         // the profile's compute: seconds per step at most
   return seconds + 0.5;
 }
 
@@ -63,7 +71,7 @@ RunBudget Budget(const ScalingOptions& o, double step_estimate) {
   RunBudget budget;
   budget.worker_timeout_s =
       o.worker_timeout_s > 0 ? o.worker_timeout_s : static_cast<int>(std::max(60.0, 5 * step_estimate + 30));
-  budget.total_steps = o.steps + (o.mode == "gradient" ? o.warmup_steps : 0);
+  budget.total_steps = o.steps + (o.mode == "train" ? 0 : o.warmup_steps);
   budget.job_timeout =
       absl::Seconds(o.job_timeout_s > 0 ? o.job_timeout_s : 90 + 3 * step_estimate * (budget.total_steps + 1));
   return budget;
@@ -100,6 +108,13 @@ class LinkCounters {
   bool valid_ = false;
 };
 
+// "ring N=4 bucket 25 MB": a run as the merged trace names its processes.
+std::string RunLabel(const RunRecord& r) {
+  std::string label = absl::StrCat(r.workload.empty() ? "" : r.workload + " ", ExchangeName(r.exchange), " N=", r.nodes);
+  if (r.bucket_mb >= 0) absl::StrAppend(&label, r.bucket_mb == 0 ? " flat" : absl::StrCat(" bucket ", r.bucket_mb, " MB"));
+  return label;
+}
+
 bool AnyExitedWith(const std::vector<ProcessResult>& results, int code) {
   return std::any_of(results.begin(), results.end(), [code](const ProcessResult& r) { return r.exit_code == code; });
 }
@@ -111,15 +126,21 @@ std::string Tail(const std::string& text, size_t bytes) {
 // Runs one exchange at one N and S on the cluster and fills its record.
 class Runner {
  public:
-  Runner(const ScalingOptions& options, EmulatedCluster* cluster, std::ostream* progress)
-      : o_(options), cluster_(cluster), progress_(progress) {}
+  // `profiles`: workload name -> what the workers get as --workload (a scaled copy's path; absent: the name).
+  Runner(const ScalingOptions& options, EmulatedCluster* cluster, std::ostream* progress,
+         std::map<std::string, std::string> profiles)
+      : o_(options), cluster_(cluster), progress_(progress), profiles_(std::move(profiles)) {}
 
-  RunRecord Run(Exchange exchange, int nodes, size_t bytes, int run_index) {
+  // `workload` "" and `bucket_mb` -1 outside replay mode and without --bucket_mb.
+  RunRecord Run(Exchange exchange, int nodes, size_t bytes, const std::string& workload, double bucket_mb,
+                int run_index) {
     RunRecord record;
     record.exchange = exchange;
     record.nodes = nodes;
     record.servers = PluginFor(exchange).Servers(nodes, o_.ps_servers);
     record.bytes = bytes;
+    record.workload = workload;
+    record.bucket_mb = bucket_mb;
     const absl::Time start = absl::Now();
     absl::Status status = RunJobFor(run_index, &record);
     // A port taken by someone else between our choice and the bind: the binary exits with kExitPortInUse,
@@ -139,12 +160,37 @@ class Runner {
     ASSIGN_OR_RETURN(const LaunchContext context, Context(plugin, record->nodes, run_index));
     const RunBudget budget = Budget(o_, PessimisticStepSeconds(o_, plugin, record->nodes, record->bytes,
                                                                cluster_->link_bytes_per_second()));
-    const std::vector<ProcessSpec> specs = Specs(plugin, context, budget, record->bytes);
+    const std::string timeline_stem = TimelineStem(*record);
+    if (!timeline_stem.empty()) RETURN_IF_ERROR(MakeDirectories(timeline_stem));
+    const std::vector<ProcessSpec> specs = Specs(plugin, context, budget, *record, timeline_stem);
     const LinkCounters counters(cluster_, context.placement.HostsUsed());
     ASSIGN_OR_RETURN(const std::vector<ProcessResult> results, Launch(specs, budget));
     record->link_bytes_per_step = counters.BusiestPerStep(budget.total_steps);
     // Workers are the last N processes.
-    return Collect(plugin, std::vector<ProcessResult>(results.end() - record->nodes, results.end()), record);
+    RETURN_IF_ERROR(
+        Collect(plugin, std::vector<ProcessResult>(results.end() - record->nodes, results.end()), record));
+    if (!timeline_stem.empty()) {
+      std::vector<std::string> ranks;
+      for (int r = 0; r < record->nodes; ++r) ranks.push_back(RankTimeline(timeline_stem, r));
+      record->timeline = timeline_stem + ".json";
+      RETURN_IF_ERROR(MergeRankTraceFiles(ranks, RunLabel(*record), record->timeline));
+    }
+    return absl::OkStatus();
+  }
+
+  // <timeline_dir>/<run>, the stem of the run's rank files and of their merge; "" without timelines.
+  std::string TimelineStem(const RunRecord& r) const {
+    if (o_.timeline_dir.empty() || o_.mode == "gradient") return "";
+    std::string name = absl::StrCat(r.workload.empty() ? o_.mode : r.workload, "-", ExchangeName(r.exchange), "-N",
+                                    r.nodes);
+    if (r.bucket_mb >= 0) absl::StrAppend(&name, "-bucket", r.bucket_mb);
+    // A workload given as a path: keep the file name only.
+    std::replace(name.begin(), name.end(), '/', '_');
+    return absl::StrCat(o_.timeline_dir, "/", name);
+  }
+
+  static std::string RankTimeline(const std::string& stem, int rank) {
+    return absl::StrCat(stem, "/rank", rank, ".json");
   }
 
   absl::StatusOr<LaunchContext> Context(const ExchangePlugin& plugin, int nodes, int run_index) const {
@@ -163,7 +209,8 @@ class Runner {
 
   // The flags every worker gets after its exchange's own: rendezvous, limits, and what to exchange.
   std::vector<std::string> SharedWorkerFlags(const LaunchContext& context, const RunBudget& budget,
-                                             size_t bytes) const {
+                                             const RunRecord& record) const {
+    const size_t bytes = record.bytes;
     std::vector<std::string> flags = {
         absl::StrCat("--world_size=", context.nodes()), "--local_rank=0",
         absl::StrCat("--master_addr=", cluster_->HostAddress(0)), absl::StrCat("--master_port=", context.master_port),
@@ -171,19 +218,25 @@ class Runner {
     if (o_.mode == "gradient") {
       flags.push_back(absl::StrCat("--model_bytes=", bytes));
       flags.push_back(absl::StrCat("--warmup_steps=", o_.warmup_steps));
+    } else if (o_.mode == "replay") {
+      auto profile = profiles_.find(record.workload);
+      flags.push_back(absl::StrCat("--workload=", profile != profiles_.end() ? profile->second : record.workload));
+      flags.push_back(absl::StrCat("--warmup_steps=", o_.warmup_steps));
+      flags.insert(flags.end(), o_.workload_args.begin(), o_.workload_args.end());
     } else {
       flags.insert(flags.end(), {"--model_bytes=0", "--epochs=1000000", "--log_every=0", "--evaluate=false",
                                  absl::StrCat("--dataset=", o_.dataset), absl::StrCat("--batch_size=", o_.batch_size),
                                  absl::StrCat("--hidden=", o_.hidden)});
       if (!o_.data_dir.empty()) flags.push_back(absl::StrCat("--data_dir=", o_.data_dir));
     }
+    if (record.bucket_mb >= 0) flags.push_back(absl::StrCat("--bucket_mb=", record.bucket_mb));
     flags.insert(flags.end(), o_.worker_args.begin(), o_.worker_args.end());
     return flags;
   }
 
   // Servers first (services), then the N workers.
   std::vector<ProcessSpec> Specs(const ExchangePlugin& plugin, const LaunchContext& context, const RunBudget& budget,
-                                 size_t bytes) const {
+                                 const RunRecord& record, const std::string& timeline_stem) const {
     std::vector<ProcessSpec> specs;
     const Placement& placement = context.placement;
     for (size_t k = 0; k < placement.server_hosts.size(); ++k) {
@@ -191,10 +244,12 @@ class Runner {
                        cluster_->Command(placement.server_hosts[k], plugin.ServerArgv(context, k)),
                        /*service=*/true, plugin.server_ready_text()});
     }
-    const std::vector<std::string> shared = SharedWorkerFlags(context, budget, bytes);
+    const std::vector<std::string> shared = SharedWorkerFlags(context, budget, record);
     for (int r = 0; r < context.nodes(); ++r) {
       std::vector<std::string> argv = plugin.WorkerArgv(context, r);
       argv.push_back(absl::StrCat("--rank=", r));
+      // The worker puts its rank for "{rank}" (trainer/worker_main.cc --timeline).
+      if (!timeline_stem.empty()) argv.push_back("--timeline=" + timeline_stem + "/rank{rank}.json");
       argv.insert(argv.end(), shared.begin(), shared.end());
       specs.push_back({absl::StrCat(plugin.name(), " rank ", r), cluster_->Command(placement.worker_hosts[r], argv),
                        /*service=*/false});
@@ -235,7 +290,7 @@ class Runner {
   absl::Status Collect(const ExchangePlugin& plugin, const std::vector<ProcessResult>& workers,
                        RunRecord* record) const {
     const int n = record->nodes;
-    double compute_sum = 0, exchange_sum = 0;
+    double compute_sum = 0, exchange_sum = 0, forward_sum = 0, backward_sum = 0, exposed_sum = 0;
     for (int r = 0; r < n; ++r) {
       ASSIGN_OR_RETURN(const ResultLines lines, ExtractResults(workers[r].stdout_text));
       if (lines.workers.empty()) {
@@ -248,11 +303,15 @@ class Runner {
       record->step_s = std::max(record->step_s, worker.step_s());
       compute_sum += worker.compute_s() / steps;
       exchange_sum += worker.exchange_s() / steps;
+      forward_sum += worker.forward_s() / steps;
+      backward_sum += worker.backward_s() / steps;
+      exposed_sum += worker.exposed_exchange_s() / steps;
       record->wrong += static_cast<int64_t>(worker.wrong());
       record->bytes_sent_per_step =
           std::max<int64_t>(record->bytes_sent_per_step, static_cast<int64_t>(worker.bytes_sent() / steps));
       if (r == 0) {
         record->test_accuracy = worker.test_accuracy();
+        record->buckets = static_cast<int>(worker.buckets());
         if (worker.bytes() > 0) record->bytes = static_cast<size_t>(worker.bytes());
       }
     }
@@ -260,6 +319,9 @@ class Runner {
     if (o_.mode == "train" && record->step_s > 0) record->samples_per_s = n * o_.batch_size / record->step_s;
     record->compute_s = compute_sum / n;
     record->exchange_s = exchange_sum / n;
+    record->forward_s = forward_sum / n;
+    record->backward_s = backward_sum / n;
+    record->exposed_s = exposed_sum / n;
     record->algbw = record->exchange_s > 0 ? record->bytes / record->exchange_s : 0;
     record->busbw = record->algbw * plugin.BusFactor(n);
     return absl::OkStatus();
@@ -268,7 +330,35 @@ class Runner {
   const ScalingOptions& o_;
   EmulatedCluster* cluster_;
   std::ostream* progress_;
+  const std::map<std::string, std::string> profiles_;
 };
+
+// Replay mode: each workload's profile into result->workload_layers and, with bytes_scale > 1, a copy with
+// every layer's parameters divided by it written for the workers (name -> path).
+absl::StatusOr<std::map<std::string, std::string>> LoadProfiles(ScalingResult* result) {
+  RETURN_IF_ERROR(LoadWorkloadLayers(result));
+  std::map<std::string, std::string> paths;
+  const double scale = result->options.bytes_scale;
+  for (const std::string& name : result->options.workloads) {
+    if (scale == 1) continue;
+    ASSIGN_OR_RETURN(proto::Workload workload, trainer::LoadWorkload(name));
+    for (proto::WorkloadLayer& l : *workload.mutable_layers()) {
+      l.set_params(std::max<int64_t>(1, std::llround(static_cast<double>(l.params()) / scale)));
+    }
+    workload.set_source(absl::StrCat(workload.source(), "; parameters divided by ", scale, " (--bytes_scale)"));
+    std::string json;
+    if (!google::protobuf::util::MessageToJsonString(workload, &json).ok()) {
+      return absl::InternalError(absl::StrCat("cannot print the scaled profile of ", name));
+    }
+    std::string file = name;
+    std::replace(file.begin(), file.end(), '/', '_');
+    const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(), "/psring-profiles-", getpid());
+    RETURN_IF_ERROR(MakeDirectories(dir));
+    paths[name] = absl::StrCat(dir, "/", file, ".json");
+    RETURN_IF_ERROR(WriteFileAtomically(paths[name], json));
+  }
+  return paths;
+}
 
 absl::Status Validate(const ScalingOptions& o) {
   if (o.nodes.empty()) return absl::InvalidArgumentError("--nodes is empty: give node counts like 1,2,4,8");
@@ -276,8 +366,23 @@ absl::Status Validate(const ScalingOptions& o) {
     if (n < 1 || n > 256) return absl::InvalidArgumentError(absl::StrCat("--nodes: ", n, " is not in 1..256"));
   }
   if (o.exchanges.empty()) return absl::InvalidArgumentError("--exchanges is empty");
-  if (o.mode != "gradient" && o.mode != "train") {
-    return absl::InvalidArgumentError(absl::StrCat("--mode=", o.mode, ": use gradient or train"));
+  if (o.mode != "gradient" && o.mode != "train" && o.mode != "replay") {
+    return absl::InvalidArgumentError(absl::StrCat("--mode=", o.mode, ": use gradient or train (or --workload)"));
+  }
+  if (!(o.bytes_scale >= 1) || !std::isfinite(o.bytes_scale)) {
+    return absl::InvalidArgumentError(absl::StrCat("--bytes_scale=", o.bytes_scale, ": must be a number >= 1"));
+  }
+  if (o.mode == "replay" && o.workloads.empty()) {
+    return absl::InvalidArgumentError("replay mode needs --workload (e.g. resnet50, or a profile file)");
+  }
+  for (double mb : o.bucket_mbs) {
+    if (!(mb >= 0) || !std::isfinite(mb)) {
+      return absl::InvalidArgumentError(absl::StrCat("--bucket_mb: ", mb, " is not a size in MiB >= 0"));
+    }
+  }
+  if (!o.bucket_mbs.empty() && o.mode == "gradient") {
+    return absl::InvalidArgumentError(
+        "--bucket_mb needs a model whose backward produces layers: use --mode=train or --workload");
   }
   if (o.mode == "gradient") {
     if (o.model_bytes.empty()) return absl::InvalidArgumentError("--model_bytes is empty");
@@ -339,9 +444,10 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> StartCluster(const ScalingOptio
 
 void PrintOutcome(const RunRecord& record, std::ostream* progress) {
   if (record.ok()) {
-    *progress << absl::StrFormat(" %.3f s/step (exchange %.3f s, busbw %.2f MB/s, %lld wrong) [%.0f s]\n",
-                                 record.step_s, record.exchange_s, record.busbw / 1e6,
-                                 static_cast<long long>(record.wrong), record.wall_s);
+    *progress << absl::StrFormat(" %.3f s/step (exchange %.3f s%s, busbw %.2f MB/s, %lld wrong) [%.0f s]\n",
+                                 record.step_s, record.exchange_s,
+                                 record.exposed_s > 0 ? absl::StrFormat(", exposed %.3f s", record.exposed_s) : "",
+                                 record.busbw / 1e6, static_cast<long long>(record.wrong), record.wall_s);
   } else {
     *progress << " FAILED [" << absl::StrFormat("%.0f s", record.wall_s) << "]: " << record.error << "\n";
   }
@@ -349,26 +455,54 @@ void PrintOutcome(const RunRecord& record, std::ostream* progress) {
 
 }  // namespace
 
+absl::Status LoadWorkloadLayers(ScalingResult* result) {
+  for (const std::string& name : result->options.workloads) {
+    ASSIGN_OR_RETURN(const proto::Workload workload, trainer::LoadWorkload(name));
+    std::vector<LayerCost>& layers = result->workload_layers[name];
+    layers.clear();
+    for (const proto::WorkloadLayer& l : workload.layers()) {
+      layers.push_back({4.0 * static_cast<double>(l.params()), l.forward_ms() / 1e3, l.backward_ms() / 1e3});
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ScalingResult> RunScaling(const ScalingOptions& options, std::ostream* progress) {
-  RETURN_IF_ERROR(Validate(options));
   ScalingResult result;
   result.options = options;
-  if (options.mode == "train") result.options.model_bytes = {0};  // the MLP's size, reported by the workers
+  if (!options.workloads.empty()) result.options.mode = "replay";
+  RETURN_IF_ERROR(Validate(result.options));
+  // The model's size, reported by the workers.
+  if (result.options.mode != "gradient") result.options.model_bytes = {0};
   ASSIGN_OR_RETURN(std::unique_ptr<EmulatedCluster> cluster, StartCluster(options, &result, progress));
 
-  Runner runner(options, cluster.get(), progress);
-  const std::vector<size_t>& sizes = result.options.model_bytes;
-  const int total = static_cast<int>(options.nodes.size() * options.exchanges.size() * sizes.size());
+  const ScalingOptions& o = result.options;
+  std::map<std::string, std::string> profiles;
+  if (o.mode == "replay") {
+    ASSIGN_OR_RETURN(profiles, LoadProfiles(&result));
+  }
+  Runner runner(o, cluster.get(), progress, std::move(profiles));
+  const std::vector<size_t>& sizes = o.model_bytes;
+  // One pass per workload (just "" outside replay mode) and per bucket cap (-1: not given).
+  const std::vector<std::string> workloads = o.workloads.empty() ? std::vector<std::string>{""} : o.workloads;
+  const std::vector<double> bucket_mbs = o.bucket_mbs.empty() ? std::vector<double>{-1} : o.bucket_mbs;
+  const int total = static_cast<int>(o.nodes.size() * o.exchanges.size() * sizes.size() * workloads.size() *
+                                     bucket_mbs.size());
   int index = 0;
-  for (int n : options.nodes) {
-    for (Exchange e : options.exchanges) {
-      for (size_t bytes : sizes) {
-        ++index;
-        *progress << absl::StrFormat("[%d/%d] %-12s N=%-3d %s ...", index, total, ExchangeName(e), n,
-                                     options.mode == "train" ? "MLP" : FormatBytes(bytes))
-                  << std::flush;
-        result.records.push_back(runner.Run(e, n, bytes, index));
-        PrintOutcome(result.records.back(), progress);
+  for (const std::string& workload : workloads) {
+    for (int n : o.nodes) {
+      for (Exchange e : o.exchanges) {
+        for (double bucket_mb : bucket_mbs) {
+          for (size_t bytes : sizes) {
+            ++index;
+            const std::string what = o.mode == "gradient" ? FormatBytes(bytes) : o.mode == "train" ? "MLP" : workload;
+            *progress << absl::StrFormat("[%d/%d] %-12s N=%-3d %s%s ...", index, total, ExchangeName(e), n, what,
+                                         bucket_mb >= 0 ? absl::StrFormat(" bucket %g MB", bucket_mb) : "")
+                      << std::flush;
+            result.records.push_back(runner.Run(e, n, bytes, workload, bucket_mb, index));
+            PrintOutcome(result.records.back(), progress);
+          }
+        }
       }
     }
   }

@@ -22,6 +22,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,7 +36,9 @@ namespace psring::bench {
 struct ScalingOptions {
   std::vector<int> nodes = {1, 2, 4, 8};
   std::vector<Exchange> exchanges = AllExchanges();
-  std::string mode = "gradient";            // gradient (synthetic S-byte buffer) | train (the MLP)
+  // gradient (synthetic S-byte buffer) | train (the MLP) | replay (a model profile: set by RunScaling when
+  // `workloads` is not empty)
+  std::string mode = "gradient";
   std::vector<size_t> model_bytes = {16u << 20};  // S values, gradient mode
   int steps = 10;                           // measured steps per run
   int warmup_steps = 2;                     // gradient mode: unmeasured steps first
@@ -52,6 +55,23 @@ struct ScalingOptions {
   // Compute time per step assumed for the scaling efficiency in gradient mode (0: show bandwidth efficiency
   // busbw / B instead). Train mode uses the measured compute time.
   double compute_ms = 0;
+  // Replay mode: the workers replay these model profiles (presets like resnet50, or profile files) with
+  // their real gradient sizes and timed compute (workers' --workload); one sweep per workload.
+  std::vector<std::string> workloads;
+  std::vector<std::string> workload_args;   // flags for replaying workers only (e.g. --compute_scale)
+  // Replay mode: every layer's parameter count divided by this (>= 1; the workers replay a scaled copy of the
+  // profile). With compute unchanged, 100 Mbit/s links and bytes / k stand for k x faster links with the
+  // real bytes (bench/PERFORMANCE.md 7.6). --bucket_mb applies to the scaled bytes.
+  double bytes_scale = 1;
+  // --bucket_mb values to sweep (train and replay modes; empty: the workers' default). 0 = one flat exchange
+  // after backward; > 0 = buckets of that many MiB overlapped with backward.
+  std::vector<double> bucket_mbs;
+  // Non-empty (train and replay modes; the workers must know --timeline): every worker writes
+  // --timeline=<dir>/<run>/rank<r>.json and the harness merges each run's ranks into <dir>/<run>.json (one
+  // pid per rank).
+  std::string timeline_dir;
+  // The cluster to project the fitted model onto (link 0: no projection).
+  ProjectionTarget projection;
   std::vector<std::string> worker_args;     // extra flags for every worker
   std::vector<std::string> server_args;     // extra flags for every PS server
   int worker_timeout_s = 0;                 // workers' --timeout (0: from the size and link)
@@ -66,10 +86,18 @@ struct RunRecord {
   int nodes = 0;
   int servers = 0;
   size_t bytes = 0;            // S as the workers report it
+  std::string workload;        // replay mode: the profile; "" otherwise
+  double bucket_mb = -1;       // the --bucket_mb the run used (-1: not given, the workers' default)
+  int buckets = 0;             // gradient buckets per step as the workers report it (0: not reported)
   int steps = 0;
   double step_s = 0;           // slowest rank's mean wall time per step
   double compute_s = 0;        // mean over ranks
-  double exchange_s = 0;       // mean over ranks
+  double exchange_s = 0;       // mean over ranks: the exchange's own time (all buckets)
+  double forward_s = 0;        // train/replay modes, mean over ranks (0: not reported)
+  double backward_s = 0;
+  double optimizer_s = 0;
+  double exposed_s = 0;        // the time the training thread waited for the exchange, mean over ranks
+  std::string timeline;        // the merged trace of the run's ranks ("" without --timeline)
   double samples_per_s = 0;    // train mode: N * batch_size / step_s, global throughput
   double algbw = 0;            // bytes/s = S / exchange_s
   double busbw = 0;            // bytes/s = algbw * 2(N-1)/N
@@ -89,10 +117,17 @@ struct ScalingResult {
   double link_bytes_per_second = 0;  // 0: unlimited / unknown
   double stream_bytes_per_second = 0;  // one TCP stream between two hosts, measured at start (0: not measured)
   std::vector<RunRecord> records;
-  std::map<Exchange, ModelFit> fits;  // exchanges with at least one usable point
+  std::map<Exchange, ModelFit> fits;  // exchanges with at least one usable point (flat exchanges only)
+  // Replay mode: each workload's profile (forward order; its own gradient bytes and device compute times),
+  // for the model of overlapped steps and the projection.
+  std::map<std::string, std::vector<LayerCost>> workload_layers;
 };
 
 absl::StatusOr<ScalingResult> RunScaling(const ScalingOptions& options, std::ostream* progress);
+
+// Replay mode: each of result->options.workloads' profiles (trainer/workload.h: a preset or a file) into
+// result->workload_layers, at its own size and device compute. kNotFound / kInvalidArgument from the loader.
+absl::Status LoadWorkloadLayers(ScalingResult* result);
 
 // Fits alpha and beta per exchange from the successful records (fills result->fits).
 void FitModels(ScalingResult* result);
@@ -107,6 +142,19 @@ void PrintReport(const ScalingResult& result, std::ostream& out);
 // Per N, the fastest exchange and how much slower each other one is.
 void PrintVerdict(const ScalingResult& result, std::ostream& out);
 
+// Replay mode (replay_report.cc): the model's step time (s) of `workload` with `exchange` at N, flat
+// (bucket_mb 0) or bucketed, from the exchange's fit, the workers' measured compute and the profile's
+// layers (bench/cost_model.h OverlapStep); -1 without a fit, a profile or measured compute.
+double ReplayModelSeconds(const ScalingResult& result, Exchange exchange, int nodes, const std::string& workload,
+                          double bucket_mb);
+// Per workload: tables, # MODEL, # PROJECTION, # check and overlap lines.
+void PrintReplayReport(const ScalingResult& result, std::ostream& out);
+// Per workload and N, the fastest exchange and bucket setting and how much slower the others are.
+void PrintReplayVerdict(const ScalingResult& result, std::ostream& out);
+// File name -> SVG: scaling-<workload>.svg, projection-<workload>.svg (with a projection target) and
+// gantt-<workload>.svg (with timelines).
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReplayFigures(const ScalingResult& result);
+
 std::string ToCsv(const ScalingResult& result);
 // scaling.json: proto/bench_report.proto's ScalingReport in protobuf's JSON mapping.
 absl::StatusOr<std::string> ToJson(const ScalingResult& result);
@@ -114,6 +162,9 @@ absl::StatusOr<std::string> ToJson(const ScalingResult& result);
 absl::StatusOr<std::vector<RunRecord>> RecordsFromCsv(const std::string& csv);
 // Step time vs N and efficiency vs N, measured points and model curves, at S = `bytes`.
 Figure MakeFigure(const ScalingResult& result, size_t bytes);
+
+// Creates `dir` and its parents (mkdir -p); kPermissionDenied naming the part that failed.
+absl::Status MakeDirectories(const std::string& dir);
 
 // Writes scaling.csv, scaling.json and scaling.svg (at the largest S) into `dir` (created if missing);
 // appends the paths to `written`.

@@ -7,6 +7,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "bench/cluster_flags.h"
 #include "common/status_macros.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -21,6 +22,13 @@ ABSL_FLAG(std::string, ps_worker, "",
           "runfiles.");
 ABSL_FLAG(bool, verbose, psring::bench::ScalingOptions().verbose,
           "Echo every launched process's stderr, with seconds since its job started, while each run goes.");
+ABSL_FLAG(std::string, project_link, "",
+          "Project the fitted model onto a cluster with links of this rate per host and direction, e.g. 25gbit "
+          "(tc units, like --link): replay mode prints '# PROJECTION' lines and writes projection-<workload>.svg "
+          "for the workload's own gradient size and compute (its profile's device times), NOT measured. Empty: "
+          "no projection (//bench:compare's replay part then projects onto 25gbit).");
+ABSL_FLAG(std::string, project_latency, "5us",
+          "Per-message latency of the --project_link cluster (a duration: 5us, 0.1ms); replaces the fitted alpha.");
 ABSL_FLAG(std::string, out_dir, "",
           "Directory for scaling.csv, scaling.json and scaling.svg. Default: $BUILD_WORKSPACE_DIRECTORY/out/<name> "
           "under `bazel run`, else /tmp/psring-<name>.");
@@ -60,6 +68,25 @@ absl::StatusOr<std::string> Locate(const BinaryFlag& binary, Runfiles* runfiles)
   return path;
 }
 
+// --project_link and --project_latency; `fallback` when --project_link is empty.
+absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fallback) {
+  const std::string link = absl::GetFlag(FLAGS_project_link);
+  if (link.empty()) return fallback;
+  ProjectionTarget target;
+  absl::StatusOr<double> bits = ParseLinkRate(link);
+  if (!bits.ok() || *bits <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--project_link=", link, ": not a link rate (use e.g. 25gbit)"));
+  }
+  target.link_bytes_per_second = *bits / 8;
+  absl::Duration latency;
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_project_latency), &latency) || latency < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("--project_latency=", absl::GetFlag(FLAGS_project_latency),
+                                                   ": not a duration >= 0 (use e.g. 5us)"));
+  }
+  target.latency_s = absl::ToDoubleSeconds(latency);
+  return target;
+}
+
 }  // namespace
 
 absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
@@ -71,6 +98,7 @@ absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
     }
   }
   options->cluster = ClusterOptionsFromFlags();
+  ASSIGN_OR_RETURN(options->projection, ProjectionFromFlags(options->projection));
   options->verbose = absl::GetFlag(FLAGS_verbose);
   return absl::OkStatus();
 }

@@ -10,7 +10,8 @@
 
 namespace psring::bench {
 
-// Fills options->cluster (the link flags), --verbose and the paths of the programs options->exchanges launch
+// Fills options->cluster (the link flags), --verbose, the projection target (--project_link,
+// --project_latency; options->projection stays as it is when --project_link is empty) and the paths of the programs options->exchanges launch
 // (--ring_worker/--ps_server/--ps_worker, else the Bazel runfiles of this binary, found from argv0).
 // kNotFound naming the flag to pass when a program cannot be located. Call after absl::ParseCommandLine.
 absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options);

@@ -64,11 +64,12 @@ ABSL_FLAG(std::vector<std::string>, exchanges, ExchangeNames(Defaults().exchange
           "hosts of their own).");
 ABSL_FLAG(std::string, mode, Defaults().mode,
           "gradient: workers exchange a synthetic buffer of --model_bytes (no model); train: workers train the "
-          "MLP (trainer/) and exchange its real gradients.");
+          "MLP (trainer/) and exchange its real gradients; replay: set by --workload.");
 ABSL_FLAG(std::vector<std::string>, model_bytes, SizeStrings(Defaults().model_bytes),
           "Comma-separated gradient sizes S for gradient mode, in bytes or with K/M/G suffixes (binary units).");
 ABSL_FLAG(int, steps, Defaults().steps, "Measured exchange (or training) steps per run.");
-ABSL_FLAG(int, warmup_steps, Defaults().warmup_steps, "Unmeasured steps before the measured ones (gradient mode).");
+ABSL_FLAG(int, warmup_steps, Defaults().warmup_steps,
+          "Unmeasured steps before the measured ones (gradient and replay modes).");
 ABSL_FLAG(int, ps_servers, Defaults().ps_servers, "K, the number of dedicated server hosts of ps-dedicated.");
 ABSL_FLAG(std::string, ps_mode, Defaults().ps_mode, "The PS servers' --mode: sync, or async (bounded staleness).");
 ABSL_FLAG(std::string, dataset, Defaults().dataset, "Train mode: fashion-mnist or synthetic.");
@@ -79,6 +80,25 @@ ABSL_FLAG(std::string, hidden, Defaults().hidden, "Train mode: hidden layer widt
 ABSL_FLAG(double, compute_ms, Defaults().compute_ms,
           "Gradient mode: compute time per step to assume for the scaling-efficiency panel (0: plot the "
           "bandwidth efficiency busbw/B instead).");
+ABSL_FLAG(std::vector<std::string>, workload, Defaults().workloads,
+          "Replay mode: comma-separated model profiles to replay (presets resnet50, vgg16, bert_base, mlp, or "
+          "profile files; bench/workloads/): the workers allocate the model's real per-layer gradients, run its "
+          "forward and backward as timed waits and exchange the gradients layer by layer. Overrides --mode.");
+ABSL_FLAG(std::vector<std::string>, bucket_mb, {},
+          "Comma-separated gradient bucket caps in MiB to sweep (train and replay modes), e.g. 0,25: 0 = one "
+          "flat exchange after backward, > 0 = DDP-style buckets overlapped with backward. Empty: the workers' "
+          "default.");
+ABSL_FLAG(std::vector<std::string>, workload_args, Defaults().workload_args,
+          "Extra comma-separated flags for replaying workers only, e.g. the workload's scale flag.");
+ABSL_FLAG(double, bytes_scale, Defaults().bytes_scale,
+          "Replay mode: divide every layer's parameter count by this (>= 1), so a model's exchange fits the "
+          "emulated links: bytes / k on 100 Mbit/s stand for the real bytes on k x 100 Mbit/s (with the "
+          "compute unchanged; --workload_args=--compute_scale=c scales the compute). --bucket_mb applies to the "
+          "scaled bytes; the projection uses the profile's real size.");
+ABSL_FLAG(bool, timeline, true,
+          "Replay mode: every worker writes a per-rank timeline (--timeline) and the harness merges each run's "
+          "ranks into <out_dir>/timelines/<run>.json (Chrome trace-event JSON, one process per rank; open it in "
+          "ui.perfetto.dev) and draws one step of each exchange in gantt-<workload>.svg.");
 ABSL_FLAG(std::vector<std::string>, worker_args, Defaults().worker_args,
           "Extra comma-separated flags passed to every worker, e.g. --worker_args=--lr=0.1.");
 ABSL_FLAG(std::vector<std::string>, server_args, Defaults().server_args,
@@ -139,6 +159,16 @@ absl::StatusOr<ScalingOptions> SweepOptionsFromFlags() {
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.hidden = absl::GetFlag(FLAGS_hidden);
   o.compute_ms = absl::GetFlag(FLAGS_compute_ms);
+  o.workloads = absl::GetFlag(FLAGS_workload);
+  o.workload_args = absl::GetFlag(FLAGS_workload_args);
+  o.bytes_scale = absl::GetFlag(FLAGS_bytes_scale);
+  for (const std::string& item : absl::GetFlag(FLAGS_bucket_mb)) {
+    double mb = 0;
+    if (!absl::SimpleAtod(item, &mb)) {
+      return absl::InvalidArgumentError(absl::StrCat("--bucket_mb: '", item, "' is not a number of MiB"));
+    }
+    o.bucket_mbs.push_back(mb);
+  }
   o.worker_args = absl::GetFlag(FLAGS_worker_args);
   o.server_args = absl::GetFlag(FLAGS_server_args);
   o.worker_timeout_s = absl::GetFlag(FLAGS_worker_timeout);
@@ -155,7 +185,9 @@ absl::Status Main(const char* argv0) {
     return ReportFromCsv(options, from_csv, OutDirFromFlags("scaling"));
   }
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &options));
-  return RunAndReport(options, OutDirFromFlags("scaling"));
+  const std::string out_dir = OutDirFromFlags("scaling");
+  if (absl::GetFlag(FLAGS_timeline) && !options.workloads.empty()) options.timeline_dir = out_dir + "/timelines";
+  return RunAndReport(options, out_dir);
 }
 
 }  // namespace

@@ -129,6 +129,7 @@ struct ModelPoint {
 
 std::vector<ModelPoint> Extrapolation(const ScalingResult& result) {
   std::vector<ModelPoint> points;
+  if (result.options.mode == "replay") return points;  // replay_report.cc prints its own (whole steps)
   for (size_t bytes : Sizes(result)) {
     for (Exchange e : ExchangesRun(result)) {
       for (int n : result.options.extrapolate_nodes) {
@@ -147,7 +148,9 @@ void FitModels(ScalingResult* result) {
   for (Exchange e : ExchangesRun(*result)) {
     std::vector<Measurement> points;
     for (const auto& r : result->records) {
-      if (r.ok() && r.exchange == e) points.push_back({RecordTerms(r), r.exchange_s});
+      // A bucketed run's exchange is several collectives, each with its own latency terms: the fit is of one
+      // flat exchange per step, and the bucketed steps are its predictions (replay_report.cc).
+      if (r.ok() && r.exchange == e && r.bucket_mb <= 0) points.push_back({RecordTerms(r), r.exchange_s});
     }
     absl::StatusOr<ModelFit> fit = FitAlphaBeta(points);
     if (fit.ok()) result->fits[e] = *fit;
@@ -202,6 +205,7 @@ Row TableRow(const ScalingResult& result, const RunRecord& r) {
                r.bytes_sent_per_step / 1e6,
                r.link_bytes_per_step / 1e6,
                r.samples_per_s};
+  if (!result.options.bucket_mbs.empty()) row.extra.push_back(r.bucket_mb);
   return row;
 }
 
@@ -215,7 +219,10 @@ std::string FitLine(const ScalingResult& result, Exchange e, const ModelFit& f) 
 
 // One nccl-tests table per exchange: every run (failed ones as comments), the footer, the fitted model.
 void PrintExchangeTable(const ScalingResult& result, Exchange e, std::ostream& out) {
-  Table table(&out, {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "sent_MB", "link_MB", "samples/s"});
+  std::vector<std::string> columns = {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "sent_MB", "link_MB",
+                                      "samples/s"};
+  if (!result.options.bucket_mbs.empty()) columns.push_back("bucket_MB");  // train mode: 0 = flat
+  Table table(&out, columns);
   table.Comment(absl::StrFormat("exchange %s", ExchangeName(e)));
   table.Header();
   for (const auto& r : result.records) {
@@ -312,6 +319,15 @@ void PrintModelFitChecks(const ScalingResult& result, std::ostream& out) {
 
 void PrintReport(const ScalingResult& result, std::ostream& out) {
   PrintIntro(result, out);
+  if (result.options.mode == "replay") {
+    for (Exchange e : ExchangesRun(result)) {
+      auto fit = result.fits.find(e);
+      if (fit != result.fits.end()) out << "# " << FitLine(result, e, fit->second) << " (flat exchanges)\n";
+    }
+    out << "#\n";
+    PrintReplayReport(result, out);
+    return;
+  }
   for (Exchange e : ExchangesRun(result)) PrintExchangeTable(result, e, out);
   PrintExtrapolation(result, out);
   // The acceptance checks mean something only on shaped links.
@@ -324,6 +340,21 @@ void PrintReport(const ScalingResult& result, std::ostream& out) {
 }
 
 void PrintVerdict(const ScalingResult& result, std::ostream& out) {
+  if (result.options.mode == "replay") return PrintReplayVerdict(result, out);
+  if (result.options.bucket_mbs.size() > 1) {
+    // Train mode with several bucket caps: one verdict per cap.
+    for (double mb : result.options.bucket_mbs) {
+      ScalingResult slice = result;
+      slice.options.bucket_mbs = {mb};
+      slice.records.clear();
+      for (const RunRecord& r : result.records) {
+        if (r.bucket_mb == mb) slice.records.push_back(r);
+      }
+      out << absl::StrFormat("# --bucket_mb=%g%s\n", mb, mb == 0 ? " (flat exchange after backward)" : "");
+      PrintVerdict(slice, out);
+    }
+    return;
+  }
   const std::vector<Exchange> exchanges = ExchangesRun(result);
   for (size_t bytes : Sizes(result)) {
     out << absl::StrFormat("# VERDICT %s, %s: seconds per step (x slower than the fastest)\n",
@@ -359,19 +390,27 @@ void PrintVerdict(const ScalingResult& result, std::ostream& out) {
 std::string ToCsv(const ScalingResult& result) {
   std::ostringstream csv;
   csv << "source,mode,exchange,nodes,servers,bytes,steps,step_s,compute_s,exchange_s,model_s,model_rel_err,"
-         "samples_per_s,algbw_Bps,busbw_Bps,link_bytes_per_step,sent_bytes_per_step,wrong,test_accuracy,error\n";
+         "samples_per_s,algbw_Bps,busbw_Bps,link_bytes_per_step,sent_bytes_per_step,wrong,test_accuracy,error,"
+         "workload,bucket_mb,buckets,forward_s,backward_s,optimizer_s,exposed_s,timeline\n";
   for (const auto& r : result.records) {
     std::string error = r.error.substr(0, r.error.find('\n'));
     std::replace(error.begin(), error.end(), '"', '\'');
+    // Replay mode's model is of the whole step (compute and overlap); elsewhere of the exchange.
+    const double model = result.options.mode == "replay"
+                             ? ReplayModelSeconds(result, r.exchange, r.nodes, r.workload, r.bucket_mb)
+                             : RecordModelSeconds(result, r);
+    const double measured = result.options.mode == "replay" ? r.step_s : r.exchange_s;
     csv << absl::StrFormat(
-        "measured,%s,%s,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%d,%d,%.4f,\"%s\"\n",
+        "measured,%s,%s,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%d,%d,%.4f,\"%s\",\"%s\",%g,%d,%.6g,"
+        "%.6g,%.6g,%.6g,\"%s\"\n",
         result.options.mode, ExchangeName(r.exchange), r.nodes, r.servers, r.bytes, r.steps, r.step_s, r.compute_s,
-        r.exchange_s, RecordModelSeconds(result, r), ModelRelativeError(result, r), r.samples_per_s, r.algbw, r.busbw, r.link_bytes_per_step, r.bytes_sent_per_step,
-        r.wrong, r.test_accuracy, error);
+        r.exchange_s, model, model > 0 && measured > 0 ? (model - measured) / measured : 0, r.samples_per_s, r.algbw,
+        r.busbw, r.link_bytes_per_step, r.bytes_sent_per_step, r.wrong, r.test_accuracy, error, r.workload,
+        r.bucket_mb, r.buckets, r.forward_s, r.backward_s, r.optimizer_s, r.exposed_s, r.timeline);
   }
   for (const ModelPoint& m : Extrapolation(result)) {
     const double algbw = m.seconds > 0 ? m.bytes / m.seconds : 0;
-    csv << absl::StrFormat("model,%s,%s,%d,%d,%d,0,,,,%.6g,,,%.6g,%.6g,,,,,\n", result.options.mode,
+    csv << absl::StrFormat("model,%s,%s,%d,%d,%d,0,,,,%.6g,,,%.6g,%.6g,,,,,,,,,,,,,\n", result.options.mode,
                            ExchangeName(m.exchange), m.nodes, m.servers, m.bytes, m.seconds, algbw,
                            algbw * PluginFor(m.exchange).BusFactor(m.nodes));
   }
@@ -440,6 +479,14 @@ absl::StatusOr<RunRecord> RecordFromRow(const CsvRow& row) {
   r.wrong = static_cast<int64_t>(row.Number("wrong"));
   r.test_accuracy = row.Number("test_accuracy");
   r.error = row.Text("error");
+  r.workload = row.Text("workload");
+  r.bucket_mb = row.Text("bucket_mb").empty() ? -1 : row.Number("bucket_mb");
+  r.buckets = static_cast<int>(row.Number("buckets"));
+  r.forward_s = row.Number("forward_s");
+  r.backward_s = row.Number("backward_s");
+  r.optimizer_s = row.Number("optimizer_s");
+  r.exposed_s = row.Number("exposed_s");
+  r.timeline = row.Text("timeline");
   return r;
 }
 
@@ -490,6 +537,12 @@ proto::ScalingConfig ConfigMessage(const ScalingOptions& o) {
   config.set_delay(o.cluster.delay);
   config.set_queue(o.cluster.queue);
   SetFinite(&config, &proto::ScalingConfig::set_compute_ms, o.compute_ms);
+  for (const std::string& w : o.workloads) config.add_workloads(w);
+  for (double mb : o.bucket_mbs) config.add_bucket_mbs(mb);
+  if (o.projection.link_bytes_per_second > 0) {
+    config.set_project_link_bytes_per_second(o.projection.link_bytes_per_second);
+    config.set_project_latency_s(o.projection.latency_s);
+  }
   return config;
 }
 
@@ -533,6 +586,19 @@ proto::RunReport RunMessage(const ScalingResult& result, const RunRecord& r) {
   SetFinite(&run, &RunReport::set_test_accuracy, r.test_accuracy);
   SetFinite(&run, &RunReport::set_wall_s, r.wall_s);
   run.set_error(r.error);
+  if (result.options.mode != "gradient") {
+    run.set_workload(r.workload);
+    run.set_bucket_mb(r.bucket_mb);
+    run.set_buckets(r.buckets);
+    SetFinite(&run, &RunReport::set_forward_s, r.forward_s);
+    SetFinite(&run, &RunReport::set_backward_s, r.backward_s);
+    SetFinite(&run, &RunReport::set_optimizer_s, r.optimizer_s);
+    SetFinite(&run, &RunReport::set_exposed_s, r.exposed_s);
+    run.set_timeline(r.timeline);
+  }
+  if (result.options.mode == "replay") {
+    SetFinite(&run, &RunReport::set_model_s, ReplayModelSeconds(result, r.exchange, r.nodes, r.workload, r.bucket_mb));
+  }
   return run;
 }
 
@@ -696,7 +762,7 @@ class FigureBuilder {
 
 Figure MakeFigure(const ScalingResult& result, size_t bytes) { return FigureBuilder(result, bytes).Build(); }
 
-absl::Status WriteOutputs(const ScalingResult& result, const std::string& dir, std::vector<std::string>* written) {
+absl::Status MakeDirectories(const std::string& dir) {
   std::string path;
   for (absl::string_view part : absl::StrSplit(dir, '/')) {
     path += std::string(part) + "/";
@@ -706,11 +772,21 @@ absl::Status WriteOutputs(const ScalingResult& result, const std::string& dir, s
           absl::StrCat("cannot create output directory ", path, ": ", std::strerror(errno), "; pass --out_dir"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status WriteOutputs(const ScalingResult& result, const std::string& dir, std::vector<std::string>* written) {
+  RETURN_IF_ERROR(MakeDirectories(dir));
   const std::vector<size_t> sizes = Sizes(result);
   ASSIGN_OR_RETURN(std::string json, ToJson(result));
   std::vector<std::pair<std::string, std::string>> files = {{"scaling.csv", ToCsv(result)},
                                                             {"scaling.json", std::move(json)}};
-  if (!sizes.empty()) files.push_back({"scaling.svg", RenderSvg(MakeFigure(result, sizes.back()))});
+  if (result.options.mode == "replay") {
+    ASSIGN_OR_RETURN(auto figures, ReplayFigures(result));
+    files.insert(files.end(), figures.begin(), figures.end());
+  } else if (!sizes.empty()) {
+    files.push_back({"scaling.svg", RenderSvg(MakeFigure(result, sizes.back()))});
+  }
   for (const auto& [name, content] : files) {
     const std::string file = absl::StrCat(dir, "/", name);
     std::ofstream out(file, std::ios::binary | std::ios::trunc);
@@ -761,6 +837,17 @@ void OptionsFromRecords(ScalingOptions* options, const std::vector<RunRecord>& r
   }
   options->nodes.assign(nodes.begin(), nodes.end());
   options->model_bytes.assign(sizes.begin(), sizes.end());
+  std::set<double> bucket_mbs;
+  options->workloads.clear();
+  for (const RunRecord& r : records) {
+    if (r.bucket_mb >= 0) bucket_mbs.insert(r.bucket_mb);
+    if (!r.workload.empty() && std::find(options->workloads.begin(), options->workloads.end(), r.workload) ==
+                                   options->workloads.end()) {
+      options->workloads.push_back(r.workload);
+    }
+  }
+  options->bucket_mbs.assign(bucket_mbs.begin(), bucket_mbs.end());
+  if (!options->workloads.empty()) options->mode = "replay";
 }
 
 }  // namespace
@@ -779,6 +866,7 @@ absl::Status ReportFromCsv(const ScalingOptions& options, const std::string& csv
   result.options = options;
   ASSIGN_OR_RETURN(result.records, RecordsFromCsv(text.str()));
   OptionsFromRecords(&result.options, result.records);
+  RETURN_IF_ERROR(LoadWorkloadLayers(&result));
   const ClusterOptions& cluster = options.cluster;
   result.emulated = !cluster.force_loopback;
   if (cluster.force_loopback) result.fallback_reason = "re-rendered with --loopback";

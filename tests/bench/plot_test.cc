@@ -3,15 +3,10 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/bench/svg_checks.h"
 
 namespace psring::bench {
 namespace {
-
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-  return n;
-}
 
 Figure TwoPanels() {
   Figure figure;
@@ -43,6 +38,8 @@ TEST(PlotTest, WritesWellFormedSvgWithLabelsAndLegend) {
   EXPECT_NE(svg.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
   EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
   EXPECT_EQ(Count(svg, "<g>"), Count(svg, "</g>"));
+  std::string why;
+  EXPECT_TRUE(WellFormed(svg, &why)) << why;
   // Title escaped, axis labels present.
   EXPECT_NE(svg.find("Step time &amp; efficiency, S = 16 MiB"), std::string::npos);
   EXPECT_NE(svg.find(">time per step (s)<"), std::string::npos);

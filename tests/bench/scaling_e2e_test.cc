@@ -5,16 +5,19 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/trace_merge.h"
 #include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/bench_report.pb.h"
+#include "tests/bench/svg_checks.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace psring::bench {
@@ -29,10 +32,21 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-  return n;
+// //bench:scaling with the real worker programs and `flags`, run to its end within `timeout`.
+absl::StatusOr<ProcessResult> RunScalingTool(const Runfiles& runfiles, const std::vector<std::string>& flags,
+                                             absl::Duration timeout) {
+  std::vector<std::string> argv = {
+      runfiles.Rlocation("psring/bench/scaling"),
+      "--ring_worker=" + runfiles.Rlocation("psring/ring/ring_worker"),
+      "--ps_server=" + runfiles.Rlocation("psring/ps/server"),
+      "--ps_worker=" + runfiles.Rlocation("psring/ps/worker"),
+  };
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  JobOptions options;
+  options.timeout = timeout;
+  absl::StatusOr<std::vector<ProcessResult>> results = RunJob({{"scaling", argv}}, options);
+  if (!results.ok()) return results.status();
+  return (*results)[0];
 }
 
 TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
@@ -43,28 +57,23 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   ASSERT_NE(tmp, nullptr);
   const std::string out_dir = absl::StrCat(tmp, "/scaling_out");
 
-  std::vector<std::string> argv = {
-      runfiles->Rlocation("psring/bench/scaling"),
-      "--ring_worker=" + runfiles->Rlocation("psring/ring/ring_worker"),
-      "--ps_server=" + runfiles->Rlocation("psring/ps/server"),
-      "--ps_worker=" + runfiles->Rlocation("psring/ps/worker"),
-      "--nodes=1,2",
-      "--exchanges=ring,ps-1,ps-colocated,ps-dedicated",
-      "--ps_servers=2",
-      "--model_bytes=64K",
-      "--steps=2",
-      "--warmup_steps=1",
-      "--link=1gbit",
-      "--worker_timeout=30",
-      "--job_timeout=40",
-      "--extrapolate=16,1024",
-      "--out_dir=" + out_dir,
-  };
-  JobOptions options;
-  options.timeout = absl::Seconds(50);
-  auto results = RunJob({{"scaling", argv}}, options);
-  ASSERT_TRUE(results.ok()) << results.status();
-  const ProcessResult& r = (*results)[0];
+  auto result = RunScalingTool(*runfiles,
+                               {
+                                   "--nodes=1,2",
+                                   "--exchanges=ring,ps-1,ps-colocated,ps-dedicated",
+                                   "--ps_servers=2",
+                                   "--model_bytes=64K",
+                                   "--steps=2",
+                                   "--warmup_steps=1",
+                                   "--link=1gbit",
+                                   "--worker_timeout=30",
+                                   "--job_timeout=40",
+                                   "--extrapolate=16,1024",
+                                   "--out_dir=" + out_dir,
+                               },
+                               absl::Seconds(50));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const ProcessResult& r = *result;
   ASSERT_EQ(r.exit_code, 0) << r.stderr_tail << "\n" << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("# exchange ring"), std::string::npos);
   EXPECT_NE(r.stdout_text.find("# Out of bounds values : 0 OK"), std::string::npos);
@@ -83,8 +92,8 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   ASSERT_LT(column("wrong"), header.size());
   for (size_t i = 1; i <= 8; ++i) {
     EXPECT_EQ(lines[i].rfind("measured,gradient,", 0), 0u) << lines[i];
-    EXPECT_EQ(lines[i].substr(lines[i].size() - 3), ",\"\"") << "run failed: " << lines[i];
     std::vector<std::string> fields = absl::StrSplit(lines[i], ',');
+    EXPECT_EQ(fields[column("error")], "\"\"") << "run failed: " << lines[i];
     EXPECT_EQ(fields[column("bytes")], "65536") << lines[i];
     EXPECT_EQ(fields[column("wrong")], "0") << lines[i];
     if (fields[column("nodes")] == "2") EXPECT_GT(std::stod(fields[column("step_s")]), 0) << lines[i];
@@ -97,7 +106,8 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   EXPECT_EQ(Count(svg, "<g>"), Count(svg, "</g>"));
   EXPECT_NE(svg.find("S = 64 KiB"), std::string::npos);
   EXPECT_NE(svg.find("time per step (s)"), std::string::npos);
-  for (const char* name : {"ring measured", "ps-1 measured", "ps-colocated measured", "ps-dedicated measured"}) {
+  for (const char* name :
+       {"ring measured", "ps-1 measured", "ps-colocated measured", "ps-dedicated measured"}) {
     EXPECT_NE(svg.find(name), std::string::npos) << name;
   }
   EXPECT_EQ(svg.find("nan"), std::string::npos);
@@ -106,9 +116,11 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
   proto::ScalingReport report;
   google::protobuf::util::JsonParseOptions strict;
   strict.ignore_unknown_fields = false;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(out_dir + "/scaling.json"), &report, strict).ok());
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(out_dir + "/scaling.json"), &report, strict).ok());
   ASSERT_EQ(report.runs_size(), 8);
-  for (const proto::RunReport& run : report.runs()) EXPECT_TRUE(run.ok()) << run.exchange() << " " << run.error();
+  for (const proto::RunReport& run : report.runs())
+    EXPECT_TRUE(run.ok()) << run.exchange() << " " << run.error();
 }
 
 TEST(ScalingE2eTest, LoopbackRunsEveryHostOn127001) {
@@ -116,33 +128,107 @@ TEST(ScalingE2eTest, LoopbackRunsEveryHostOn127001) {
   std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
   ASSERT_NE(runfiles, nullptr) << error;
   const std::string out_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/loopback_out");
-  std::vector<std::string> argv = {
-      runfiles->Rlocation("psring/bench/scaling"),
-      "--ring_worker=" + runfiles->Rlocation("psring/ring/ring_worker"),
-      "--ps_server=" + runfiles->Rlocation("psring/ps/server"),
-      "--ps_worker=" + runfiles->Rlocation("psring/ps/worker"),
-      "--loopback",
-      "--nodes=2",
-      "--exchanges=ring,ps-colocated",  // co-located shards need distinct ports on one address
-      "--model_bytes=64K",
-      "--steps=2",
-      "--warmup_steps=1",
-      "--worker_timeout=30",
-      "--job_timeout=40",
-      "--out_dir=" + out_dir,
-  };
-  JobOptions options;
-  options.timeout = absl::Seconds(50);
-  auto results = RunJob({{"scaling", argv}}, options);
-  ASSERT_TRUE(results.ok()) << results.status();
-  const ProcessResult& r = (*results)[0];
+  auto result = RunScalingTool(
+      *runfiles,
+      {
+          "--loopback",
+          "--nodes=2",
+          "--exchanges=ring,ps-colocated",  // co-located shards need distinct ports on one address
+          "--model_bytes=64K",
+          "--steps=2",
+          "--warmup_steps=1",
+          "--worker_timeout=30",
+          "--job_timeout=40",
+          "--out_dir=" + out_dir,
+      },
+      absl::Seconds(50));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const ProcessResult& r = *result;
   ASSERT_EQ(r.exit_code, 0) << r.stderr_tail << "\n" << r.stdout_text;
-  EXPECT_NE(r.stderr_tail.find("no emulated cluster (loopback requested)"), std::string::npos) << r.stderr_tail;
+  EXPECT_NE(r.stderr_tail.find("no emulated cluster (loopback requested)"), std::string::npos)
+      << r.stderr_tail;
   EXPECT_NE(r.stdout_text.find("LOOPBACK"), std::string::npos);
   EXPECT_EQ(r.stdout_text.find("# check"), std::string::npos);  // no acceptance checks without link limits
   const std::string svg = ReadFile(out_dir + "/scaling.svg");
   EXPECT_NE(svg.find("LOOPBACK, not a network"), std::string::npos);
   EXPECT_NE(svg.find("bus bandwidth (MB/s)"), std::string::npos);
+}
+
+// Replay mode end to end on loopback (seconds): the MLP profile, flat and bucketed, ring and co-located PS at
+// N = 2; every run checked (#wrong = 0), each run's ranks merged into one trace with one pid per rank, and
+// the per-workload figures (step time, Gantt chart) written.
+TEST(ScalingE2eTest, ReplaysAWorkloadFlatAndBucketedWithMergedTimelines) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  // Replay mode lives in the workers (--workload); without it there is nothing for the harness to drive.
+  auto help =
+      RunJob({{"help", {runfiles->Rlocation("psring/ring/ring_worker"), "--helpfull"}}}, JobOptions());
+  ASSERT_TRUE(help.ok()) << help.status();
+  if ((*help)[0].stdout_text.find("-workload") == std::string::npos) {
+    GTEST_SKIP() << "ring_worker has no --workload (replay mode) yet";
+  }
+  const std::string out_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/replay_out");
+  auto result = RunScalingTool(*runfiles,
+                               {
+                                   "--loopback",
+                                   "--nodes=2",
+                                   "--exchanges=ring,ps-colocated",
+                                   "--workload=mlp",
+                                   "--bucket_mb=0,0.25",
+                                   "--steps=3",
+                                   "--warmup_steps=1",
+                                   "--worker_timeout=30",
+                                   "--job_timeout=40",
+                                   "--out_dir=" + out_dir,
+                               },
+                               absl::Seconds(100));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const ProcessResult& r = *result;
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_tail << "\n" << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# workload mlp, exchange ring"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# VERDICT mlp"), std::string::npos);
+  EXPECT_NE(r.stdout_text.find("# MODEL mlp"), std::string::npos);
+
+  const std::string csv = ReadFile(out_dir + "/scaling.csv");
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u + 4u) << csv;
+  const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+  auto column = [&](const std::string& name) {
+    return std::find(header.begin(), header.end(), name) - header.begin();
+  };
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> fields = absl::StrSplit(lines[i], ',');
+    EXPECT_EQ(fields[column("mode")], "replay") << lines[i];
+    EXPECT_EQ(fields[column("workload")], "\"mlp\"") << lines[i];
+    EXPECT_EQ(fields[column("wrong")], "0") << lines[i];
+    EXPECT_EQ(fields[column("error")], "\"\"") << lines[i];
+    // The merged trace of the run: valid trace JSON, one pid per rank, the ranks' spans all there.
+    std::string timeline = fields[column("timeline")];
+    timeline = timeline.substr(1, timeline.size() - 2);
+    EXPECT_NE(timeline.find(out_dir + "/timelines/mlp-"), std::string::npos) << timeline;
+    auto spans = ReadSpans(ReadFile(timeline));
+    ASSERT_TRUE(spans.ok()) << timeline << ": " << spans.status();
+    std::set<int> pids;
+    for (const TraceSpan& span : *spans) pids.insert(span.pid);
+    EXPECT_EQ(pids, (std::set<int>{0, 1})) << timeline;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string rank_file =
+          absl::StrCat(timeline.substr(0, timeline.size() - 5), "/rank", rank, ".json");
+      auto rank_spans = ReadSpans(ReadFile(rank_file));
+      ASSERT_TRUE(rank_spans.ok()) << rank_file;
+      EXPECT_EQ(static_cast<size_t>(std::count_if(spans->begin(), spans->end(),
+                                                  [rank](const TraceSpan& s) { return s.pid == rank; })),
+                rank_spans->size())
+          << rank_file;
+    }
+  }
+  const std::string gantt = ReadFile(out_dir + "/gantt-mlp.svg");
+  std::string why;
+  EXPECT_TRUE(WellFormed(gantt, &why)) << why;
+  EXPECT_GT(Count(gantt, "<rect class=\"span\""), 0);
+  EXPECT_NE(gantt.find("ps-colocated, N = 2, bucket 0.25 MB"), std::string::npos);
+  EXPECT_TRUE(WellFormed(ReadFile(out_dir + "/scaling-mlp.svg"), &why)) << why;
 }
 
 }  // namespace

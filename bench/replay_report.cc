@@ -1,0 +1,528 @@
+// Replay mode's report (scaling.h): real model profiles with and without bucketed overlap. Per workload: the
+// tables, the overlapped-step model and its check, the overlap figures against the ideal, the model's
+// extrapolation, the projection onto a user's cluster, the verdict, and the figures (step time and speedup,
+// projection, one step of each exchange as a Gantt chart). bench/PERFORMANCE.md 3.2 and 7.5 explain them.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench/gantt.h"
+#include "bench/report.h"
+#include "bench/scaling.h"
+#include "bench/trace_merge.h"
+#include "trainer/exchange.h"
+
+namespace psring::bench {
+namespace {
+
+constexpr double kModelTolerance = 0.20;  // the step model against the measured step (bench/PERFORMANCE.md 5)
+constexpr double kIdealTolerance = 1.15;  // bucketed step <= 1.15 x forward + max(backward, exchange)
+constexpr double kMinSpeedup = 1.3;       // flat step / bucketed step
+// The overlap acceptance needs compute ~ exchange (issue 15): within this factor the lines are checks.
+constexpr double kBalancedRatio = 1.5;
+
+bool Bucketed(const RunRecord& r) { return r.bucket_mb > 0; }
+
+std::string BucketText(double bucket_mb) {
+  if (bucket_mb < 0) return "default";
+  return bucket_mb == 0 ? "flat" : absl::StrFormat("%g MB", bucket_mb);
+}
+
+std::vector<double> BucketCaps(const ScalingResult& result) {
+  std::vector<double> caps = result.options.bucket_mbs;
+  if (caps.empty()) caps = {-1};
+  return caps;
+}
+
+const RunRecord* FindRun(const ScalingResult& result, const std::string& workload, Exchange e, int nodes,
+                         double bucket_mb) {
+  for (const RunRecord& r : result.records) {
+    if (r.ok() && r.workload == workload && r.exchange == e && r.nodes == nodes && r.bucket_mb == bucket_mb) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+// The flat run (--bucket_mb=0) beside a bucketed one.
+const RunRecord* FlatTwin(const ScalingResult& result, const RunRecord& r) {
+  return FindRun(result, r.workload, r.exchange, r.nodes, 0);
+}
+
+// One worker's compute per step as the workers measured it (the same for every N and exchange: timed waits).
+struct Compute {
+  double forward_s = 0;
+  double backward_s = 0;
+  double optimizer_s = 0;
+  double bytes = 0;  // S as the workers reported it
+  bool ok() const { return forward_s + backward_s > 0 && bytes > 0; }
+};
+
+Compute MeasuredCompute(const ScalingResult& result, const std::string& workload) {
+  Compute c;
+  int runs = 0;
+  for (const RunRecord& r : result.records) {
+    if (!r.ok() || r.workload != workload) continue;
+    c.forward_s += r.forward_s;
+    c.backward_s += r.backward_s;
+    c.optimizer_s += r.optimizer_s;
+    c.bytes = static_cast<double>(r.bytes);
+    ++runs;
+  }
+  if (runs > 0) {
+    c.forward_s /= runs;
+    c.backward_s /= runs;
+    c.optimizer_s /= runs;
+  }
+  return c;
+}
+
+// The profile's layers rescaled to `compute` (the measured forward and backward split as the profile splits
+// them; the gradient bytes the workers moved split as the parameters are).
+std::vector<LayerCost> Rescaled(const std::vector<LayerCost>& profile, const Compute& compute) {
+  double forward = 0, backward = 0, bytes = 0;
+  for (const LayerCost& l : profile) {
+    forward += l.forward_s;
+    backward += l.backward_s;
+    bytes += l.bytes;
+  }
+  std::vector<LayerCost> layers;
+  for (const LayerCost& l : profile) {
+    layers.push_back({bytes > 0 ? l.bytes / bytes * compute.bytes : 0,
+                      forward > 0 ? l.forward_s / forward * compute.forward_s : 0,
+                      backward > 0 ? l.backward_s / backward * compute.backward_s : 0});
+  }
+  return layers;
+}
+
+// The buckets the workers form for these layers (trainer::BucketPlan, DDP's assignment), as byte ranges.
+std::vector<ByteRange> BucketsOf(const std::vector<LayerCost>& layers, double bucket_mb) {
+  double total = 0;
+  std::vector<size_t> elements;
+  for (const LayerCost& l : layers) {
+    elements.push_back(std::max<size_t>(1, static_cast<size_t>(std::llround(l.bytes / sizeof(float)))));
+    total += l.bytes;
+  }
+  if (bucket_mb <= 0) return {{0, total}};
+  absl::StatusOr<trainer::BucketPlan> plan = trainer::BucketPlan::Create(elements, bucket_mb);
+  if (!plan.ok()) return {{0, total}};
+  std::vector<ByteRange> buckets;
+  for (const trainer::FloatRange& range : plan->buckets()) {
+    buckets.push_back({range.offset * sizeof(float) * 1.0, range.count * sizeof(float) * 1.0});
+  }
+  return buckets;
+}
+
+// The model's step for `layers` on `fit` at N. Each bucket costs beta * its busiest-link bytes; the
+// latency terms alpha * messages are charged once per step, with the first bucket: fitted on flat steps
+// over links without added delay, alpha measures what a step costs per message as N grows (opening the
+// step's streams, the servers' per-step work, N processes sharing the cores), not a wire latency each
+// bucket pays again (bench/PERFORMANCE.md 3.2).
+StepEstimate ModelStep(const ScalingResult& result, const ModelFit& fit, Exchange e, int nodes,
+                       const std::vector<LayerCost>& layers, double bucket_mb) {
+  const ExchangePlugin& plugin = PluginFor(e);
+  const int servers = plugin.Servers(nodes, result.options.ps_servers);
+  bool first = true;
+  return OverlapStep(ShapeOf(layers, BucketsOf(layers, bucket_mb)), [&](double bytes) {
+    const CostTerms terms = plugin.Terms(nodes, servers, bytes);
+    const double seconds = fit.beta * terms.link_bytes + (first ? fit.alpha * terms.messages : 0);
+    first = false;
+    return seconds;
+  });
+}
+
+}  // namespace
+
+double ReplayModelSeconds(const ScalingResult& result, Exchange e, int nodes, const std::string& workload,
+                          double bucket_mb) {
+  auto fit = result.fits.find(e);
+  auto profile = result.workload_layers.find(workload);
+  const Compute compute = MeasuredCompute(result, workload);
+  if (fit == result.fits.end() || profile == result.workload_layers.end() || !compute.ok()) return -1;
+  return ModelStep(result, fit->second, e, nodes, Rescaled(profile->second, compute), bucket_mb).step_s +
+         compute.optimizer_s;
+}
+
+namespace {
+
+double RelativeError(double model, double measured) {
+  return model > 0 && measured > 0 ? (model - measured) / measured : 0;
+}
+
+// forward + max(backward, the flat run's exchange alone): the best an overlapped step can do.
+double IdealSeconds(const RunRecord& r, const RunRecord& flat) {
+  return r.forward_s + std::max(r.backward_s, flat.exchange_s) + r.optimizer_s;
+}
+
+void PrintWorkloadTables(const ScalingResult& result, const std::string& workload, std::ostream& out) {
+  for (Exchange e : result.options.exchanges) {
+    Table table(&out, {"N", "K", "bucket", "nbkt", "step_ms", "fwd_ms", "bwd_ms", "expo_ms", "ideal_ms",
+                       "model_ms", "err%", "speedup"});
+    table.Comment(
+        absl::StrFormat("workload %s, exchange %s (time: the exchange per step as the workers time it; "
+                        "bucketed: the part backward did not hide)",
+                        workload, ExchangeName(e)));
+    table.Header();
+    for (const RunRecord& r : result.records) {
+      if (r.workload != workload || r.exchange != e) continue;
+      if (!r.ok()) {
+        table.Comment(absl::StrFormat("N=%d bucket %s FAILED: %s", r.nodes, BucketText(r.bucket_mb),
+                                      r.error.substr(0, r.error.find('\n'))));
+        continue;
+      }
+      const RunRecord* flat = FlatTwin(result, r);
+      const double model = ReplayModelSeconds(result, e, r.nodes, workload, r.bucket_mb);
+      Row row = MakeRow(r.bytes, r.bytes / 4, r.exchange_s, PluginFor(e).BusFactor(r.nodes), r.wrong);
+      row.extra = {static_cast<double>(r.nodes),
+                   static_cast<double>(r.servers),
+                   std::max(0.0, r.bucket_mb),
+                   static_cast<double>(r.buckets),
+                   r.step_s * 1e3,
+                   r.forward_s * 1e3,
+                   r.backward_s * 1e3,
+                   r.exposed_s * 1e3,
+                   flat != nullptr ? IdealSeconds(r, *flat) * 1e3 : 0,
+                   model * 1e3,
+                   100 * RelativeError(model, r.step_s),
+                   flat != nullptr && r.step_s > 0 ? flat->step_s / r.step_s : 0};
+      table.Add(row);
+    }
+    table.Footer();
+    out << "#\n";
+  }
+}
+
+// The model against every measured step that crosses a link (N >= 2), flat and bucketed.
+void PrintModelCheck(const ScalingResult& result, const std::string& workload, std::ostream& out) {
+  for (Exchange e : result.options.exchanges) {
+    double worst = 0;
+    int points = 0;
+    for (const RunRecord& r : result.records) {
+      if (!r.ok() || r.workload != workload || r.exchange != e || r.nodes < 2) continue;
+      const double model = ReplayModelSeconds(result, e, r.nodes, workload, r.bucket_mb);
+      if (model <= 0) continue;
+      worst = std::max(worst, std::abs(RelativeError(model, r.step_s)));
+      ++points;
+    }
+    if (points == 0) continue;
+    out << absl::StrFormat(
+        "# check model fit %s %s step (compute + overlap): max |error| %.1f%% over %d points (<= %.0f%%): "
+        "%s\n",
+        workload, ExchangeName(e), 100 * worst, points, 100 * kModelTolerance,
+        worst <= kModelTolerance ? "PASS" : "FAIL");
+  }
+}
+
+// Each bucketed run against its flat twin and the ideal. A check where compute ~ exchange (the acceptance
+// condition), information elsewhere.
+void PrintOverlapLines(const ScalingResult& result, const std::string& workload, std::ostream& out) {
+  for (const RunRecord& r : result.records) {
+    if (!r.ok() || r.workload != workload || !Bucketed(r) || r.nodes < 2) continue;
+    const RunRecord* flat = FlatTwin(result, r);
+    if (flat == nullptr || flat->exchange_s <= 0 || r.step_s <= 0) continue;
+    const double compute = r.forward_s + r.backward_s;
+    const double balance = compute / flat->exchange_s;
+    const bool balanced = balance <= kBalancedRatio && balance >= 1 / kBalancedRatio;
+    const double ideal = IdealSeconds(r, *flat);
+    const double of_ideal = r.step_s / ideal;
+    const double speedup = flat->step_s / r.step_s;
+    const bool pass = of_ideal <= kIdealTolerance && speedup >= kMinSpeedup;
+    out << absl::StrFormat(
+        "# %s overlap %s %s N=%d bucket %s: step %.3f s = %.2f x ideal %.3f s (<= %.2f), %.2fx faster than "
+        "flat "
+        "%.3f s (>= %.1fx); compute/exchange = %.2f%s\n",
+        balanced ? "check" : "info", workload, ExchangeName(r.exchange), r.nodes, BucketText(r.bucket_mb),
+        r.step_s, of_ideal, ideal, kIdealTolerance, speedup, flat->step_s, kMinSpeedup, balance,
+        balanced ? (pass ? ": PASS" : ": FAIL") : " (not ~1: no acceptance check)");
+  }
+}
+
+std::vector<int> ModelNodeList(const ScalingResult& result) {
+  std::set<int> nodes(result.options.nodes.begin(), result.options.nodes.end());
+  nodes.insert(result.options.extrapolate_nodes.begin(), result.options.extrapolate_nodes.end());
+  return {nodes.begin(), nodes.end()};
+}
+
+// The cap the projection and the model lines show for "with overlap": the largest swept, else DDP's 25.
+double OverlapCap(const ScalingResult& result) {
+  double cap = 0;
+  for (double mb : result.options.bucket_mbs) cap = std::max(cap, mb);
+  return cap > 0 ? cap : 25;
+}
+
+// `prefix` lines: per N of the model's list, each exchange's step time flat and with the overlap cap.
+void PrintStepTable(const ScalingResult& result, const std::string& prefix,
+                    const std::function<double(Exchange, int, double)>& seconds, std::ostream& out) {
+  const double cap = OverlapCap(result);
+  std::string header = absl::StrFormat("# %s %6s", prefix, "N");
+  for (Exchange e : result.options.exchanges) {
+    absl::StrAppendFormat(&header, " %16s %16s", ExchangeName(e) + "_flat_s",
+                          ExchangeName(e) + absl::StrFormat("_%gMB_s", cap));
+  }
+  out << header << "\n";
+  for (int n : ModelNodeList(result)) {
+    std::string line = absl::StrFormat("# %s %6d", prefix, n);
+    for (Exchange e : result.options.exchanges) {
+      absl::StrAppendFormat(&line, " %16.4f %16.4f", seconds(e, n, 0), seconds(e, n, cap));
+    }
+    out << line << "\n";
+  }
+  out << "#\n";
+}
+
+void PrintExtrapolation(const ScalingResult& result, const std::string& workload, std::ostream& out) {
+  out << absl::StrFormat(
+      "# MODEL %s (NOT measured): step time (s) from the fitted alpha-beta model with the "
+      "measured compute, flat and bucketed\n",
+      workload);
+  PrintStepTable(
+      result, "MODEL",
+      [&](Exchange e, int n, double mb) { return ReplayModelSeconds(result, e, n, workload, mb); }, out);
+}
+
+std::string RateText(double bytes_per_second) {
+  const double bits = bytes_per_second * 8;
+  return bits >= 1e9 ? absl::StrFormat("%g Gbit/s", bits / 1e9) : absl::StrFormat("%g Mbit/s", bits / 1e6);
+}
+
+// Projected step time (s) of `workload` at its real size and compute, or -1.
+double ProjectedSeconds(const ScalingResult& result, Exchange e, int nodes, const std::string& workload,
+                        double bucket_mb) {
+  auto fit = result.fits.find(e);
+  auto profile = result.workload_layers.find(workload);
+  if (fit == result.fits.end() || profile == result.workload_layers.end()) return -1;
+  absl::StatusOr<ModelFit> projected =
+      ProjectFit(fit->second, result.link_bytes_per_second, result.options.projection);
+  if (!projected.ok()) return -1;
+  return ModelStep(result, *projected, e, nodes, profile->second, bucket_mb).step_s;
+}
+
+void PrintProjection(const ScalingResult& result, const std::string& workload, std::ostream& out) {
+  const ProjectionTarget& target = result.options.projection;
+  if (target.link_bytes_per_second <= 0) return;
+  if (result.link_bytes_per_second <= 0) {
+    out << "# PROJECTION skipped: the fit was measured without a link rate (loopback); nothing to scale "
+           "from\n#\n";
+    return;
+  }
+  out << absl::StrFormat(
+      "# PROJECTION (NOT measured) of %s onto a cluster with %s links and %g us per message: the profile's "
+      "own "
+      "compute and gradient size, the fitted exchanges' link efficiency (beta * B) carried over; step time "
+      "(s)\n",
+      workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
+  PrintStepTable(
+      result, "PROJECTION",
+      [&](Exchange e, int n, double mb) { return ProjectedSeconds(result, e, n, workload, mb); }, out);
+}
+
+std::vector<std::string> Workloads(const ScalingResult& result) { return result.options.workloads; }
+
+std::string ExchangeColor(Exchange e, bool bucketed) {
+  const std::vector<Exchange> all = AllExchanges();
+  const int index = static_cast<int>(std::find(all.begin(), all.end(), e) - all.begin());
+  return PaletteColor(2 * index + (bucketed ? 1 : 0));
+}
+
+std::string SeriesName(Exchange e, double bucket_mb) {
+  return absl::StrCat(ExchangeName(e), " ", BucketText(bucket_mb));
+}
+
+Panel StepPanel(const std::string& title) {
+  Panel panel;
+  panel.title = title;
+  panel.x_label = "nodes N (workers)";
+  panel.y_label = "time per step (s)";
+  panel.x_scale = Scale::kLog2;
+  panel.y_scale = Scale::kLog10;
+  return panel;
+}
+
+// Step time (measured dots, model dashed) and the overlap speedup flat / bucketed.
+Figure WorkloadFigure(const ScalingResult& result, const std::string& workload) {
+  const double cap = OverlapCap(result);
+  Figure figure;
+  figure.title =
+      absl::StrFormat("%s replayed: PS vs ring, flat vs bucketed (%g MB) exchange%s", workload, cap,
+                      result.link_bytes_per_second > 0
+                          ? absl::StrFormat(", B = %s (emulated)", RateText(result.link_bytes_per_second))
+                          : " (LOOPBACK, not a network)");
+  figure.subtitle =
+      "dots: measured; dashed: model (fitted alpha-beta + measured compute, buckets overlapped with "
+      "backward), extrapolated";
+  Panel step = StepPanel("Step time vs nodes");
+  Panel speedup;
+  speedup.title = "Overlap speedup: flat step / bucketed step";
+  speedup.x_label = "nodes N (workers)";
+  speedup.y_label = "speedup (x)";
+  speedup.x_scale = Scale::kLog2;
+  const std::vector<int> nodes = ModelNodeList(result);
+  for (Exchange e : result.options.exchanges) {
+    for (double mb : BucketCaps(result)) {
+      Series measured{SeriesName(e, mb) + " measured", ExchangeColor(e, mb > 0), {}, Style::kMarkers};
+      Series model{SeriesName(e, mb) + " model", ExchangeColor(e, mb > 0), {}, Style::kDashedLine};
+      for (const RunRecord& r : result.records) {
+        if (r.ok() && r.workload == workload && r.exchange == e && r.bucket_mb == mb) {
+          measured.points.push_back({static_cast<double>(r.nodes), r.step_s});
+        }
+      }
+      for (int n : nodes) {
+        const double t = ReplayModelSeconds(result, e, n, workload, mb);
+        if (t > 0) model.points.push_back({static_cast<double>(n), t});
+      }
+      step.series.push_back(measured);
+      step.series.push_back(model);
+    }
+    Series measured{ExchangeName(e) + " measured", ExchangeColor(e, true), {}, Style::kMarkers};
+    Series model{ExchangeName(e) + " model", ExchangeColor(e, true), {}, Style::kDashedLine};
+    for (const RunRecord& r : result.records) {
+      const RunRecord* flat =
+          r.ok() && r.workload == workload && r.exchange == e && Bucketed(r) ? FlatTwin(result, r) : nullptr;
+      if (flat != nullptr && r.step_s > 0)
+        measured.points.push_back({static_cast<double>(r.nodes), flat->step_s / r.step_s});
+    }
+    for (int n : nodes) {
+      const double flat = ReplayModelSeconds(result, e, n, workload, 0);
+      const double bucketed = ReplayModelSeconds(result, e, n, workload, cap);
+      if (flat > 0 && bucketed > 0) model.points.push_back({static_cast<double>(n), flat / bucketed});
+    }
+    speedup.series.push_back(measured);
+    speedup.series.push_back(model);
+  }
+  figure.panels = {step, speedup};
+  return figure;
+}
+
+// The projection alone, dashed only, and titled as what it is.
+Figure ProjectionFigure(const ScalingResult& result, const std::string& workload) {
+  const ProjectionTarget& target = result.options.projection;
+  const double cap = OverlapCap(result);
+  Figure figure;
+  figure.title = absl::StrFormat("PROJECTION (model, NOT measured): %s on %s links, %g us per message",
+                                 workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
+  figure.subtitle = absl::StrFormat(
+      "the profile's own compute and gradient size; exchanges fitted on the emulated %s links; flat vs %g MB "
+      "buckets",
+      RateText(result.link_bytes_per_second), cap);
+  Panel step = StepPanel("Projected step time vs nodes");
+  for (Exchange e : result.options.exchanges) {
+    for (double mb : {0.0, cap}) {
+      Series s{SeriesName(e, mb) + " projection", ExchangeColor(e, mb > 0), {}, Style::kDashedLine};
+      for (int n : ModelNodeList(result)) {
+        const double t = ProjectedSeconds(result, e, n, workload, mb);
+        if (t > 0) s.points.push_back({static_cast<double>(n), t});
+      }
+      step.series.push_back(s);
+    }
+  }
+  figure.panels = {step};
+  return figure;
+}
+
+// One step in the middle of the measured ones, of each exchange at the largest N measured, flat and bucketed.
+absl::StatusOr<std::string> GanttFigure(const ScalingResult& result, const std::string& workload) {
+  int largest = 0;
+  for (const RunRecord& r : result.records) {
+    if (r.ok() && r.workload == workload && !r.timeline.empty()) largest = std::max(largest, r.nodes);
+  }
+  std::vector<GanttSection> sections;
+  for (Exchange e : result.options.exchanges) {
+    for (double mb : BucketCaps(result)) {
+      const RunRecord* r = FindRun(result, workload, e, largest, mb);
+      if (r == nullptr || r->timeline.empty()) continue;
+      std::ifstream in(r->timeline);
+      std::stringstream text;
+      text << in.rdbuf();
+      absl::StatusOr<std::vector<TraceSpan>> spans = ReadSpans(text.str());
+      if (!spans.ok()) return spans.status();
+      sections.push_back({absl::StrFormat("%s, N = %d, bucket %s: step %.3f s (exposed exchange %.3f s)",
+                                          ExchangeName(e), largest, BucketText(mb), r->step_s, r->exposed_s),
+                          OneStep(*spans, (result.options.warmup_steps + r->steps) / 2)});
+    }
+  }
+  if (sections.empty()) return std::string();
+  return RenderGantt(
+      absl::StrFormat("%s: one measured step per exchange (from the merged timelines)", workload), sections);
+}
+
+std::string FileSafe(std::string name) {
+  std::replace(name.begin(), name.end(), '/', '_');
+  return name;
+}
+
+}  // namespace
+
+void PrintReplayReport(const ScalingResult& result, std::ostream& out) {
+  for (const std::string& workload : Workloads(result)) {
+    const Compute compute = MeasuredCompute(result, workload);
+    out << absl::StrFormat(
+        "# workload %s: S = %.2f MB of gradients, compute per step forward %.1f ms + backward %.1f ms (timed "
+        "waits, as the workers measured them), optimizer %.1f ms\n#\n",
+        workload, compute.bytes / 1e6, compute.forward_s * 1e3, compute.backward_s * 1e3,
+        compute.optimizer_s * 1e3);
+    PrintWorkloadTables(result, workload, out);
+    PrintExtrapolation(result, workload, out);
+    PrintProjection(result, workload, out);
+    out << "# Checks (bench/PERFORMANCE.md 5)\n";
+    PrintModelCheck(result, workload, out);
+    PrintOverlapLines(result, workload, out);
+    out << "#\n";
+  }
+}
+
+void PrintReplayVerdict(const ScalingResult& result, std::ostream& out) {
+  for (const std::string& workload : Workloads(result)) {
+    out << absl::StrFormat("# VERDICT %s: seconds per step (x slower than the fastest)\n", workload);
+    std::string header = absl::StrFormat("#%5s  %-20s", "N", "fastest");
+    for (Exchange e : result.options.exchanges) {
+      for (double mb : BucketCaps(result)) absl::StrAppendFormat(&header, " %20s", SeriesName(e, mb));
+    }
+    out << header << "\n";
+    for (int n : result.options.nodes) {
+      const RunRecord* best = nullptr;
+      for (const RunRecord& r : result.records) {
+        if (r.ok() && r.workload == workload && r.nodes == n && (best == nullptr || r.step_s < best->step_s))
+          best = &r;
+      }
+      std::string line = absl::StrFormat(" %5d  %-20s", n,
+                                         best != nullptr ? SeriesName(best->exchange, best->bucket_mb) : "-");
+      for (Exchange e : result.options.exchanges) {
+        for (double mb : BucketCaps(result)) {
+          const RunRecord* r = FindRun(result, workload, e, n, mb);
+          if (r == nullptr) {
+            absl::StrAppendFormat(&line, " %20s", "failed/not run");
+          } else {
+            absl::StrAppendFormat(
+                &line, " %20s",
+                absl::StrFormat("%.3f (%.2fx)", r->step_s, best->step_s > 0 ? r->step_s / best->step_s : 0));
+          }
+        }
+      }
+      out << line << "\n";
+    }
+  }
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReplayFigures(const ScalingResult& result) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const std::string& workload : Workloads(result)) {
+    const std::string name = FileSafe(workload);
+    files.push_back({absl::StrCat("scaling-", name, ".svg"), RenderSvg(WorkloadFigure(result, workload))});
+    if (result.options.projection.link_bytes_per_second > 0 && result.link_bytes_per_second > 0) {
+      files.push_back(
+          {absl::StrCat("projection-", name, ".svg"), RenderSvg(ProjectionFigure(result, workload))});
+    }
+    absl::StatusOr<std::string> gantt = GanttFigure(result, workload);
+    if (!gantt.ok()) return gantt.status();
+    if (!gantt->empty()) files.push_back({absl::StrCat("gantt-", name, ".svg"), *gantt});
+  }
+  return files;
+}
+
+}  // namespace psring::bench

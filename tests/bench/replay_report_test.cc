@@ -1,0 +1,163 @@
+// Replay mode's report (bench/replay_report.cc) on records synthesised from known compute and a known
+// alpha-beta exchange: the overlapped-step model, its check, the projection, the verdict, the figures and the
+// CSV round trip. The end-to-end run with real workers is in scaling_e2e_test.
+#include <sstream>
+#include <string>
+
+#include "bench/scaling.h"
+#include "gtest/gtest.h"
+#include "tests/bench/svg_checks.h"
+
+namespace psring::bench {
+namespace {
+
+constexpr double kLink = 12.5e6;
+constexpr double kAlpha = 1e-3;
+constexpr double kForward = 0.05, kBackward = 0.10, kOptimizer = 0.01;
+constexpr double kBytes = 8e6;  // the workers' S
+
+// The profile: three layers, times on its own device 10x the measured (scaled) ones, bytes at full size.
+std::vector<LayerCost> Profile() { return {{40e6, 0.2, 0.4}, {30e6, 0.2, 0.4}, {10e6, 0.1, 0.2}}; }
+
+double FlatExchange(Exchange e, int n) {
+  const ExchangePlugin& plugin = PluginFor(e);
+  const CostTerms terms = plugin.Terms(n, plugin.Servers(n, 2), kBytes);
+  return kAlpha * terms.messages + terms.link_bytes / kLink;
+}
+
+ScalingResult Synthetic() {
+  ScalingResult result;
+  result.options.mode = "replay";
+  result.options.workloads = {"toy"};
+  result.options.bucket_mbs = {0, 2};
+  result.options.exchanges = {Exchange::kRing, Exchange::kPsColocated};
+  result.options.nodes = {1, 2, 4};
+  result.options.extrapolate_nodes = {16};
+  result.options.projection = {25e9 / 8, 5e-6};
+  result.emulated = true;
+  result.link_bytes_per_second = kLink;
+  result.workload_layers["toy"] = Profile();
+  for (int n : result.options.nodes) {
+    for (Exchange e : result.options.exchanges) {
+      for (double mb : result.options.bucket_mbs) {
+        RunRecord r;
+        r.exchange = e;
+        r.nodes = n;
+        r.servers = PluginFor(e).Servers(n, 2);
+        r.bytes = static_cast<size_t>(kBytes);
+        r.steps = 4;
+        r.workload = "toy";
+        r.bucket_mb = mb;
+        r.forward_s = kForward;
+        r.backward_s = kBackward;
+        r.optimizer_s = kOptimizer;
+        r.exchange_s = FlatExchange(e, n);
+        r.step_s = kForward + kBackward + kOptimizer + r.exchange_s;  // flat; bucketed set below
+        result.records.push_back(r);
+      }
+    }
+  }
+  FitModels(&result);
+  // The bucketed steps as the model has them (their check then passes); the flat ones stay closed-form.
+  for (RunRecord& r : result.records) {
+    if (r.bucket_mb > 0) r.step_s = ReplayModelSeconds(result, r.exchange, r.nodes, "toy", r.bucket_mb);
+  }
+  return result;
+}
+
+TEST(ReplayReportTest, FlatModelIsComputePlusTheFittedExchange) {
+  const ScalingResult result = Synthetic();
+  ASSERT_EQ(result.fits.size(), 2u);
+  for (Exchange e : result.options.exchanges) {
+    for (int n : {2, 4, 16}) {
+      // The measured compute (not the profile's 10x), the fit's exchange for all 8 MB.
+      EXPECT_NEAR(ReplayModelSeconds(result, e, n, "toy", 0),
+                  kForward + kBackward + kOptimizer + FlatExchange(e, n), 1e-9)
+          << ExchangeName(e) << " N=" << n;
+    }
+  }
+  EXPECT_EQ(ReplayModelSeconds(result, Exchange::kPsOne, 2, "toy", 0), -1);   // no fit
+  EXPECT_EQ(ReplayModelSeconds(result, Exchange::kRing, 2, "other", 0), -1);  // no profile
+}
+
+TEST(ReplayReportTest, BucketsHideExchangeBehindBackward) {
+  const ScalingResult result = Synthetic();
+  const double flat = ReplayModelSeconds(result, Exchange::kRing, 4, "toy", 0);
+  const double bucketed = ReplayModelSeconds(result, Exchange::kRing, 4, "toy", 2);
+  // Never better than forward + max(backward, exchange), never worse than flat.
+  EXPECT_LT(bucketed, flat);
+  EXPECT_GE(bucketed, kForward + kOptimizer + std::max(kBackward, FlatExchange(Exchange::kRing, 4)) - 1e-9);
+}
+
+TEST(ReplayReportTest, ReportHasTablesChecksProjectionAndVerdict) {
+  const ScalingResult result = Synthetic();
+  std::ostringstream out;
+  PrintReport(result, out);
+  PrintVerdict(result, out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("# workload toy: S = 8.00 MB"), std::string::npos) << text;
+  EXPECT_NE(text.find("# workload toy, exchange ring"), std::string::npos);
+  EXPECT_NE(text.find("# check model fit toy ring step (compute + overlap): max |error| 0.0% over 4 points"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# PROJECTION (NOT measured) of toy onto a cluster with 25 Gbit/s links and 5 us"),
+            std::string::npos);
+  EXPECT_EQ(Count(text, "\n# PROJECTION "), 1 + 1 + 4);  // title, header, N = 1, 2, 4, 16
+  EXPECT_EQ(Count(text, "\n# MODEL "), 1 + 1 + 4);
+  EXPECT_NE(text.find("overlap toy ring N=4 bucket 2 MB"), std::string::npos);
+  EXPECT_NE(text.find("# VERDICT toy"), std::string::npos);
+  EXPECT_NE(text.find("ps-colocated 2 MB"), std::string::npos);
+  EXPECT_EQ(text.find("nan"), std::string::npos);
+}
+
+TEST(ReplayReportTest, ProjectionUsesTheProfilesOwnComputeAndSize) {
+  ScalingResult result = Synthetic();
+  std::ostringstream out;
+  PrintReport(result, out);
+  // Ring at N = 2, flat, on 25 Gbit/s with 5 us: the profile's forward + backward (1.5 s) + 2 messages * 5 us
+  // + 80 MB at the fitted efficiency (beta * B = 1).
+  const double expected = 0.5 + 1.0 + 2 * 5e-6 + 80e6 / (25e9 / 8);
+  const size_t at = out.str().find("# PROJECTION      2");
+  ASSERT_NE(at, std::string::npos) << out.str();
+  const double printed = std::stod(out.str().substr(at + 19, 17));
+  EXPECT_NEAR(printed, expected, 1e-4);
+  // Without a link rate to scale from there is no projection.
+  result.link_bytes_per_second = 0;
+  std::ostringstream loopback;
+  PrintReport(result, loopback);
+  EXPECT_NE(loopback.str().find("# PROJECTION skipped"), std::string::npos);
+}
+
+TEST(ReplayReportTest, FiguresAreWellFormedAndTheProjectionIsMarked) {
+  const ScalingResult result = Synthetic();
+  auto figures = ReplayFigures(result);
+  ASSERT_TRUE(figures.ok()) << figures.status();
+  ASSERT_EQ(figures->size(), 2u);  // no timelines: no Gantt chart
+  EXPECT_EQ((*figures)[0].first, "scaling-toy.svg");
+  EXPECT_EQ((*figures)[1].first, "projection-toy.svg");
+  for (const auto& [name, svg] : *figures) {
+    std::string why;
+    EXPECT_TRUE(WellFormed(svg, &why)) << name << ": " << why;
+    EXPECT_EQ(svg.find("nan"), std::string::npos) << name;
+  }
+  const std::string& projection = (*figures)[1].second;
+  EXPECT_NE(projection.find("PROJECTION (model, NOT measured)"), std::string::npos);
+  EXPECT_EQ(Count(projection, "<circle"), 0);  // nothing measured on it: dashed lines only
+  EXPECT_GT(Count(projection, "stroke-dasharray"), 0);
+}
+
+TEST(ReplayReportTest, CsvRoundTripKeepsWorkloadAndBuckets) {
+  const ScalingResult result = Synthetic();
+  auto records = RecordsFromCsv(ToCsv(result));
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), result.records.size());
+  for (size_t i = 0; i < records->size(); ++i) {
+    EXPECT_EQ((*records)[i].workload, "toy");
+    EXPECT_EQ((*records)[i].bucket_mb, result.records[i].bucket_mb);
+    EXPECT_NEAR((*records)[i].forward_s, kForward, 1e-9);
+    EXPECT_NEAR((*records)[i].step_s, result.records[i].step_s, 1e-6 * result.records[i].step_s);
+  }
+}
+
+}  // namespace
+}  // namespace psring::bench
