@@ -132,7 +132,9 @@ TEST(RingWorkerTest, AStalledRankMakesTheOthersExitWithinTheTimeout) {
 
 TEST(RingWorkerTest, AuthenticatedJobIsExactAndAForgedRankIsRefused) {
   const int port = FreeLoopbackPort().value();
-  std::vector<ProcessSpec> specs = Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"});
+  // Long enough (hundreds of steps) that the forgers, started at the same time, reach rank 0's store while
+  // the job still runs, even on a loaded machine: a forger that finds the store already gone tests nothing.
+  std::vector<ProcessSpec> specs = Ranks(3, port, {"--model_bytes=400000", "--max_steps=400"});
   for (ProcessSpec& s : specs) s.argv = WithToken("s3cret", s.argv);
   // A fourth process claims rank 2 without the token (and one with a wrong token claims rank 1): refused by
   // rank 0's store before it can read an address or take a rank.
