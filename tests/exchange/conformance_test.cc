@@ -220,9 +220,10 @@ TYPED_TEST(ExchangeConformanceTest, ReplayWithBucketsMatchesTheClosedFormExactly
       RETURN_IF_ERROR(Check(result->bytes() == total * sizeof(float), result->DebugString()));
       RETURN_IF_ERROR(Check(result->buckets() == 3 && result->bucket_mb() == options.bucket_mb,
                             result->DebugString()));
-      // Three measured steps of 1.5 ms forward and 3 ms backward waits, less the calls between the layers'
-      // spans (the waits end at deadlines accumulated from the step's start).
-      return Check(result->forward_s() >= 0.9 * 3 * 1.5e-3 && result->backward_s() >= 0.9 * 3 * 3e-3 &&
+      // Three measured steps of 1.5 ms forward and 3 ms backward waits; the spans they are summed from end at
+      // deadlines accumulated from the step's start, so the calls between them (slow under sanitizers) come
+      // off: only a loose lower bound holds.
+      return Check(result->forward_s() >= 0.5 * 3 * 1.5e-3 && result->backward_s() >= 0.5 * 3 * 3e-3 &&
                        result->compute_s() == result->forward_s() + result->backward_s(),
                    result->DebugString());
     });

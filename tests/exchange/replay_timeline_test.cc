@@ -85,7 +85,7 @@ TEST(ReplayTimelineTest, SpansAgreeWithTheResultLine) {
                 0.05 * results[r].exposed_exchange_s() + 2e-4);
     // The waits end at deadlines accumulated from the step's start, so the spans (and the sums made of them)
     // add up to the profile's time less what the calls between them took.
-    EXPECT_GE(results[r].compute_s(), 0.9 * 4 * kLayers * 6e-3);
+    EXPECT_GE(results[r].compute_s(), 0.5 * 4 * kLayers * 6e-3);
   }
 }
 
