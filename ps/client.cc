@@ -43,7 +43,7 @@ absl::Status PsExchange::FromCall(const grpc::Status& status, absl::Time deadlin
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() >= deadline) {
     return absl::DeadlineExceededError(absl::StrCat(
         result.message(), " (no answer within --timeout=", absl::FormatDuration(options_.timeout),
-        "; a step waits for every worker: is another worker dead, slow or not started?)"));
+        "; a step waits for every worker and server: is one of them dead, stopped or not started?)"));
   }
   return result;
 }
@@ -342,16 +342,16 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
       };
     }
     std::thread reader([&] {
-      struct MarkOver {  // however the reader ends, the writer stops waiting for it
-        absl::Mutex* mu;
-        absl::CondVar* cv;
-        bool* over;
-        ~MarkOver() {
-          absl::MutexLock lock(mu);
-          *over = true;
-          cv->SignalAll();
-        }
-      } mark_over{&window_mu, &window_cv, &reply_over};
+      // However the reader ends, the writer stops waiting for it.
+      const auto end_reply = [&] {
+        absl::MutexLock lock(&window_mu);
+        reply_over = true;
+        window_cv.SignalAll();
+      };
+      struct MarkOver {
+        const std::function<void()> end;
+        ~MarkOver() { end(); }
+      } mark_over{end_reply};
       TensorFrame first;
       proto::PullReplyHeader reply;
       if (!stream->Read(&first) || !first.error().ok() || !first.is_header() ||
@@ -365,10 +365,22 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
         received = absl::InternalError(absl::StrCat("server sent ", reply.num_elements(),
                                                     " elements for a shard of ", shard->range.size()));
       } else {
+        // A second header ends the reply early (the step was dropped while we push; ps.proto): stop waiting
+        // for replies, so the push goes on and the call ends with the server's status.
+        const auto ended = [](const std::string& bytes) {
+          proto::PullReplyHeader end;
+          if (!end.ParseFromString(bytes) || end.ended_code() == 0) {
+            return absl::InvalidArgumentError("parameters: expected only chunks after the header");
+          }
+          const int code = end.ended_code();
+          return absl::Status(code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown,
+                              absl::StrCat("the server ended the reply: ", end.ended_message()));
+        };
         received = ReadFrameChunks(stream.get(), params.data + shard->range.begin, shard->range.size(),
-                                   &shard->bytes_received, "parameters", on_reply);
+                                   &shard->bytes_received, "parameters", on_reply, ended);
       }
       if (!received.ok()) {
+        end_reply();  // before draining: the server ends the call only once our push is complete
         // Drain what the server still sends (nothing is copied once a frame holds an error), so Finish()
         // reports how the call really ended.
         TensorFrame sink;

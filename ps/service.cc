@@ -234,10 +234,19 @@ absl::Status ParameterServerService::StreamStepReplies(const SyncPush& push, Fra
   if (!stream->Write(TensorFrame::Header(header))) return absl::UnavailableError("client went away");
   uint64_t sent = 0;
   while (sent < count) {
-    ASSIGN_OR_RETURN(const uint64_t available,
-                     core_->AwaitApplied(push, std::min(count, sent + core_->chunk_elements())));
-    if (!WriteParameterFrames(stream, sent, available)) return absl::UnavailableError("client went away");
-    sent = available;
+    absl::StatusOr<uint64_t> available = core_->AwaitApplied(push, std::min(count, sent + core_->chunk_elements()));
+    if (!available.ok()) {
+      // The step was dropped (or the shard stops) while the worker may still be pushing, held by its push
+      // window until more of this reply arrives, and our reader waits for the rest of its push: tell it the
+      // reply is over (ps.proto), so it pushes on and the call ends with this status.
+      proto::PullReplyHeader ended;
+      ended.set_ended_code(static_cast<int32_t>(available.status().code()));
+      ended.set_ended_message(std::string(available.status().message()));
+      stream->Write(TensorFrame::Header(ended));
+      return available.status();
+    }
+    if (!WriteParameterFrames(stream, sent, *available)) return absl::UnavailableError("client went away");
+    sent = *available;
   }
   return absl::OkStatus();
 }

@@ -89,9 +89,12 @@ void SyncStep::Withdraw(int rank, absl::string_view reason, uint64_t version) {
 }
 
 std::vector<int> SyncStep::MissingRanks() const {
+  const auto delivered = [&](int r) { return slots_[r].id != 0 ? slots_[r].delivered : 0; };
+  uint64_t least = size_;
+  for (int r = 0; r < static_cast<int>(slots_.size()); ++r) least = std::min(least, delivered(r));
   std::vector<int> missing;
   for (int r = 0; r < static_cast<int>(slots_.size()); ++r) {
-    if (slots_[r].id == 0 || slots_[r].delivered < size_) missing.push_back(r);
+    if (least < size_ && delivered(r) == least) missing.push_back(r);
   }
   return missing;
 }

@@ -88,7 +88,8 @@ class SyncStep {
   // the whole step is dropped with UNAVAILABLE (the shard rolls back to `version`). No-op without a push.
   void Withdraw(int rank, absl::string_view reason, uint64_t version);
 
-  // Ranks that have not delivered their whole push yet.
+  // The ranks the pending step waits for: those that delivered least (nothing, when they have not pushed),
+  // i.e. not the ones held back by them (a push window stops a fast rank a little ahead of the slowest).
   std::vector<int> MissingRanks() const;
 
  private:

@@ -95,12 +95,14 @@ bool WriteFrameChunks(Writer* writer, const float* data, uint64_t count, uint64_
   return true;
 }
 
-// Reads chunk frames until the stream ends, straight into dst[0, count). kInvalidArgument for a header
-// among the chunks, gaps, overflow, or a short tensor. Adds the payload bytes read to *bytes_read.
+// Reads chunk frames until the stream ends, straight into dst[0, count). kInvalidArgument for gaps,
+// overflow, or a short tensor, and for a header among the chunks unless `on_header` is set: then reading
+// stops at a header and returns on_header(its serialized bytes). Adds the payload bytes read to *bytes_read.
 // `progress`, when set, is told the number of leading elements filled so far after every frame.
 template <typename Reader>
 absl::Status ReadFrameChunks(Reader* reader, float* dst, uint64_t count, uint64_t* bytes_read,
-                             const char* what, const std::function<void(uint64_t filled)>& progress = nullptr) {
+                             const char* what, const std::function<void(uint64_t filled)>& progress = nullptr,
+                             const std::function<absl::Status(const std::string& header)>& on_header = nullptr) {
   TensorFrame frame;
   frame.ExpectInto(dst, count);
   while (reader->Read(&frame)) {
@@ -111,6 +113,7 @@ absl::Status ReadFrameChunks(Reader* reader, float* dst, uint64_t count, uint64_
     }
     if (frame.is_header()) {
       *bytes_read += frame.filled() * sizeof(float);
+      if (on_header) return on_header(frame.header_bytes());
       return absl::InvalidArgumentError(absl::StrCat(what, ": expected only chunks after the header"));
     }
   }

@@ -16,34 +16,10 @@ constexpr float kUnit = 1.0f / 32768;  // 2^-15: the values are integers times t
 constexpr size_t kMeanPeriod = 251;    // j(i)
 constexpr size_t kSpreadPeriod = 127;  // s(i)
 
-// Initial parameters offered by every rank (server-owned optimizers); any values work, these vary.
-float InitialValue(size_t i) { return static_cast<float>((i * 7919) % 1000) * 1e-3f - 0.5f; }
 
 absl::Status Annotate(const absl::Status& status, absl::string_view what) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat("gradient-only mode: ", what, ": ", status.message()));
-}
-
-// The parameters the servers must hold after `steps` training steps of `world_size` ranks, from the same
-// initial values, applying the same float32 operations in the same order.
-std::vector<float> ExpectedServerParameters(const OptimizerInfo& optimizer, size_t count, int world_size,
-                                            int steps) {
-  std::vector<float> params(count), velocity(count, 0.0f), gradient(count);
-  SgdOptions h = optimizer.server_hyperparameters;
-  int updates = steps;
-  for (size_t i = 0; i < count; ++i) {
-    params[i] = InitialValue(i);
-    gradient[i] = GradientOnlyMean(i);
-  }
-  if (optimizer.server_update == ServerUpdate::kEachPush) {
-    const float n = static_cast<float>(world_size);
-    for (float& g : gradient) g /= n;
-    h.weight_decay /= n;
-    updates = steps * world_size;
-  }
-  for (int u = 0; u < updates; ++u)
-    SgdMomentumStep(h, gradient.data(), params.data(), velocity.data(), count);
-  return params;
 }
 
 // Waits until `deadline` (the end of a layer's compute). Deadlines accumulate from the step's start, so the
@@ -107,6 +83,32 @@ int64_t CountWrong(const std::vector<float>& got, const std::vector<float>& want
 
 }  // namespace
 
+// Initial parameters offered by every rank (server-owned optimizers); any values work, these vary.
+float GradientOnlyInitialValue(size_t i) { return static_cast<float>((i * 7919) % 1000) * 1e-3f - 0.5f; }
+
+// The parameters the servers must hold after `steps` training steps of `world_size` ranks, from the same
+// initial values, applying the same float32 operations in the same order.
+std::vector<float> ExpectedServerParameters(const OptimizerInfo& optimizer, size_t count, int world_size,
+                                            int steps) {
+  std::vector<float> params(count), velocity(count, 0.0f), gradient(count);
+  SgdOptions h = optimizer.server_hyperparameters;
+  int updates = steps;
+  for (size_t i = 0; i < count; ++i) {
+    params[i] = GradientOnlyInitialValue(i);
+    gradient[i] = GradientOnlyMean(i);
+  }
+  if (optimizer.server_update == ServerUpdate::kEachPush) {
+    const float n = static_cast<float>(world_size);
+    for (float& g : gradient) g /= n;
+    h.weight_decay /= n;
+    updates = steps * world_size;
+  }
+  for (int u = 0; u < updates; ++u)
+    SgdMomentumStep(h, gradient.data(), params.data(), velocity.data(), count);
+  return params;
+}
+
+
 float GradientOnlyValue(int rank, int world_size, size_t index) {
   const int64_t spread =
       (2 * static_cast<int64_t>(rank) - (world_size - 1)) * static_cast<int64_t>(1 + index % kSpreadPeriod);
@@ -147,7 +149,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
     ASSIGN_OR_RETURN(plan, BucketPlan::Create(layer_counts, options.bucket_mb));
   }
   std::vector<float> params(count), grads(count);
-  for (size_t i = 0; i < count; ++i) params[i] = InitialValue(i);
+  for (size_t i = 0; i < count; ++i) params[i] = GradientOnlyInitialValue(i);
   const FloatBuffer params_buffer{params.data(), count};
   const FloatBuffer grads_buffer{grads.data(), count};
   RETURN_IF_ERROR(Annotate(exchange->SyncInitialParameters(params_buffer), "SyncInitialParameters"));

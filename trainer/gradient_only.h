@@ -79,6 +79,14 @@ struct GradientOnlyOptions {
 float GradientOnlyValue(int rank, int world_size, size_t index);
 // The mean m(index) of GradientOnlyValue over the ranks.
 float GradientOnlyMean(size_t index);
+// The initial parameter every rank offers at `index` (server-owned optimizers).
+float GradientOnlyInitialValue(size_t index);
+// The parameters [0, count) servers with `optimizer`'s rule and hyperparameters must hold after `steps`
+// steps of `world_size` ranks pushing GradientOnlyValue, from GradientOnlyInitialValue, applying the same
+// float32 operations in the same order (what RunGradientOnly checks; chaos tests use it with the steps a
+// restarted shard really applied).
+std::vector<float> ExpectedServerParameters(const OptimizerInfo& optimizer, size_t count, int world_size,
+                                            int steps);
 
 // Runs the steps on `exchange` (not yet synchronised: this calls SyncInitialParameters) and checks the
 // result. Every rank of the job calls it with the same options. Blocks; every wait is bounded by the

@@ -101,6 +101,51 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
   EXPECT_EQ(params1, params);
 }
 
+// A step timeout must end a push that is held by the push window: with a model larger than the window the
+// worker stops pushing until replies come back, and the server's reader waits for more gradient. The
+// server's --step_timeout must still end the call promptly (it once waited for the client's own --timeout).
+TEST(FaultTest, StepTimeoutEndsAPushHeldByThePushWindow) {
+  constexpr size_t kCount = 1 << 20;  // 4 MiB: four times the default 1 MiB push window
+  ServiceOptions service;
+  service.workers = 2;
+  service.step_timeout = absl::Seconds(1);
+  absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(1, service);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::vector<std::unique_ptr<PsExchange>> ranks;
+  std::vector<float> params(kCount, 0.5f), grads(kCount, 0.01f);
+  const trainer::FloatBuffer p{params.data(), kCount}, g{grads.data(), kCount};
+  for (int rank = 0; rank < 2; ++rank) {
+    PsClientOptions options = testing::ClientOptionsFor(*cluster, rank, 2);
+    options.timeout = absl::Seconds(30);
+    absl::StatusOr<std::unique_ptr<PsExchange>> exchange = PsExchange::Create(options);
+    ASSERT_TRUE(exchange.ok()) << exchange.status();
+    ASSERT_TRUE((*exchange)->SyncInitialParameters(p).ok());
+    ranks.push_back(std::move(*exchange));
+  }
+  // Rank 1 registered but never pushes (a stalled worker).
+  const absl::Time start = absl::Now();
+  absl::StatusOr<trainer::ExchangeOutcome> failed = ranks[0]->Exchange(0, g, p);
+  const absl::Duration waited = absl::Now() - start;
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(failed.status())) << failed.status();
+  EXPECT_NE(failed.status().message().find("ranks 1 did not push"), std::string::npos) << failed.status();
+  EXPECT_LT(waited, absl::Seconds(20)) << "the server's 1 s step timeout must end the wait, not the 30 s deadline";
+  EXPECT_EQ(cluster->servers[0]->service()->version(), 0u);
+  // The shard rolled the step back: both ranks still step together afterwards.
+  std::vector<float> params1(kCount, 0.0f);
+  const trainer::FloatBuffer p1{params1.data(), kCount};
+  ASSERT_TRUE(ranks[1]->PullParameters(p1).ok());
+  ASSERT_TRUE(ranks[0]->PullParameters(p).ok());
+  EXPECT_EQ(params1, std::vector<float>(kCount, 0.5f));
+  std::vector<absl::Status> statuses = testing::RunRanks(2, [&](int rank) -> absl::Status {
+    absl::StatusOr<trainer::ExchangeOutcome> out = ranks[rank]->Exchange(0, g, rank == 0 ? p : p1);
+    return out.status();
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(params1, params);
+  EXPECT_EQ(cluster->servers[0]->service()->version(), 1u);
+}
+
 // //ps:worker processes whose command line contains `token`.
 // The command line of the process whose /proc folder is `proc_dir`; "" once it has exited. Plain read():
 // libstdc++'s streams throw when a process exits while they read its file (ESRCH).
