@@ -146,6 +146,49 @@ TEST(FaultTest, StepTimeoutEndsAPushHeldByThePushWindow) {
   EXPECT_EQ(cluster->servers[0]->service()->version(), 1u);
 }
 
+// After a server restart the ranks may be one trainer step apart: a rank still pushing the older step,
+// held by its push window, must learn at once that the newer step replaced it (ABORTED: it pulls and goes
+// on), not after its --timeout. This is how the rare 60 s wait after a restart came about.
+TEST(FaultTest, ARankAheadReplacesTheStepOfARankHeldByThePushWindowAtOnce) {
+  constexpr size_t kCount = 1 << 20;  // four push windows
+  ServiceOptions service;
+  service.workers = 2;
+  service.step_timeout = absl::Seconds(20);
+  absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(1, service);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::vector<std::unique_ptr<PsExchange>> ranks(2);
+  std::vector<std::vector<float>> params(2, std::vector<float>(kCount, 0.5f));
+  std::vector<float> grads(kCount, 0.01f);
+  const trainer::FloatBuffer g{grads.data(), kCount};
+  std::vector<absl::Status> joined = testing::RunRanks(2, [&](int rank) -> absl::Status {
+    PsClientOptions options = testing::ClientOptionsFor(*cluster, rank, 2);
+    options.timeout = absl::Seconds(40);
+    absl::StatusOr<std::unique_ptr<PsExchange>> exchange = PsExchange::Create(options);
+    if (!exchange.ok()) return exchange.status();
+    ranks[rank] = std::move(*exchange);
+    return ranks[rank]->SyncInitialParameters({params[rank].data(), kCount});
+  });
+  for (const absl::Status& s : joined) ASSERT_TRUE(s.ok()) << s;
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> statuses = testing::RunRanks(2, [&](int rank) -> absl::Status {
+    const trainer::FloatBuffer p{params[rank].data(), kCount};
+    if (rank == 0) {  // behind: trainer step 5, then 6
+      for (int step = 5; step <= 6; ++step) {
+        absl::StatusOr<trainer::ExchangeOutcome> out = ranks[0]->Exchange(step, g, p);
+        if (!out.ok()) return out.status();
+      }
+      return absl::OkStatus();
+    }
+    absl::SleepFor(absl::Milliseconds(300));  // rank 0's push of step 5 is held by its window by now
+    return ranks[1]->Exchange(6, g, p).status();
+  });
+  const absl::Duration took = absl::Now() - start;
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_LT(took, absl::Seconds(30)) << "rank 0 waited for its 40 s --timeout instead of being told at once";
+  EXPECT_EQ(cluster->servers[0]->service()->version(), 1u);  // step 6 only; step 5 was skipped
+  EXPECT_EQ(params[0], params[1]);
+}
+
 // //ps:worker processes whose command line contains `token`.
 // The command line of the process whose /proc folder is `proc_dir`; "" once it has exited. Plain read():
 // libstdc++'s streams throw when a process exits while they read its file (ESRCH).
