@@ -85,7 +85,8 @@ absl::Status CheckBatchFits(int64_t samples, int world_size, int batch_size) {
 absl::Status CheckLoss(double loss_sum, int64_t step) {
   if (std::isfinite(loss_sum)) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("the training loss became ", loss_sum, " at step ", step,
-                                                    ": the run diverged; lower --lr (or check the data)"));
+                                                    ": the run diverged; lower --lr (or check the data), or pass --allow_nonfinite_loss to "
+                                                    "carry on"));
 }
 
 absl::Status CheckResumeStep(int64_t step, int64_t last_step) {

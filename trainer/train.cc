@@ -438,7 +438,16 @@ class TrainingRun {
       RETURN_IF_ERROR(finished);
       stats = *passes;
     }
-    RETURN_IF_ERROR(CheckLoss(stats.loss_sum, step_));
+    if (absl::Status loss = CheckLoss(stats.loss_sum, step_); !loss.ok()) {
+      if (!options_.allow_nonfinite_loss) return loss;
+      if (chief_ && !warned_nonfinite_loss_) {
+        std::fprintf(stderr,
+                     "warning: the training loss became %g at step %lld (the run diverged); training goes on "
+                     "because of --allow_nonfinite_loss; this warning is not repeated\n",
+                     stats.loss_sum, static_cast<long long>(step_));
+      }
+      warned_nonfinite_loss_ = true;
+    }
     window_.Add(stats);
     const Clock::time_point update_start = Clock::now();
     if (trainer_steps_) {
@@ -497,6 +506,7 @@ class TrainingRun {
   std::unique_ptr<BucketPlan> plan_;  // set by Synchronize
   int64_t warmup_ = 0;                // steps of this call before the measured ones
   bool measuring_ = false;
+  bool warned_nonfinite_loss_ = false;
   Clock::time_point loop_start_;
   uint64_t sent_at_start_ = 0;
   uint64_t received_at_start_ = 0;

@@ -37,6 +37,9 @@ struct TrainOptions {
   bool resume = false;               // continue from checkpoint_dir/latest
   int log_every = 50;                // steps between progress lines (0: none)
   bool evaluate = true;              // compute test accuracy at the end
+  // A training loss that becomes non-finite (NaN, Inf) stops the run with an error naming the step; true:
+  // rank 0 warns once and training goes on (a parameter server still refuses non-finite gradients).
+  bool allow_nonfinite_loss = false;
   // Gradient buckets (trainer/exchange.h BucketPlan): cap in MiB, the first bucket min(1, bucket_mb); each
   // layer's gradient goes to the exchange as backward produces it. 0: one flat exchange after backward (also
   // what an exchange that does not overlap gets: SupportsBuckets() false, or buffers staged through host).

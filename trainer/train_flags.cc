@@ -67,6 +67,9 @@ ABSL_FLAG(int, log_every, psring::trainer::TrainOptions{}.log_every,
           "Steps between progress lines printed by rank 0 (0: no progress lines).");
 ABSL_FLAG(bool, evaluate, psring::trainer::TrainOptions{}.evaluate,
           "Measure accuracy on the full test set at the end and print it.");
+ABSL_FLAG(bool, allow_nonfinite_loss, psring::trainer::TrainOptions{}.allow_nonfinite_loss,
+          "Keep training when the loss becomes NaN or Inf (one warning, from rank 0). Off: the run stops with "
+          "an error naming the step, since a diverged run only produces garbage from then on.");
 ABSL_FLAG(double, bucket_mb, psring::trainer::TrainOptions{}.bucket_mb,
           "Gradient bucket cap in MiB (PyTorch DDP's bucket_cap_mb; DDP's default is 25). > 0: each layer's "
           "gradient is handed to the exchange as soon as backward has computed it (last layer first); "
@@ -106,6 +109,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.evaluate = absl::GetFlag(FLAGS_evaluate);
   o.bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
+  o.allow_nonfinite_loss = absl::GetFlag(FLAGS_allow_nonfinite_loss);
 
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;

@@ -137,6 +137,27 @@ TEST(TrainTest, ResumeRejectsDifferentModelOrMissingCheckpoint) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(TrainTest, ADivergingRunStopsAtTheStepItsLossBecameNonFiniteUnlessAllowed) {
+  LocalExchange local;
+  TrainOptions o = SmallSynthetic();
+  o.hidden = {256, 256};
+  o.batch_size = 128;
+  o.synthetic_samples = 4096;  // 32 steps per epoch
+  o.epochs = 2;
+  o.lr = 10.0f;  // the largest allowed: with this momentum the run blows up within ten steps
+  o.momentum = 0.99f;
+  o.weight_decay = 0;
+  absl::StatusOr<TrainResult> r = Train(o, &local);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("the training loss became"));
+  EXPECT_THAT(r.status().message(), HasSubstr("at step "));
+  EXPECT_THAT(r.status().message(), HasSubstr("--allow_nonfinite_loss"));
+  o.allow_nonfinite_loss = true;
+  r = Train(o, &local);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 64);  // every step ran
+}
+
 TEST(TrainTest, BadOptionsAndDataFailClearly) {
   LocalExchange local;
   TrainOptions o = SmallSynthetic();
