@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags_usage.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 #include "common/worker_result.h"
 #include "proto/results.pb.h"
@@ -84,6 +85,15 @@ absl::Status Run() {
   }
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  if (!absl::GetFlag(FLAGS_auth_token).empty() && options.tls_cert_file.empty() &&
+      !IsLoopbackHost(options.bind_addr)) {
+    // The token is gRPC metadata: it proves who calls, but without TLS anyone on the path can read it.
+    std::fprintf(stderr,
+                 "ps server: warning: --auth_token without TLS on %s: the token and the tensors cross the "
+                 "network in clear, so anyone who can capture the traffic can read the token and join; give "
+                 "--tls_cert/--tls_key (and --tls_ca to the workers) unless the network is trusted\n",
+                 options.bind_addr.c_str());
+  }
   ServiceOptions& s = options.service;
   s.shard = absl::GetFlag(FLAGS_shard);
   s.num_shards = absl::GetFlag(FLAGS_num_shards);

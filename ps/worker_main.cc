@@ -4,12 +4,14 @@
 // (common/cluster_env.h). With --model_bytes=S it trains nothing and pushes S bytes of gradients instead
 // (gradient-only mode, trainer/gradient_only.h). Prints one PSRING_RESULT line at the end. The flow and the
 // flags every worker shares are trainer/worker_main.h's; this file builds the parameter-server client.
+#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags_usage.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 #include "ps/client.h"
 #include "ps/wire.h"
@@ -65,6 +67,17 @@ absl::StatusOr<trainer::WorkerExchange> ConnectServers(const trainer::WorkerOpti
   options.auth_token = absl::GetFlag(FLAGS_auth_token);
   options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls_target_name = absl::GetFlag(FLAGS_tls_target_name);
+  if (!options.auth_token.empty() && options.tls_ca_file.empty() && worker.env.rank == 0) {
+    for (const std::string& server : options.servers) {
+      absl::StatusOr<HostPort> address = ParseHostPort(server, "--servers entry");
+      if (address.ok() && IsLoopbackHost(address->host)) continue;
+      std::fprintf(stderr,
+                   "ps worker: warning: --auth_token without --tls_ca: the token is sent in clear to %s, where "
+                   "anyone who can capture the traffic can read it; use TLS unless the network is trusted\n",
+                   server.c_str());
+      break;
+    }
+  }
   // Bucketed steps overlap only with the servers holding the model last layer first (ps/client.h).
   options.reversed_wire_order = worker.train.bucket_mb > 0;
   ASSIGN_OR_RETURN(std::unique_ptr<PsExchange> client, PsExchange::Create(options));
