@@ -203,18 +203,41 @@ absl::StatusOr<int> FreeLoopbackPort() {
 }
 
 absl::StatusOr<Socket> AcceptTcp(const Socket& listener, absl::Time deadline) {
+  auto where = [&] {
+    absl::StatusOr<int> port = LocalPort(listener);
+    return port.ok() ? absl::StrCat("port ", *port) : std::string("a listening socket");
+  };
   while (true) {
-    absl::Status ready = PollUntil(listener.fd(), POLLIN, deadline, "a connection from", "accept");
-    if (!ready.ok()) return ready;
-    const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    pollfd p{listener.fd(), POLLIN, 0};
+    const int n = ::poll(&p, 1, PollMillis(deadline));
+    if (n < 0 && errno != EINTR) {
+      return absl::InternalError(absl::StrCat("poll on the listening socket: ", ErrnoText(errno)));
+    }
+    if (n <= 0) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("timed out waiting for a connection on ", where(), " (nobody connected)"));
+      }
+      continue;
+    }
+    sockaddr_in peer{};
+    socklen_t peer_len = sizeof(peer);
+    const int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
     if (fd >= 0) {
       Socket s(fd);
       absl::Status nodelay = SetNoDelay(s);
       if (!nodelay.ok()) return nodelay;
+      char ip[INET_ADDRSTRLEN] = "?";
+      if (peer.sin_family == AF_INET) ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+      s.set_peer_name(absl::StrCat(ip, ":", ntohs(peer.sin_port)));
       return s;
     }
     if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
-    return absl::InternalError(absl::StrCat("accept(): ", ErrnoText(errno)));
+    if (errno == EINVAL) {  // shutdown() on the listener: its owner stopped the wait
+      return absl::CancelledError(
+          absl::StrCat("stopped waiting for a connection on ", where(), " (the listener was shut down)"));
+    }
+    return absl::InternalError(absl::StrCat("accept() on ", where(), ": ", ErrnoText(errno)));
   }
 }
 

@@ -73,7 +73,8 @@ absl::StatusOr<int> LocalPort(const Socket& socket);
 absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count);
 absl::StatusOr<int> FreeLoopbackPort();  // one of them
 
-// Waits for one connection until `deadline` (kDeadlineExceeded after it).
+// Waits for one connection until `deadline` (kDeadlineExceeded after it; kCancelled when the listener is
+// shut down meanwhile). The accepted socket's peer_name() is the peer's "ip:port".
 absl::StatusOr<Socket> AcceptTcp(const Socket& listener, absl::Time deadline);
 
 // Connects to host:port, retrying while the peer is not listening yet (connection refused, host unreachable)

@@ -30,8 +30,31 @@ absl::Status StoreBarrier(Store* store, const std::string& name, int world_size,
 absl::Status InMemoryStore::Set(const std::string& key, const std::string& value) {
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("the store is shut down");
-  data_[key] = value;
+  return Put(key, value);
+}
+
+absl::Status InMemoryStore::Put(const std::string& key, std::string value) {
+  auto it = data_.find(key);
+  const size_t old_bytes = it == data_.end() ? 0 : key.size() + it->second.size();
+  const size_t new_total = total_bytes_ - old_bytes + key.size() + value.size();
+  if (max_total_bytes_ > 0 && new_total > max_total_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "store key '", key.substr(0, 64), key.size() > 64 ? "...'" : "'", " with a value of ", value.size(),
+        " bytes refused: the store would hold ", new_total, " bytes, over its limit of ", max_total_bytes_,
+        " bytes (TcpStoreOptions::max_total_bytes)"));
+  }
+  total_bytes_ = new_total;
+  if (it == data_.end()) {
+    data_.emplace(key, std::move(value));
+  } else {
+    it->second = std::move(value);
+  }
   return absl::OkStatus();
+}
+
+size_t InMemoryStore::total_bytes() {
+  absl::MutexLock lock(&mu_);
+  return total_bytes_;
 }
 
 absl::StatusOr<std::string> InMemoryStore::Get(const std::string& key, absl::Duration timeout) {
@@ -59,7 +82,7 @@ absl::StatusOr<int64_t> InMemoryStore::Add(const std::string& key, int64_t delta
     return absl::InvalidArgumentError(
         absl::StrCat("store key '", key, "': adding ", delta, " overflows a 64-bit integer"));
   }
-  data_[key] = absl::StrCat(value);
+  RETURN_IF_ERROR(Put(key, absl::StrCat(value)));
   return value;
 }
 

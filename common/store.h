@@ -10,6 +10,7 @@
 #ifndef PSRING_COMMON_STORE_H_
 #define PSRING_COMMON_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -46,15 +47,27 @@ absl::Status StoreBarrier(Store* store, const std::string& name, int world_size,
 // A Store shared by threads of one process. Close() wakes blocked Get()s with kUnavailable.
 class InMemoryStore final : public Store {
  public:
+  // max_total_bytes > 0 bounds the sum of every key's and value's size: a Set or Add that would exceed it
+  // fails with kResourceExhausted and changes nothing. 0: unbounded.
+  explicit InMemoryStore(size_t max_total_bytes = 0) : max_total_bytes_(max_total_bytes) {}
+
   absl::Status Set(const std::string& key, const std::string& value) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override ABSL_LOCKS_EXCLUDED(mu_);
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The sum of every key's and value's size now.
+  size_t total_bytes() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
+  // Stores key = value if the table stays within max_total_bytes_.
+  absl::Status Put(const std::string& key, std::string value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t max_total_bytes_;
   absl::Mutex mu_;
   std::map<std::string, std::string> data_ ABSL_GUARDED_BY(mu_);
+  size_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -11,9 +11,10 @@
 // Every connection starts with common/auth.h's handshake: with a token, a client that cannot prove it, or
 // belongs to another job id, can neither read nor write a key. The server also refuses a rank outside
 // [1, world_size) or one that already joined, keys and values over the size limits (before reading or
-// allocating them; the connection is closed), and connections beyond max_connections (closed at once); a
-// connection that has not finished its handshake within handshake_timeout is closed. Without a token and
-// without a bind_addr the server listens on 127.0.0.1 only and says so on stderr.
+// allocating them; the connection is closed), a Set that would grow the table over max_total_bytes (the
+// request fails), and connections beyond max_connections (closed at once); a connection that has not
+// finished its handshake within handshake_timeout is closed. Without a token and without a bind_addr the
+// server listens on 127.0.0.1 only and says so on stderr.
 //
 // Destroying the server waits (up to `shutdown_grace`) for connected clients to hang up, so ranks still
 // finishing a Get are answered. Thread-safe: calls from several threads are serialised per connection.
@@ -57,6 +58,9 @@ struct TcpStoreOptions {
   // bytes are read.
   size_t max_key_bytes = 4096;
   size_t max_value_bytes = 1 << 20;
+  // The sum of every key's and value's size the server holds; a Set or Add beyond it fails with
+  // kResourceExhausted and changes nothing (the connection stays open). 0: unbounded.
+  size_t max_total_bytes = 64 << 20;
   // Connections served at once (handshaking or authenticated); 0: 4 * world_size + 16 (64 when world_size is
   // 0). Beyond it a new connection is closed at once (a client then retries until its timeout).
   int max_connections = 0;
@@ -96,7 +100,8 @@ class TcpStore final : public Store {
     std::thread thread;
     std::atomic<bool> done{false};  // the thread finished and may be joined
   };
-  explicit TcpStore(const TcpStoreOptions& options) : options_(options) {}
+  explicit TcpStore(const TcpStoreOptions& options)
+      : options_(options), table_(options.is_server ? options.max_total_bytes : 0) {}
   absl::Status ConnectClient();
   absl::StatusOr<Response> Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg,
                                 absl::Duration wait) ABSL_LOCKS_EXCLUDED(call_mu_);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <list>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -9,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 
 namespace psring::ring {
@@ -17,6 +21,11 @@ namespace {
 // How long one incoming connection may take to finish its handshake before the rank gives up on it and
 // accepts the next one (a stalled stranger must not use up the whole --timeout).
 constexpr absl::Duration kHandshakeSlice = absl::Seconds(5);
+
+// How many incoming connections may shake hands with a rank's ring port at once, and how many refusals a
+// rank prints (the rest are counted): a flood of strangers costs bounded threads and log lines.
+constexpr int kMaxHandshakesInFlight = 32;
+constexpr int kRefusalsLogged = 5;
 
 absl::StatusOr<std::string> DefaultAddress(const TcpRingOptions& o) {
   if (!o.iface_addr.empty()) return o.iface_addr;
@@ -40,42 +49,133 @@ absl::Status CheckNeighbour(const HandshakeHello& h, int expected_rank, int my_r
   return absl::OkStatus();
 }
 
-// Accepts connections until one proves to be the left neighbour. A connection that fails the handshake
+// Accepts connections until one proves to be the left neighbour. Each connection shakes hands on its own
+// thread (at most kMaxHandshakesInFlight at once; more wait in the listen backlog), so strangers that stall
+// their handshake cannot keep the real neighbour waiting behind them. A connection that fails the handshake
 // before its hello is authenticated (no or wrong token, another job, not a psring hello, a stall) is refused
 // and the rank keeps waiting; an authenticated neighbour that disagrees (rank, world size) fails the rank.
-absl::StatusOr<Socket> AcceptLeft(const Socket& listener, int rank, int left, int world_size,
-                                  const AuthConfig& auth, absl::Time deadline) {
+// The first connection that proves to be the left neighbour wins; the handshakes still running are shut
+// down and joined before this returns. `listener` is shut down when this returns with a neighbour or an error.
+absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int world_size, const AuthConfig& auth,
+                                  absl::Time deadline) {
   HandshakeHello mine;
   mine.protocol = HandshakeProtocol::kRing;
   mine.rank = rank;
   mine.world_size = world_size;
-  absl::Status last_refused;
-  while (true) {
-    absl::StatusOr<Socket> accepted = AcceptTcp(listener, deadline);
-    if (!accepted.ok()) {
-      return absl::Status(
-          accepted.status().code(),
-          absl::StrCat("rank ", rank, " waiting for its left neighbour rank ", left,
-                       " to connect: ", accepted.status().message(),
-                       last_refused.ok()
-                           ? ""
-                           : absl::StrCat(" (last refused connection: ", last_refused.message(), ")")));
-    }
-    accepted->set_peer_name(absl::StrCat("a connection to rank ", rank, "'s ring port"));
+
+  struct Handshake {
+    Socket socket;
+    std::thread thread;
+    bool done = false;  // guarded by mu
+  };
+  absl::Mutex mu;
+  std::list<std::unique_ptr<Handshake>> running;  // guarded by mu (the list; each socket is its thread's)
+  std::optional<Socket> winner;                   // guarded by mu
+  absl::Status fatal;                             // guarded by mu
+  absl::Status last_refused;                      // guarded by mu
+  int refused = 0;                                // guarded by mu
+  int in_flight = 0;                              // guarded by mu
+
+  auto shake = [&](Handshake* h) {
     bool authenticated = false;
     absl::StatusOr<HandshakeHello> hello = ServerHandshake(
-        *accepted, auth, mine,
-        [&](const HandshakeHello& h) {
+        h->socket, auth, mine,
+        [&](const HandshakeHello& hi) {
           authenticated = true;
-          return CheckNeighbour(h, left, rank, world_size, "left");
+          return CheckNeighbour(hi, left, rank, world_size, "left");
         },
         std::min(deadline, absl::Now() + kHandshakeSlice));
-    if (hello.ok()) return std::move(*accepted);
-    if (authenticated) return hello.status();
+    absl::MutexLock lock(&mu);
+    --in_flight;
+    h->done = true;
+    if (winner.has_value() || !fatal.ok() || !hello.ok()) {
+      h->socket.Close();  // refused, or not needed: the peer sees the connection close now
+    }
+    if (winner.has_value() || !fatal.ok()) return;
+    if (hello.ok()) {
+      winner = std::move(h->socket);
+      listener.Shutdown();  // wakes the accept loop
+      return;
+    }
+    if (authenticated) {
+      fatal = hello.status();
+      listener.Shutdown();
+      return;
+    }
     last_refused = hello.status();
-    std::fprintf(stderr, "rank %d: refused a connection to its ring port: %s\n", rank,
-                 std::string(hello.status().message()).c_str());
+    if (++refused <= kRefusalsLogged) {
+      std::fprintf(stderr, "rank %d: refused a connection to its ring port: %s%s\n", rank,
+                   std::string(hello.status().message()).c_str(),
+                   refused == kRefusalsLogged ? " (further refusals are counted, not printed)" : "");
+    }
+  };
+
+  absl::Status accept_error;
+  while (true) {
+    {
+      // Wait for a free handshake slot (or for the wait to end).
+      absl::MutexLock lock(&mu);
+      auto slot_or_over = [&] {
+        mu.AssertHeld();
+        return winner.has_value() || !fatal.ok() || in_flight < kMaxHandshakesInFlight;
+      };
+      mu.AwaitWithDeadline(absl::Condition(&slot_or_over), deadline);
+      if (winner.has_value() || !fatal.ok()) break;
+      // Join the handshakes that ended (the list stays as long as the handshakes in flight).
+      for (auto it = running.begin(); it != running.end();) {
+        if ((*it)->done) {
+          (*it)->thread.join();  // it only returns now: done is set under mu as its last step
+          it = running.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    absl::StatusOr<Socket> accepted = AcceptTcp(listener, deadline);
+    if (!accepted.ok()) {
+      accept_error = accepted.status();
+      break;
+    }
+    accepted->set_peer_name(absl::StrCat("a connection to rank ", rank, "'s ring port from ",
+                                         accepted->peer_name()));
+    auto h = std::make_unique<Handshake>();
+    h->socket = std::move(*accepted);
+    Handshake* raw = h.get();
+    absl::MutexLock lock(&mu);
+    if (winner.has_value() || !fatal.ok()) break;  // `accepted` came after the winner; dropped
+    ++in_flight;
+    running.push_back(std::move(h));
+    raw->thread = std::thread(shake, raw);
   }
+
+  // The wait is over: stop the handshakes still running and join every thread.
+  listener.Shutdown();
+  {
+    absl::MutexLock lock(&mu);
+    for (auto& h : running) {
+      if (!h->done) h->socket.Shutdown();
+    }
+  }
+  for (auto& h : running) h->thread.join();
+
+  absl::MutexLock lock(&mu);
+  if (winner.has_value()) {
+    if (refused > kRefusalsLogged) {
+      std::fprintf(stderr, "rank %d: refused %d connections to its ring port before its left neighbour's\n",
+                   rank, refused);
+    }
+    return std::move(*winner);
+  }
+  if (!fatal.ok()) return fatal;
+  if (refused == 0) {
+    return absl::Status(accept_error.code(), absl::StrCat("rank ", rank, " waiting for its left neighbour rank ",
+                                                          left, " to connect: ", accept_error.message()));
+  }
+  return absl::Status(accept_error.code(),
+                      absl::StrCat("rank ", rank, " waiting for its left neighbour rank ", left,
+                                   ": no connection to its ring port proved to be rank ", left, " (", refused,
+                                   " refused, the last: ", last_refused.message(), "); ",
+                                   accept_error.message()));
 }
 
 // Reads the right neighbour's address from the store, connects and proves this rank to it (and it to this

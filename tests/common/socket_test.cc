@@ -83,6 +83,33 @@ TEST_P(SocketTest, ShutdownWakesABlockedReceiver) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
 }
 
+// An accept that nobody answers names the port and says nobody connected (issue 13: "accept a connection
+// from;" with an empty peer); an accepted socket is named after its peer; a listener shut down by its owner
+// ends the wait with kCancelled.
+TEST(AcceptTest, TheWaitNamesThePortAndTheAcceptedSocketItsPeer) {
+  absl::StatusOr<Socket> listener = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const int port = *LocalPort(*listener);
+  absl::StatusOr<Socket> none = AcceptTcp(*listener, absl::Now() + absl::Milliseconds(50));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kDeadlineExceeded) << none.status();
+  EXPECT_TRUE(absl::StrContains(none.status().message(), absl::StrCat("port ", port, " (nobody connected)")))
+      << none.status();
+
+  absl::StatusOr<Socket> client = ConnectTcp("127.0.0.1", port, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<Socket> server = AcceptTcp(*listener, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_TRUE(absl::StartsWith(server->peer_name(), "127.0.0.1:")) << server->peer_name();
+  EXPECT_NE(server->peer_name(), absl::StrCat("127.0.0.1:", port)) << "the peer's port, not the listener's";
+
+  absl::Status waited;
+  std::thread waiter([&] { waited = AcceptTcp(*listener, absl::Now() + absl::Seconds(30)).status(); });
+  absl::SleepFor(absl::Milliseconds(50));
+  listener->Shutdown();
+  waiter.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kCancelled) << waited;
+}
+
 INSTANTIATE_TEST_SUITE_P(PollAndBlocking, SocketTest, ::testing::Bool());
 
 TEST(SocketHelpersTest, AddressesAndErrors) {

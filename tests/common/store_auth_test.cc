@@ -303,6 +303,37 @@ TEST(StoreAuthTest, RandomHostileConnectionsChangeNothing) {
   EXPECT_EQ(*(*rank)->Get("victim", absl::Seconds(1)), "good");
 }
 
+// An authenticated rank that keeps setting new keys (issue 13: the table was unbounded) is refused once the
+// table would exceed max_total_bytes; the refused Set changes nothing, the connection keeps working, and a
+// key may still be overwritten with a value that fits.
+TEST(StoreAuthTest, TheTableIsBoundedInTotalSize) {
+  TcpStoreOptions o = ServerOptions(0);
+  o.max_total_bytes = 10000;
+  absl::StatusOr<std::unique_ptr<TcpStore>> server = TcpStore::Create(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<TcpStore>> rank = Client((*server)->port(), -1, AuthConfig{kToken, "job-a"});
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  const std::string value(3000, 'v');
+  int stored = 0;
+  absl::Status refused;
+  for (int i = 0; i < 10 && refused.ok(); ++i) {
+    refused = (*rank)->Set(absl::StrCat("key", i), value);
+    if (refused.ok()) ++stored;
+  }
+  EXPECT_EQ(stored, 3);  // 3 x (4 + 3000) bytes fit in 10000, a fourth does not
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "max_total_bytes")) << refused;
+  // Nothing of the refused Set was stored, and the connection still serves.
+  EXPECT_EQ((*rank)->Get("key3", absl::Milliseconds(50)).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(*(*rank)->Get("key0", absl::Seconds(1)), value);
+  EXPECT_TRUE((*rank)->Set("key0", std::string(3000, 'w')).ok()) << "an overwrite that fits was refused";
+  EXPECT_EQ((*rank)->Add("key0", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*rank)->Add("counter", 5).ok());
+  EXPECT_EQ(*(*server)->Get("key0", absl::Seconds(1)), std::string(3000, 'w'));
+  // The server's own calls are bounded by the same table.
+  EXPECT_EQ((*server)->Set("big", value).code(), absl::StatusCode::kResourceExhausted);
+}
+
 // Without a token and without a bind address the store listens on loopback only.
 TEST(StoreAuthTest, WithoutATokenTheStoreListensOnLoopbackOnly) {
   TcpStoreOptions o;

@@ -26,21 +26,76 @@ namespace {
 
 constexpr char kToken[] = "ring-secret";
 
-TEST(RingAuthTest, ForgedNeighboursAreRefusedAndTheRealRingStaysExact) {
+using Peers = absl::StatusOr<std::unique_ptr<TcpRingPeer>>[2];
+
+// Both ranks connected, and an allreduce over them averages exactly.
+void ExpectExactAverage(Peers& peers) {
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(peers[r].ok()) << "rank " << r << ": " << peers[r].status();
+  std::vector<std::vector<float>> data(2);
+  std::vector<absl::Status> status(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      data[r].assign(1000, 1.0f + r);
+      RingCollectives ring(peers[r]->get(), RingOptions{});
+      status[r] = ring.AllReduce(data[r].data(), data[r].size(), DataType::kFloat32, ReduceOp::kAverage);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(status[r].ok()) << status[r];
+    for (float v : data[r]) ASSERT_EQ(v, 1.5f) << "rank " << r;
+  }
+}
+
+// The ring address rank `rank` published in the store.
+absl::StatusOr<HostPort> PublishedAddress(Store& store, int rank) {
+  absl::StatusOr<std::string> published = store.Get(absl::StrCat("ring/addr/", rank), absl::Seconds(10));
+  if (!published.ok()) return published.status();
+  const std::vector<std::string> parts = absl::StrSplit(*published, ' ');
+  return ParseHostPort(parts[0], absl::StrCat("rank ", rank));
+}
+
+// A two-rank authenticated ring on threads: rank 1 starts at once (and publishes its ring port), rank 0 on
+// StartRank0(), each with its own timeout. The destructor starts rank 0 if a failed assertion left it
+// unstarted, and joins both.
+class TwoRanks {
+ public:
+  explicit TwoRanks(absl::Duration timeout1, absl::Duration timeout0) : options_(2) {
+    for (TcpRingOptions& o : options_) o.auth = AuthConfig{kToken, "job-1"};
+    options_[0].timeout = timeout0;
+    options_[1].timeout = timeout1;
+    threads_[1] = std::thread([this] { peers[1] = ConnectTcpRing(&store, 1, 2, options_[1]); });
+  }
+  ~TwoRanks() {
+    if (!started0_) StartRank0();
+    Join();
+  }
+  void StartRank0() {
+    started0_ = true;
+    threads_[0] = std::thread([this] { peers[0] = ConnectTcpRing(&store, 0, 2, options_[0]); });
+  }
+  void Join() {
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
   InMemoryStore store;
-  TcpRingOptions o;
-  o.timeout = absl::Seconds(30);
-  o.auth = AuthConfig{kToken, "job-1"};
-  absl::StatusOr<std::unique_ptr<TcpRingPeer>> peers[2] = {absl::UnknownError("not run"),
-                                                           absl::UnknownError("not run")};
-  std::thread rank1([&] { peers[1] = ConnectTcpRing(&store, 1, 2, o); });
+  Peers peers = {absl::UnknownError("not run"), absl::UnknownError("not run")};
+
+ private:
+  std::vector<TcpRingOptions> options_;
+  bool started0_ = false;
+  std::thread threads_[2];
+};
+
+TEST(RingAuthTest, ForgedNeighboursAreRefusedAndTheRealRingStaysExact) {
+  TwoRanks job(absl::Seconds(30), absl::Seconds(30));
 
   // What an attacker who found rank 1's ring port would try (it cannot read the store of a real job).
-  absl::StatusOr<std::string> published = store.Get("ring/addr/1", absl::Seconds(10));
-  ASSERT_TRUE(published.ok()) << published.status();
-  const std::vector<std::string> parts = absl::StrSplit(*published, ' ');
-  absl::StatusOr<HostPort> addr = ParseHostPort(parts[0], "rank 1");
-  ASSERT_TRUE(addr.ok());
+  absl::StatusOr<HostPort> addr = PublishedAddress(job.store, 1);
+  ASSERT_TRUE(addr.ok()) << addr.status();
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   auto connect = [&] {
     absl::StatusOr<Socket> s = ConnectTcp(addr->host, addr->port, deadline);
@@ -76,25 +131,42 @@ TEST(RingAuthTest, ForgedNeighboursAreRefusedAndTheRealRingStaysExact) {
     EXPECT_EQ(h.status().code(), f.code) << h.status();
   }
 
-  std::thread rank0([&] { peers[0] = ConnectTcpRing(&store, 0, 2, o); });
-  rank0.join();
-  rank1.join();
-  for (int r = 0; r < 2; ++r) ASSERT_TRUE(peers[r].ok()) << "rank " << r << ": " << peers[r].status();
-  std::vector<std::vector<float>> data(2);
-  std::vector<absl::Status> status(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      data[r].assign(1000, 1.0f + r);
-      RingCollectives ring(peers[r]->get(), RingOptions{});
-      status[r] = ring.AllReduce(data[r].data(), data[r].size(), DataType::kFloat32, ReduceOp::kAverage);
-    });
+  job.StartRank0();
+  job.Join();
+  ExpectExactAverage(job.peers);
+}
+
+// Strangers that connect to a rank's ring port and stall their handshake do not hold up the real neighbour:
+// handshakes run side by side (issue 13: one at a time, 5 s each, so the 15 silent connections here held the
+// neighbour back for 75 s, past its 15 s timeout). When the neighbour wins, the stalled connections are
+// closed.
+TEST(RingAuthTest, StalledStrangersDoNotDelayTheRealNeighbour) {
+  TwoRanks job(absl::Seconds(30), absl::Seconds(15));
+  absl::StatusOr<HostPort> addr = PublishedAddress(job.store, 1);
+  ASSERT_TRUE(addr.ok()) << addr.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  std::vector<Socket> stalled;
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<Socket> s = ConnectTcp(addr->host, addr->port, deadline);
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (i % 4 == 0) {  // some send half a hello's worth of bytes first
+      const char half[8] = {'H', 'E', 'L', 'O', 0, 0, 0, 0};
+      ASSERT_TRUE(SendAll(*s, half, sizeof(half), deadline).ok());
+    }
+    stalled.push_back(std::move(*s));
   }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(status[r].ok()) << status[r];
-    for (float v : data[r]) ASSERT_EQ(v, 1.5f) << "rank " << r;
+  absl::SleepFor(absl::Milliseconds(200));  // let rank 1 accept them all before its neighbour comes
+  job.StartRank0();
+  job.Join();
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(job.peers[r].ok()) << "rank " << r << ": " << job.peers[r].status();
+  // Rank 1 closed every stalled connection once its neighbour proved itself.
+  for (Socket& s : stalled) {
+    std::string sink(256, '\0');
+    absl::Status read = absl::OkStatus();
+    while (read.ok()) read = RecvAll(s, sink.data(), 1, absl::Now() + absl::Seconds(10));
+    EXPECT_EQ(read.code(), absl::StatusCode::kUnavailable) << read;
   }
+  ExpectExactAverage(job.peers);
 }
 
 // A rank whose right side fails (here: its right neighbour published another world size) stops waiting for
