@@ -220,10 +220,11 @@ TYPED_TEST(ExchangeConformanceTest, ReplayWithBucketsMatchesTheClosedFormExactly
       RETURN_IF_ERROR(Check(result->bytes() == total * sizeof(float), result->DebugString()));
       RETURN_IF_ERROR(Check(result->buckets() == 3 && result->bucket_mb() == options.bucket_mb,
                             result->DebugString()));
-      // Three measured steps of 1.5 ms forward and 3 ms backward waits; the spans they are summed from end at
-      // deadlines accumulated from the step's start, so the calls between them (slow under sanitizers) come
-      // off: only a loose lower bound holds.
-      return Check(result->forward_s() >= 0.5 * 3 * 1.5e-3 && result->backward_s() >= 0.5 * 3 * 3e-3 &&
+      // Three measured steps of 1.5 ms forward and 3 ms backward waits. The spans they are summed from end at
+      // deadlines accumulated from the step's start, so the calls between them come off: under a sanitizer on
+      // a loaded machine the spans shrink (4.35 ms of backward for 9 ms of waits was seen), so only that both
+      // were counted holds.
+      return Check(result->forward_s() > 0 && result->backward_s() > 0 &&
                        result->compute_s() == result->forward_s() + result->backward_s(),
                    result->DebugString());
     });
