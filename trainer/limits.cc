@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -38,38 +39,79 @@ absl::StatusOr<absl::Duration> TimeoutFromSeconds(absl::string_view flag, double
   return absl::Seconds(seconds);
 }
 
-absl::Status CheckModelSize(absl::string_view what, uint64_t params, int buffers) {
-  if (params > kMaxModelParams) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": a model of ", params, " parameters is above the limit of ",
-                                                   kMaxModelParams, " (4 GiB of float32); use a smaller model"));
-  }
+namespace {
+
+// This machine's physical memory in bytes, or 0 when the system does not say.
+double PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page_size > 0) {
-    const double need = static_cast<double>(params) * sizeof(float) * buffers;
-    const double have = static_cast<double>(pages) * static_cast<double>(page_size);
-    if (need > have) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          what, ": a model of ", params, " parameters needs ", buffers, " buffers of ", params * sizeof(float),
-          " bytes, more than this machine's ", static_cast<uint64_t>(have), " bytes of memory; use a smaller model"));
-    }
-  }
-  return absl::OkStatus();
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<double>(pages) * static_cast<double>(page_size);
 }
 
-absl::Status CheckMlpSize(int input_dim, const std::vector<int>& hidden, int num_classes) {
+// Parameters of the MLP input-hidden...-classes, capped just past kMaxModelParams (each factor is below 2^31,
+// so a product fits; the running sum stops before it could overflow).
+uint64_t MlpParams(int input_dim, const std::vector<int>& hidden, int num_classes) {
   uint64_t params = 0;
   uint64_t in = static_cast<uint64_t>(input_dim);
   std::vector<int> widths = hidden;
   widths.push_back(num_classes);
   for (int w : widths) {
     const uint64_t out = static_cast<uint64_t>(w);
-    // Each factor is below 2^31, so a product fits; the running sum is capped before it could overflow.
     params += in * out + out;
     if (params > kMaxModelParams) break;
     in = out;
   }
-  return CheckModelSize(absl::StrCat("--hidden=", absl::StrJoin(hidden, ",")), params, /*buffers=*/3);
+  return params;
+}
+
+}  // namespace
+
+absl::Status CheckModelSize(absl::string_view what, uint64_t params, int buffers) {
+  if (params > kMaxModelParams) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a model of ", params, " parameters is above the limit of ",
+                                                   kMaxModelParams, " (4 GiB of float32); use a smaller model"));
+  }
+  const double need = static_cast<double>(params) * sizeof(float) * buffers;
+  const double have = PhysicalMemoryBytes();
+  if (have > 0 && need > have) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": a model of ", params, " parameters needs ", buffers, " buffers of ", params * sizeof(float),
+        " bytes, more than this machine's ", static_cast<uint64_t>(have), " bytes of memory; use a smaller model"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMlpSize(int input_dim, const std::vector<int>& hidden, int num_classes) {
+  return CheckModelSize(absl::StrCat("--hidden=", absl::StrJoin(hidden, ",")),
+                        MlpParams(input_dim, hidden, num_classes), /*buffers=*/3);
+}
+
+double TrainingMemoryBytes(int input_dim, const std::vector<int>& hidden, int num_classes, int batch_size) {
+  const double params = static_cast<double>(MlpParams(input_dim, hidden, num_classes));
+  double outputs = num_classes;  // every layer's output, per sample
+  double max_width = num_classes;
+  for (int w : hidden) {
+    outputs += w;
+    max_width = std::max(max_width, static_cast<double>(w));
+  }
+  // Parameters, gradients and momentum; per sample: the input, every layer's activations and two deltas of
+  // the widest layer (trainer/cpu_engine.cc; the CUDA engine keeps the same on the device).
+  const double per_sample = input_dim + outputs + 2 * max_width;
+  return sizeof(float) * (3 * params + static_cast<double>(batch_size) * per_sample);
+}
+
+absl::Status CheckTrainingMemory(int input_dim, const std::vector<int>& hidden, int num_classes,
+                                 int batch_size) {
+  const double need = TrainingMemoryBytes(input_dim, hidden, num_classes, batch_size);
+  const double have = PhysicalMemoryBytes();
+  if (have > 0 && need > have) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "--batch_size=", batch_size, " with --hidden=", absl::StrJoin(hidden, ","), " needs ",
+        static_cast<uint64_t>(need), " bytes of parameters and batch buffers, more than this machine's ",
+        static_cast<uint64_t>(have), " bytes of memory; lower --batch_size or the --hidden widths"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckBatchFits(int64_t samples, int world_size, int batch_size) {

@@ -43,6 +43,14 @@ absl::Status CheckModelSize(absl::string_view what, uint64_t params, int buffers
 // The MLP input-hidden...-classes: INVALID_ARGUMENT when its parameter count exceeds the limits above.
 absl::Status CheckMlpSize(int input_dim, const std::vector<int>& hidden, int num_classes);
 
+// Host memory the trainer needs for the MLP input-hidden...-classes with batches of `batch_size`: parameters,
+// gradients and momentum, and per sample the input, every layer's activations and two backward deltas.
+double TrainingMemoryBytes(int input_dim, const std::vector<int>& hidden, int num_classes, int batch_size);
+
+// RESOURCE_EXHAUSTED naming both flags when TrainingMemoryBytes exceeds this machine's physical memory. Call
+// before building the engine (a huge batch of a wide model would otherwise end in std::bad_alloc).
+absl::Status CheckTrainingMemory(int input_dim, const std::vector<int>& hidden, int num_classes, int batch_size);
+
 // OK when every rank gets at least one batch of `batch_size` of `samples` split over `world_size` ranks
 // (the DistributedSampler pads to equal shares). Call before allocating batch buffers.
 absl::Status CheckBatchFits(int64_t samples, int world_size, int batch_size);

@@ -319,6 +319,8 @@ class TrainingRun {
     ASSIGN_OR_RETURN(MlpLayout layout,
                      MlpLayout::Create(train_set_.dim, options_.hidden, train_set_.num_classes));
     RETURN_IF_ERROR(CheckMlpSize(train_set_.dim, options_.hidden, train_set_.num_classes));
+    RETURN_IF_ERROR(
+        CheckTrainingMemory(train_set_.dim, options_.hidden, train_set_.num_classes, options_.batch_size));
     ASSIGN_OR_RETURN(engine_, CreateEngine(result_.device, layout, options_.batch_size));
     std::vector<float> initial(layout.num_params());
     InitParameters(layout, options_.seed, absl::MakeSpan(initial));

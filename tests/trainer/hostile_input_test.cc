@@ -71,6 +71,18 @@ TEST(LimitsTest, HugeModelsAndBatchesAreRefusedBeforeAllocation) {
   EXPECT_EQ(FirstNonFinite(values, 2), 2u);
 }
 
+// A wide model with a huge batch passes the model-size checks but its batch buffers do not fit (issue 13
+// follow-up: `train --batch_size=60000 --hidden=1000000` ended in std::bad_alloc, SIGABRT).
+TEST(LimitsTest, BatchBuffersThatDoNotFitAreRefusedBeforeAllocation) {
+  // 784-256-256-10: 269,322 parameters (x3) and per sample 784 inputs, 522 outputs and 2 x 256 deltas.
+  EXPECT_EQ(TrainingMemoryBytes(784, {256, 256}, 10, 128), 4.0 * (3 * 269322 + 128 * (784 + 522 + 512)));
+  EXPECT_TRUE(CheckTrainingMemory(784, {256, 256}, 10, 128).ok());
+  EXPECT_TRUE(CheckMlpSize(784, {1000000}, 10).ok());
+  absl::Status huge = CheckTrainingMemory(784, {1000000}, 10, 1 << 20);  // 4 TiB of activations
+  EXPECT_TRUE(absl::IsResourceExhausted(huge)) << huge;
+  EXPECT_THAT(huge.message(), HasSubstr("--batch_size=1048576 with --hidden=1000000"));
+}
+
 TEST(LimitsTest, DivergedLossAndResumeBeyondTheEndAreErrors) {
   EXPECT_TRUE(CheckLoss(12.5, 3).ok());
   EXPECT_THAT(CheckLoss(NAN, 41).message(), HasSubstr("at step 41"));
