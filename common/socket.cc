@@ -208,18 +208,12 @@ absl::StatusOr<Socket> AcceptTcp(const Socket& listener, absl::Time deadline) {
     return port.ok() ? absl::StrCat("port ", *port) : std::string("a listening socket");
   };
   while (true) {
-    pollfd p{listener.fd(), POLLIN, 0};
-    const int n = ::poll(&p, 1, PollMillis(deadline));
-    if (n < 0 && errno != EINTR) {
-      return absl::InternalError(absl::StrCat("poll on the listening socket: ", ErrnoText(errno)));
+    absl::Status ready = PollUntil(listener.fd(), POLLIN, deadline, "the listening socket", "accept on");
+    if (absl::IsDeadlineExceeded(ready)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("timed out waiting for a connection on ", where(), " (nobody connected)"));
     }
-    if (n <= 0) {
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("timed out waiting for a connection on ", where(), " (nobody connected)"));
-      }
-      continue;
-    }
+    if (!ready.ok()) return ready;
     sockaddr_in peer{};
     socklen_t peer_len = sizeof(peer);
     const int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);

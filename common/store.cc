@@ -52,11 +52,6 @@ absl::Status InMemoryStore::Put(const std::string& key, std::string value) {
   return absl::OkStatus();
 }
 
-size_t InMemoryStore::total_bytes() {
-  absl::MutexLock lock(&mu_);
-  return total_bytes_;
-}
-
 absl::StatusOr<std::string> InMemoryStore::Get(const std::string& key, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || data_.count(key) > 0; };

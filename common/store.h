@@ -57,9 +57,6 @@ class InMemoryStore final : public Store {
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override ABSL_LOCKS_EXCLUDED(mu_);
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The sum of every key's and value's size now.
-  size_t total_bytes() ABSL_LOCKS_EXCLUDED(mu_);
-
  private:
   // Stores key = value if the table stays within max_total_bytes_.
   absl::Status Put(const std::string& key, std::string value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
