@@ -6,9 +6,18 @@
 //     |   +-- h0 [tbf rate] --+-------------------+-- eth0 [tbf rate] 198.18.x.y |
 //     |   +-- h1 ...          |                   |   lo                         |
 //     +-----------------------+                   +------------------------------+
+//       [FORWARD -> NFQUEUE -> netdelay]  (with --latency on kernels without sch_netem)
 //
-// Every host link is shaped in both directions: a tbf qdisc (optionally under netem for latency) on egress of
-// each veth end, so a host sends and receives at most `link` each way (full duplex, like a switched port).
+// Every host link is shaped in both directions: a tbf qdisc on egress of each veth end, so a host sends and
+// receives at most `link` each way (full duplex, like a switched port).
+//
+// Latency (`latency`, one-way host-to-host, so ping's RTT is 2x): where the kernel has sch_netem, a netem
+// delay of latency/2 under each end's tbf (a packet crosses two link ends). Without netem (this project's
+// machines), the switch holds packets: br_netfilter passes every bridged IPv4 frame through the switch
+// namespace's iptables FORWARD chain, which queues it (NFQUEUE) to //bench:netdelay, started inside that
+// namespace, which accepts each packet `latency` after it arrived. Either way the hosts' own TCP sees the
+// RTT (slow start, windows); the delay is outside the sending host's stack (holding packets in the sender's
+// own OUTPUT chain would throttle TCP through its small-queue limit). bench/PERFORMANCE.md 1 has the figures.
 // Addresses come from 198.18.0.0/15 (RFC 2544's benchmarking range). The root namespace is never touched:
 // the bridge lives in a namespace of its own. Names are "<family><pid>-..." (family "psr" by default), so a
 // later run can recognise and delete namespaces of a run that died (its pid no longer exists).
@@ -29,6 +38,7 @@
 #define PSRING_BENCH_CLUSTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -36,13 +46,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/socket.h"
+#include "common/subprocess.h"
 
 namespace psring::bench {
 
 struct ClusterOptions {
   int hosts = 2;
   std::string link = "100mbit";  // tc rate of every host link, each direction ("" or "0": unlimited)
-  std::string delay;             // one-way netem delay added on each link end, e.g. "1ms" ("": none)
+  // One-way host-to-host latency, e.g. "5ms", "250us" ("" or "0": none). How: `latency_method`.
+  std::string latency;
+  // "auto" (netem where the kernel has it, else the NFQUEUE delay program), "netem" or "nfqueue".
+  std::string latency_method = "auto";
+  // Path of //bench:netdelay (the NFQUEUE method); the bench binaries find it in their runfiles.
+  std::string delay_program;
   std::string queue = "50ms";    // tbf queue of every link end, as the time its bytes take at the link rate
   std::string family = "psr";    // name prefix family; the pid and '-' follow
   bool allow_loopback_fallback = true;  // without CAP_NET_ADMIN: loopback (true) or an error (false)
@@ -51,6 +68,9 @@ struct ClusterOptions {
 
 // Bits per second of a tc rate like "100mbit", "1gbit", "500kbit" or "1000000" (bit/s); tc's decimal units.
 absl::StatusOr<double> ParseLinkRate(const std::string& rate);
+
+// One-way latency in seconds of a duration like "5ms", "250us", "0" or "" (none); kInvalidArgument otherwise.
+absl::StatusOr<double> ParseLatency(const std::string& latency);
 
 // Runs argv (argv[0] looked up in PATH) and waits; kInternal with the command and its stderr unless it exits 0.
 // Returns its stdout.
@@ -62,6 +82,17 @@ absl::StatusOr<std::vector<std::string>> CleanupLeftoverNamespaces(const std::st
 
 // Whether a named network namespace exists (a file under /run/netns).
 bool NamespaceExists(const std::string& name);
+
+// Cumulative counters of the NFQUEUE delay program (bench/netdelay_main.cc); differences between two reads
+// describe what happened in between. A packet released more than 100 us after it was due means the delay
+// program did not get a core in time: the emulator, not the emulated network, set that packet's latency.
+struct DelayCounters {
+  int64_t packets = 0;
+  int64_t late_over_100us = 0;
+  int64_t late_over_1ms = 0;
+  int64_t max_late_us = 0;  // over the program's life (not a difference)
+};
+absl::StatusOr<DelayCounters> ParseDelayCounters(const std::string& line);
 
 class EmulatedCluster {
  public:
@@ -76,6 +107,12 @@ class EmulatedCluster {
   const std::string& fallback_reason() const { return fallback_reason_; }
   // The link rate in bytes per second, 0 when unlimited (loopback fallback or link "").
   double link_bytes_per_second() const { return link_bytes_per_second_; }
+  // The configured one-way latency in seconds (0: none) and how it is made: "netem", "nfqueue" or "".
+  double latency_seconds() const { return latency_seconds_; }
+  const std::string& latency_method() const { return latency_method_; }
+  // The delay program's counters so far (NFQUEUE method only; kFailedPrecondition otherwise). kUnavailable
+  // when the program has exited: the links then drop every packet, so no later run can succeed.
+  absl::StatusOr<DelayCounters> ReadDelayCounters();
   const ClusterOptions& options() const { return options_; }
 
   // IPv4 address of host i (198.18.x.y, or 127.0.0.1 on loopback).
@@ -85,14 +122,21 @@ class EmulatedCluster {
   // argv that runs `argv` inside host i: {"ip", "netns", "exec", ns, argv...}, or argv itself on loopback.
   std::vector<std::string> Command(int host, const std::vector<std::string>& argv) const;
 
-  // Bytes host i's link has carried so far (sent, received), from its interface counters (frames, headers
-  // included). kFailedPrecondition on loopback, where there is no per-host link.
+  // Bytes host i's link has carried so far (sent, received), from the counters of its switch port (frames,
+  // headers included). kFailedPrecondition on loopback, where there is no per-host link.
   absl::StatusOr<std::pair<int64_t, int64_t>> HostLinkBytes(int host) const;
+  // The same for every host at once (index = host): one read of a file, cheap enough to sample often.
+  absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> AllHostLinkBytes() const;
 
   // Sends `bytes` over one TCP connection from host `from` to host `to` and returns the receiver's goodput in
   // bytes per second over the last three quarters (a check that the hosts reach each other, and of the shaped
   // rate). Blocks up to 60 s.
   absl::StatusOr<double> MeasureStream(int from, int to, size_t bytes) const;
+
+  // Round-trip time of a 1-byte message and its 1-byte answer over one TCP connection (TCP_NODELAY) from
+  // host `from` to host `to`, the median of `rounds` exchanges after a few unmeasured ones: the RTT the
+  // hosts' TCP sees (2 x latency + the switch's own time). Blocks up to 60 s.
+  absl::StatusOr<double> MeasureRtt(int from, int to, int rounds = 21) const;
 
   // Explicit teardown reporting failures (the destructor ignores them). Idempotent.
   absl::Status Destroy();
@@ -101,11 +145,26 @@ class EmulatedCluster {
   explicit EmulatedCluster(ClusterOptions options) : options_(std::move(options)) {}
   absl::Status Build();
   absl::Status ShapeLink(const std::string& ns, const std::string& dev);
+  absl::Status ChooseLatencyMethod();
+  absl::Status StartSwitchProbe();
+  absl::Status StartDelayProgram();
+  // Runs `receiver` in host `to`'s namespace on an accepted connection and `sender` in host `from`'s on the
+  // connecting end, each on a thread of its own; the first error of either.
+  absl::Status RunPair(int from, int to, const std::function<absl::Status(const Socket&)>& sender,
+                       const std::function<absl::Status(const Socket&)>& receiver) const;
 
   ClusterOptions options_;
   bool emulated_ = false;
   std::string fallback_reason_;
   double link_bytes_per_second_ = 0;
+  double latency_seconds_ = 0;
+  std::string latency_method_;
+  std::string netem_delay_;     // netem's delay at each link end (latency / 2), "" without netem
+  Subprocess delay_program_;     // the NFQUEUE method's netdelay, in the switch namespace
+  // A process that only sleeps in the switch namespace: /proc/<its pid>/net/dev lists the switch ports'
+  // counters without spawning anything.
+  Subprocess switch_probe_;
+  std::string delay_stats_file_;
   std::string bridge_namespace_;
   std::vector<std::string> host_namespaces_;
   std::vector<std::string> created_;  // namespaces created so far, deleted in reverse

@@ -1,15 +1,23 @@
 #include "bench/cluster_flags.h"
 
+#include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(std::string, link, psring::bench::ClusterOptions().link,
           "Bandwidth of every emulated host link, each direction, as a tc rate (e.g. 100mbit, 1gbit). Empty: "
           "unlimited.");
-ABSL_FLAG(std::string, delay, psring::bench::ClusterOptions().delay,
-          "One-way latency added at each end of every host link with netem (e.g. 1ms). Empty: none. Needs the "
-          "kernel's sch_netem.");
+ABSL_FLAG(std::string, latency, psring::bench::ClusterOptions().latency,
+          "One-way host-to-host latency of the emulated network (e.g. 5ms, 250us; ping's RTT is twice this). "
+          "Empty or 0: none. Made with netem where the kernel has it, else by //bench:netdelay holding the "
+          "switch's packets (bench/cluster.h).");
+ABSL_FLAG(std::string, latency_method, psring::bench::ClusterOptions().latency_method,
+          "How --latency is made: auto (netem when the kernel has sch_netem, else nfqueue), netem, nfqueue.");
+ABSL_FLAG(std::string, netdelay, "",
+          "Path of the delay program //bench:netdelay (--latency without netem). Default: the copy in this "
+          "binary's Bazel runfiles.");
 ABSL_FLAG(std::string, queue, psring::bench::ClusterOptions().queue,
           "Queue of every emulated link end (tc tbf latency): how long the bytes waiting for the link may take "
           "to drain, e.g. 5ms for a shallow-buffered switch port, 50ms for a deep one.");
@@ -19,10 +27,19 @@ ABSL_FLAG(bool, loopback, psring::bench::ClusterOptions().force_loopback,
 
 namespace psring::bench {
 
-ClusterOptions ClusterOptionsFromFlags() {
+using ::bazel::tools::cpp::runfiles::Runfiles;
+
+ClusterOptions ClusterOptionsFromFlags(const char* argv0) {
   ClusterOptions options;
   options.link = absl::GetFlag(FLAGS_link);
-  options.delay = absl::GetFlag(FLAGS_delay);
+  options.latency = absl::GetFlag(FLAGS_latency);
+  options.latency_method = absl::GetFlag(FLAGS_latency_method);
+  options.delay_program = absl::GetFlag(FLAGS_netdelay);
+  if (options.delay_program.empty() && argv0 != nullptr) {
+    std::string error;
+    std::unique_ptr<Runfiles> runfiles(Runfiles::Create(argv0, &error));
+    if (runfiles != nullptr) options.delay_program = runfiles->Rlocation("psring/bench/netdelay");
+  }
   options.queue = absl::GetFlag(FLAGS_queue);
   options.force_loopback = absl::GetFlag(FLAGS_loopback);
   return options;

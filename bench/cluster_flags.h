@@ -1,5 +1,5 @@
 // The emulated cluster's flags, defined once for every bench binary that builds one (//bench:scaling,
-// //bench:compare, //bench:cluster_run): --link, --delay, --queue, --loopback. Their defaults are
+// //bench:compare, //bench:cluster_run): --link, --latency, --latency_method, --netdelay, --queue, --loopback. Their defaults are
 // ClusterOptions's (bench/cluster.h).
 #ifndef PSRING_BENCH_CLUSTER_FLAGS_H_
 #define PSRING_BENCH_CLUSTER_FLAGS_H_
@@ -10,7 +10,8 @@ namespace psring::bench {
 
 // ClusterOptions with the link flags applied (hosts keeps its default: the caller knows how many it needs).
 // Call after absl::ParseCommandLine.
-ClusterOptions ClusterOptionsFromFlags();
+// `argv0` locates //bench:netdelay in the binary's runfiles when --netdelay is not given.
+ClusterOptions ClusterOptionsFromFlags(const char* argv0);
 
 }  // namespace psring::bench
 

@@ -28,11 +28,11 @@ ABSL_FLAG(int, timeout, 300, "Seconds after which every process is killed.");
 namespace psring::bench {
 namespace {
 
-absl::Status Main(const std::vector<std::string>& command) {
+absl::Status Main(const char* argv0, const std::vector<std::string>& command) {
   if (command.empty()) {
     return absl::InvalidArgumentError("no command: put it after --, e.g. -- /bin/echo {rank} {addr}");
   }
-  ClusterOptions options = ClusterOptionsFromFlags();
+  ClusterOptions options = ClusterOptionsFromFlags(argv0);
   options.hosts = absl::GetFlag(FLAGS_hosts);
   ASSIGN_OR_RETURN(std::unique_ptr<EmulatedCluster> cluster, EmulatedCluster::Create(options));
   if (!cluster->emulated()) std::cerr << "cluster_run: loopback only: " << cluster->fallback_reason() << "\n";
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       {"bench/"});
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> command(rest.begin() + 1, rest.end());
-  absl::Status status = psring::bench::Main(command);
+  absl::Status status = psring::bench::Main(argv[0], command);
   if (!status.ok()) {
     std::cerr << "cluster_run: " << status.message() << "\n";
     return 1;

@@ -191,6 +191,7 @@ void PrintWorkloadTables(const ScalingResult& result, const std::string& workloa
                    model * 1e3,
                    100 * RelativeError(model, r.step_s),
                    flat != nullptr && r.step_s > 0 ? flat->step_s / r.step_s : 0};
+      row.emulator_bound = r.emulator_bound;
       table.Add(row);
     }
     table.Footer();
@@ -204,7 +205,7 @@ void PrintModelCheck(const ScalingResult& result, const std::string& workload, s
     double worst = 0;
     int points = 0;
     for (const RunRecord& r : result.records) {
-      if (!r.ok() || r.workload != workload || r.exchange != e || r.nodes < 2) continue;
+      if (!r.usable() || r.workload != workload || r.exchange != e || r.nodes < 2) continue;
       const double model = ReplayModelSeconds(result, e, r.nodes, workload, r.bucket_mb);
       if (model <= 0) continue;
       worst = std::max(worst, std::abs(RelativeError(model, r.step_s)));
@@ -223,7 +224,7 @@ void PrintModelCheck(const ScalingResult& result, const std::string& workload, s
 // condition), information elsewhere.
 void PrintOverlapLines(const ScalingResult& result, const std::string& workload, std::ostream& out) {
   for (const RunRecord& r : result.records) {
-    if (!r.ok() || r.workload != workload || !Bucketed(r) || r.nodes < 2) continue;
+    if (!r.usable() || r.workload != workload || !Bucketed(r) || r.nodes < 2) continue;
     const RunRecord* flat = FlatTwin(result, r);
     if (flat == nullptr || flat->exchange_s <= 0 || r.step_s <= 0) continue;
     const double compute = r.forward_s + r.backward_s;

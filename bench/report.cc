@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <sstream>
@@ -47,6 +48,7 @@ void Table::Add(const Row& row) {
     std::snprintf(buf, sizeof(buf), " %12.3f", v);
     *out_ << buf;
   }
+  if (row.emulator_bound) *out_ << "  EMULATOR-BOUND";
   *out_ << "\n" << std::flush;
 }
 
@@ -57,10 +59,14 @@ int64_t Table::total_wrong() const {
 }
 
 double Table::avg_busbw() const {
-  if (rows_.empty()) return 0;
   double s = 0;
-  for (const auto& r : rows_) s += r.busbw_gbs;
-  return s / rows_.size();
+  int n = 0;
+  for (const auto& r : rows_) {
+    if (r.emulator_bound) continue;
+    s += r.busbw_gbs;
+    ++n;
+  }
+  return n == 0 ? 0 : s / n;
 }
 
 void Table::Footer() {
@@ -69,7 +75,14 @@ void Table::Footer() {
                 total_wrong() == 0 ? "OK" : "FAILED");
   *out_ << buf;
   std::snprintf(buf, sizeof(buf), "# Avg bus bandwidth    : %.4f\n", avg_busbw());
-  *out_ << buf << std::flush;
+  *out_ << buf;
+  const auto bound = std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.emulator_bound; });
+  if (bound > 0) {
+    std::snprintf(buf, sizeof(buf), "# EMULATOR-BOUND rows  : %lld (the emulating box, not the network, bound them; not in fits, checks "
+                  "or the average)\n", static_cast<long long>(bound));
+    *out_ << buf;
+  }
+  *out_ << std::flush;
 }
 
 std::string Table::ToJson() const {
@@ -79,7 +92,8 @@ std::string Table::ToJson() const {
     const Row& r = rows_[i];
     js << (i ? "," : "") << "{\"size\":" << r.bytes << ",\"count\":" << r.count << ",\"type\":\"" << r.type
        << "\",\"redop\":\"" << r.redop << "\",\"time_us\":" << r.time_us << ",\"algbw\":" << r.algbw_gbs
-       << ",\"busbw\":" << r.busbw_gbs << ",\"wrong\":" << r.wrong;
+       << ",\"busbw\":" << r.busbw_gbs << ",\"wrong\":" << r.wrong
+       << ",\"emulator_bound\":" << (r.emulator_bound ? "true" : "false");
     for (size_t c = 0; c < extra_columns_.size() && c < r.extra.size(); ++c) {
       js << ",\"" << extra_columns_[c] << "\":" << r.extra[c];
     }

@@ -33,6 +33,9 @@ struct Row {
   double busbw_gbs = 0;
   int64_t wrong = 0;     // elements that differ from the closed-form expected result
   std::vector<double> extra;  // one value per extra column
+  // Printed after the columns; kept out of the average bus bandwidth and counted in the footer
+  // (bench/probes.h: the emulating box, not the network, bound the run).
+  bool emulator_bound = false;
 };
 
 // Fills time_us, algbw and busbw of a row from a measured time in seconds.
@@ -45,7 +48,8 @@ class Table {
   void Comment(const std::string& line);  // "# " + line
   void Header();
   void Add(const Row& row);
-  // "# Out of bounds values : W OK|FAILED" and "# Avg bus bandwidth : X".
+  // "# Out of bounds values : W OK|FAILED", "# Avg bus bandwidth : X" (over rows not EMULATOR-BOUND) and,
+  // when any, "# EMULATOR-BOUND rows : K (...)".
   void Footer();
   int64_t total_wrong() const;
   double avg_busbw() const;

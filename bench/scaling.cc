@@ -2,6 +2,8 @@
 // exchanges comes from their plug-ins (exchanges.h); the report is in scaling_report.cc.
 #include "bench/scaling.h"
 
+#include "bench/probes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -10,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/probes.h"
 #include "bench/result_line.h"
 #include "bench/trace_merge.h"
 #include "common/atomic_file.h"
@@ -164,11 +167,17 @@ class Runner {
     if (!timeline_stem.empty()) RETURN_IF_ERROR(MakeDirectories(timeline_stem));
     const std::vector<ProcessSpec> specs = Specs(plugin, context, budget, *record, timeline_stem);
     const LinkCounters counters(cluster_, context.placement.HostsUsed());
+    ASSIGN_OR_RETURN(const DelayCounters delay_before, DelayCountersNow());
+    RunSampler sampler([this] { return LinkByteCounters(); });
+    const absl::Time job_start = absl::Now();
     ASSIGN_OR_RETURN(const std::vector<ProcessResult> results, Launch(specs, budget));
+    sampler.Stop();
     record->link_bytes_per_step = counters.BusiestPerStep(budget.total_steps);
     // Workers are the last N processes.
-    RETURN_IF_ERROR(
-        Collect(plugin, std::vector<ProcessResult>(results.end() - record->nodes, results.end()), record));
+    const std::vector<ProcessResult> workers(results.end() - record->nodes, results.end());
+    RETURN_IF_ERROR(Collect(plugin, workers, record));
+    ASSIGN_OR_RETURN(const DelayCounters delay_after, DelayCountersNow());
+    Classify(sampler, job_start, workers, delay_before, delay_after, record);
     if (!timeline_stem.empty()) {
       std::vector<std::string> ranks;
       for (int r = 0; r < record->nodes; ++r) ranks.push_back(RankTimeline(timeline_stem, r));
@@ -176,6 +185,59 @@ class Runner {
       RETURN_IF_ERROR(MergeRankTraceFiles(ranks, RunLabel(*record), record->timeline));
     }
     return absl::OkStatus();
+  }
+
+  // Every host link's bytes, sent and received (empty on loopback or when unreadable).
+  std::vector<int64_t> LinkByteCounters() const {
+    std::vector<int64_t> counters;
+    if (!cluster_->emulated()) return counters;
+    absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> all = cluster_->AllHostLinkBytes();
+    if (!all.ok()) return counters;
+    for (const auto& [sent, received] : *all) {
+      counters.push_back(sent);
+      counters.push_back(received);
+    }
+    return counters;
+  }
+
+  // The delay program's counters (zeros without one); kUnavailable when it died (no later run can work).
+  absl::StatusOr<DelayCounters> DelayCountersNow() const {
+    if (cluster_->latency_method() != "nfqueue") return DelayCounters{};
+    return cluster_->ReadDelayCounters();
+  }
+
+  // Fills the record's CPU, link utilisation and EMULATOR-BOUND verdict over the measured steps' window as
+  // the workers report it (else the last steps x step_s seconds before the last worker exited).
+  void Classify(const RunSampler& sampler, absl::Time job_start, const std::vector<ProcessResult>& workers,
+                const DelayCounters& before, const DelayCounters& after, RunRecord* record) const {
+    double end_s = 0;
+    for (const ProcessResult& w : workers) end_s = std::max(end_s, w.end_s);
+    absl::Time to = job_start + absl::Seconds(end_s);
+    absl::Time from = to - absl::Seconds(record->steps * record->step_s);
+    if (record->measured_start_unix_s > 0 && record->measured_end_unix_s > record->measured_start_unix_s) {
+      from = absl::FromUnixMicros(static_cast<int64_t>(record->measured_start_unix_s * 1e6));
+      to = absl::FromUnixMicros(static_cast<int64_t>(record->measured_end_unix_s * 1e6));
+    }
+    if (from < job_start) from = job_start;
+    record->box_cpu = sampler.BusyFraction(from, to);
+    // The busiest link direction over the same window, against what the link could carry in the exchange
+    // time of those steps.
+    const double link = cluster_->link_bytes_per_second();
+    const std::vector<int64_t> bytes = sampler.CounterDeltas(from, to);
+    if (link > 0 && record->exchange_s > 0 && !bytes.empty()) {
+      const int64_t busiest = *std::max_element(bytes.begin(), bytes.end());
+      // Over the window itself where the exchange fills it (gradient mode), else over the exchange's time.
+      const double exchange_time = std::min(absl::ToDoubleSeconds(to - from), record->steps * record->exchange_s);
+      if (exchange_time > 0) record->link_util = busiest / (exchange_time * link);
+    }
+    BoundInputs in;
+    in.box_cpu = record->box_cpu;
+    in.link_util = record->link_util;
+    in.delayed_packets = after.packets - before.packets;
+    in.late_packets = after.late_over_1ms - before.late_over_1ms;
+    const BoundVerdict verdict = ClassifyRun(in);
+    record->emulator_bound = verdict.emulator_bound;
+    record->bound_reason = verdict.reason;
   }
 
   // <timeline_dir>/<run>, the stem of the run's rank files and of their merge; "" without timelines.
@@ -307,6 +369,11 @@ class Runner {
       backward_sum += worker.backward_s() / steps;
       exposed_sum += worker.exposed_exchange_s() / steps;
       record->wrong += static_cast<int64_t>(worker.wrong());
+      if (worker.measured_start_unix_s() > 0 &&
+          (record->measured_start_unix_s == 0 || worker.measured_start_unix_s() < record->measured_start_unix_s)) {
+        record->measured_start_unix_s = worker.measured_start_unix_s();
+      }
+      record->measured_end_unix_s = std::max(record->measured_end_unix_s, worker.measured_end_unix_s());
       record->bytes_sent_per_step =
           std::max<int64_t>(record->bytes_sent_per_step, static_cast<int64_t>(worker.bytes_sent() / steps));
       if (r == 0) {
@@ -429,20 +496,36 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> StartCluster(const ScalingOptio
   result->link_bytes_per_second = cluster->link_bytes_per_second();
   *progress << "# emulated cluster: " << cluster->hosts() << " hosts (network namespaces "
             << cluster->HostNamespace(0) << "...), links " << (o.cluster.link.empty() ? "unlimited" : o.cluster.link)
-            << (o.cluster.delay.empty() ? "" : " + " + o.cluster.delay + " delay") << " each way\n";
+            << " each way"
+            << (cluster->latency_seconds() > 0
+                    ? absl::StrFormat(", one-way latency %s (%s)", o.cluster.latency, cluster->latency_method())
+                    : "")
+            << "\n";
+  result->latency_s = cluster->latency_seconds();
+  result->latency_method = cluster->latency_method();
   if (cluster->hosts() >= 2) {
-    ASSIGN_OR_RETURN(result->stream_bytes_per_second, cluster->MeasureStream(0, 1, 4u << 20));
+    ASSIGN_OR_RETURN(result->rtt_s, cluster->MeasureRtt(0, 1));
+    // Long enough for TCP's slow start to reach the link rate at this RTT before the measured part.
+    const double link = result->link_bytes_per_second;
+    const size_t stream_bytes = static_cast<size_t>(
+        std::clamp(link > 0 ? link * (0.5 + 40 * result->rtt_s) : 0.0, 4.0 * (1 << 20), 64.0 * (1 << 20)));
+    ASSIGN_OR_RETURN(result->stream_bytes_per_second, cluster->MeasureStream(0, 1, stream_bytes));
     const double stream = result->stream_bytes_per_second;
     *progress << absl::StrFormat(
-        "# link check: one TCP stream host 0 -> host 1 carried %.2f MB/s%s\n", stream / 1e6,
-        result->link_bytes_per_second > 0
-            ? absl::StrFormat(" = %.1f%% of the link", 100 * stream / result->link_bytes_per_second)
-            : "");
+        "# link check: TCP round trip host 0 <-> host 1 %.2f ms%s; one TCP stream host 0 -> host 1 carried %.2f "
+        "MB/s%s\n",
+        result->rtt_s * 1e3,
+        result->latency_s > 0 ? absl::StrFormat(" (configured 2 x %.3g ms = %.3g ms)", result->latency_s * 1e3,
+                                                2 * result->latency_s * 1e3)
+                              : "",
+        stream / 1e6,
+        link > 0 ? absl::StrFormat(" = %.1f%% of the link", 100 * stream / link) : "");
   }
   return cluster;
 }
 
 void PrintOutcome(const RunRecord& record, std::ostream* progress) {
+  if (record.emulator_bound) *progress << " EMULATOR-BOUND (" << record.bound_reason << ")";
   if (record.ok()) {
     *progress << absl::StrFormat(" %.3f s/step (exchange %.3f s%s, busbw %.2f MB/s, %lld wrong) [%.0f s]\n",
                                  record.step_s, record.exchange_s,

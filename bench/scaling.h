@@ -107,7 +107,19 @@ struct RunRecord {
   double test_accuracy = -1;
   double wall_s = 0;           // the whole job, start-up included
   std::string error;           // non-empty: the run failed, figures are not valid
+  // What bound the run (bench/probes.h): the box's CPU busy fraction over the measured steps (-1: unknown),
+  // the busiest link direction's utilisation over the exchange time (-1: unknown), and the verdict.
+  double box_cpu = -1;
+  double link_util = -1;
+  // The measured steps' window on the wall clock (Unix seconds; 0: the workers did not say): earliest start
+  // and latest end over the ranks.
+  double measured_start_unix_s = 0;
+  double measured_end_unix_s = 0;
+  bool emulator_bound = false;
+  std::string bound_reason;    // why it is EMULATOR-BOUND ("" otherwise)
   bool ok() const { return error.empty(); }
+  // A run the fits and checks may use: it succeeded and the network, not the emulating box, bound it.
+  bool usable() const { return ok() && !emulator_bound; }
 };
 
 struct ScalingResult {
@@ -116,6 +128,9 @@ struct ScalingResult {
   std::string fallback_reason;
   double link_bytes_per_second = 0;  // 0: unlimited / unknown
   double stream_bytes_per_second = 0;  // one TCP stream between two hosts, measured at start (0: not measured)
+  double latency_s = 0;                // configured one-way latency (0: none)
+  std::string latency_method;          // "netem", "nfqueue" or "" (bench/cluster.h)
+  double rtt_s = 0;                    // the link check's TCP round trip between two hosts (0: not measured)
   std::vector<RunRecord> records;
   std::map<Exchange, ModelFit> fits;  // exchanges with at least one usable point (flat exchanges only)
   // Replay mode: each workload's profile (forward order; its own gradient bytes and device compute times),

@@ -97,7 +97,7 @@ absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
       ASSIGN_OR_RETURN(*options->binaries.Mutable(b), Locate(FlagFor(b), runfiles.get()));
     }
   }
-  options->cluster = ClusterOptionsFromFlags();
+  options->cluster = ClusterOptionsFromFlags(argv0);
   ASSIGN_OR_RETURN(options->projection, ProjectionFromFlags(options->projection));
   options->verbose = absl::GetFlag(FLAGS_verbose);
   return absl::OkStatus();

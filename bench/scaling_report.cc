@@ -110,7 +110,8 @@ bool CrossesLink(const RunRecord& r) { return RecordTerms(r).link_bytes > 0; }
 // (model - measured) / measured for a successful run the model describes, else 0.
 double ModelRelativeError(const ScalingResult& result, const RunRecord& r) {
   if (!r.ok() || !CrossesLink(r) || r.exchange_s <= 0) return 0;
-  return (ModelSeconds(result, r.exchange, r.nodes, r.bytes) - r.exchange_s) / r.exchange_s;
+  const double model = ModelSeconds(result, r.exchange, r.nodes, r.bytes);
+  return model > 0 ? (model - r.exchange_s) / r.exchange_s : 0;  // no fit: no error to show
 }
 
 // The model's time for a record's run; -1 for a failed run or without a fit.
@@ -150,7 +151,7 @@ void FitModels(ScalingResult* result) {
     for (const auto& r : result->records) {
       // A bucketed run's exchange is several collectives, each with its own latency terms: the fit is of one
       // flat exchange per step, and the bucketed steps are its predictions (replay_report.cc).
-      if (r.ok() && r.exchange == e && r.bucket_mb <= 0) points.push_back({RecordTerms(r), r.exchange_s});
+      if (r.usable() && r.exchange == e && r.bucket_mb <= 0) points.push_back({RecordTerms(r), r.exchange_s});
     }
     absl::StatusOr<ModelFit> fit = FitAlphaBeta(points);
     if (fit.ok()) result->fits[e] = *fit;
@@ -178,11 +179,17 @@ void PrintIntro(const ScalingResult& result, std::ostream& out) {
     intro.Comment(absl::StrFormat("emulated cluster: one network namespace per host, link %s = %.2f MB/s per "
                                   "host and direction, queue %s%s",
                                   o.cluster.link.empty() ? "unlimited" : o.cluster.link, link / 1e6,
-                                  o.cluster.queue, o.cluster.delay.empty() ? "" : ", delay " + o.cluster.delay));
+                                  o.cluster.queue,
+                                  o.cluster.latency.empty() ? "" : ", one-way latency " + o.cluster.latency));
     if (result.stream_bytes_per_second > 0) {
-      intro.Comment(absl::StrFormat("link check: one TCP stream between two hosts carried %.2f MB/s (%.1f%% of the link)",
+      intro.Comment(absl::StrFormat("link check: one TCP stream between two hosts carried %.2f MB/s (%.1f%% of the "
+                                    "link); TCP round trip %.3f ms%s",
                                     result.stream_bytes_per_second / 1e6,
-                                    100 * result.stream_bytes_per_second / std::max(link, 1.0)));
+                                    100 * result.stream_bytes_per_second / std::max(link, 1.0), result.rtt_s * 1e3,
+                                    result.latency_s > 0 ? absl::StrFormat(" (configured one-way latency %.3g ms, %s)",
+                                                                           result.latency_s * 1e3,
+                                                                           result.latency_method)
+                                                         : ""));
     }
   } else {
     intro.Comment("LOOPBACK (" + result.fallback_reason + "): no link limits, figures are not network figures");
@@ -206,6 +213,9 @@ Row TableRow(const ScalingResult& result, const RunRecord& r) {
                r.link_bytes_per_step / 1e6,
                r.samples_per_s};
   if (!result.options.bucket_mbs.empty()) row.extra.push_back(r.bucket_mb);
+  row.extra.push_back(r.box_cpu >= 0 ? 100 * r.box_cpu : -1);
+  row.extra.push_back(r.link_util >= 0 ? 100 * r.link_util : -1);
+  row.emulator_bound = r.emulator_bound;
   return row;
 }
 
@@ -222,6 +232,8 @@ void PrintExchangeTable(const ScalingResult& result, Exchange e, std::ostream& o
   std::vector<std::string> columns = {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "sent_MB", "link_MB",
                                       "samples/s"};
   if (!result.options.bucket_mbs.empty()) columns.push_back("bucket_MB");  // train mode: 0 = flat
+  columns.push_back("cpu%");
+  columns.push_back("link%");
   Table table(&out, columns);
   table.Comment(absl::StrFormat("exchange %s", ExchangeName(e)));
   table.Header();
@@ -269,7 +281,7 @@ void PrintExtrapolation(const ScalingResult& result, std::ostream& out) {
 void PrintRingBusbwChecks(const ScalingResult& result, std::ostream& out) {
   const double link = result.link_bytes_per_second;
   for (const auto& r : result.records) {
-    if (!r.ok() || r.exchange != Exchange::kRing || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
+    if (!r.usable() || r.exchange != Exchange::kRing || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
     const double fraction = r.busbw / link;
     out << absl::StrFormat("# check ring busbw N=%d S=%s: %.2f MB/s = %.1f%% of link (>= %.0f%%): %s\n", r.nodes,
                            Size(r.bytes), r.busbw / 1e6, 100 * fraction, 100 * kRingBusbwFraction,
@@ -280,7 +292,7 @@ void PrintRingBusbwChecks(const ScalingResult& result, std::ostream& out) {
 // Check 2: one PS shard against N*S/B, then (for information) against its own N = 1 step.
 void PrintPsOneChecks(const ScalingResult& result, std::ostream& out) {
   for (const auto& r : result.records) {
-    if (!r.ok() || r.exchange != Exchange::kPsOne || r.bytes < kRingCheckBytes) continue;
+    if (!r.usable() || r.exchange != Exchange::kPsOne || r.bytes < kRingCheckBytes) continue;
     const double ideal = r.nodes * static_cast<double>(r.bytes) / result.link_bytes_per_second;
     const double ratio = r.exchange_s / ideal;
     out << absl::StrFormat("# check ps-1 linear N=%d S=%s: %.3f s vs N*S/B = %.3f s, ratio %.3f (within %.0f%%): %s\n",
@@ -288,7 +300,7 @@ void PrintPsOneChecks(const ScalingResult& result, std::ostream& out) {
                            std::abs(ratio - 1) <= kPsOneLinearTolerance ? "PASS" : "FAIL");
   }
   for (const auto& r : result.records) {
-    if (!r.ok() || r.exchange != Exchange::kPsOne || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
+    if (!r.usable() || r.exchange != Exchange::kPsOne || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
     const RunRecord* one = Find(result, Exchange::kPsOne, 1, r.bytes);
     if (one == nullptr || one->exchange_s <= 0) continue;
     const double ratio = r.exchange_s / (r.nodes * one->exchange_s);
@@ -303,7 +315,7 @@ void PrintModelFitChecks(const ScalingResult& result, std::ostream& out) {
     double worst = 0;
     int points = 0;
     for (const auto& r : result.records) {
-      if (!r.ok() || r.exchange != e || r.bytes < kCheckMinBytes || r.exchange_s <= 0 || !CrossesLink(r)) continue;
+      if (!r.usable() || r.exchange != e || r.bytes < kCheckMinBytes || r.exchange_s <= 0 || !CrossesLink(r)) continue;
       if (ModelSeconds(result, e, r.nodes, r.bytes) <= 0) continue;
       worst = std::max(worst, std::abs(ModelRelativeError(result, r)));
       ++points;
@@ -391,7 +403,8 @@ std::string ToCsv(const ScalingResult& result) {
   std::ostringstream csv;
   csv << "source,mode,exchange,nodes,servers,bytes,steps,step_s,compute_s,exchange_s,model_s,model_rel_err,"
          "samples_per_s,algbw_Bps,busbw_Bps,link_bytes_per_step,sent_bytes_per_step,wrong,test_accuracy,error,"
-         "workload,bucket_mb,buckets,forward_s,backward_s,optimizer_s,exposed_s,timeline\n";
+         "workload,bucket_mb,buckets,forward_s,backward_s,optimizer_s,exposed_s,timeline,box_cpu,link_util,"
+         "emulator_bound,bound_reason\n";
   for (const auto& r : result.records) {
     std::string error = r.error.substr(0, r.error.find('\n'));
     std::replace(error.begin(), error.end(), '"', '\'');
@@ -402,15 +415,16 @@ std::string ToCsv(const ScalingResult& result) {
     const double measured = result.options.mode == "replay" ? r.step_s : r.exchange_s;
     csv << absl::StrFormat(
         "measured,%s,%s,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,%.6g,%d,%d,%.4f,\"%s\",\"%s\",%g,%d,%.6g,"
-        "%.6g,%.6g,%.6g,\"%s\"\n",
+        "%.6g,%.6g,%.6g,\"%s\",%.4f,%.4f,%d,\"%s\"\n",
         result.options.mode, ExchangeName(r.exchange), r.nodes, r.servers, r.bytes, r.steps, r.step_s, r.compute_s,
         r.exchange_s, model, model > 0 && measured > 0 ? (model - measured) / measured : 0, r.samples_per_s, r.algbw,
         r.busbw, r.link_bytes_per_step, r.bytes_sent_per_step, r.wrong, r.test_accuracy, error, r.workload,
-        r.bucket_mb, r.buckets, r.forward_s, r.backward_s, r.optimizer_s, r.exposed_s, r.timeline);
+        r.bucket_mb, r.buckets, r.forward_s, r.backward_s, r.optimizer_s, r.exposed_s, r.timeline, r.box_cpu,
+        r.link_util, r.emulator_bound ? 1 : 0, r.bound_reason);
   }
   for (const ModelPoint& m : Extrapolation(result)) {
     const double algbw = m.seconds > 0 ? m.bytes / m.seconds : 0;
-    csv << absl::StrFormat("model,%s,%s,%d,%d,%d,0,,,,%.6g,,,%.6g,%.6g,,,,,,,,,,,,,\n", result.options.mode,
+    csv << absl::StrFormat("model,%s,%s,%d,%d,%d,0,,,,%.6g,,,%.6g,%.6g,,,,,,,,,,,,,,,,,\n", result.options.mode,
                            ExchangeName(m.exchange), m.nodes, m.servers, m.bytes, m.seconds, algbw,
                            algbw * PluginFor(m.exchange).BusFactor(m.nodes));
   }
@@ -487,6 +501,11 @@ absl::StatusOr<RunRecord> RecordFromRow(const CsvRow& row) {
   r.optimizer_s = row.Number("optimizer_s");
   r.exposed_s = row.Number("exposed_s");
   r.timeline = row.Text("timeline");
+  // Columns added with the saturation probes; older CSVs lack them (unknown, not bound).
+  r.box_cpu = row.Text("box_cpu").empty() ? -1 : row.Number("box_cpu");
+  r.link_util = row.Text("link_util").empty() ? -1 : row.Number("link_util");
+  r.emulator_bound = row.Number("emulator_bound") != 0;
+  r.bound_reason = row.Text("bound_reason");
   return r;
 }
 
@@ -534,7 +553,7 @@ proto::ScalingConfig ConfigMessage(const ScalingOptions& o) {
   config.set_ps_servers(o.ps_servers);
   config.set_ps_mode(o.ps_mode);
   config.set_link(o.cluster.link);
-  config.set_delay(o.cluster.delay);
+  config.set_latency(o.cluster.latency);
   config.set_queue(o.cluster.queue);
   SetFinite(&config, &proto::ScalingConfig::set_compute_ms, o.compute_ms);
   for (const std::string& w : o.workloads) config.add_workloads(w);
@@ -552,6 +571,9 @@ proto::ClusterInfo ClusterMessage(const ScalingResult& result) {
   cluster.set_fallback_reason(result.fallback_reason);
   SetFinite(&cluster, &proto::ClusterInfo::set_link_bytes_per_second, result.link_bytes_per_second);
   SetFinite(&cluster, &proto::ClusterInfo::set_stream_bytes_per_second, result.stream_bytes_per_second);
+  SetFinite(&cluster, &proto::ClusterInfo::set_latency_s, result.latency_s);
+  cluster.set_latency_method(result.latency_method);
+  SetFinite(&cluster, &proto::ClusterInfo::set_rtt_s, result.rtt_s);
   return cluster;
 }
 
@@ -586,6 +608,10 @@ proto::RunReport RunMessage(const ScalingResult& result, const RunRecord& r) {
   SetFinite(&run, &RunReport::set_test_accuracy, r.test_accuracy);
   SetFinite(&run, &RunReport::set_wall_s, r.wall_s);
   run.set_error(r.error);
+  SetFinite(&run, &RunReport::set_box_cpu, r.box_cpu);
+  SetFinite(&run, &RunReport::set_link_util, r.link_util);
+  run.set_emulator_bound(r.emulator_bound);
+  run.set_bound_reason(r.bound_reason);
   if (result.options.mode != "gradient") {
     run.set_workload(r.workload);
     run.set_bucket_mb(r.bucket_mb);

@@ -176,6 +176,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
       sent0 = exchange->bytes_sent();
       received0 = exchange->bytes_received();
       times = StepTimes();
+      result.set_measured_start_unix_s(absl::ToUnixMicros(absl::Now()) / 1e6);
     }
     // Trainer-owned exchanges average in place, so the values are written again before every step.
     for (size_t i = 0; i < count; ++i) {
@@ -194,6 +195,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
     exchange_s += absl::ToDoubleSeconds(absl::Now() - start);
     if (trainer_owned) wrong += CountWrong(grads, mean);
   }
+  result.set_measured_end_unix_s(absl::ToUnixMicros(absl::Now()) / 1e6);
   result.set_bytes_sent(static_cast<double>(exchange->bytes_sent() - sent0));
   result.set_bytes_received(static_cast<double>(exchange->bytes_received() - received0));
   if (options.after_measured) options.after_measured();

@@ -261,6 +261,7 @@ class TrainingRun {
     }
     if (measuring_) {
       result_.loop_seconds = SecondsSince(loop_start_);
+      result_.measured_end_unix_s = absl::ToUnixMicros(absl::Now()) / 1e6;
       result_.bytes_sent = exchange_->bytes_sent() - sent_at_start_;
       result_.bytes_received = exchange_->bytes_received() - received_at_start_;
     }
@@ -394,6 +395,7 @@ class TrainingRun {
   void StartMeasuring() {
     measuring_ = true;
     loop_start_ = Clock::now();
+    result_.measured_start_unix_s = absl::ToUnixMicros(absl::Now()) / 1e6;
     sent_at_start_ = exchange_->bytes_sent();
     received_at_start_ = exchange_->bytes_received();
   }

@@ -88,6 +88,8 @@ proto::WorkerResult ResultFromTraining(const TrainResult& r, double bucket_mb) {
   result.set_exposed_exchange_s(r.exchange_seconds);
   result.set_buckets(r.buckets);
   result.set_bucket_mb(bucket_mb);
+  result.set_measured_start_unix_s(r.measured_start_unix_s);
+  result.set_measured_end_unix_s(r.measured_end_unix_s);
   return result;
 }
 

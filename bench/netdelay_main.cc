@@ -1,0 +1,259 @@
+// netdelay: one-way latency for the emulated cluster on kernels without sch_netem.
+//
+// The emulated cluster's switch is a bridge in a namespace of its own (bench/cluster.h). With br_netfilter,
+// every IPv4 frame the bridge forwards from one host port to another passes the switch namespace's iptables
+// FORWARD chain; the cluster sends them to an NFQUEUE, and this program, started inside that namespace, holds
+// each queued packet for --latency and then accepts it:
+//
+//   host A eth0 --[tbf]--> hA ==bridge==> FORWARD -> NFQUEUE n -> (held here for d) -> hB --[tbf]--> eth0
+//   host B
+//
+// So every packet between two hosts, in either direction, is delayed exactly once by d: the one-way
+// host-to-host latency is d (plus serialisation), ping's RTT 2d, and the kernels' TCP on the hosts sees a
+// real RTT (slow start, windows, window/RTT throughput caps). The delay is on the switch, outside the
+// sending host's stack; held on the sender's own OUTPUT chain it would throttle TCP (TCP small queues).
+//
+// Packets are released in arrival order, so one batch verdict ("accept every packet up to id k") releases
+// all that are due. Only metadata is copied to user space (no payload), and GSO packets are queued whole.
+// A queue that overflows drops (like a full switch buffer), never passes a packet undelayed.
+//
+// Prints "netdelay: ready queue=<n> latency=<d>" on stdout once bound to the queue (the cluster adds the
+// iptables rule only then), and on SIGTERM/SIGINT a summary on stderr. With --stats_file it rewrites that
+// file every 100 ms with cumulative counters (one line: `packets=.. late_over_100us=.. late_over_1ms=..
+// max_late_us=.. max_held=..`), which the harness reads before and after each run: a delay program starved of
+// CPU releases late, and that makes the emulator, not the network, the bottleneck.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netfilter.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include <libnetfilter_queue/libnetfilter_queue.h>
+}
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/binary_main.h"
+#include "common/flags_usage.h"
+#include "common/status_macros.h"
+
+ABSL_FLAG(absl::Duration, latency, absl::Milliseconds(1),
+          "How long every queued packet is held before it is accepted (the one-way host-to-host latency), "
+          "e.g. 5ms, 250us. 0 accepts at once.");
+ABSL_FLAG(int, queue_num, 0, "The NFQUEUE number to bind (iptables ... -j NFQUEUE --queue-num N), 0..65535.");
+ABSL_FLAG(int, max_held, 1 << 16,
+          "Packets the kernel may hold for this program at once; more are dropped (a full switch buffer).");
+ABSL_FLAG(
+    absl::Duration, wake_ahead, absl::Microseconds(60),
+    "Release packets due within this much of now, and wake this much before the next is due: the mean "
+    "lateness of a timer wake-up on this kind of VM (50-70 us measured), so held packets are on time on "
+    "average rather than always late.");
+ABSL_FLAG(
+    bool, realtime, true,
+    "Run under SCHED_FIFO (as a switch has its own silicon): on a box whose cores the emulated hosts keep "
+    "busy, a normally scheduled delay program wakes late and adds latency. Falls back with a warning when "
+    "not permitted.");
+ABSL_FLAG(std::string, stats_file, "",
+          "Rewrite this file every 100 ms with cumulative counters (packets, late releases, most held). "
+          "Empty: none.");
+
+namespace psring::bench {
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+struct Held {
+  uint32_t id;
+  int64_t due_ns;
+};
+
+struct Stats {
+  uint64_t packets = 0;
+  uint64_t late_over_100us = 0;
+  uint64_t late_over_1ms = 0;
+  int64_t max_late_ns = 0;
+  size_t max_held = 0;
+  std::string Line() const {
+    return absl::StrCat("packets=", packets, " late_over_100us=", late_over_100us,
+                        " late_over_1ms=", late_over_1ms, " max_late_us=", max_late_ns / 1000,
+                        " max_held=", max_held, "\n");
+  }
+};
+
+struct Queue {
+  std::deque<Held> held;
+  int64_t latency_ns = 0;
+  Stats stats;
+};
+
+int OnPacket(nfq_q_handle*, nfgenmsg*, nfq_data* data, void* arg) {
+  auto* queue = static_cast<Queue*>(arg);
+  const nfqnl_msg_packet_hdr* header = nfq_get_msg_packet_hdr(data);
+  if (header == nullptr) return 0;
+  queue->held.push_back(Held{ntohl(header->packet_id), NowNs() + queue->latency_ns});
+  queue->stats.max_held = std::max(queue->stats.max_held, queue->held.size());
+  return 0;
+}
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(
+      absl::StrCat(what, ": ", std::strerror(errno),
+                   " (netdelay needs root/CAP_NET_ADMIN and the kernel's nfnetlink_queue)"));
+}
+
+// Written to a temporary file and renamed, so a reader sees a whole line; no fsync (milliseconds of stall
+// per write would delay packets, and the file only matters while this program runs).
+absl::Status WriteStats(const std::string& path, const Stats& stats) {
+  const std::string temporary = path + ".tmp";
+  const std::string line = stats.Line();
+  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno(absl::StrCat("open ", temporary));
+  const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  close(fd);
+  if (!written || rename(temporary.c_str(), path.c_str()) != 0) return Errno(absl::StrCat("write ", path));
+  return absl::OkStatus();
+}
+
+absl::Status Run() {
+  const int64_t latency_ns = absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_latency));
+  const int64_t ahead_ns = absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_wake_ahead));
+  const int queue_num = absl::GetFlag(FLAGS_queue_num);
+  const int max_held = absl::GetFlag(FLAGS_max_held);
+  const std::string stats_file = absl::GetFlag(FLAGS_stats_file);
+  if (latency_ns < 0) return absl::InvalidArgumentError("--latency must be >= 0 (e.g. 5ms)");
+  if (ahead_ns < 0) return absl::InvalidArgumentError("--wake_ahead must be >= 0 (e.g. 60us)");
+  if (queue_num < 0 || queue_num > 65535)
+    return absl::InvalidArgumentError("--queue_num must be in 0..65535");
+  if (max_held < 1) return absl::InvalidArgumentError("--max_held must be >= 1");
+
+  // Wake-ups to the nanosecond the kernel can give (the default 50 us slack would add to every packet).
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  if (absl::GetFlag(FLAGS_realtime)) {
+    sched_param param = {};
+    param.sched_priority = 10;
+    if (sched_setscheduler(0, SCHED_FIFO, &param) != 0) {
+      std::fprintf(stderr, "netdelay: warning: no SCHED_FIFO (%s); releases may be late on a busy box\n",
+                   std::strerror(errno));
+    }
+  }
+  Queue queue;
+  queue.latency_ns = latency_ns;
+  nfq_handle* handle = nfq_open();
+  if (handle == nullptr) return Errno("nfq_open");
+  struct Closer {
+    nfq_handle* h;
+    nfq_q_handle* q = nullptr;
+    ~Closer() {
+      if (q != nullptr) nfq_destroy_queue(q);
+      nfq_close(h);
+    }
+  } closer{handle};
+  nfq_q_handle* qh = nfq_create_queue(handle, static_cast<uint16_t>(queue_num), &OnPacket, &queue);
+  if (qh == nullptr)
+    return Errno(absl::StrCat("bind to NFQUEUE ", queue_num, " (is another program bound to it?)"));
+  closer.q = qh;
+  if (nfq_set_mode(qh, NFQNL_COPY_META, 0) < 0) return Errno("nfq_set_mode");
+  if (nfq_set_queue_maxlen(qh, static_cast<uint32_t>(max_held)) < 0) return Errno("nfq_set_queue_maxlen");
+  // GSO packets whole (fewer, larger messages); older kernels without the flag segment them instead.
+  (void)nfq_set_queue_flags(qh, NFQA_CFG_F_GSO, NFQA_CFG_F_GSO);
+  const int fd = nfq_fd(handle);
+  nfnl_rcvbufsiz(nfq_nfnlh(handle), 32u << 20);
+  int one = 1;
+  // A full socket buffer loses messages (their packets would stay queued); say so instead of failing reads.
+  setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &one, sizeof(one));
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+
+  std::printf("netdelay: ready queue=%d latency=%s\n", queue_num,
+              absl::FormatDuration(absl::GetFlag(FLAGS_latency)).c_str());
+  std::fflush(stdout);
+
+  std::vector<char> buffer(1 << 17);
+  int64_t next_stats_ns = 0;
+  while (!g_stop) {
+    // Everything that arrived, timestamped as it is read.
+    for (;;) {
+      const ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
+      if (n > 0) {
+        nfq_handle_packet(handle, buffer.data(), static_cast<int>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return Errno("recv from the netfilter queue");
+      break;
+    }
+    // Release what is due, in one batch verdict.
+    const int64_t now = NowNs();
+    uint32_t last_due = 0;
+    bool any_due = false;
+    while (!queue.held.empty() && queue.held.front().due_ns <= now + ahead_ns) {
+      const int64_t late = now - queue.held.front().due_ns;
+      Stats& s = queue.stats;
+      ++s.packets;
+      if (late > 100000) ++s.late_over_100us;
+      if (late > 1000000) ++s.late_over_1ms;
+      s.max_late_ns = std::max(s.max_late_ns, late);
+      last_due = queue.held.front().id;
+      any_due = true;
+      queue.held.pop_front();
+    }
+    if (any_due && nfq_set_verdict_batch(qh, last_due, NF_ACCEPT) < 0) return Errno("nfq_set_verdict_batch");
+    if (!stats_file.empty() && now >= next_stats_ns) {
+      next_stats_ns = now + 100000000;
+      RETURN_IF_ERROR(WriteStats(stats_file, queue.stats));
+    }
+    // Sleep until the next packet is due, a new one arrives or the stats are due.
+    int64_t wait_ns = stats_file.empty() ? 100000000 : next_stats_ns - now;
+    if (!queue.held.empty()) wait_ns = std::min(wait_ns, queue.held.front().due_ns - ahead_ns - now);
+    if (wait_ns < 0) wait_ns = 0;
+    pollfd pfd{fd, POLLIN, 0};
+    const timespec timeout{static_cast<time_t>(wait_ns / 1000000000),
+                           static_cast<long>(wait_ns % 1000000000)};
+    if (ppoll(&pfd, 1, &timeout, nullptr) < 0 && errno != EINTR) return Errno("ppoll");
+  }
+  // Held packets are released at once on the way out: a stopping emulator must not strand connections.
+  if (!queue.held.empty()) nfq_set_verdict_batch(qh, queue.held.back().id, NF_ACCEPT);
+  std::fprintf(stderr, "netdelay: stopped: %s", queue.stats.Line().c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psring::bench
+
+int main(int argc, char** argv) {
+  psring::InitFlagsUsage(
+      "Holds every packet of an NFQUEUE for --latency, then accepts it: the emulated cluster's switch "
+      "latency on\n"
+      "kernels without sch_netem (bench/netdelay_main.cc draws the set-up). The cluster starts it; by hand:\n"
+      "  ip netns exec <switch-ns> netdelay --latency=5ms --queue_num=0 &\n"
+      "  ip netns exec <switch-ns> iptables -A FORWARD -j NFQUEUE --queue-num 0",
+      {"bench/netdelay"});
+  struct sigaction action = {};
+  action.sa_handler = psring::bench::OnSignal;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  return psring::RunMain(argc, argv, "netdelay",
+                         [](const std::vector<std::string>&) { return psring::bench::Run(); });
+}

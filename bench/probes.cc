@@ -1,0 +1,118 @@
+#include "bench/probes.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace psring::bench {
+
+absl::StatusOr<CpuTimes> ParseProcStat(const std::string& text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "cpu ")) continue;
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    // user nice system idle iowait irq softirq steal [guest guest_nice]
+    uint64_t v[8] = {};
+    if (fields.size() < 8) break;
+    for (int i = 0; i < 8; ++i) {
+      if (!absl::SimpleAtoi(fields[i], &v[i])) {
+        return absl::InvalidArgumentError(absl::StrCat("/proc/stat: bad cpu field '", fields[i], "'"));
+      }
+    }
+    CpuTimes t;
+    t.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    t.total = t.busy + v[3] + v[4];
+    return t;
+  }
+  return absl::InvalidArgumentError("/proc/stat has no well-formed 'cpu ' line");
+}
+
+double BusyFraction(const CpuTimes& from, const CpuTimes& to) {
+  if (to.total <= from.total) return -1;
+  return std::clamp(static_cast<double>(to.busy - from.busy) / static_cast<double>(to.total - from.total),
+                    0.0, 1.0);
+}
+
+RunSampler::RunSampler(std::function<std::vector<int64_t>()> counters, absl::Duration interval)
+    : counters_(std::move(counters)), interval_(interval) {
+  TakeSample();
+  thread_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(interval_)) TakeSample();
+  });
+}
+
+RunSampler::~RunSampler() { Stop(); }
+
+void RunSampler::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.Notify();
+  thread_.join();
+  TakeSample();
+}
+
+void RunSampler::TakeSample() {
+  std::ifstream in("/proc/stat");
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<CpuTimes> times = ParseProcStat(text.str());
+  if (!times.ok()) return;  // no /proc (then BusyFraction says -1: unknown)
+  Sample sample{absl::Now(), *times, counters_ ? counters_() : std::vector<int64_t>()};
+  absl::MutexLock lock(&mu_);
+  samples_.push_back(std::move(sample));
+}
+
+std::pair<const RunSampler::Sample*, const RunSampler::Sample*> RunSampler::Window(absl::Time from,
+                                                                                   absl::Time to) const {
+  // The last sample at or before `from` and the first at or after `to`.
+  const Sample* first = nullptr;
+  const Sample* last = nullptr;
+  for (const Sample& s : samples_) {
+    if (s.time <= from || first == nullptr) first = &s;
+    if (s.time >= to) {
+      last = &s;
+      break;
+    }
+  }
+  if (last == nullptr && !samples_.empty()) last = &samples_.back();
+  if (first == nullptr || last == nullptr || first == last) return {nullptr, nullptr};
+  return {first, last};
+}
+
+double RunSampler::BusyFraction(absl::Time from, absl::Time to) const {
+  absl::MutexLock lock(&mu_);
+  const auto [first, last] = Window(from, to);
+  return first == nullptr ? -1 : bench::BusyFraction(first->cpu, last->cpu);
+}
+
+std::vector<int64_t> RunSampler::CounterDeltas(absl::Time from, absl::Time to) const {
+  absl::MutexLock lock(&mu_);
+  const auto [first, last] = Window(from, to);
+  std::vector<int64_t> deltas;
+  if (first == nullptr || first->counters.size() != last->counters.size()) return deltas;
+  for (size_t i = 0; i < first->counters.size(); ++i)
+    deltas.push_back(last->counters[i] - first->counters[i]);
+  return deltas;
+}
+
+BoundVerdict ClassifyRun(const BoundInputs& in) {
+  BoundVerdict v;
+  if (in.box_cpu >= kSaturatedCpu && in.link_util >= 0 && in.link_util < kLinkUsed) {
+    v.emulator_bound = true;
+    v.reason =
+        absl::StrFormat("box CPU %.0f%% busy while the busiest link carried data %.0f%% of the exchange time",
+                        100 * in.box_cpu, 100 * in.link_util);
+  }
+  if (in.delayed_packets > 0 &&
+      static_cast<double>(in.late_packets) >= kLateShare * static_cast<double>(in.delayed_packets)) {
+    v.emulator_bound = true;
+    if (!v.reason.empty()) v.reason += "; ";
+    v.reason += absl::StrFormat("the delay program released %.1f%% of %d packets > 1 ms late",
+                                100.0 * in.late_packets / in.delayed_packets, in.delayed_packets);
+  }
+  return v;
+}
+
+}  // namespace psring::bench
