@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "bench/model/collective.h"
+#include "bench/model/cost_model_file.pb.h"
 #include "bench/model/fit.h"
+#include "bench/model/model_file.h"
 
 namespace psring::bench::model {
 
@@ -44,6 +46,23 @@ inline std::vector<MeasuredRun> SyntheticRuns(double scale = 1) {
     }
   }
   return runs;
+}
+
+// A model file holding `params` for every exchange in AllTopologies() order.
+inline proto::CostModelFile ModelFileOf(const std::vector<ExchangeParams>& params) {
+  proto::CostModelFile file;
+  file.set_version(kModelFileVersion);
+  file.set_host("testhost");
+  file.set_date("2026-12-01");
+  for (size_t i = 0; i < params.size(); ++i) {
+    proto::ExchangeModel* e = file.add_exchanges();
+    e->set_exchange(TopologyName(AllTopologies()[i]));
+    e->mutable_software_s()->set_value(params[i].software_s);
+    e->mutable_efficiency()->set_value(params[i].efficiency);
+    e->mutable_window_bytes()->set_value(params[i].window_bytes);
+    e->mutable_cpu_bytes_per_second()->set_value(params[i].cpu_bytes_per_second);
+  }
+  return file;
 }
 
 }  // namespace psring::bench::model
