@@ -110,6 +110,23 @@ std::string PaletteColor(int index) {
   return kColors[index % 8];
 }
 
+std::string SvgDocumentStart(int width, int height, const std::string& title, const std::string& subtitle) {
+  std::string svg = absl::StrFormat(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+      "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
+      "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n",
+      width, height, width, height, width, height);
+  absl::StrAppendFormat(&svg, "<text x=\"%d\" y=\"24\" font-size=\"18\" text-anchor=\"middle\">%s</text>\n",
+                        width / 2, XmlEscape(title));
+  if (!subtitle.empty()) {
+    absl::StrAppendFormat(&svg,
+                          "<text x=\"%d\" y=\"44\" font-size=\"12\" fill=\"#444\" text-anchor=\"middle\">%s</text>\n",
+                          width / 2, XmlEscape(subtitle));
+  }
+  return svg;
+}
+
 std::string RenderSvg(const Figure& figure) {
   // Legend entries: one per distinct (name, colour, style), in order of appearance.
   std::vector<const Series*> legend;
@@ -126,19 +143,7 @@ std::string RenderSvg(const Figure& figure) {
   const int legend_rows = (legend.size() + kLegendColumns - 1) / kLegendColumns;
   const int height = kTitleHeight + figure.panel_height + legend_rows * kLegendRowHeight + 12;
 
-  std::string svg = absl::StrFormat(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-      "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
-      "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n",
-      width, height, width, height, width, height);
-  absl::StrAppendFormat(&svg, "<text x=\"%d\" y=\"24\" font-size=\"18\" text-anchor=\"middle\">%s</text>\n",
-                        width / 2, XmlEscape(figure.title));
-  if (!figure.subtitle.empty()) {
-    absl::StrAppendFormat(&svg,
-                          "<text x=\"%d\" y=\"44\" font-size=\"12\" fill=\"#444\" text-anchor=\"middle\">%s</text>\n",
-                          width / 2, XmlEscape(figure.subtitle));
-  }
+  std::string svg = SvgDocumentStart(width, height, figure.title, figure.subtitle);
 
   for (size_t p = 0; p < figure.panels.size(); ++p) {
     const Panel& panel = figure.panels[p];

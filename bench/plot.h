@@ -53,6 +53,10 @@ std::string RenderSvg(const Figure& figure);
 // A distinct colour per index (a colour-blind-safe palette), cycling.
 std::string PaletteColor(int index);
 
+// The opening of an SVG document of this size on white, with the title (and the subtitle when not empty)
+// centred at the top, in the style of RenderSvg; the caller appends elements and "</svg>\n".
+std::string SvgDocumentStart(int width, int height, const std::string& title, const std::string& subtitle);
+
 // Escapes &, <, >, " for SVG text.
 std::string XmlEscape(const std::string& text);
 

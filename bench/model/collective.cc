@@ -1,0 +1,155 @@
+#include "bench/model/collective.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace psring::bench::model {
+namespace {
+
+absl::Status NonNegativeFinite(const char* name, double value, const char* fix) {
+  if (std::isfinite(value) && value >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, " must be finite and >= 0, got ", value, ": ", fix));
+}
+
+}  // namespace
+
+std::vector<Topology> AllTopologies() {
+  return {Topology::kRing, Topology::kPsOne, Topology::kPsColocated, Topology::kPsDedicated};
+}
+
+std::string TopologyName(Topology topology) {
+  switch (topology) {
+    case Topology::kRing: return "ring";
+    case Topology::kPsOne: return "ps-1";
+    case Topology::kPsColocated: return "ps-colocated";
+    case Topology::kPsDedicated: return "ps-dedicated";
+  }
+  return "ring";
+}
+
+absl::StatusOr<Topology> ParseTopology(const std::string& name) {
+  std::vector<std::string> names;
+  for (Topology t : AllTopologies()) {
+    if (TopologyName(t) == name) return t;
+    names.push_back(TopologyName(t));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown exchange '", name, "': use one of ", absl::StrJoin(names, ", ")));
+}
+
+std::string BoundName(Bound bound) {
+  switch (bound) {
+    case Bound::kLink: return "link";
+    case Bound::kLatency: return "latency";
+    case Bound::kWindow: return "window";
+    case Bound::kCpu: return "cpu";
+    case Bound::kCompute: return "compute";
+  }
+  return "link";
+}
+
+absl::Status ValidateParams(const ExchangeParams& p) {
+  const char* kRefit = "refit the model (//bench:calibrate) or fix the model file";
+  if (auto s = NonNegativeFinite("software_s", p.software_s, kRefit); !s.ok()) return s;
+  if (!(std::isfinite(p.efficiency) && p.efficiency > 0 && p.efficiency <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "efficiency must be in (0, 1] (no exchange is faster than its link), got ", p.efficiency, ": ", kRefit));
+  }
+  if (auto s = NonNegativeFinite("window_bytes", p.window_bytes, kRefit); !s.ok()) return s;
+  return NonNegativeFinite("cpu_bytes_per_second", p.cpu_bytes_per_second, kRefit);
+}
+
+absl::Status ValidateConditions(Topology topology, const Conditions& c) {
+  if (c.nodes < 1) return absl::InvalidArgumentError(absl::StrCat("nodes must be >= 1, got ", c.nodes));
+  if (topology == Topology::kPsDedicated && c.servers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps-dedicated needs servers (K) >= 1, got ", c.servers, ": pass the number of PS hosts"));
+  }
+  if (auto s = NonNegativeFinite("bytes", c.bytes, "pass the collective's gradient bytes"); !s.ok()) return s;
+  if (auto s = NonNegativeFinite("link_bytes_per_second", c.link_bytes_per_second,
+                                 "pass the link rate in bytes/s (0 for unlimited)");
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = NonNegativeFinite("latency_s", c.latency_s, "pass the one-way latency in seconds"); !s.ok()) {
+    return s;
+  }
+  if (!(std::isfinite(c.cpu_speedup) && c.cpu_speedup > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu_speedup must be finite and > 0 (1 = this host's CPU), got ", c.cpu_speedup));
+  }
+  return absl::OkStatus();
+}
+
+int ServersOf(Topology topology, int nodes, int servers) {
+  switch (topology) {
+    case Topology::kRing: return 0;
+    case Topology::kPsOne: return 1;
+    case Topology::kPsColocated: return nodes;
+    case Topology::kPsDedicated: return servers;
+  }
+  return 0;
+}
+
+Counts CountsOf(Topology topology, int nodes, int servers, double s) {
+  const double n = nodes;
+  switch (topology) {
+    case Topology::kRing: {
+      // N-1 reduce-scatter and N-1 allgather steps, each one S/N chunk to the right neighbour.
+      const double ring_bytes = 2 * (n - 1) / n * s;
+      return {2 * (n - 1), 2 * (n - 1), ring_bytes, ring_bytes, ring_bytes};
+    }
+    case Topology::kPsOne:
+      // The server link carries N pushes in and N replies out.
+      return {2, 2 * n, n * s, s, n * s};
+    case Topology::kPsDedicated: {
+      const double k = std::max(servers, 1);
+      const double busiest = std::max(s, n * s / k);
+      return {2, 2 * n, busiest, s / k, busiest};
+    }
+    case Topology::kPsColocated:
+      // Each host's worker pushes S/N to N-1 remote shards and its shard replies S/N to N-1 remote workers;
+      // its software handles all N slices of both (the local one over loopback): 2S bytes, 4N messages.
+      return {nodes > 1 ? 2.0 : 0.0, 4 * n, 2 * (n - 1) / n * s, s / n, 2 * s};
+  }
+  return {};
+}
+
+CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParams& p, const Conditions& c) {
+  const Counts counts = CountsOf(topology, c.nodes, ServersOf(topology, c.nodes, c.servers), c.bytes);
+  CollectiveTime t;
+  if (topology == Topology::kRing && c.nodes == 1) return t;  // nothing to exchange
+  t.latency_s = counts.hops * c.latency_s;
+  t.software_s = counts.messages * p.software_s;
+  if (c.link_bytes_per_second > 0 && counts.link_bytes > 0) {
+    t.link_s = counts.link_bytes / (p.efficiency * c.link_bytes_per_second);
+  }
+  if (p.window_bytes > 0 && c.latency_s > 0 && counts.link_bytes > 0) {
+    t.window_s = counts.flow_bytes * 2 * c.latency_s / p.window_bytes;
+  }
+  if (p.cpu_bytes_per_second > 0) t.cpu_s = counts.cpu_bytes / (p.cpu_bytes_per_second * c.cpu_speedup);
+  const double throughput_s = std::max({t.link_s, t.window_s, t.cpu_s});
+  t.seconds = t.latency_s + t.software_s + throughput_s;
+  if (t.latency_s + t.software_s >= throughput_s) {
+    t.bound = Bound::kLatency;
+  } else if (throughput_s == t.link_s) {
+    t.bound = Bound::kLink;
+  } else if (throughput_s == t.window_s) {
+    t.bound = Bound::kWindow;
+  } else {
+    t.bound = Bound::kCpu;
+  }
+  return t;
+}
+
+absl::StatusOr<CollectiveTime> PredictCollective(Topology topology, const ExchangeParams& params,
+                                                 const Conditions& conditions) {
+  if (auto s = ValidateParams(params); !s.ok()) return s;
+  if (auto s = ValidateConditions(topology, conditions); !s.ok()) return s;
+  return PredictCollectiveUnchecked(topology, params, conditions);
+}
+
+}  // namespace psring::bench::model

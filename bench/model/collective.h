@@ -1,0 +1,113 @@
+// The time of one collective (a flat exchange or one bucket) of S bytes over N workers, from terms that each
+// mean something (derived in bench/PERFORMANCE.md 9):
+//
+//   T = hops(N) * L                          wire latency: one-way latency L per latency-bound step
+//     + messages(N) * software_s             per-message software cost on the busiest host
+//     + max( link_bytes(N,K,S) / (efficiency * B),           the busiest link, efficiency <= 1
+//            flow_bytes(N,K,S) * RTT / window,                one flow's flow-control window per RTT
+//            cpu_bytes(N,K,S) / (cpu_bytes_per_second * x) )  the busiest host's CPU ceiling, x = speedup
+//
+// with RTT = 2L. The three throughput limits are bottlenecks of one pipeline, so the slowest of them sets the
+// pace (max), while latency and per-message costs are paid in addition. The counts per exchange:
+//
+//   exchange       K       hops     messages  link_bytes        flow_bytes   cpu_bytes
+//   ring           0       2(N-1)   2(N-1)    2(N-1)/N * S      2(N-1)/N*S   2(N-1)/N * S
+//   ps-1           1       2        2N        N * S             S            N * S
+//   ps-dedicated   K       2        2N        max(S, N*S/K)     S/K          max(S, N*S/K)
+//   ps-colocated   N       2        4N        2(N-1)/N * S      S/N          2 * S
+//
+// (the PS partitions every collective across all K shards, as BytePS does; one PushPull stream per worker
+// and shard carries the push out and the averaged parameters back: one round trip, 2 hops). At N = 1 the
+// ring and the co-located PS move nothing over a link: T = 0 and T = messages * software_s + cpu term.
+//
+// Each prediction says which bound binds: the largest of the latency part (hops * L + messages * software_s)
+// and the throughput part, the latter named by its slowest limit (link, window or cpu).
+//
+//   ExchangeParams ring{20e-6, 0.95, 4 << 20, 1.2e9};   // software_s, efficiency, window, CPU ceiling
+//   Conditions c{8, 0, 100e6, 3.125e9, 5e-6};           // N, K, S, B (25 Gbit/s), L
+//   ASSIGN_OR_RETURN(CollectiveTime t, PredictCollective(Topology::kRing, ring, c));
+//   t.seconds, t.bound ...
+//
+// Thread-safety: pure functions.
+#ifndef PSRING_BENCH_MODEL_COLLECTIVE_H_
+#define PSRING_BENCH_MODEL_COLLECTIVE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace psring::bench::model {
+
+// The four placements of the race (bench/exchanges.h runs them; names are the same).
+enum class Topology { kRing, kPsOne, kPsColocated, kPsDedicated };
+
+std::vector<Topology> AllTopologies();  // table order: ring, ps-1, ps-colocated, ps-dedicated
+std::string TopologyName(Topology topology);
+// kInvalidArgument listing the known names.
+absl::StatusOr<Topology> ParseTopology(const std::string& name);
+
+// Which resource sets a prediction's time.
+enum class Bound { kLink, kLatency, kWindow, kCpu, kCompute };
+std::string BoundName(Bound bound);  // "link", "latency", "window", "cpu", "compute"
+
+// The fitted parameters of one exchange (bench/model/fit.h fits them; model_file.h freezes them).
+struct ExchangeParams {
+  double software_s = 0;            // per message on the busiest host, seconds (>= 0)
+  double efficiency = 1;            // fraction of the link rate the exchange reaches, (0, 1]
+  double window_bytes = 0;          // bytes in flight per flow; 0: no window limit (never bound)
+  double cpu_bytes_per_second = 0;  // cpu_bytes the busiest host moves per second; 0: no CPU limit known
+};
+
+// kInvalidArgument naming the parameter when one is negative, not finite, or efficiency is outside (0, 1].
+absl::Status ValidateParams(const ExchangeParams& params);
+
+// Where and how large one collective runs.
+struct Conditions {
+  int nodes = 1;                      // N workers (>= 1)
+  int servers = 0;                    // K of ps-dedicated (>= 1 there); the others fix K themselves
+  double bytes = 0;                   // S, the gradient bytes of this collective (>= 0)
+  double link_bytes_per_second = 0;   // B per host and direction; 0: unlimited (loopback)
+  double latency_s = 0;               // L, one-way host-to-host latency (>= 0)
+  double cpu_speedup = 1;             // the target host's CPU over the calibration host's (> 0)
+};
+
+// kInvalidArgument naming the field (nodes < 1, K < 1 for ps-dedicated, negative or non-finite values).
+absl::Status ValidateConditions(Topology topology, const Conditions& conditions);
+
+// The counts of the table above (pure, no validation).
+struct Counts {
+  double hops = 0;
+  double messages = 0;
+  double link_bytes = 0;
+  double flow_bytes = 0;
+  double cpu_bytes = 0;
+};
+Counts CountsOf(Topology topology, int nodes, int servers, double bytes);
+// K as the topology places it: ring 0, ps-1 1, ps-colocated N, ps-dedicated `servers`.
+int ServersOf(Topology topology, int nodes, int servers);
+
+// One collective's time and its parts (seconds). seconds = latency_s + software_s + max(link_s, window_s,
+// cpu_s).
+struct CollectiveTime {
+  double seconds = 0;
+  double latency_s = 0;   // hops * L
+  double software_s = 0;  // messages * software_s
+  double link_s = 0;      // 0 on unlimited links
+  double window_s = 0;    // 0 without latency or window limit
+  double cpu_s = 0;       // 0 without a CPU ceiling
+  Bound bound = Bound::kLatency;
+};
+
+// The model's time; errors as ValidateParams and ValidateConditions.
+absl::StatusOr<CollectiveTime> PredictCollective(Topology topology, const ExchangeParams& params,
+                                                 const Conditions& conditions);
+
+// The same without validation, for inner loops (fit, maps) whose inputs were validated once.
+CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParams& params,
+                                          const Conditions& conditions);
+
+}  // namespace psring::bench::model
+
+#endif  // PSRING_BENCH_MODEL_COLLECTIVE_H_

@@ -1,0 +1,278 @@
+#include "bench/model/fit.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "bench/model/model_file.h"
+#include "bench/model/validate.h"
+
+namespace psring::bench::model {
+namespace {
+
+// The searched parameters in log space; kNone (a log value past the grid) means "no limit".
+constexpr double kNone = INFINITY;
+constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2;
+
+struct Search {
+  Topology topology;
+  const std::vector<const MeasuredRun*>* runs;
+
+  ExchangeParams ParamsAt(const std::array<double, 3>& log_theta, double software_s) const {
+    ExchangeParams p;
+    p.software_s = software_s;
+    p.efficiency = std::exp(log_theta[kEfficiency]);
+    p.window_bytes = std::isinf(log_theta[kWindow]) ? 0 : std::exp(log_theta[kWindow]);
+    p.cpu_bytes_per_second = std::isinf(log_theta[kCpu]) ? 0 : std::exp(log_theta[kCpu]);
+    return p;
+  }
+
+  // The best software_s >= 0 for the other parameters (closed form: the model is linear in it), and the cost.
+  double Cost(const std::array<double, 3>& log_theta, double* software_s) const {
+    ExchangeParams p = ParamsAt(log_theta, 0);
+    double smm = 0, smr = 0;
+    std::vector<std::pair<double, double>> rows;  // (rest / T, messages / T)
+    for (const MeasuredRun* run : *runs) {
+      const double rest = PredictCollectiveUnchecked(topology, p, run->conditions).seconds / run->seconds;
+      const double m = CountsOf(topology, run->conditions.nodes,
+                                ServersOf(topology, run->conditions.nodes, run->conditions.servers),
+                                run->conditions.bytes)
+                           .messages /
+                       run->seconds;
+      smm += m * m;
+      smr += m * (1 - rest);
+      rows.push_back({rest, m});
+    }
+    *software_s = smm > 0 ? std::max(0.0, smr / smm) : 0;
+    double cost = 0;
+    for (auto [rest, m] : rows) cost += (rest + m * *software_s - 1) * (rest + m * *software_s - 1);
+    return cost;
+  }
+};
+
+std::vector<double> Residuals(Topology topology, const std::vector<const MeasuredRun*>& runs,
+                              const ExchangeParams& p) {
+  std::vector<double> r;
+  for (const MeasuredRun* run : runs) {
+    r.push_back(RelativeError(PredictCollectiveUnchecked(topology, p, run->conditions).seconds, run->seconds));
+  }
+  return r;
+}
+
+// Inverse of a small symmetric matrix by Gauss-Jordan; false when singular (relative to its largest diagonal).
+bool Invert(std::vector<std::vector<double>> a, std::vector<std::vector<double>>* inverse) {
+  const size_t n = a.size();
+  std::vector<std::vector<double>> inv(n, std::vector<double>(n, 0));
+  double scale = 0;
+  for (size_t i = 0; i < n; ++i) inv[i][i] = 1, scale = std::max(scale, std::abs(a[i][i]));
+  for (size_t c = 0; c < n; ++c) {
+    size_t pivot = c;
+    for (size_t r = c + 1; r < n; ++r) {
+      if (std::abs(a[r][c]) > std::abs(a[pivot][c])) pivot = r;
+    }
+    if (!(std::abs(a[pivot][c]) > 1e-12 * scale)) return false;
+    std::swap(a[c], a[pivot]);
+    std::swap(inv[c], inv[pivot]);
+    const double d = a[c][c];
+    for (size_t k = 0; k < n; ++k) {
+      a[c][k] /= d;
+      inv[c][k] /= d;
+    }
+    for (size_t r = 0; r < n; ++r) {
+      if (r == c || a[r][c] == 0) continue;
+      const double f = a[r][c];
+      for (size_t k = 0; k < n; ++k) {
+        a[r][k] -= f * a[c][k];
+        inv[r][k] -= f * inv[c][k];
+      }
+    }
+  }
+  *inverse = inv;
+  return true;
+}
+
+// Standard errors of the parameters not held at a bound: s^2 (J^T J)^-1 with s^2 = RSS / (n - p) and J the
+// Jacobian of the relative residuals (central differences). A parameter that moves no residual (it never
+// binds) makes J^T J singular: then nothing is determined.
+void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& runs, ExchangeFit* fit) {
+  std::vector<std::pair<double ExchangeParams::*, ParameterFit*>> free;
+  auto add = [&](double ExchangeParams::*member, ParameterFit* parameter) {
+    if (!parameter->at_bound) free.push_back({member, parameter});
+  };
+  add(&ExchangeParams::software_s, &fit->software_s);
+  add(&ExchangeParams::efficiency, &fit->efficiency);
+  add(&ExchangeParams::window_bytes, &fit->window_bytes);
+  add(&ExchangeParams::cpu_bytes_per_second, &fit->cpu_bytes_per_second);
+  const size_t n = runs.size(), p = free.size();
+  if (p == 0 || n <= p) return;
+  std::vector<std::vector<double>> jacobian(p);
+  for (size_t j = 0; j < p; ++j) {
+    ExchangeParams hi = fit->params, lo = fit->params;
+    // Relative steps, so parameters of very different units (seconds, bytes/s) are equally conditioned.
+    const double h = 1e-4;
+    hi.*(free[j].first) *= 1 + h;
+    lo.*(free[j].first) *= 1 - h;
+    const std::vector<double> rh = Residuals(topology, runs, hi), rl = Residuals(topology, runs, lo);
+    for (size_t i = 0; i < n; ++i) jacobian[j].push_back((rh[i] - rl[i]) / (2 * h));
+  }
+  std::vector<std::vector<double>> jtj(p, std::vector<double>(p, 0)), cov;
+  for (size_t a = 0; a < p; ++a) {
+    for (size_t b = 0; b < p; ++b) {
+      for (size_t i = 0; i < n; ++i) jtj[a][b] += jacobian[a][i] * jacobian[b][i];
+    }
+  }
+  if (!Invert(jtj, &cov)) return;
+  double rss = 0;
+  for (double r : Residuals(topology, runs, fit->params)) rss += r * r;
+  const double s2 = rss / (n - p);
+  for (size_t j = 0; j < p; ++j) {
+    if (cov[j][j] >= 0) free[j].second->std_error = free[j].second->value * std::sqrt(s2 * cov[j][j]);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<MeasuredRun>& runs) {
+  std::vector<const MeasuredRun*> used;
+  bool shaped = false;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const MeasuredRun& run = runs[i];
+    if (run.topology != topology) continue;
+    const std::string which = absl::StrCat("calibration run ", i, " (", TopologyName(topology), ")");
+    if (absl::Status s = ValidateConditions(topology, run.conditions); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(which, ": ", s.message()));
+    }
+    if (run.conditions.cpu_speedup != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(which, ": cpu_speedup must be 1 (runs are measured here)"));
+    }
+    if (!(std::isfinite(run.seconds) && run.seconds > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(which, ": measured time ", run.seconds, " s is not > 0"));
+    }
+    if (topology == Topology::kRing && run.conditions.nodes == 1) continue;  // a ring of one exchanges nothing
+    const Counts counts =
+        CountsOf(topology, run.conditions.nodes,
+                 ServersOf(topology, run.conditions.nodes, run.conditions.servers), run.conditions.bytes);
+    shaped = shaped || (run.conditions.link_bytes_per_second > 0 && counts.link_bytes > 0);
+    used.push_back(&run);
+  }
+  if (!shaped) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        TopologyName(topology), ": no calibration run moves bytes over a rate-limited link, so the link "
+        "efficiency cannot be fitted; calibrate at N >= 2 with a link rate (e.g. --link=100mbit)"));
+  }
+
+  const Search search{topology, &used};
+  // Coarse grid: efficiency 1 .. 0.02, window 1 KiB .. 1 GiB and CPU 1 MB/s .. 1 TB/s (factor 2 and
+  // 10^0.25 apart), each with "none".
+  std::vector<double> efficiencies, windows = {kNone}, cpus = {kNone};
+  for (int i = 0; i <= 40; ++i) efficiencies.push_back(std::log(0.02) * i / 40);
+  for (int i = 10; i <= 30; ++i) windows.push_back(i * std::log(2.0));
+  for (int i = 0; i <= 24; ++i) cpus.push_back(std::log(1e6) + i * 0.25 * std::log(10.0));
+  std::array<double, 3> best{};
+  double best_cost = INFINITY, software_s = 0;
+  for (double e : efficiencies) {
+    for (double w : windows) {
+      for (double c : cpus) {
+        double sw;
+        const double cost = search.Cost({e, w, c}, &sw);
+        if (cost < best_cost) best_cost = cost, best = {e, w, c};
+      }
+    }
+  }
+  // Pattern search on the finite coordinates, steps halving from the grid spacing.
+  for (double step = 0.5; step > 1e-7; step /= 2) {
+    for (bool improved = true; improved;) {
+      improved = false;
+      for (int k = 0; k < 3; ++k) {
+        if (std::isinf(best[k])) continue;
+        for (double direction : {-1.0, 1.0}) {
+          std::array<double, 3> trial = best;
+          trial[k] += direction * step;
+          if (k == kEfficiency) trial[k] = std::min(trial[k], 0.0);
+          double sw;
+          const double cost = search.Cost(trial, &sw);
+          if (cost < best_cost) best_cost = cost, best = trial, improved = true;
+        }
+      }
+    }
+  }
+  // A limit that changes nothing is "none": the runs never saw it bind.
+  for (int k : {kWindow, kCpu}) {
+    std::array<double, 3> trial = best;
+    trial[k] = kNone;
+    double sw;
+    if (search.Cost(trial, &sw) <= best_cost * (1 + 1e-9) + 1e-15) best = trial;
+  }
+  best_cost = search.Cost(best, &software_s);
+
+  ExchangeFit fit;
+  fit.topology = topology;
+  fit.params = search.ParamsAt(best, software_s);
+  fit.runs = static_cast<int>(used.size());
+  fit.software_s = {fit.params.software_s, -1, fit.params.software_s == 0};
+  fit.efficiency = {fit.params.efficiency, -1, fit.params.efficiency >= 1};
+  fit.window_bytes = {fit.params.window_bytes, -1, fit.params.window_bytes == 0};
+  fit.cpu_bytes_per_second = {fit.params.cpu_bytes_per_second, -1, fit.params.cpu_bytes_per_second == 0};
+  if (fit.efficiency.at_bound) fit.params.efficiency = fit.efficiency.value = 1;
+  StandardErrors(topology, used, &fit);
+  absl::StatusOr<ErrorSummary> errors = SummarizeErrors(Residuals(topology, used, fit.params));
+  if (!errors.ok()) return errors.status();
+  fit.median_abs_rel_error = errors->median_abs;
+  fit.max_abs_rel_error = errors->max_abs;
+  return fit;
+}
+
+namespace {
+
+proto::ModelParameter ToProto(const ParameterFit& p) {
+  proto::ModelParameter out;
+  out.set_value(p.value);
+  if (p.std_error >= 0) out.set_std_error(p.std_error);
+  out.set_at_bound(p.at_bound);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& runs, const FileInfo& info) {
+  proto::CostModelFile file;
+  file.set_version(kModelFileVersion);
+  file.set_host(info.host);
+  file.set_date(info.date);
+  if (!info.note.empty()) file.set_note(info.note);
+  for (Topology topology : AllTopologies()) {
+    absl::StatusOr<ExchangeFit> fit = FitExchange(topology, runs);
+    if (!fit.ok()) return fit.status();
+    proto::ExchangeModel* e = file.add_exchanges();
+    e->set_exchange(TopologyName(topology));
+    *e->mutable_software_s() = ToProto(fit->software_s);
+    *e->mutable_efficiency() = ToProto(fit->efficiency);
+    *e->mutable_window_bytes() = ToProto(fit->window_bytes);
+    *e->mutable_cpu_bytes_per_second() = ToProto(fit->cpu_bytes_per_second);
+    e->set_median_abs_rel_error(fit->median_abs_rel_error);
+    e->set_max_abs_rel_error(fit->max_abs_rel_error);
+    std::set<double> links, latencies, bytes;
+    std::set<int> nodes, servers;
+    for (const MeasuredRun& run : runs) {
+      if (run.topology != topology) continue;
+      links.insert(run.conditions.link_bytes_per_second);
+      latencies.insert(run.conditions.latency_s);
+      bytes.insert(run.conditions.bytes);
+      nodes.insert(run.conditions.nodes);
+      servers.insert(ServersOf(topology, run.conditions.nodes, run.conditions.servers));
+    }
+    proto::Coverage* c = e->mutable_coverage();
+    for (double v : links) c->add_link_bytes_per_second(v);
+    for (double v : latencies) c->add_latency_s(v);
+    for (double v : bytes) c->add_bytes(v);
+    for (int v : nodes) c->add_nodes(v);
+    for (int v : servers) c->add_servers(v);
+    c->set_runs(fit->runs);
+  }
+  if (absl::Status s = ValidateModelFile(file); !s.ok()) return s;
+  return file;
+}
+
+}  // namespace psring::bench::model

@@ -1,0 +1,70 @@
+// Calibration: the parameters of bench/model/collective.h fitted to measured collectives (gradient mode, one
+// collective of S bytes per step), per exchange, by least squares on relative errors
+//
+//   minimise  sum_i ((T_model(run_i) - T_i) / T_i)^2
+//   over      software_s >= 0,  0 < efficiency <= 1,  window_bytes > 0 or none,  cpu_bytes_per_second > 0 or none
+//
+// so small and large collectives count alike and no fit is faster than the wire. Loopback runs (link rate 0,
+// latency 0) see only the software and CPU terms: they measure the CPU ceiling. A limit that binds in no run
+// (e.g. the window without latency) is fitted as none (0 in the file, at_bound) rather than guessed.
+//
+// Method: software_s has a closed form given the others (the model is linear in it); efficiency, window and
+// CPU ceiling are searched on a log grid (with "none" as a grid value), then refined by a pattern search.
+// Standard errors come from the residuals and the numeric Jacobian (linearised).
+//
+//   std::vector<MeasuredRun> runs = ...;   // from the calibration sweep's result lines
+//   ASSIGN_OR_RETURN(proto::CostModelFile file, FitModel(runs, {"this-host", "2026-12-01", "sweep ..."}));
+//   RETURN_IF_ERROR(WriteModelFile("model.json", file));
+//
+// Thread-safety: pure functions.
+#ifndef PSRING_BENCH_MODEL_FIT_H_
+#define PSRING_BENCH_MODEL_FIT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/model/collective.h"
+#include "bench/model/cost_model_file.pb.h"
+
+namespace psring::bench::model {
+
+// One measured run: the mean time of one collective (exchange alone, no compute).
+struct MeasuredRun {
+  Topology topology = Topology::kRing;
+  Conditions conditions;  // cpu_speedup must be 1 (measured on this host)
+  double seconds = 0;     // > 0
+};
+
+struct ParameterFit {
+  double value = 0;
+  double std_error = -1;  // < 0: not determined
+  bool at_bound = false;
+};
+
+struct ExchangeFit {
+  Topology topology = Topology::kRing;
+  ExchangeParams params;
+  ParameterFit software_s, efficiency, window_bytes, cpu_bytes_per_second;
+  double median_abs_rel_error = 0;
+  double max_abs_rel_error = 0;
+  int runs = 0;  // used (the ring at N = 1 exchanges nothing and is left out)
+};
+
+// Fits `topology` on its runs among `runs` (others are ignored). kInvalidArgument naming the run for an
+// invalid one (ValidateConditions, seconds not > 0, cpu_speedup != 1), and when no run of the topology moves
+// bytes over a rate-limited link (the efficiency needs one: calibrate with a link rate).
+absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<MeasuredRun>& runs);
+
+struct FileInfo {
+  std::string host;
+  std::string date;  // ISO 8601
+  std::string note;
+};
+
+// Every exchange fitted and frozen into a file with its coverage. FitExchange's errors, naming the exchange.
+absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& runs, const FileInfo& info);
+
+}  // namespace psring::bench::model
+
+#endif  // PSRING_BENCH_MODEL_FIT_H_

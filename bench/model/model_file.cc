@@ -1,0 +1,133 @@
+#include "bench/model/model_file.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace psring::bench::model {
+namespace {
+
+constexpr char kRecalibrate[] = "recalibrate (//bench:calibrate) or fix the file";
+
+absl::Status Invalid(absl::string_view where, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("model file: ", where, ": ", what, "; ", kRecalibrate));
+}
+
+// A parameter: present, with a finite value >= 0 (and <= 1 for the efficiency).
+absl::Status CheckParameter(const std::string& exchange, const char* name, bool present,
+                            const proto::ModelParameter& p, bool fraction) {
+  const std::string where = absl::StrCat(exchange, ".", name);
+  if (!present || !p.has_value()) return Invalid(where, "missing");
+  if (!std::isfinite(p.value()) || p.value() < 0) {
+    return Invalid(where, absl::StrCat("= ", p.value(), ": must be finite and >= 0"));
+  }
+  if (fraction && !(p.value() > 0 && p.value() <= 1)) {
+    return Invalid(where, absl::StrCat("= ", p.value(), ": must be in (0, 1] (no exchange beats its link)"));
+  }
+  if (p.has_std_error() && !(std::isfinite(p.std_error()) && p.std_error() >= 0)) {
+    return Invalid(where, absl::StrCat("std_error = ", p.std_error(), ": must be finite and >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateModelFile(const proto::CostModelFile& file) {
+  if (!file.has_version()) return Invalid("version", "missing");
+  if (file.version() != kModelFileVersion) {
+    return Invalid("version", absl::StrCat(file.version(), " is not the version this build reads (",
+                                           kModelFileVersion, ")"));
+  }
+  if (file.host().empty()) return Invalid("host", "missing (the CPU ceilings hold for one host)");
+  if (file.date().empty()) return Invalid("date", "missing");
+  std::set<Topology> seen;
+  for (const proto::ExchangeModel& e : file.exchanges()) {
+    absl::StatusOr<Topology> topology = ParseTopology(e.exchange());
+    if (!topology.ok()) return Invalid("exchanges", topology.status().message());
+    if (!seen.insert(*topology).second) return Invalid(e.exchange(), "appears twice");
+    if (auto s = CheckParameter(e.exchange(), "software_s", e.has_software_s(), e.software_s(), false); !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckParameter(e.exchange(), "efficiency", e.has_efficiency(), e.efficiency(), true); !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckParameter(e.exchange(), "window_bytes", e.has_window_bytes(), e.window_bytes(), false);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckParameter(e.exchange(), "cpu_bytes_per_second", e.has_cpu_bytes_per_second(),
+                                e.cpu_bytes_per_second(), false);
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (Topology t : AllTopologies()) {
+    if (!seen.count(t)) return Invalid(TopologyName(t), "missing (every exchange of the race is required)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::CostModelFile> ParseModelFile(absl::string_view json, absl::string_view origin) {
+  proto::CostModelFile file;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(std::string(json), &file, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": not a model file (bench/model/cost_model_file.proto): ", parsed.ToString()));
+  }
+  if (absl::Status s = ValidateModelFile(file); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", s.message()));
+  }
+  return file;
+}
+
+absl::StatusOr<std::string> ModelFileJson(const proto::CostModelFile& file) {
+  if (absl::Status s = ValidateModelFile(file); !s.ok()) return s;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(file, &json, options);
+  if (!status.ok()) return absl::InternalError(absl::StrCat("cannot print the model as JSON: ", status.ToString()));
+  return json;
+}
+
+absl::StatusOr<proto::CostModelFile> ReadModelFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open the model file; calibrate one with ",
+                                            "//bench:calibrate or pass the path of an existing one"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseModelFile(text.str(), path);
+}
+
+absl::Status WriteModelFile(const std::string& path, const proto::CostModelFile& file) {
+  absl::StatusOr<std::string> json = ModelFileJson(file);
+  if (!json.ok()) return json.status();
+  return WriteFileAtomically(path, *json);
+}
+
+absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topology topology) {
+  for (const proto::ExchangeModel& e : file.exchanges()) {
+    if (e.exchange() != TopologyName(topology)) continue;
+    ExchangeParams p;
+    p.software_s = e.software_s().value();
+    p.efficiency = e.efficiency().value();
+    p.window_bytes = e.window_bytes().value();
+    p.cpu_bytes_per_second = e.cpu_bytes_per_second().value();
+    if (absl::Status s = ValidateParams(p); !s.ok()) return Invalid(e.exchange(), s.message());
+    return p;
+  }
+  return absl::NotFoundError(
+      absl::StrCat("model file has no ", TopologyName(topology), " exchange; ", kRecalibrate));
+}
+
+}  // namespace psring::bench::model

@@ -1,0 +1,45 @@
+// The frozen model file (bench/model/cost_model_file.proto as JSON): one ExchangeModel per exchange with
+// its parameters, their errors and the conditions they cover, the host and the date.
+//
+//   ASSIGN_OR_RETURN(proto::CostModelFile file, ReadModelFile("bench/results/model.json"));
+//   ASSIGN_OR_RETURN(ExchangeParams ring, ParamsOf(file, Topology::kRing));
+//
+// Reading validates (ValidateModelFile): a file is used whole or not at all. Thread-safety: pure functions
+// (Read/Write touch only their file).
+#ifndef PSRING_BENCH_MODEL_MODEL_FILE_H_
+#define PSRING_BENCH_MODEL_MODEL_FILE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "bench/model/collective.h"
+#include "bench/model/cost_model_file.pb.h"
+
+namespace psring::bench::model {
+
+// The file format this code writes and reads. A change of meaning of any field bumps it.
+inline constexpr int kModelFileVersion = 1;
+
+// kInvalidArgument naming the exchange and field, and saying what to do, for: another version, no host or
+// date, an unknown, duplicate or missing exchange (all four are required), a missing parameter, a negative
+// or non-finite value, an efficiency outside (0, 1].
+absl::Status ValidateModelFile(const proto::CostModelFile& file);
+
+// JSON -> validated file. `origin` (a path) names it in errors; unknown fields are errors.
+absl::StatusOr<proto::CostModelFile> ParseModelFile(absl::string_view json, absl::string_view origin);
+// Validated file -> JSON (pretty-printed, field names as in the .proto).
+absl::StatusOr<std::string> ModelFileJson(const proto::CostModelFile& file);
+
+// kNotFound when the file is missing, else ParseModelFile's errors.
+absl::StatusOr<proto::CostModelFile> ReadModelFile(const std::string& path);
+// Validates, then writes atomically (common/atomic_file.h).
+absl::Status WriteModelFile(const std::string& path, const proto::CostModelFile& file);
+
+// The parameters of `topology` (the file validated). kNotFound when the file lacks it.
+absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topology topology);
+
+}  // namespace psring::bench::model
+
+#endif  // PSRING_BENCH_MODEL_MODEL_FILE_H_

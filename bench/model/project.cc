@@ -1,0 +1,73 @@
+#include "bench/model/project.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/model/model_file.h"
+
+namespace psring::bench::model {
+
+absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Conditions& target,
+                                   const StepShape& shape) {
+  Projection projection;
+  for (Topology topology : AllTopologies()) {
+    absl::StatusOr<ExchangeParams> params = ParamsOf(model, topology);
+    if (!params.ok()) return params.status();
+    absl::StatusOr<StepTime> step = PredictStep(topology, *params, target, shape);
+    if (!step.ok()) return step.status();
+    projection.exchanges.push_back({topology, *step, params->cpu_bytes_per_second * target.cpu_speedup});
+  }
+  double second = INFINITY;
+  for (size_t i = 0; i < projection.exchanges.size(); ++i) {
+    if (projection.exchanges[i].step.step_s < projection.exchanges[projection.fastest].step.step_s) {
+      projection.fastest = static_cast<int>(i);
+    }
+  }
+  for (size_t i = 0; i < projection.exchanges.size(); ++i) {
+    if (static_cast<int>(i) != projection.fastest) second = std::min(second, projection.exchanges[i].step.step_s);
+  }
+  const double best = projection.exchanges[projection.fastest].step.step_s;
+  projection.margin = best > 0 ? second / best - 1 : 0;
+  return projection;
+}
+
+std::string FormatLinkRate(double bytes_per_second) {
+  if (bytes_per_second <= 0) return "unlimited";
+  const double bits = 8 * bytes_per_second;
+  if (bits >= 1e9) return absl::StrFormat("%g Gbit/s", bits / 1e9);
+  if (bits >= 1e6) return absl::StrFormat("%g Mbit/s", bits / 1e6);
+  return absl::StrFormat("%g kbit/s", bits / 1e3);
+}
+
+std::string FormatLatency(double seconds) {
+  if (seconds >= 1) return absl::StrFormat("%g s", seconds);
+  if (seconds >= 1e-3) return absl::StrFormat("%g ms", seconds * 1e3);
+  return absl::StrFormat("%g us", seconds * 1e6);
+}
+
+std::string FormatProjection(const proto::CostModelFile& model, const Conditions& target,
+                             const Projection& projection, const std::string& what) {
+  std::string out = absl::StrFormat(
+      "# PROJECTION (model, not measured): %s, N = %d, link %s, one-way latency %s\n"
+      "# CPU ceilings as measured on %s (%s)%s\n"
+      "# %-13s %10s %11s %12s  %-8s %s\n",
+      what, target.nodes, FormatLinkRate(target.link_bytes_per_second), FormatLatency(target.latency_s),
+      model.host(), model.date(),
+      target.cpu_speedup == 1 ? "" : absl::StrFormat(", times cpu_speedup %g", target.cpu_speedup), "exchange",
+      "step_ms", "exposed_ms", "exchange_ms", "bound", "cpu ceiling");
+  for (size_t i = 0; i < projection.exchanges.size(); ++i) {
+    const ExchangeProjection& e = projection.exchanges[i];
+    absl::StrAppendFormat(
+        &out, "# %-13s %10.2f %11.2f %12.2f  %-8s %s%s\n", TopologyName(e.topology), 1e3 * e.step.step_s,
+        1e3 * e.step.exposed_s, 1e3 * e.step.exchange_s, BoundName(e.step.bound),
+        e.cpu_ceiling_bytes_per_second > 0 ? absl::StrFormat("%.2f GB/s", e.cpu_ceiling_bytes_per_second / 1e9)
+                                           : "none measured",
+        static_cast<int>(i) == projection.fastest ? absl::StrFormat("   fastest by %.1f %%", 100 * projection.margin)
+                                                  : "");
+  }
+  return out;
+}
+
+}  // namespace psring::bench::model

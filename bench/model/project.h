@@ -1,0 +1,51 @@
+// Projection: the frozen model carried to a target cluster (link rate, latency, N, K) at a workload's real
+// size and real bucket caps, every exchange held to its CPU ceiling as measured on the calibration host
+// (times Conditions::cpu_speedup for a faster host), each saying which bound binds. A model, not measured:
+// the file's host and date are printed with it.
+//
+//   ASSIGN_OR_RETURN(Projection p, Project(model_file, target, shape));
+//   std::cout << FormatProjection(model_file, target, p, "resnet50, 25 MiB buckets");
+//
+// Thread-safety: pure functions.
+#ifndef PSRING_BENCH_MODEL_PROJECT_H_
+#define PSRING_BENCH_MODEL_PROJECT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/model/collective.h"
+#include "bench/model/cost_model_file.pb.h"
+#include "bench/model/schedule.h"
+
+namespace psring::bench::model {
+
+struct ExchangeProjection {
+  Topology topology = Topology::kRing;
+  StepTime step;
+  double cpu_ceiling_bytes_per_second = 0;  // the file's ceiling times cpu_speedup (0: none known)
+};
+
+struct Projection {
+  std::vector<ExchangeProjection> exchanges;  // AllTopologies() order
+  int fastest = 0;                             // index into exchanges (the first of equals)
+  double margin = 0;                           // second fastest step / fastest step - 1
+};
+
+// Every exchange of `model` at `target` (bytes ignored: the shape's buckets carry them). Errors of
+// ParamsOf and PredictStep.
+absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Conditions& target,
+                                   const StepShape& shape);
+
+// The table, one row per exchange (step, exposed and total exchange time, bound, CPU ceiling), under a
+// heading that says it is a model and where its CPU ceilings were measured. Lines start with "# ".
+std::string FormatProjection(const proto::CostModelFile& model, const Conditions& target,
+                             const Projection& projection, const std::string& what);
+
+// "25 Gbit/s", "100 Mbit/s" (bytes/s in); "5 us", "1 ms" (seconds in). For tables and map axes.
+std::string FormatLinkRate(double bytes_per_second);
+std::string FormatLatency(double seconds);
+
+}  // namespace psring::bench::model
+
+#endif  // PSRING_BENCH_MODEL_PROJECT_H_

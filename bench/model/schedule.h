@@ -1,0 +1,62 @@
+// A training step with its gradient buckets exchanged as backward releases them (DDP's overlap), each bucket
+// one collective of bench/model/collective.h (every term charged per bucket):
+//
+//   e_0 = 0,   e_i = max(r_i, e_{i-1}) + x_i          r_i: when backward releases bucket i (from its start)
+//   step = forward + max(backward, e_last)            x_i: bucket i's collective time
+//
+// Buckets run one after another on one communication stream, in release order. One bucket released when
+// backward ends (r = backward) is the flat exchange: step = forward + backward + x.
+//
+//   StepShape shape{0.03, 0.06, {{0.01, 4e6}, {0.06, 90e6}}};  // forward, backward, (release, bytes)
+//   ASSIGN_OR_RETURN(StepTime t, PredictStep(Topology::kRing, params, conditions, shape));
+//
+// Thread-safety: pure functions.
+#ifndef PSRING_BENCH_MODEL_SCHEDULE_H_
+#define PSRING_BENCH_MODEL_SCHEDULE_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/model/collective.h"
+
+namespace psring::bench::model {
+
+struct BucketRelease {
+  double ready_s = 0;  // r_i, seconds after backward starts (0 <= r_i <= backward_s)
+  double bytes = 0;    // the bucket's gradient bytes
+};
+
+struct StepShape {
+  double forward_s = 0;
+  double backward_s = 0;
+  std::vector<BucketRelease> buckets;  // in release order (non-decreasing ready_s)
+};
+
+// One bucket released when backward ends: the flat exchange of `bytes`.
+StepShape FlatStep(double forward_s, double backward_s, double bytes);
+
+struct BucketTime {
+  double start_s = 0;  // max(r_i, e_{i-1}), from backward's start
+  double end_s = 0;    // e_i
+  CollectiveTime collective;
+};
+
+struct StepTime {
+  double step_s = 0;      // forward + max(backward, e_last)
+  double exchange_s = 0;  // sum of x_i: every collective, hidden or not
+  double exposed_s = 0;   // step_s - forward - backward: what the step waits for
+  // compute when the exchange ends within backward (exposed 0); otherwise the bound with the most time in
+  // the collectives after the stream last waited for backward (the chain that sets e_last).
+  Bound bound = Bound::kCompute;
+  std::vector<BucketTime> buckets;
+};
+
+// The schedule with x_i = PredictCollective(topology, params, conditions with bytes = bucket bytes).
+// kInvalidArgument for negative or non-finite compute times, ready times outside [0, backward_s] or
+// decreasing, and the errors of PredictCollective.
+absl::StatusOr<StepTime> PredictStep(Topology topology, const ExchangeParams& params,
+                                     const Conditions& conditions, const StepShape& shape);
+
+}  // namespace psring::bench::model
+
+#endif  // PSRING_BENCH_MODEL_SCHEDULE_H_

@@ -1,0 +1,114 @@
+#include "bench/model/validate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace psring::bench::model {
+
+double RelativeError(double predicted, double measured) { return (predicted - measured) / measured; }
+
+absl::StatusOr<double> Quantile(std::vector<double> values, double q) {
+  if (values.empty()) return absl::InvalidArgumentError("no values to take a quantile of");
+  if (!(q >= 0 && q <= 1)) return absl::InvalidArgumentError(absl::StrCat("quantile ", q, " is outside [0, 1]"));
+  for (double v : values) {
+    if (!std::isfinite(v)) return absl::InvalidArgumentError(absl::StrCat("value ", v, " is not finite"));
+  }
+  std::sort(values.begin(), values.end());
+  const double position = q * (values.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(below + 1, values.size() - 1);
+  return values[below] + (position - below) * (values[above] - values[below]);
+}
+
+absl::StatusOr<ErrorSummary> SummarizeErrors(const std::vector<double>& errors) {
+  std::vector<double> abs;
+  for (double e : errors) abs.push_back(std::abs(e));
+  ErrorSummary summary;
+  summary.count = static_cast<int>(abs.size());
+  absl::StatusOr<double> median = Quantile(abs, 0.5);
+  if (!median.ok()) return median.status();
+  summary.median_abs = *median;
+  summary.p90_abs = *Quantile(abs, 0.9);
+  summary.max_abs = *std::max_element(abs.begin(), abs.end());
+  return summary;
+}
+
+std::string TieBand::Describe() const {
+  const std::string noise_text =
+      noise_conditions == 0 ? "no repeated runs to measure noise"
+                            : absl::StrFormat("measured noise %.1f %% over %d conditions", 100 * noise,
+                                              noise_conditions);
+  return absl::StrFormat("%.1f %% (%s; %s)", 100 * band, from_noise ? "the measured noise" : "the floor",
+                         noise_text);
+}
+
+absl::StatusOr<TieBand> ComputeTieBand(const std::vector<std::vector<double>>& repeats, double floor) {
+  if (!(floor >= 0)) return absl::InvalidArgumentError(absl::StrCat("tie band floor ", floor, " is negative"));
+  std::vector<double> noises;
+  for (const std::vector<double>& runs : repeats) {
+    for (double t : runs) {
+      if (!(std::isfinite(t) && t > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat("run time ", t, " s: every measured time must be > 0"));
+      }
+    }
+    if (runs.size() < 2) continue;
+    const auto [lo, hi] = std::minmax_element(runs.begin(), runs.end());
+    noises.push_back((*hi - *lo) / *Quantile(runs, 0.5));
+  }
+  TieBand band;
+  band.floor = floor;
+  band.noise_conditions = static_cast<int>(noises.size());
+  if (!noises.empty()) band.noise = *Quantile(noises, 0.5);
+  band.from_noise = band.noise > floor;
+  band.band = std::max(floor, band.noise);
+  return band;
+}
+
+absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& conditions, double tie_band) {
+  if (!(tie_band >= 0)) return absl::InvalidArgumentError(absl::StrCat("tie band ", tie_band, " is negative"));
+  WinnerAccuracy accuracy;
+  for (const ConditionResult& c : conditions) {
+    if (c.exchanges.size() < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("condition '", c.condition, "' has ", c.exchanges.size(),
+                       " exchange(s): a winner needs at least two"));
+    }
+    for (const ExchangeResult& e : c.exchanges) {
+      if (!(e.predicted_s > 0 && e.measured_s > 0 && std::isfinite(e.predicted_s) && std::isfinite(e.measured_s))) {
+        return absl::InvalidArgumentError(absl::StrCat("condition '", c.condition, "', ", e.exchange,
+                                                       ": predicted and measured times must be > 0"));
+      }
+    }
+    auto fastest = [&](double ExchangeResult::*time) {
+      return std::min_element(c.exchanges.begin(), c.exchanges.end(),
+                              [&](const ExchangeResult& a, const ExchangeResult& b) { return a.*time < b.*time; });
+    };
+    const auto measured = fastest(&ExchangeResult::measured_s);
+    const auto predicted = fastest(&ExchangeResult::predicted_s);
+    double second = INFINITY;
+    for (auto it = c.exchanges.begin(); it != c.exchanges.end(); ++it) {
+      if (it != measured) second = std::min(second, it->measured_s);
+    }
+    WinnerVerdict v;
+    v.condition = c.condition;
+    v.measured_winner = measured->exchange;
+    v.predicted_winner = predicted->exchange;
+    v.measured_margin = (second - measured->measured_s) / measured->measured_s;
+    v.counted = v.measured_margin > tie_band;
+    v.correct = v.predicted_winner == v.measured_winner;
+    if (v.counted) {
+      ++accuracy.counted;
+      accuracy.correct += v.correct;
+    } else {
+      ++accuracy.ties;
+    }
+    accuracy.verdicts.push_back(v);
+  }
+  if (accuracy.counted > 0) accuracy.accuracy = static_cast<double>(accuracy.correct) / accuracy.counted;
+  return accuracy;
+}
+
+}  // namespace psring::bench::model

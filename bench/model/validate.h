@@ -1,0 +1,80 @@
+// Statistics of held-out validation on plain data: relative errors (median, p90), the tie band, and winner
+// accuracy, the figure users care about (does the model name the exchange that really is fastest?).
+//
+//   ASSIGN_OR_RETURN(ErrorSummary e, SummarizeErrors(errors));      // e.median_abs, e.p90_abs
+//   ASSIGN_OR_RETURN(TieBand band, ComputeTieBand(repeated_run_times));
+//   ASSIGN_OR_RETURN(WinnerAccuracy w, ScoreWinners(conditions, band.band));
+//
+// Thread-safety: pure functions.
+#ifndef PSRING_BENCH_MODEL_VALIDATE_H_
+#define PSRING_BENCH_MODEL_VALIDATE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace psring::bench::model {
+
+// (predicted - measured) / measured.
+double RelativeError(double predicted, double measured);
+
+// The q-quantile (0 <= q <= 1) with linear interpolation between the closest ranks (numpy's default):
+// position q * (n - 1) in the sorted values. kInvalidArgument when empty, q is outside [0, 1] or a value is
+// not finite.
+absl::StatusOr<double> Quantile(std::vector<double> values, double q);
+
+struct ErrorSummary {
+  int count = 0;
+  double median_abs = 0;  // of |relative error|
+  double p90_abs = 0;
+  double max_abs = 0;
+};
+// Summary of |e| over relative errors `errors` (Quantile's errors).
+absl::StatusOr<ErrorSummary> SummarizeErrors(const std::vector<double>& errors);
+
+// Margins below the band are ties: the measured winner is not known well enough to score the model on it.
+struct TieBand {
+  double band = 0;         // fraction, e.g. 0.05
+  double floor = 0;        // the fixed floor it started from
+  double noise = 0;        // measured run-to-run noise (0 when nothing was repeated)
+  int noise_conditions = 0;
+  bool from_noise = false; // true when the measured noise is larger than the floor and sets the band
+  std::string Describe() const;  // "5.0 % (the floor; measured noise 2.1 % over 6 conditions)"
+};
+// `repeats`: for each condition measured more than once, its run times (conditions with one run are
+// skipped). The noise of a condition is (max - min) / median of its runs, the band the larger of `floor` and
+// the median noise over conditions. kInvalidArgument for a negative floor or a run time not > 0.
+absl::StatusOr<TieBand> ComputeTieBand(const std::vector<std::vector<double>>& repeats, double floor = 0.05);
+
+struct ExchangeResult {
+  std::string exchange;
+  double predicted_s = 0;
+  double measured_s = 0;
+};
+struct ConditionResult {
+  std::string condition;  // e.g. "resnet50 N=8 1gbit 1ms bucketed"
+  std::vector<ExchangeResult> exchanges;
+};
+
+struct WinnerVerdict {
+  std::string condition;
+  std::string measured_winner;
+  std::string predicted_winner;
+  double measured_margin = 0;  // (second fastest - fastest) / fastest, measured
+  bool counted = false;        // margin > band
+  bool correct = false;        // predicted winner == measured winner
+};
+struct WinnerAccuracy {
+  int counted = 0;
+  int correct = 0;
+  int ties = 0;          // conditions whose measured margin is within the band
+  double accuracy = -1;  // correct / counted; -1 when nothing was counted
+  std::vector<WinnerVerdict> verdicts;
+};
+// kInvalidArgument for a condition with fewer than two exchanges, a time not > 0, a negative band.
+absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& conditions, double tie_band);
+
+}  // namespace psring::bench::model
+
+#endif  // PSRING_BENCH_MODEL_VALIDATE_H_

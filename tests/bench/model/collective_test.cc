@@ -1,0 +1,133 @@
+#include "bench/model/collective.h"
+
+#include "gtest/gtest.h"
+
+namespace psring::bench::model {
+namespace {
+
+constexpr double kMB = 1e6;
+
+// Parameters where every term is easy to compute by hand.
+ExchangeParams Hand() { return {1e-4, 0.5}; }
+
+TEST(CollectiveTest, RingByHand) {
+  // N = 4, S = 8 MB, B = 10 MB/s, L = 1 ms: 6 hops, 6 messages, 2*3/4*8 = 12 MB over the busiest link.
+  const Conditions c{4, 0, 8 * kMB, 10 * kMB, 1e-3};
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, Hand(), c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->latency_s, 6e-3);
+  EXPECT_DOUBLE_EQ(t->software_s, 6e-4);
+  EXPECT_DOUBLE_EQ(t->link_s, 12.0 / (0.5 * 10));
+  EXPECT_EQ(t->window_s, 0);
+  EXPECT_EQ(t->cpu_s, 0);
+  EXPECT_DOUBLE_EQ(t->seconds, 6e-3 + 6e-4 + 2.4);
+  EXPECT_EQ(t->bound, Bound::kLink);
+}
+
+TEST(CollectiveTest, PsOneByHand) {
+  // The server link carries N*S = 32 MB; one round trip (2 hops), 2N = 8 messages.
+  const Conditions c{4, 0, 8 * kMB, 10 * kMB, 1e-3};
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kPsOne, Hand(), c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->seconds, 2e-3 + 8e-4 + 32.0 / 5);
+}
+
+TEST(CollectiveTest, PsDedicatedByHand) {
+  // K = 2: server links carry N*S/K = 16 MB, worker links S = 8 MB: the servers' links bind.
+  Conditions c{4, 2, 8 * kMB, 10 * kMB, 1e-3};
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kPsDedicated, Hand(), c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->seconds, 2e-3 + 8e-4 + 16.0 / 5);
+  // K = 8 > N: every worker's own link (S) binds.
+  c.servers = 8;
+  t = PredictCollective(Topology::kPsDedicated, Hand(), c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->link_s, 8.0 / 5);
+}
+
+TEST(CollectiveTest, PsColocatedByHand) {
+  // K = N = 4: each host sends 3/4 S of pushes and 3/4 S of replies = 12 MB; 4N = 16 messages.
+  const Conditions c{4, 0, 8 * kMB, 10 * kMB, 1e-3};
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kPsColocated, Hand(), c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->seconds, 2e-3 + 16e-4 + 12.0 / 5);
+}
+
+TEST(CollectiveTest, OneNode) {
+  const Conditions c{1, 0, 8 * kMB, 10 * kMB, 1e-3};
+  EXPECT_EQ(PredictCollective(Topology::kRing, Hand(), c)->seconds, 0);
+  // The co-located PS of one host pays only its software (no link, no hops).
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kPsColocated, Hand(), c)->seconds, 4e-4);
+}
+
+TEST(CollectiveTest, WindowBindsAtHighLatency) {
+  // One ring flow carries 2(N-1)/N S = 1 MB (N = 2, S = 1 MB); window 64 KB over RTT 2*10 ms -> 3.2 MB/s,
+  // slower than the 0.5 * 100 MB/s link.
+  ExchangeParams p = Hand();
+  p.window_bytes = 64e3;
+  const Conditions c{2, 0, kMB, 100 * kMB, 10e-3};
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, p, c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->window_s, kMB * 20e-3 / 64e3);
+  EXPECT_DOUBLE_EQ(t->seconds, 2 * 10e-3 + 2e-4 + t->window_s);
+  EXPECT_EQ(t->bound, Bound::kWindow);
+  // No latency, no window limit.
+  Conditions no_delay = c;
+  no_delay.latency_s = 0;
+  EXPECT_EQ(PredictCollective(Topology::kRing, p, no_delay)->window_s, 0);
+}
+
+TEST(CollectiveTest, CpuCeilingBindsOnFastLinksAndScalesWithSpeedup) {
+  // ps-1, N = 8, S = 100 MB: N*S = 800 MB on a 3.125 GB/s link (0.256 s at efficiency 1) but the server's
+  // CPU moves 0.7 GB/s (1.14 s).
+  ExchangeParams p{0, 1, 0, 0.7e9};
+  Conditions c{8, 0, 100 * kMB, 3.125e9, 5e-6};
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kPsOne, p, c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->bound, Bound::kCpu);
+  EXPECT_DOUBLE_EQ(t->cpu_s, 800 * kMB / 0.7e9);
+  c.cpu_speedup = 10;
+  t = PredictCollective(Topology::kPsOne, p, c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->bound, Bound::kLink);
+  EXPECT_DOUBLE_EQ(t->link_s, 800 * kMB / 3.125e9);
+}
+
+TEST(CollectiveTest, LatencyBindsSmallCollectives) {
+  const Conditions c{16, 0, 1e3, 12.5 * kMB, 1e-3};
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, Hand(), c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->bound, Bound::kLatency);
+  EXPECT_DOUBLE_EQ(t->latency_s, 30e-3);
+}
+
+TEST(CollectiveTest, RejectsBadInput) {
+  const Conditions good{2, 0, kMB, kMB};
+  ExchangeParams faster_than_wire = Hand();
+  faster_than_wire.efficiency = 1.2;
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, faster_than_wire, good);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("efficiency"), std::string::npos) << t.status();
+  ExchangeParams negative = Hand();
+  negative.software_s = -1;
+  EXPECT_FALSE(PredictCollective(Topology::kRing, negative, good).ok());
+  Conditions no_servers = good;
+  t = PredictCollective(Topology::kPsDedicated, Hand(), no_servers);
+  EXPECT_NE(t.status().message().find("servers"), std::string::npos) << t.status();
+  Conditions zero_nodes = good;
+  zero_nodes.nodes = 0;
+  EXPECT_FALSE(PredictCollective(Topology::kRing, Hand(), zero_nodes).ok());
+  Conditions nan_latency = good;
+  nan_latency.latency_s = NAN;
+  EXPECT_FALSE(PredictCollective(Topology::kRing, Hand(), nan_latency).ok());
+}
+
+TEST(CollectiveTest, NamesRoundTrip) {
+  for (Topology t : AllTopologies()) EXPECT_EQ(*ParseTopology(TopologyName(t)), t);
+  absl::StatusOr<Topology> bad = ParseTopology("allgather");
+  EXPECT_NE(bad.status().message().find("ps-colocated"), std::string::npos) << bad.status();
+  EXPECT_EQ(BoundName(Bound::kWindow), "window");
+}
+
+}  // namespace
+}  // namespace psring::bench::model

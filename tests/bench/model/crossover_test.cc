@@ -1,0 +1,80 @@
+#include "bench/model/crossover.h"
+
+#include "bench/model/crossover_svg.h"
+#include "gtest/gtest.h"
+#include "tests/bench/model/synthetic_runs.h"
+#include "tests/bench/svg_checks.h"
+
+namespace psring::bench::model {
+namespace {
+
+// Ring against a co-located PS at half the link's efficiency; ps-1 and ps-dedicated far behind. At N = 8 and
+// S = 1 MB the ring pays 14 hops and 1.75 MB over the link, the PS 2 hops and 1.75 MB at half the rate: the
+// PS wins once 12 L > 1.75 MB / B, i.e. at high latency on fast links.
+proto::CostModelFile RingVersusPs() {
+  return ModelFileOf({{0, 1, 0, 0}, {0, 0.01, 0, 0}, {0, 0.5, 0, 0}, {0, 0.01, 0, 0}});
+}
+
+TEST(CrossoverTest, LinkLatencyMapFindsBothRegions) {
+  absl::StatusOr<std::vector<double>> links = LogSpaced(1e9 / 8, 400e9 / 8, 12);
+  absl::StatusOr<std::vector<double>> latencies = LogSpaced(1e-6, 1e-2, 9);
+  ASSERT_TRUE(links.ok() && latencies.ok());
+  EXPECT_DOUBLE_EQ(links->back(), 50e9);
+  absl::StatusOr<CrossoverMap> map =
+      LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1e6), {8, 2}, *links, *latencies);
+  ASSERT_TRUE(map.ok()) << map.status();
+  ASSERT_EQ(map->cells.size(), 12u * 9u);
+  // 400 Gbit/s: 1.75 MB / B = 35 us, so the PS wins above L = 2.9 us.
+  EXPECT_EQ(map->At(11, 0).winner, 0);  // 1 us: ring
+  EXPECT_EQ(map->At(11, 8).winner, 2);  // 10 ms: ps-colocated
+  EXPECT_EQ(map->At(11, 8).winner_bound, Bound::kLatency);
+  // 1 Gbit/s, 1 us: the ring by nearly 2x (bandwidth).
+  EXPECT_EQ(map->At(0, 0).winner, 0);
+  EXPECT_NEAR(map->At(0, 0).margin, 1, 0.01);
+  EXPECT_EQ(map->At(0, 0).step_s.size(), 4u);
+}
+
+TEST(CrossoverTest, NodesLinkMap) {
+  absl::StatusOr<CrossoverMap> map =
+      NodesLinkMap(RingVersusPs(), FlatStep(0, 0, 1e6), {8, 2, 0, 0, 1e-3}, {2, 4, 8, 16, 64}, {12.5e6, 125e6, 3.125e9});
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->cells.size(), 15u);
+  // N = 2: the ring's 2 hops equal the PS's; the ring wins on bandwidth. N = 64 at 25 Gbit/s: latency.
+  EXPECT_EQ(map->At(0, 2).winner, 0);
+  EXPECT_EQ(map->At(4, 2).winner, 2);
+}
+
+TEST(CrossoverTest, Errors) {
+  EXPECT_FALSE(LogSpaced(0, 1, 5).ok());
+  EXPECT_FALSE(LogSpaced(1, 10, 1).ok());
+  EXPECT_FALSE(LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1), {8, 2}, {}, {1e-3}).ok());
+  EXPECT_FALSE(LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1), {8, 2}, {2, 1}, {1e-3}).ok());
+}
+
+TEST(CrossoverTest, SvgHasCellsLegendTitleAndPointsInside) {
+  absl::StatusOr<CrossoverMap> map = LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1e6), {8, 2},
+                                                    *LogSpaced(1e9 / 8, 400e9 / 8, 12), *LogSpaced(1e-6, 1e-2, 9));
+  ASSERT_TRUE(map.ok()) << map.status();
+  const std::vector<MeasuredPoint> measured = {
+      {10e9 / 8, 1e-3, Topology::kPsColocated},  // inside
+      {100e6 / 8, 5e-3, Topology::kRing},        // 100 Mbit/s: left of the map
+      {25e9 / 8, 1, Topology::kRing},            // 1 s: above it
+  };
+  const std::string svg = RenderCrossoverSvg(*map,
+                                             "resnet50 & co, N = 8", "model of testhost, 2026-12-01", measured);
+  std::string why;
+  EXPECT_TRUE(WellFormed(svg, &why)) << why;
+  EXPECT_EQ(Count(svg, "class=\"cell\""), 12 * 9);
+  EXPECT_EQ(Count(svg, "class=\"point\""), 1);
+  EXPECT_NE(svg.find("MODEL, not measured: resnet50 &amp; co, N = 8"), std::string::npos);
+  for (const char* name : {"ring", "ps-1", "ps-colocated", "ps-dedicated", "tie (within 2 %)"}) {
+    EXPECT_NE(svg.find(std::string(">") + name + "</text>"), std::string::npos) << name;
+  }
+  EXPECT_NE(svg.find(">400 Gbit/s</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">10 ms</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">1 us</text>"), std::string::npos);
+  EXPECT_EQ(Count(svg, "class=\"legend\""), 5);
+}
+
+}  // namespace
+}  // namespace psring::bench::model

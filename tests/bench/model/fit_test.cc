@@ -1,0 +1,99 @@
+#include "bench/model/fit.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "tests/bench/model/synthetic_runs.h"
+
+namespace psring::bench::model {
+namespace {
+
+TEST(FitTest, RecoversKnownParametersOfEveryExchange) {
+  const std::vector<MeasuredRun> runs = SyntheticRuns();
+  for (Topology topology : AllTopologies()) {
+    SCOPED_TRACE(TopologyName(topology));
+    absl::StatusOr<ExchangeFit> fit = FitExchange(topology, runs);
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    const ExchangeParams truth = TruthFor(topology);
+    EXPECT_NEAR(fit->params.software_s / truth.software_s, 1, 1e-3);
+    EXPECT_NEAR(fit->params.efficiency / truth.efficiency, 1, 1e-4);
+    EXPECT_NEAR(fit->params.window_bytes / truth.window_bytes, 1, 1e-3);
+    EXPECT_NEAR(fit->params.cpu_bytes_per_second / truth.cpu_bytes_per_second, 1, 1e-3);
+    EXPECT_LT(fit->max_abs_rel_error, 1e-4);
+    EXPECT_FALSE(fit->efficiency.at_bound);
+    EXPECT_GE(fit->efficiency.std_error, 0);
+    EXPECT_LT(fit->efficiency.std_error, 1e-3);
+    EXPECT_EQ(fit->runs, 76);  // 3 N x 3 S x 2 links x 4 latencies + 4 loopback
+  }
+}
+
+TEST(FitTest, ALimitThatNeverBindsIsNone) {
+  // Without latency no window binds, without loopback runs no CPU ceiling: both are fitted as none (0).
+  std::vector<MeasuredRun> runs;
+  for (const MeasuredRun& run : SyntheticRuns()) {
+    if (run.conditions.latency_s == 0 && run.conditions.link_bytes_per_second > 0) runs.push_back(run);
+  }
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kRing, runs);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->params.window_bytes, 0);
+  EXPECT_TRUE(fit->window_bytes.at_bound);
+  EXPECT_LT(fit->window_bytes.std_error, 0);  // not determined
+  EXPECT_EQ(fit->params.cpu_bytes_per_second, 0);
+  EXPECT_TRUE(fit->cpu_bytes_per_second.at_bound);
+  EXPECT_NEAR(fit->params.efficiency, 0.95, 1e-4);
+}
+
+TEST(FitTest, NoFitIsFasterThanTheWire) {
+  // Measured times 20 % under the model at efficiency 0.95: faster than the link could carry them.
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, SyntheticRuns(0.8));
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->params.efficiency, 1);
+  EXPECT_TRUE(fit->efficiency.at_bound);
+  EXPECT_GT(fit->max_abs_rel_error, 0.05);  // and the error says the data did not fit
+}
+
+TEST(FitTest, Errors) {
+  // Only loopback runs: no link efficiency to fit.
+  std::vector<MeasuredRun> loopback;
+  for (const MeasuredRun& run : SyntheticRuns()) {
+    if (run.conditions.link_bytes_per_second == 0) loopback.push_back(run);
+  }
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kRing, loopback);
+  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fit.status().message().find("--link"), std::string::npos) << fit.status();
+
+  std::vector<MeasuredRun> runs = SyntheticRuns();
+  runs[3].seconds = 0;
+  fit = FitExchange(Topology::kRing, runs);
+  EXPECT_NE(fit.status().message().find("calibration run 3"), std::string::npos) << fit.status();
+  runs = SyntheticRuns();
+  runs[0].conditions.cpu_speedup = 2;
+  EXPECT_FALSE(FitExchange(Topology::kRing, runs).ok());
+  // A model needs every exchange.
+  runs.clear();
+  for (const MeasuredRun& run : SyntheticRuns()) {
+    if (run.topology != Topology::kPsDedicated) runs.push_back(run);
+  }
+  absl::StatusOr<proto::CostModelFile> file = FitModel(runs, {"host", "2026-12-01", ""});
+  EXPECT_NE(file.status().message().find("ps-dedicated"), std::string::npos) << file.status();
+}
+
+TEST(FitTest, FileHoldsParametersErrorsAndCoverage) {
+  absl::StatusOr<proto::CostModelFile> file = FitModel(SyntheticRuns(), {"box", "2026-12-01", "synthetic"});
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->exchanges_size(), 4);
+  const proto::ExchangeModel& ring = file->exchanges(0);
+  EXPECT_EQ(ring.exchange(), "ring");
+  EXPECT_NEAR(ring.efficiency().value(), 0.95, 1e-4);
+  EXPECT_TRUE(ring.efficiency().has_std_error());
+  EXPECT_LT(ring.max_abs_rel_error(), 1e-4);
+  EXPECT_EQ(ring.coverage().link_bytes_per_second_size(), 3);  // 0 (loopback), 100 Mbit/s, 1 Gbit/s
+  EXPECT_EQ(ring.coverage().latency_s_size(), 4);
+  EXPECT_EQ(ring.coverage().nodes_size(), 3);
+  EXPECT_EQ(ring.coverage().bytes_size(), 4);
+  EXPECT_EQ(file->exchanges(3).coverage().servers(0), 2);
+  EXPECT_EQ(file->host(), "box");
+}
+
+}  // namespace
+}  // namespace psring::bench::model

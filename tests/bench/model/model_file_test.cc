@@ -1,0 +1,89 @@
+#include "bench/model/model_file.h"
+
+#include <cstdio>
+
+#include "bench/model/fit.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "tests/bench/model/synthetic_runs.h"
+#include "tests/testing/temp_dir.h"
+
+namespace psring::bench::model {
+namespace {
+
+// Fitted once (a fit takes about a second).
+const proto::CostModelFile& Fitted() {
+  static const proto::CostModelFile* const file = [] {
+    absl::StatusOr<proto::CostModelFile> fitted = FitModel(SyntheticRuns(), {"box", "2026-12-01", "synthetic"});
+    EXPECT_TRUE(fitted.ok()) << fitted.status();
+    return new proto::CostModelFile(fitted.ok() ? *fitted : proto::CostModelFile());
+  }();
+  return *file;
+}
+
+// The error of parsing `file` after `edit`, which must be kInvalidArgument and mention every `words`.
+void ExpectRejected(const std::function<void(proto::CostModelFile*)>& edit, std::vector<std::string> words) {
+  proto::CostModelFile file = Fitted();
+  edit(&file);
+  const absl::Status status = ValidateModelFile(file);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  for (const std::string& w : words) EXPECT_NE(status.message().find(w), std::string::npos) << status;
+  EXPECT_NE(status.message().find("recalibrate"), std::string::npos) << status;
+}
+
+TEST(ModelFileTest, JsonRoundTrip) {
+  const proto::CostModelFile file = Fitted();
+  absl::StatusOr<std::string> json = ModelFileJson(file);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_NE(json->find("\"cpu_bytes_per_second\""), std::string::npos) << *json;
+  absl::StatusOr<proto::CostModelFile> back = ParseModelFile(*json, "model.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(file, *back));
+  absl::StatusOr<ExchangeParams> ps1 = ParamsOf(*back, Topology::kPsOne);
+  ASSERT_TRUE(ps1.ok()) << ps1.status();
+  EXPECT_NEAR(ps1->efficiency, 0.9, 1e-4);
+}
+
+TEST(ModelFileTest, WriteAndRead) {
+  const std::string path = testing::FreshTempPath("model_file_test.json");
+  ASSERT_TRUE(WriteModelFile(path, Fitted()).ok());
+  absl::StatusOr<proto::CostModelFile> read = ReadModelFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->date(), "2026-12-01");
+  std::remove(path.c_str());
+  read = ReadModelFile(path);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(read.status().message().find("//bench:calibrate"), std::string::npos) << read.status();
+}
+
+TEST(ModelFileTest, RejectsWhatCannotBeTrusted) {
+  ExpectRejected([](proto::CostModelFile* f) { f->set_version(kModelFileVersion + 1); }, {"version", "2"});
+  ExpectRejected([](proto::CostModelFile* f) { f->clear_version(); }, {"version", "missing"});
+  ExpectRejected([](proto::CostModelFile* f) { f->clear_host(); }, {"host"});
+  ExpectRejected([](proto::CostModelFile* f) { f->clear_date(); }, {"date"});
+  ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges()->RemoveLast(); },
+                 {"ps-dedicated", "missing"});
+  ExpectRejected([](proto::CostModelFile* f) { *f->add_exchanges() = f->exchanges(0); }, {"ring", "twice"});
+  ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(1)->set_exchange("ps-2"); },
+                 {"unknown exchange 'ps-2'"});
+  ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(0)->mutable_software_s()->set_value(-1e-6); },
+                 {"ring.software_s", ">= 0"});
+  ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(2)->mutable_efficiency()->set_value(1.3); },
+                 {"ps-colocated.efficiency", "(0, 1]"});
+  ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(3)->clear_window_bytes(); },
+                 {"ps-dedicated.window_bytes", "missing"});
+  ExpectRejected(
+      [](proto::CostModelFile* f) { f->mutable_exchanges(1)->mutable_cpu_bytes_per_second()->set_value(NAN); },
+      {"ps-1.cpu_bytes_per_second"});
+}
+
+TEST(ModelFileTest, ParseErrorsNameTheFile) {
+  absl::StatusOr<proto::CostModelFile> bad = ParseModelFile("{\"version\": 1, \"colour\": 3}", "/tmp/m.json");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("/tmp/m.json"), std::string::npos) << bad.status();
+  bad = ParseModelFile("{\"version\": 1, \"host\": \"h\", \"date\": \"d\"}", "m.json");
+  EXPECT_NE(bad.status().message().find("ring"), std::string::npos) << bad.status();
+}
+
+}  // namespace
+}  // namespace psring::bench::model

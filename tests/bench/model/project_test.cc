@@ -1,0 +1,68 @@
+#include "bench/model/project.h"
+
+#include "gtest/gtest.h"
+#include "tests/bench/model/synthetic_runs.h"
+
+namespace psring::bench::model {
+namespace {
+
+// No latency, software or window terms: only links (and a CPU ceiling where given).
+proto::CostModelFile LinksOnly(double ring_cpu = 0) {
+  return ModelFileOf({{0, 1, 0, ring_cpu}, {0, 1, 0, 0}, {0, 0.5, 0, 0}, {0, 1, 0, 0}});
+}
+
+TEST(ProjectTest, FlatStepByHand) {
+  // N = 4, K = 2, S = 8 MB flat after 0.1 + 0.2 s of compute, 10 MB/s: ring 12 MB -> 1.2 s; ps-1 32 MB ->
+  // 3.2 s; ps-colocated 12 MB at efficiency 0.5 -> 2.4 s; ps-dedicated 16 MB -> 1.6 s.
+  const Conditions target{4, 2, 0, 10e6, 0};
+  absl::StatusOr<Projection> p = Project(LinksOnly(), target, FlatStep(0.1, 0.2, 8e6));
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->exchanges.size(), 4u);
+  EXPECT_DOUBLE_EQ(p->exchanges[0].step.step_s, 0.3 + 1.2);
+  EXPECT_DOUBLE_EQ(p->exchanges[1].step.step_s, 0.3 + 3.2);
+  EXPECT_DOUBLE_EQ(p->exchanges[2].step.step_s, 0.3 + 2.4);
+  EXPECT_DOUBLE_EQ(p->exchanges[3].step.step_s, 0.3 + 1.6);
+  EXPECT_EQ(p->fastest, 0);
+  EXPECT_DOUBLE_EQ(p->margin, 1.9 / 1.5 - 1);
+  for (const ExchangeProjection& e : p->exchanges) EXPECT_EQ(e.step.bound, Bound::kLink);
+}
+
+TEST(ProjectTest, CpuCeilingCapsFastLinksAndSaysSo) {
+  // 25 Gbit/s (3.125 GB/s) but the ring's host moves 0.5 GB/s: 12 MB take 24 ms, not 3.84 ms.
+  Conditions target{4, 2, 0, 3.125e9, 5e-6};
+  absl::StatusOr<Projection> p = Project(LinksOnly(0.5e9), target, FlatStep(0, 0, 8e6));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->exchanges[0].step.bound, Bound::kCpu);
+  EXPECT_NEAR(p->exchanges[0].step.step_s, 6 * 5e-6 + 12e6 / 0.5e9, 1e-12);
+  const std::string table = FormatProjection(LinksOnly(0.5e9), target, *p, "flat 8 MB");
+  EXPECT_NE(table.find("PROJECTION (model, not measured)"), std::string::npos) << table;
+  EXPECT_NE(table.find("measured on testhost (2026-12-01)"), std::string::npos) << table;
+  EXPECT_NE(table.find("25 Gbit/s"), std::string::npos) << table;
+  EXPECT_NE(table.find("5 us"), std::string::npos) << table;
+  EXPECT_NE(table.find("cpu"), std::string::npos) << table;
+  EXPECT_NE(table.find("0.50 GB/s"), std::string::npos) << table;
+  // A host 10x faster: the link binds again, and the table names the speedup.
+  target.cpu_speedup = 10;
+  p = Project(LinksOnly(0.5e9), target, FlatStep(0, 0, 8e6));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->exchanges[0].step.bound, Bound::kLink);
+  EXPECT_NE(FormatProjection(LinksOnly(0.5e9), target, *p, "x").find("cpu_speedup 10"), std::string::npos);
+}
+
+TEST(ProjectTest, Errors) {
+  proto::CostModelFile missing = LinksOnly();
+  missing.mutable_exchanges()->RemoveLast();
+  EXPECT_EQ(Project(missing, {4, 2, 0, 1e6}, FlatStep(0, 0, 1)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(Project(LinksOnly(), {4, 0, 0, 1e6}, FlatStep(0, 0, 1)).ok());  // ps-dedicated without K
+}
+
+TEST(ProjectTest, Units) {
+  EXPECT_EQ(FormatLinkRate(12.5e6), "100 Mbit/s");
+  EXPECT_EQ(FormatLinkRate(50e9), "400 Gbit/s");
+  EXPECT_EQ(FormatLinkRate(0), "unlimited");
+  EXPECT_EQ(FormatLatency(1e-6), "1 us");
+  EXPECT_EQ(FormatLatency(0.01), "10 ms");
+}
+
+}  // namespace
+}  // namespace psring::bench::model

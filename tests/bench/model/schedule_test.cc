@@ -1,0 +1,70 @@
+#include "bench/model/schedule.h"
+
+#include "gtest/gtest.h"
+
+namespace psring::bench::model {
+namespace {
+
+// ring at N = 2 on a 1 MB/s link, no latency or software: x = S/B (2(N-1)/N = 1), easy to schedule by hand.
+const ExchangeParams kParams{0};
+const Conditions kTwoNodes{2, 0, 0, 1e6};
+
+TEST(ScheduleTest, FlatIsForwardBackwardExchange) {
+  absl::StatusOr<StepTime> t = PredictStep(Topology::kRing, kParams, kTwoNodes, FlatStep(0.1, 0.2, 0.5e6));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->step_s, 0.1 + 0.2 + 0.5);
+  EXPECT_DOUBLE_EQ(t->exposed_s, 0.5);
+  EXPECT_EQ(t->bound, Bound::kLink);
+}
+
+TEST(ScheduleTest, BucketsWaitForBackwardAndForTheStream) {
+  // r = 0.1, 0.15, 0.4 (backward 0.4); x = 0.2, 0.1, 0.05:
+  // e1 = 0.1 + 0.2 = 0.3; e2 = max(0.15, 0.3) + 0.1 = 0.4; e3 = max(0.4, 0.4) + 0.05 = 0.45.
+  const StepShape shape{0.05, 0.4, {{0.1, 0.2e6}, {0.15, 0.1e6}, {0.4, 0.05e6}}};
+  absl::StatusOr<StepTime> t = PredictStep(Topology::kRing, kParams, kTwoNodes, shape);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->buckets.size(), 3u);
+  EXPECT_DOUBLE_EQ(t->buckets[0].end_s, 0.3);
+  EXPECT_DOUBLE_EQ(t->buckets[1].start_s, 0.3);
+  EXPECT_DOUBLE_EQ(t->buckets[1].end_s, 0.4);
+  EXPECT_DOUBLE_EQ(t->buckets[2].end_s, 0.45);
+  EXPECT_DOUBLE_EQ(t->step_s, 0.05 + 0.45);
+  EXPECT_DOUBLE_EQ(t->exchange_s, 0.35);
+  EXPECT_NEAR(t->exposed_s, 0.05, 1e-12);
+}
+
+TEST(ScheduleTest, HiddenExchangeIsComputeBound) {
+  const StepShape shape{0.05, 1.0, {{0.1, 0.2e6}, {0.5, 0.2e6}}};
+  absl::StatusOr<StepTime> t = PredictStep(Topology::kRing, kParams, kTwoNodes, shape);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->step_s, 1.05);
+  EXPECT_EQ(t->exposed_s, 0);
+  EXPECT_EQ(t->bound, Bound::kCompute);
+}
+
+TEST(ScheduleTest, EveryTermChargedPerBucket) {
+  // Four buckets, each paying 2 hops of 1 ms and 4 messages of 0.1 ms (ps-1 at N = 2): 4 * 2.4 ms of fixed
+  // cost, not once per step. Tiny buckets: latency binds.
+  const ExchangeParams p{1e-4};
+  Conditions c = kTwoNodes;
+  c.latency_s = 1e-3;
+  const StepShape shape{0, 0.01, {{0.01, 10}, {0.01, 10}, {0.01, 10}, {0.01, 10}}};
+  absl::StatusOr<StepTime> t = PredictStep(Topology::kPsOne, p, c, shape);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(t->exchange_s, 4 * (2.4e-3 + 20 / 1e6), 1e-12);
+  EXPECT_EQ(t->bound, Bound::kLatency);
+}
+
+TEST(ScheduleTest, RejectsBadShapes) {
+  const StepShape late{0, 0.1, {{0.2, 1}}};
+  absl::StatusOr<StepTime> t = PredictStep(Topology::kRing, kParams, kTwoNodes, late);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("non-decreasing"), std::string::npos) << t.status();
+  const StepShape unordered{0, 0.3, {{0.2, 1}, {0.1, 1}}};
+  EXPECT_FALSE(PredictStep(Topology::kRing, kParams, kTwoNodes, unordered).ok());
+  const StepShape negative{-1, 0.3, {}};
+  EXPECT_FALSE(PredictStep(Topology::kRing, kParams, kTwoNodes, negative).ok());
+}
+
+}  // namespace
+}  // namespace psring::bench::model
