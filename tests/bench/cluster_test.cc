@@ -2,6 +2,7 @@
 
 #include "common/subprocess.h"
 
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #include <signal.h>
@@ -9,11 +10,13 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tools/cpp/runfiles/runfiles.h"
 
 namespace psring::bench {
 namespace {
@@ -39,6 +42,98 @@ TEST(ClusterTest, ParsesLinkRates) {
   EXPECT_DOUBLE_EQ(*ParseLinkRate("12345"), 12345);
   EXPECT_FALSE(ParseLinkRate("fast").ok());
   EXPECT_FALSE(ParseLinkRate("100mbps").ok());
+}
+
+TEST(ClusterTest, ParsesLatencies) {
+  EXPECT_DOUBLE_EQ(*ParseLatency(""), 0);
+  EXPECT_DOUBLE_EQ(*ParseLatency("0"), 0);
+  EXPECT_DOUBLE_EQ(*ParseLatency("5ms"), 0.005);
+  EXPECT_DOUBLE_EQ(*ParseLatency("250us"), 250e-6);
+  EXPECT_FALSE(ParseLatency("5").ok());       // no unit
+  EXPECT_FALSE(ParseLatency("-1ms").ok());
+  EXPECT_FALSE(ParseLatency("fast").ok());
+  EXPECT_FALSE(ParseLatency("1h").ok());      // beyond 10 s
+}
+
+TEST(ClusterTest, ParsesDelayCounters) {
+  auto c = ParseDelayCounters("packets=120 late_over_100us=7 late_over_1ms=2 max_late_us=1500 max_held=14\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->packets, 120);
+  EXPECT_EQ(c->late_over_100us, 7);
+  EXPECT_EQ(c->late_over_1ms, 2);
+  EXPECT_EQ(c->max_late_us, 1500);
+  EXPECT_FALSE(ParseDelayCounters("packets=1").ok());
+  EXPECT_FALSE(ParseDelayCounters("").ok());
+}
+
+TEST(ClusterTest, RejectsAnUnknownLatencyMethod) {
+  ClusterOptions options;
+  options.hosts = 2;
+  options.family = kFamily;
+  options.latency = "1ms";
+  options.latency_method = "magic";
+  EXPECT_EQ(EmulatedCluster::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+std::string NetdelayPath() {
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));
+  return runfiles == nullptr ? "" : runfiles->Rlocation("psring/bench/netdelay");
+}
+
+// Two hosts of the test family, namespaces required, with `latency` made by the delay program in runfiles.
+ClusterOptions TwoHosts(const std::string& latency) {
+  ClusterOptions options;
+  options.hosts = 2;
+  options.link = "100mbit";
+  options.latency = latency;
+  options.delay_program = NetdelayPath();
+  options.family = kFamily;
+  options.allow_loopback_fallback = false;
+  return options;
+}
+
+// The acceptance of the emulated latency: a TCP connection between two hosts sees the configured RTT (2 x the
+// one-way latency) within 10 %, and a stream still gets the link's rate.
+TEST(ClusterTest, TcpSeesTheConfiguredRoundTrip) {
+  if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
+  const ClusterOptions options = TwoHosts("5ms");
+  auto cluster = EmulatedCluster::Create(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_DOUBLE_EQ((*cluster)->latency_seconds(), 0.005);
+  EXPECT_FALSE((*cluster)->latency_method().empty());
+  auto rtt = (*cluster)->MeasureRtt(0, 1);
+  ASSERT_TRUE(rtt.ok()) << rtt.status();
+  EXPECT_NEAR(*rtt, 0.010, 0.001) << "TCP round trip " << *rtt * 1e3 << " ms via " << (*cluster)->latency_method();
+  auto rate = (*cluster)->MeasureStream(1, 0, 8 << 20);
+  ASSERT_TRUE(rate.ok()) << rate.status();
+  EXPECT_GT(*rate, 0.85 * 12.5e6) << "a stream at 5 ms latency should still fill most of 100 Mbit/s";
+  if ((*cluster)->latency_method() == "nfqueue") {
+    auto counters = (*cluster)->ReadDelayCounters();
+    ASSERT_TRUE(counters.ok()) << counters.status();
+    // Written every 100 ms: at least the round trips of the RTT measurement are counted by now or soon.
+    EXPECT_GE(counters->packets, 0);
+  }
+  // Without latency the same path is fast: what the test measured above is the emulated latency.
+  ASSERT_TRUE((*cluster)->Destroy().ok());
+  ClusterOptions plain = options;
+  plain.latency = "";
+  auto fast = EmulatedCluster::Create(plain);
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  auto fast_rtt = (*fast)->MeasureRtt(0, 1);
+  ASSERT_TRUE(fast_rtt.ok()) << fast_rtt.status();
+  EXPECT_LT(*fast_rtt, 0.002);
+}
+
+TEST(ClusterTest, NfqueueLatencyWithoutTheDelayProgramIsAClearError) {
+  if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
+  ClusterOptions options = TwoHosts("1ms");
+  options.latency_method = "nfqueue";
+  options.delay_program = "/nonexistent/netdelay";
+  auto cluster = EmulatedCluster::Create(options);
+  ASSERT_FALSE(cluster.ok());
+  EXPECT_NE(cluster.status().message().find("//bench:netdelay"), std::string::npos) << cluster.status();
 }
 
 TEST(ClusterTest, RunCommandReportsStderr) {
@@ -80,10 +175,18 @@ TEST(ClusterTest, CreatesShapedHostsAndRemovesThem) {
   auto bridge_qdisc = RunCommand({"ip", "netns", "exec", bridge, FindExecutable("tc"), "qdisc", "show", "dev", "h2"});
   ASSERT_TRUE(bridge_qdisc.ok()) << bridge_qdisc.status();
   EXPECT_NE(bridge_qdisc->find("tbf"), std::string::npos) << *bridge_qdisc;
-  // Reachability: a stream from host 0 to host 2 through the bridge.
+  // Reachability: a stream from host 0 to host 2 through the bridge, seen by both hosts' link counters.
+  auto before = (*cluster)->AllHostLinkBytes();
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(before->size(), 3u);
   auto rate = (*cluster)->MeasureStream(0, 2, 1 << 20);
   ASSERT_TRUE(rate.ok()) << rate.status();
   EXPECT_GT(*rate, 0);
+  auto after = (*cluster)->AllHostLinkBytes();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_GE((*after)[0].first - (*before)[0].first, 1 << 20);   // host 0 sent the megabyte
+  EXPECT_GE((*after)[2].second - (*before)[2].second, 1 << 20); // host 2 received it
+  EXPECT_LT((*after)[1].second - (*before)[1].second, 1 << 16); // host 1 saw none of it
 
   ASSERT_TRUE((*cluster)->Destroy().ok());
   for (const auto& name : names) EXPECT_FALSE(NamespaceExists(name)) << name;
@@ -146,7 +249,7 @@ TEST(ClusterTest, FallsBackToLoopbackWithoutCapNetAdmin) {
     return;
   }
   int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);  // not inherited by the cluster's own children
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -169,7 +272,7 @@ TEST(ClusterTest, FallsBackToLoopbackWithoutCapNetAdmin) {
 TEST(ClusterTest, SigtermRemovesTheNamespaces) {
   if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
   int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);  // not inherited by the cluster's own children
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {

@@ -1,0 +1,78 @@
+#include "bench/probes.h"
+
+#include <atomic>
+
+#include "gtest/gtest.h"
+
+namespace psring::bench {
+namespace {
+
+TEST(ProbesTest, ParsesProcStat) {
+  // user nice system idle iowait irq softirq steal guest guest_nice
+  auto t = ParseProcStat("cpu  100 5 50 800 40 3 2 0 7 0\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 1\n");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->busy, 100u + 5 + 50 + 3 + 2 + 0);
+  EXPECT_EQ(t->total, t->busy + 800 + 40);
+  EXPECT_FALSE(ParseProcStat("cpu0 1 2 3 4 5 6 7 8\n").ok());
+  EXPECT_FALSE(ParseProcStat("cpu  1 2 x 4 5 6 7 8\n").ok());
+  EXPECT_FALSE(ParseProcStat("cpu  1 2 3\n").ok());
+}
+
+TEST(ProbesTest, BusyFractionBetweenReadings) {
+  EXPECT_DOUBLE_EQ(BusyFraction({100, 1000}, {190, 1100}), 0.9);
+  EXPECT_DOUBLE_EQ(BusyFraction({100, 1000}, {100, 1000}), -1);  // no time passed
+}
+
+TEST(ProbesTest, ABusyBoxWithAnIdleLinkIsEmulatorBound) {
+  BoundVerdict v = ClassifyRun({0.97, 0.55, 0, 0});
+  EXPECT_TRUE(v.emulator_bound);
+  EXPECT_NE(v.reason.find("97%"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("55%"), std::string::npos) << v.reason;
+}
+
+TEST(ProbesTest, AFullLinkOrASpareCoreIsTheNetwork) {
+  EXPECT_FALSE(ClassifyRun({0.99, 0.93, 0, 0}).emulator_bound);  // link-bound, however busy the box
+  EXPECT_FALSE(ClassifyRun({0.60, 0.20, 0, 0}).emulator_bound);  // latency-bound: CPU to spare
+  EXPECT_FALSE(ClassifyRun({-1, 0.20, 0, 0}).emulator_bound);    // unknown CPU: no verdict
+  EXPECT_FALSE(ClassifyRun({0.95, -1, 0, 0}).emulator_bound);    // unknown link: no verdict
+  // At the thresholds themselves.
+  EXPECT_TRUE(ClassifyRun({kSaturatedCpu, kLinkUsed - 0.01, 0, 0}).emulator_bound);
+  EXPECT_FALSE(ClassifyRun({kSaturatedCpu - 0.01, 0.1, 0, 0}).emulator_bound);
+  EXPECT_FALSE(ClassifyRun({0.99, kLinkUsed, 0, 0}).emulator_bound);
+}
+
+TEST(ProbesTest, LateDelayedPacketsMakeARunEmulatorBound) {
+  EXPECT_TRUE(ClassifyRun({0.5, 0.95, 1000, 10}).emulator_bound);  // 1 %
+  EXPECT_FALSE(ClassifyRun({0.5, 0.95, 1000, 9}).emulator_bound);
+  BoundVerdict both = ClassifyRun({0.99, 0.1, 1000, 500});
+  EXPECT_TRUE(both.emulator_bound);
+  EXPECT_NE(both.reason.find("; "), std::string::npos) << both.reason;
+}
+
+TEST(ProbesTest, SamplerReadsCountersOverAWindow) {
+  std::atomic<int64_t> bytes{0};
+  RunSampler sampler(
+      [&] {
+        return std::vector<int64_t>{bytes.load(), 2 * bytes.load()};
+      },
+      absl::Milliseconds(5));
+  const absl::Time start = absl::Now();
+  absl::SleepFor(absl::Milliseconds(30));
+  bytes = 1000;
+  absl::SleepFor(absl::Milliseconds(30));
+  const absl::Time end = absl::Now();
+  sampler.Stop();
+  sampler.Stop();  // idempotent
+  const std::vector<int64_t> deltas = sampler.CounterDeltas(start, end);
+  ASSERT_EQ(deltas.size(), 2u);
+  EXPECT_EQ(deltas[0], 1000);
+  EXPECT_EQ(deltas[1], 2000);
+  const double busy = sampler.BusyFraction(start, end);
+  EXPECT_GE(busy, 0);
+  EXPECT_LE(busy, 1);
+  // A window before any sample is unknown.
+  EXPECT_EQ(sampler.BusyFraction(start - absl::Hours(2), start - absl::Hours(1)), -1);
+}
+
+}  // namespace
+}  // namespace psring::bench
