@@ -209,12 +209,13 @@ std::string RenderSvg(const Figure& figure) {
         if (Valid(panel.x_scale, x) && Valid(panel.y_scale, y)) pts.push_back({px(x), py(y)});
       }
       if (pts.empty()) continue;
-      if (s.style == Style::kMarkers) {
+      if (s.style == Style::kMarkers || s.style == Style::kHollowMarkers) {
+        const bool hollow = s.style == Style::kHollowMarkers;
         for (auto [x, y] : pts) {
           absl::StrAppendFormat(&svg,
-                                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\" stroke=\"white\" "
-                                "stroke-width=\"1\"/>\n",
-                                x, y, s.color);
+                                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\" stroke=\"%s\" "
+                                "stroke-width=\"%d\"/>\n",
+                                x, y, hollow ? "white" : s.color, hollow ? s.color : "white", hollow ? 2 : 1);
         }
       } else {
         std::string path;
@@ -236,6 +237,11 @@ std::string RenderSvg(const Figure& figure) {
     const double y = legend_top + (i / kLegendColumns) * kLegendRowHeight + 10;
     if (s.style == Style::kMarkers) {
       absl::StrAppendFormat(&svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/>\n", x + 14, y, s.color);
+    } else if (s.style == Style::kHollowMarkers) {
+      absl::StrAppendFormat(&svg,
+                            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"white\" stroke=\"%s\" "
+                            "stroke-width=\"2\"/>\n",
+                            x + 14, y, s.color);
     } else {
       absl::StrAppendFormat(&svg,
                             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "

@@ -19,7 +19,8 @@
 namespace psring::bench {
 
 enum class Scale { kLinear, kLog2, kLog10 };
-enum class Style { kMarkers, kLine, kDashedLine };
+// kHollowMarkers: measured points the figure shows but does not vouch for (EMULATOR-BOUND runs).
+enum class Style { kMarkers, kHollowMarkers, kLine, kDashedLine };
 
 struct Series {
   std::string name;   // legend text ("" keeps it out of the legend)

@@ -744,18 +744,27 @@ class FigureBuilder {
   void AddMeasured(Exchange e, Panel* time, Panel* efficiency) const {
     Series step{ExchangeName(e) + " measured", ExchangeColor(e), {}, Style::kMarkers};
     Series eff = step;
+    // EMULATOR-BOUND runs as hollow markers of their own legend entry (shown, not vouched for).
+    Series bound_step{ExchangeName(e) + " EMULATOR-BOUND", ExchangeColor(e), {}, Style::kHollowMarkers};
+    Series bound_eff = bound_step;
     for (const auto& r : result_.records) {
       if (!r.ok() || r.exchange != e || r.bytes != bytes_) continue;
       // Without compute, a step that crosses no link (one node, ring or co-located) is a memory copy: no
       // point on a network plot.
       if (!compute_based_ && !CrossesLink(r)) continue;
-      step.points.push_back({static_cast<double>(r.nodes), r.step_s});
+      Series& s = r.emulator_bound ? bound_step : step;
+      Series& f = r.emulator_bound ? bound_eff : eff;
+      s.points.push_back({static_cast<double>(r.nodes), r.step_s});
       if (HasEfficiency(r.nodes)) {
-        eff.points.push_back({static_cast<double>(r.nodes), Efficiency(e, r.exchange_s, r.step_s, r.nodes)});
+        f.points.push_back({static_cast<double>(r.nodes), Efficiency(e, r.exchange_s, r.step_s, r.nodes)});
       }
     }
     time->series.push_back(step);
     efficiency->series.push_back(eff);
+    if (!bound_step.points.empty()) {
+      time->series.push_back(bound_step);
+      efficiency->series.push_back(bound_eff);
+    }
   }
 
   void AddModel(Exchange e, Panel* time, Panel* efficiency) const {
