@@ -55,7 +55,10 @@ class RingPlugin final : public ExchangePlugin {
 };
 
 // The sharded parameter server: what every placement of its shards shares (programs and flags). The
-// subclasses place the shards and count the busiest host's traffic.
+// subclasses place the shards and count the busiest host's traffic. Their terms are those of one flat step
+// and equally of one bucket of a bucketed step: the workers slice every bucket over all K shards
+// (ps/shard_layout.h), each shard taking 1/K of it, so while a bucket moves every server link carries its
+// share of it (N * S_bucket / K in, as much out), never one or two links the whole bucket.
 class PsPlugin : public ExchangePlugin {
  public:
   std::vector<Binary> binaries() const override { return {Binary::kPsServer, Binary::kPsWorker}; }
@@ -108,7 +111,7 @@ class PsOnePlugin final : public PsPlugin {
 };
 
 // K = N shards, shard i on worker host i: each host sends (N-1)/N * S of pushes and serves (N-1)/N * S of
-// pulls; its own worker is local, so N-1 remote messages each way.
+// pulls (S a step's or a bucket's bytes); its own worker is local, so N-1 remote messages each way.
 class PsColocatedPlugin final : public PsPlugin {
  public:
   Exchange id() const override { return Exchange::kPsColocated; }
@@ -121,7 +124,8 @@ class PsColocatedPlugin final : public PsPlugin {
   }
 };
 
-// K shards on hosts of their own (N..N+K-1): each server link carries N*S/K, each worker link S.
+// K shards on hosts of their own (N..N+K-1): each server link carries N*S/K, each worker link S (S a step's or
+// a bucket's bytes).
 class PsDedicatedPlugin final : public PsPlugin {
  public:
   Exchange id() const override { return Exchange::kPsDedicated; }

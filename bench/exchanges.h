@@ -13,6 +13,9 @@
 //   ps-colocated   shard i on worker host i                        N           2(N-1), 2(N-1)/N * S
 //   ps-dedicated   workers on 0..N-1, shards on N..N+K-1           --ps_servers  2N,   max(S, N*S/K)
 //
+// The PS terms hold per bucket as they do per flat step: every bucket is sliced over all K shards
+// (ps/shard_layout.h), so a bucket of S bytes loads the server links as a flat step of S bytes does.
+//
 // Adding an exchange: a class implementing ExchangePlugin in exchanges.cc, an Exchange value, and its entry
 // in the registry there; bench/PERFORMANCE.md 2-3 documents it.
 //
@@ -82,7 +85,9 @@ class ExchangePlugin {
 
   // busbw / algbw at N workers.
   virtual double BusFactor(int nodes) const = 0;
-  // The cost model's features of one step of S bytes with K = `servers`.
+  // The cost model's features of one step of S bytes with K = `servers`; the overlap model (bench/
+  // replay_report.cc) charges each bucket of a bucketed step with Terms of the bucket's bytes, so they must
+  // also describe what the exchange does with one bucket.
   virtual CostTerms Terms(int nodes, int servers, double bytes) const = 0;
 };
 

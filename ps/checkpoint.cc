@@ -13,7 +13,9 @@
 namespace psring::ps {
 namespace {
 
-constexpr char kMagic[8] = {'P', 'S', 'R', 'C', 'K', 'P', 'T', '1'};
+constexpr char kMagic[8] = {'P', 'S', 'R', 'C', 'K', 'P', 'T', '2'};
+// Before checkpoints recorded the element layout: no layout fields, always the flat layout.
+constexpr char kMagicWithoutLayout[8] = {'P', 'S', 'R', 'C', 'K', 'P', 'T', '1'};
 
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
@@ -68,6 +70,10 @@ absl::Status WriteShardCheckpoint(const std::string& path, const ShardCheckpoint
   RETURN_IF_ERROR(put(h.hyperparameters.lr));
   RETURN_IF_ERROR(put(h.hyperparameters.momentum));
   RETURN_IF_ERROR(put(h.hyperparameters.weight_decay));
+  RETURN_IF_ERROR(put(static_cast<uint32_t>(h.layout_buckets.size())));
+  RETURN_IF_ERROR(w.Append(h.layout_buckets.data(), h.layout_buckets.size() * sizeof(uint64_t)));
+  RETURN_IF_ERROR(put(static_cast<uint32_t>(h.layout_settings.size())));
+  RETURN_IF_ERROR(w.Append(h.layout_settings.data(), h.layout_settings.size()));
   RETURN_IF_ERROR(put(static_cast<uint32_t>(h.clocks.size())));
   RETURN_IF_ERROR(w.Append(h.clocks.data(), h.clocks.size() * sizeof(int64_t)));
   RETURN_IF_ERROR(w.Append(params.data(), params.size() * sizeof(float)));
@@ -94,7 +100,8 @@ absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path) {
   Reader r(bytes, path);
   char magic[sizeof(kMagic)];
   RETURN_IF_ERROR(r.Get(magic, sizeof(magic)));
-  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+  const bool has_layout = std::memcmp(magic, kMagic, sizeof(kMagic)) == 0;
+  if (!has_layout && std::memcmp(magic, kMagicWithoutLayout, sizeof(kMagic)) != 0) {
     return absl::DataLossError(absl::StrCat(path, " is not a psring shard checkpoint"));
   }
   uint32_t num_clocks = 0;
@@ -107,6 +114,22 @@ absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path) {
   RETURN_IF_ERROR(r.GetValue(&c.hyperparameters.lr));
   RETURN_IF_ERROR(r.GetValue(&c.hyperparameters.momentum));
   RETURN_IF_ERROR(r.GetValue(&c.hyperparameters.weight_decay));
+  if (has_layout) {
+    uint32_t num_buckets = 0;
+    RETURN_IF_ERROR(r.GetValue(&num_buckets));
+    if (num_buckets > bytes.size() / sizeof(uint64_t)) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", path, " has an inconsistent layout"));
+    }
+    c.layout_buckets.resize(num_buckets);
+    RETURN_IF_ERROR(r.Get(c.layout_buckets.data(), num_buckets * sizeof(uint64_t)));
+    uint32_t settings_bytes = 0;
+    RETURN_IF_ERROR(r.GetValue(&settings_bytes));
+    if (settings_bytes > bytes.size()) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", path, " has an inconsistent layout"));
+    }
+    c.layout_settings.resize(settings_bytes);
+    RETURN_IF_ERROR(r.Get(c.layout_settings.data(), settings_bytes));
+  }
   RETURN_IF_ERROR(r.GetValue(&num_clocks));
   // Divisions, not products: sizes from the file must not overflow into a small number and an allocation.
   if (c.end < c.begin || c.end > c.total_params || c.end - c.begin > bytes.size() / (2 * sizeof(float)) ||

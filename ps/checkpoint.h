@@ -1,9 +1,13 @@
 // Shard checkpoints: one binary file per shard, written atomically (common/atomic_file.h), so a crash leaves
 // either the previous checkpoint or the new one, never a torn file.
 //
-// Layout (little-endian): magic "PSRCKPT1", shard, num_shards, total, begin, end, version, lr, momentum,
-// weight_decay, number of ranks, their next-step clocks, params[end-begin], momentum[end-begin], then a
-// CRC-32 of everything before it.
+// Format (little-endian): magic "PSRCKPT2", shard, num_shards, total, begin, end, version, lr, momentum,
+// weight_decay, the element layout (ps/shard_layout.h: number of buckets, each bucket's element count, then
+// the length and bytes of the worker settings that chose it), number of ranks, their next-step clocks,
+// params[end-begin], momentum[end-begin], then a CRC-32 of everything before it. [begin, end) is the shard's
+// range of the layout's wire order (for the flat layout, of the flat vector).
+// Files of the older format "PSRCKPT1" (written before checkpoints recorded a layout) have no layout fields
+// and are read as the flat layout, which is the only one psring wrote then without --bucket_mb.
 #ifndef PSRING_PS_CHECKPOINT_H_
 #define PSRING_PS_CHECKPOINT_H_
 
@@ -26,6 +30,10 @@ struct ShardCheckpoint {
   uint64_t end = 0;
   uint64_t version = 0;
   trainer::SgdOptions hyperparameters;
+  // The element layout's buckets in launch order (one bucket: flat; empty when read from a "PSRCKPT1" file,
+  // which is flat too) and the worker settings that chose it ("--bucket_mb=25"), for messages.
+  std::vector<uint64_t> layout_buckets;
+  std::string layout_settings;
   std::vector<int64_t> clocks;  // per rank: the next step it pushes (async mode)
   std::vector<float> params;
   std::vector<float> momentum;
@@ -40,7 +48,8 @@ std::string ShardCheckpointPath(const std::string& dir, int shard, int num_shard
 absl::Status WriteShardCheckpoint(const std::string& path, const ShardCheckpoint& header,
                                   absl::Span<const float> params, absl::Span<const float> momentum);
 
-// kNotFound when there is no file; kDataLoss when it is truncated, corrupt or inconsistent.
+// kNotFound when there is no file; kDataLoss when it is truncated, corrupt or inconsistent (the layout is
+// checked against the range by ShardCore, which knows the shard).
 absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path);
 
 }  // namespace psring::ps

@@ -179,7 +179,7 @@ absl::Status PsExchange::ForEachShard(const std::function<absl::Status(Shard*)>&
 
 absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params) {
   const std::string where = absl::StrCat("Register with shard ", shard->index, " (", shard->address, ")");
-  const ShardRange range = ComputeShardRange(params.count, shard->index, static_cast<int>(shards_.size()));
+  const ShardRange range = layout_.WireRange(shard->index);
   grpc::ClientContext context;
   const absl::Time deadline = PrepareContext(&context);
   auto stream = shard->stub->Register(&context);
@@ -193,6 +193,10 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
   header->mutable_hyperparameters()->set_momentum(options_.hyperparameters.momentum);
   header->mutable_hyperparameters()->set_weight_decay(options_.hyperparameters.weight_decay);
   header->set_offers_parameters(true);
+  if (!layout_.flat()) {
+    for (uint64_t n : layout_.buckets()) header->mutable_layout()->add_bucket_elements(n);
+  }
+  header->mutable_layout()->set_settings(layout_settings_);
   bool ok = stream->Write(request) &&
             WriteChunks<proto::RegisterRequest>(stream.get(), params.data + range.begin, range.size(),
                                                 chunk_elements_, &shard->bytes_sent);
@@ -255,12 +259,43 @@ absl::Status PsExchange::RegisterWithRetries(Shard* shard, trainer::FloatBuffer 
   }
 }
 
+absl::Status PsExchange::SetBucketPlan(const trainer::BucketPlan& plan, absl::string_view settings) {
+  if (registered_) {
+    return absl::FailedPreconditionError(
+        "SetBucketPlan after SyncInitialParameters: the servers' element layout is fixed at registration");
+  }
+  // The layout names buckets by size only: they must tile the vector from its end, in launch order.
+  size_t end = plan.total();
+  for (const trainer::FloatRange& bucket : plan.buckets()) {
+    if (bucket.count == 0 || bucket.end() != end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bucket plan: bucket [", bucket.offset, ", ", bucket.end(), ") does not end where the previous one "
+          "begins (", end, "); the parameter server takes plans in launch order, last layers first"));
+    }
+    end = bucket.offset;
+  }
+  layout_plan_ = plan.buckets();
+  layout_settings_ = std::string(settings);
+  return absl::OkStatus();
+}
+
 absl::Status PsExchange::SyncInitialParameters(trainer::FloatBuffer params) {
   RETURN_IF_ERROR(CheckBuffer(params, "params"));
   if (params.count < shards_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a model of ", params.count, " parameters cannot be split over ", shards_.size(), " shards"));
   }
+  std::vector<uint64_t> buckets;
+  size_t planned = 0;
+  for (const trainer::FloatRange& bucket : layout_plan_) {
+    buckets.push_back(bucket.count);
+    planned += bucket.count;
+  }
+  if (!layout_plan_.empty() && planned != params.count) {
+    return absl::InvalidArgumentError(absl::StrCat("the bucket plan (SetBucketPlan) covers ", planned,
+                                                   " elements but the model has ", params.count));
+  }
+  ASSIGN_OR_RETURN(layout_, ShardLayout::Create(params.count, std::move(buckets), num_shards()));
   total_params_ = params.count;
   const trainer::FloatBuffer wire = ToWire(params, &wire_params_);
   RETURN_IF_ERROR(ForEachShard([&](Shard* shard) { return RegisterWithRetries(shard, wire); }));
@@ -270,15 +305,15 @@ absl::Status PsExchange::SyncInitialParameters(trainer::FloatBuffer params) {
 }
 
 trainer::FloatBuffer PsExchange::ToWire(trainer::FloatBuffer buffer, std::vector<float>* wire) const {
-  if (!options_.reversed_wire_order) return buffer;
+  if (layout_.flat()) return buffer;
   wire->resize(buffer.count);
-  std::reverse_copy(buffer.data, buffer.data + buffer.count, wire->begin());
+  layout_.ToWire(buffer.data, wire->data());
   return trainer::FloatBuffer{wire->data(), wire->size(), trainer::MemoryKind::kHost};
 }
 
 void PsExchange::FromWire(trainer::FloatBuffer wire, trainer::FloatBuffer buffer) const {
   if (wire.data == buffer.data) return;
-  std::reverse_copy(wire.data, wire.data + wire.count, buffer.data);
+  layout_.FromWire(wire.data, buffer.data);
 }
 
 absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, trainer::FloatBuffer grads,
@@ -409,14 +444,12 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     if (ok && feed == nullptr) {
       ok = push(0, shard->range.size(), -1);
     } else if (ok) {
-      // Bucket i holds trainer elements [o, e), i.e. wire elements [total - e, total - o): in plan order
-      // the buckets are consecutive wire ranges, so this shard's part is pushed as a prefix that grows.
-      const uint64_t total = grads.count;
-      const std::vector<trainer::FloatRange>& buckets = feed->plan->buckets();
-      for (size_t i = 0; ok && i < buckets.size(); ++i) {
-        const uint64_t lo = std::max<uint64_t>(total - buckets[i].end(), shard->range.begin);
-        const uint64_t hi = std::min<uint64_t>(total - buckets[i].offset, shard->range.end);
-        if (lo >= hi) continue;
+      // The shard holds its slice of every bucket in plan order: its part is pushed as a prefix that grows
+      // by one slice per bucket (`pushed` elements so far).
+      uint64_t pushed = 0;
+      for (size_t i = 0; ok && i < layout_.buckets().size(); ++i) {
+        const ShardRange slice = layout_.Slice(shard->index, i);
+        if (slice.size() == 0) continue;  // a bucket smaller than the number of shards
         const absl::Status ready = feed->tracker->WaitFor(static_cast<int>(i));
         if (!ready.ok()) {
           // Backward failed: end the push unfinished (the server drops the step) rather than send garbage.
@@ -425,8 +458,10 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
           ok = false;
           break;
         }
-        std::reverse_copy(feed->grads.data + (total - hi), feed->grads.data + (total - lo), grads.data + lo);
-        ok = push(lo - shard->range.begin, hi - shard->range.begin, static_cast<int>(i));
+        std::copy(feed->grads.data + slice.begin, feed->grads.data + slice.end,
+                  grads.data + shard->range.begin + pushed);
+        ok = push(pushed, pushed + slice.size(), static_cast<int>(i));
+        pushed += slice.size();
       }
     }
     if (ok) ok = stream->WritesDone();
@@ -476,7 +511,6 @@ absl::StatusOr<trainer::ExchangeOutcome> PsExchange::Exchange(int64_t step, trai
 
 absl::Status PsExchange::BeginStep(int64_t step, trainer::FloatBuffer grads, trainer::FloatBuffer params,
                                    const trainer::BucketPlan& plan) {
-  if (!options_.reversed_wire_order) return GradientExchange::BeginStep(step, grads, params, plan);
   if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before BeginStep");
   if (step_thread_.joinable()) {
     return absl::FailedPreconditionError("BeginStep while a bucketed step is open; call FinishStep first");
@@ -487,6 +521,13 @@ absl::Status PsExchange::BeginStep(int64_t step, trainer::FloatBuffer grads, tra
     return absl::InvalidArgumentError(absl::StrCat("bucket plan covers ", plan.total(),
                                                    " elements but the gradient has ", grads.count));
   }
+  const bool registered_plan =
+      layout_plan_.empty() ? plan.buckets().size() == 1 : plan.buckets() == layout_plan_;
+  if (!registered_plan) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "BeginStep with a plan of ", plan.buckets().size(), " bucket(s) but the servers hold the element layout ",
+        layout_.Describe(), ": pass the plan to SetBucketPlan before SyncInitialParameters"));
+  }
   plan_ = plan;
   tracker_.Begin(plan_);
   feed_ = BucketFeed{&tracker_, &plan_, grads};
@@ -495,6 +536,7 @@ absl::Status PsExchange::BeginStep(int64_t step, trainer::FloatBuffer grads, tra
   // rank's current values (a re-registration or an async reply may rewrite only part of them).
   wire_grads_.resize(grads.count);
   const trainer::FloatBuffer wire_params = ToWire(params, &wire_params_);
+  step_wire_params_ = wire_params;
   const trainer::FloatBuffer wire_grads{wire_grads_.data(), wire_grads_.size(), trainer::MemoryKind::kHost};
   step_status_ = absl::OkStatus();
   step_thread_ = std::thread(
@@ -502,20 +544,15 @@ absl::Status PsExchange::BeginStep(int64_t step, trainer::FloatBuffer grads, tra
   return absl::OkStatus();
 }
 
-void PsExchange::GradientReady(size_t offset, size_t count) {
-  if (!options_.reversed_wire_order) return GradientExchange::GradientReady(offset, count);
-  tracker_.Ready(offset, count);
-}
+void PsExchange::GradientReady(size_t offset, size_t count) { tracker_.Ready(offset, count); }
 
 absl::StatusOr<trainer::ExchangeOutcome> PsExchange::FinishStep() {
-  if (!options_.reversed_wire_order) return GradientExchange::FinishStep();
   if (!step_thread_.joinable()) return absl::FailedPreconditionError("FinishStep without BeginStep");
   const absl::Status closed = tracker_.Close();
   step_thread_.join();
   RETURN_IF_ERROR(closed);
   RETURN_IF_ERROR(step_status_);
-  FromWire(trainer::FloatBuffer{wire_params_.data(), wire_params_.size(), trainer::MemoryKind::kHost},
-           step_params_);
+  FromWire(step_wire_params_, step_params_);
   return trainer::ExchangeOutcome::kParametersUpdated;
 }
 

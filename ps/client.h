@@ -25,18 +25,20 @@
 // When Exchange fails for good, `params` may hold a mix of old and new values for the failing shard's range
 // (call PullParameters() to resynchronise).
 //
-// Bucketed steps (BeginStep/GradientReady/FinishStep, --bucket_mb): a synchronous shard applies its range
-// in prefix order as all ranks delivered it (ps/sync_step.h), while backward produces the gradient from the
-// last layer (highest offsets) to the first. So with PsClientOptions::reversed_wire_order the servers hold
-// the model in reversed element order (server element w is trainer element total - 1 - w): the last layer
-// comes first on the wire, every bucket is a contiguous wire range, and buckets in ready order are
-// consecutive wire ranges, i.e. exactly the prefix order the servers apply in; the server code is
-// unchanged, and since the optimizer is element-wise the result is bit for bit the flat exchange's.
-// BeginStep starts every shard's PushPull stream on a step thread; each stream pushes its wire range bucket
-// by bucket as soon as GradientReady completed the bucket (copying it reversed into a wire buffer), and
-// reads the new parameters back as the servers apply them; FinishStep waits for all shards and copies the
-// parameters back in trainer order. Every worker of a job must use the same wire order (the servers cannot
-// tell), and a server checkpoint written with one order resumes correctly only with the same order.
+// Bucketed steps (BeginStep/GradientReady/FinishStep, --bucket_mb): the servers hold the model in the element
+// layout of the job's bucket plan (ps/shard_layout.h): every bucket is cut into K balanced slices, one per
+// shard, and each shard holds its slices in launch order. So every bucket is pushed to all K shards at once
+// (no server link idles while backward runs), and what a shard receives is a prefix that grows bucket by
+// bucket, exactly the prefix order a synchronous shard applies in (ps/sync_step.h). Since the optimizer is
+// element-wise, the result is bit for bit the flat exchange's. The layout is fixed at registration from the
+// plan given to SetBucketPlan (flat without one) and every shard refuses a worker whose layout differs from
+// the one it holds (its first registration's, or its checkpoint's): every worker of a job must use the same
+// --bucket_mb. BeginStep starts every shard's PushPull stream on a step thread; each stream pushes its slice
+// of each bucket as soon as GradientReady completed the bucket (copying it into a wire buffer: the shards'
+// element sequences one after another), and reads the new parameters back as the servers apply them;
+// FinishStep waits for all shards and copies the parameters back in trainer order. With the flat layout the
+// wire order is the trainer's own (no copies); otherwise Exchange and PullParameters copy through the wire
+// buffers too.
 // Timeline spans (GradientExchange::timeline()), on CommTrack(shard): "push" per bucket and shard (args:
 // step, shard, bucket (-1 when flat), bytes) and "pull" per shard, from the reply's first range to its end.
 //
@@ -54,9 +56,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps/shard_layout.h"
 #include "ps/wire.h"
 #include "trainer/bucket_tracker.h"
 #include "trainer/exchange.h"
@@ -97,9 +101,6 @@ struct PsClientOptions {
   std::string tls_ca_file;       // PEM root certificate: TLS when set
   std::string tls_target_name;   // overrides the name checked against the server certificate
   std::string name = "ps";       // reported by name(): "ps-sync" / "ps-async" from the server's mode
-  // Servers hold the parameters in reversed element order, so that bucketed steps overlap with backward
-  // (see above). Set for --bucket_mb > 0; false: bucketed steps fall back to one flat exchange.
-  bool reversed_wire_order = false;
 };
 
 // Parses "h1:p1,h2:p2". kInvalidArgument when empty or malformed.
@@ -118,8 +119,13 @@ class PsExchange final : public trainer::GradientExchange {
   // (async with staleness 0 reports sync), so it is kMeanPerStep until SyncInitialParameters.
   trainer::OptimizerInfo optimizer() const override;
 
+  // Fixes the element layout from `plan` (see above; `settings`, e.g. "--bucket_mb=25", is named in the
+  // servers' errors). Before SyncInitialParameters (kFailedPrecondition after); without it the layout is flat.
+  // kInvalidArgument for a plan whose buckets do not tile the vector from its end, as BucketPlan's do.
+  absl::Status SetBucketPlan(const trainer::BucketPlan& plan, absl::string_view settings) override;
   // Registers with every shard (retrying until reconnect_timeout while servers come up), offering `params`
-  // as initial values, and overwrites `params` with the servers' values.
+  // as initial values, and overwrites `params` with the servers' values. kFailedPrecondition when a shard
+  // holds another element layout (another --bucket_mb), naming both.
   absl::Status SyncInitialParameters(trainer::FloatBuffer params) override;
   // Pushes `grads`, waits for the step, and leaves the new parameters in `params`. `step` must be the same
   // on every rank; shards number their own steps (from registration) and use `step` only to keep the ranks
@@ -130,8 +136,9 @@ class PsExchange final : public trainer::GradientExchange {
   absl::Status AverageMetrics(absl::Span<double> values) override;
   absl::Status Barrier() override;
 
-  // With reversed_wire_order: see above. Otherwise the flat fallback of GradientExchange.
-  bool SupportsBuckets() const override { return options_.reversed_wire_order; }
+  // Bucketed steps: see above. BeginStep takes only the plan given to SetBucketPlan (kFailedPrecondition for
+  // another: the servers' element layout follows it).
+  bool SupportsBuckets() const override { return true; }
   absl::Status BeginStep(int64_t step, trainer::FloatBuffer grads, trainer::FloatBuffer params,
                          const trainer::BucketPlan& plan) override;
   void GradientReady(size_t offset, size_t count) override;
@@ -155,7 +162,7 @@ class PsExchange final : public trainer::GradientExchange {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<proto::ParameterServer::Stub> stub;
     std::unique_ptr<grpc::internal::RpcMethod> push_pull;  // PushPull on TensorFrame messages
-    ShardRange range;
+    ShardRange range;  // of the wire order (ShardLayout::WireRange)
     uint64_t session = 0;
     int64_t next_step = 0;
     uint64_t version = 0;
@@ -170,7 +177,7 @@ class PsExchange final : public trainer::GradientExchange {
   };
 
   // Where a bucketed step's gradient comes from: PushPullOnce waits for each bucket (in plan order) and
-  // copies its part of the shard, reversed, from the trainer's `grads` into the wire buffer before pushing.
+  // copies the shard's slice of it from the trainer's `grads` into the wire buffer before pushing.
   struct BucketFeed {
     trainer::BucketTracker* tracker = nullptr;
     const trainer::BucketPlan* plan = nullptr;
@@ -181,8 +188,8 @@ class PsExchange final : public trainer::GradientExchange {
   // Exchange() on buffers in the servers' element order (`feed`: a bucketed step, else grads is complete).
   absl::Status ExchangeWire(int64_t step, trainer::FloatBuffer grads, trainer::FloatBuffer params,
                             const BucketFeed* feed);
-  // With reversed_wire_order: `buffer` reversed into `*wire` (resized), as a buffer in the servers' order;
-  // otherwise `buffer` itself.
+  // `buffer` in the wire order of layout_: `buffer` itself for the flat layout, else copied into `*wire`
+  // (resized).
   trainer::FloatBuffer ToWire(trainer::FloatBuffer buffer, std::vector<float>* wire) const;
   // The inverse of ToWire for `wire` (no-op when it is `buffer` itself).
   void FromWire(trainer::FloatBuffer wire, trainer::FloatBuffer buffer) const;
@@ -213,7 +220,12 @@ class PsExchange final : public trainer::GradientExchange {
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
 
-  // reversed_wire_order: the gradient and parameters in the servers' order.
+  // The element layout: the buckets and settings SetBucketPlan gave (empty: flat), and the layout they make
+  // with the model's size (fixed by SyncInitialParameters).
+  std::vector<trainer::FloatRange> layout_plan_;
+  std::string layout_settings_;
+  ShardLayout layout_ = ShardLayout::Flat(0, 1);
+  // Not the flat layout: the gradient and parameters in the wire order.
   std::vector<float> wire_grads_;
   std::vector<float> wire_params_;
   // The open bucketed step (BeginStep to FinishStep); step_status_ is written by step_thread_ and read
@@ -222,6 +234,7 @@ class PsExchange final : public trainer::GradientExchange {
   trainer::BucketTracker tracker_;
   BucketFeed feed_;
   trainer::FloatBuffer step_params_;
+  trainer::FloatBuffer step_wire_params_;  // step_params_ in the wire order (step_params_ itself when flat)
   std::thread step_thread_;
   absl::Status step_status_;
 };

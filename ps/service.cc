@@ -83,6 +83,8 @@ absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
   registration.total_params = h.total_params();
   registration.hyperparameters = {h.hyperparameters().lr(), h.hyperparameters().momentum(),
                                   h.hyperparameters().weight_decay()};
+  registration.layout_buckets.assign(h.layout().bucket_elements().begin(), h.layout().bucket_elements().end());
+  registration.layout_settings = h.layout().settings();
   ASSIGN_OR_RETURN(const ShardRange range, core_->BeginRegistration(registration));
   if (h.offers_parameters()) {
     std::vector<float> initial(range.size());
@@ -299,6 +301,7 @@ proto::StatsReply ParameterServerService::GetStats() {
   reply.set_bytes_sent(bytes_sent_.load());
   reply.set_bytes_received(bytes_received_.load());
   reply.set_checkpoints_written(stats.checkpoints_written);
+  reply.set_layout(stats.layout);
   return reply;
 }
 

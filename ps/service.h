@@ -1,5 +1,6 @@
-// The ParameterServer gRPC service for one shard: a contiguous range of the model's flat float32 vector,
-// the optimizer state for it, and the step logic. The service is a thin adapter from gRPC streams to the
+// The ParameterServer gRPC service for one shard: its slice of every bucket of the model's flat float32
+// vector (the element layout, ps/shard_layout.h; one contiguous range in the flat layout), the optimizer
+// state for it, and the step logic. The service is a thin adapter from gRPC streams to the
 // shard's core (ps/shard_core.h, no gRPC), which holds the state and makes every decision below; the
 // adapter authenticates calls, checks shard addresses, moves tensors between streams and buffers and
 // counts the bytes.
@@ -25,8 +26,9 @@
 // Every request is validated before anything changes; failures leave parameters untouched:
 //   INVALID_ARGUMENT    malformed request: wrong shard address, rank out of range, wrong world size, wrong
 //                       tensor length, bad chunks, a total size that differs from the registered layout
-//   FAILED_PRECONDITION wrong state: hyperparameters differ from the registered ones, session replaced by a
-//                       newer registration of the rank, a step from the past, no parameters yet
+//   FAILED_PRECONDITION wrong state: hyperparameters or the element layout (--bucket_mb) differ from the
+//                       registered (or checkpointed) ones, session replaced by a newer registration of the
+//                       rank, a step from the past, no parameters yet
 //   NOT_FOUND           the session is unknown to this server (never registered, or the server restarted):
 //                       re-register
 //   ALREADY_EXISTS      duplicate push of the same step

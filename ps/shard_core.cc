@@ -25,6 +25,14 @@ std::string Describe(const trainer::SgdOptions& h) {
   return absl::StrCat("lr=", h.lr, " momentum=", h.momentum, " weight_decay=", h.weight_decay);
 }
 
+// "flat (--bucket_mb=0)", "5 buckets (--bucket_mb=25)".
+std::string DescribeLayout(const ShardLayout& layout, const std::string& settings) {
+  return settings.empty() ? layout.Describe() : absl::StrCat(layout.Describe(), " (", settings, ")");
+}
+
+// What an old checkpoint without layout fields holds (ps/checkpoint.h).
+constexpr char kLegacyCheckpointSettings[] = "a checkpoint written before checkpoints recorded the layout";
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions& options) {
@@ -64,7 +72,13 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions&
   absl::StatusOr<ShardCheckpoint> checkpoint = ReadShardCheckpoint(path);
   if (absl::IsNotFound(checkpoint.status())) return core;
   if (!checkpoint.ok()) return checkpoint.status();
-  const ShardRange expected = ComputeShardRange(checkpoint->total_params, options.shard, options.num_shards);
+  absl::StatusOr<ShardLayout> layout =
+      ShardLayout::Create(checkpoint->total_params, checkpoint->layout_buckets, options.num_shards);
+  if (!layout.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, " holds an invalid element layout (",
+                                            layout.status().message(), "); remove the file to start afresh"));
+  }
+  const ShardRange expected = layout->WireRange(options.shard);
   if (checkpoint->shard != options.shard || checkpoint->num_shards != options.num_shards ||
       checkpoint->begin != expected.begin || checkpoint->end != expected.end) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -76,6 +90,10 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions&
   absl::WriterMutexLock tensors_lock(&c->tensors_mu_);
   c->initialized_ = true;
   c->total_params_ = checkpoint->total_params;
+  c->layout_ = *layout;
+  c->layout_settings_ = checkpoint->layout_buckets.empty() ? kLegacyCheckpointSettings
+                                                          : std::move(checkpoint->layout_settings);
+  c->layout_checkpoint_ = path;
   c->range_ = expected;
   c->sync_.set_size(expected.size());
   c->hyperparameters_ = checkpoint->hyperparameters;
@@ -133,12 +151,23 @@ void ShardCore::ReturnBufferLocked(std::vector<float> buffer) {
 
 // ---- Registration ----------------------------------------------------------------------------------------
 
-absl::Status ShardCore::CheckMatchesLocked(const Registration& r) const {
+absl::Status ShardCore::CheckMatchesLocked(const Registration& r, const ShardLayout& layout) const {
   if (!initialized_) return absl::OkStatus();
   if (r.total_params != total_params_) {
     return absl::InvalidArgumentError(absl::StrCat("worker model has ", r.total_params,
                                                    " parameters but this server holds a model of ", total_params_,
                                                    "; all workers must train the same model"));
+  }
+  if (layout != layout_) {
+    // The order of the elements is part of the contract: another layout would read this shard's values as
+    // other parameters.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "server shard ", options_.shard, " holds element layout ", DescribeLayout(layout_, layout_settings_),
+        layout_checkpoint_.empty() ? "" : absl::StrCat(" resumed from checkpoint ", layout_checkpoint_),
+        " but this worker uses ", DescribeLayout(layout, r.layout_settings),
+        ": start all workers with the same --bucket_mb/--first_bucket_mb",
+        layout_checkpoint_.empty() ? " (restart the servers to change it)"
+                                   : ", or delete the checkpoint to start afresh"));
   }
   if (!SameHyperparameters(r.hyperparameters, hyperparameters_)) {
     return absl::FailedPreconditionError(absl::StrCat("worker hyperparameters (", Describe(r.hyperparameters),
@@ -148,7 +177,7 @@ absl::Status ShardCore::CheckMatchesLocked(const Registration& r) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ShardRange> ShardCore::BeginRegistration(const Registration& r) {
+absl::StatusOr<ShardLayout> ShardCore::CheckRegistration(const Registration& r) const {
   if (r.rank < 0 || r.rank >= options_.workers || r.world_size != options_.workers) {
     return absl::InvalidArgumentError(absl::StrCat("worker rank ", r.rank, " of world size ", r.world_size,
                                                    " does not fit this server's --workers=", options_.workers));
@@ -160,28 +189,36 @@ absl::StatusOr<ShardRange> ShardCore::BeginRegistration(const Registration& r) {
         " (raise --max_params on the servers for a larger model)"));
   }
   RETURN_IF_ERROR(trainer::ValidateSgdOptions(r.hyperparameters));
+  return ShardLayout::Create(r.total_params, r.layout_buckets, options_.num_shards);
+}
+
+absl::StatusOr<ShardRange> ShardCore::BeginRegistration(const Registration& r) {
+  ASSIGN_OR_RETURN(const ShardLayout layout, CheckRegistration(r));
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
-  RETURN_IF_ERROR(CheckMatchesLocked(r));
-  return ComputeShardRange(r.total_params, options_.shard, options_.num_shards);
+  RETURN_IF_ERROR(CheckMatchesLocked(r, layout));
+  return layout.WireRange(options_.shard);
 }
 
 absl::Status ShardCore::OfferInitialParameters(const Registration& r, std::vector<float> initial) {
-  ASSIGN_OR_RETURN(const ShardRange range, BeginRegistration(r));
+  ASSIGN_OR_RETURN(const ShardLayout layout, CheckRegistration(r));
+  const ShardRange range = layout.WireRange(options_.shard);
   if (initial.size() != range.size()) {
     return absl::InvalidArgumentError(absl::StrCat("initial parameters of ", initial.size(),
                                                    " elements for a shard of ", range.size()));
   }
   if (const uint64_t bad = trainer::FirstNonFinite(initial.data(), initial.size()); bad < initial.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("initial parameter ", range.begin + bad, " is ",
-                                                   initial[bad], "; offer finite parameters"));
+    return absl::InvalidArgumentError(absl::StrCat("initial parameter ", bad, " of shard ", options_.shard,
+                                                   " is ", initial[bad], "; offer finite parameters"));
   }
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
-  // Another offer may have won since BeginRegistration: then this one must agree with it.
-  RETURN_IF_ERROR(CheckMatchesLocked(r));
+  // Another offer may have won since the caller's BeginRegistration: then this one must agree with it.
+  RETURN_IF_ERROR(CheckMatchesLocked(r, layout));
   if (initialized_) return absl::OkStatus();
   total_params_ = r.total_params;
+  layout_ = layout;
+  layout_settings_ = r.layout_settings.substr(0, kMaxLayoutSettingsBytes);
   range_ = range;
   sync_.set_size(range_.size());
   hyperparameters_ = r.hyperparameters;
@@ -193,14 +230,14 @@ absl::Status ShardCore::OfferInitialParameters(const Registration& r, std::vecto
 }
 
 absl::StatusOr<RegisteredRank> ShardCore::CompleteRegistration(const Registration& r) {
-  RETURN_IF_ERROR(BeginRegistration(r).status());
+  ASSIGN_OR_RETURN(const ShardLayout layout, CheckRegistration(r));
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
   if (!initialized_) {
     return absl::FailedPreconditionError(
         "this shard has no parameters yet; the first worker to register must offer its initial parameters");
   }
-  RETURN_IF_ERROR(CheckMatchesLocked(r));
+  RETURN_IF_ERROR(CheckMatchesLocked(r, layout));
   const int rank = r.rank;
   // A replacement starts clean: the part of the pending step its predecessor pushed is dropped (the whole
   // step is rolled back if some of it was applied already), it will push that step again. So no step is
@@ -481,6 +518,9 @@ ShardStats ShardCore::Stats() {
   stats.version = version_;
   stats.total_params = total_params_;
   stats.range = range_;
+  if (initialized_) {
+    stats.layout = DescribeLayout(layout_, layout_settings_);
+  }
   stats.checkpoints_written = checkpoints_written_;
   return stats;
 }
@@ -536,6 +576,8 @@ std::unique_ptr<ShardCheckpoint> ShardCore::SnapshotLocked() {
   snapshot->total_params = total_params_;
   snapshot->begin = range_.begin;
   snapshot->end = range_.end;
+  snapshot->layout_buckets = layout_.buckets();
+  snapshot->layout_settings = layout_settings_;
   snapshot->version = version_;
   snapshot->hyperparameters = hyperparameters_;
   snapshot->clocks = staleness_.clocks();

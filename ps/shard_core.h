@@ -1,7 +1,8 @@
 // ShardCore: everything one parameter-server shard decides, without any transport (the gRPC service in
 // ps/service.h is a thin adapter from streams to these calls, as ps-lite's KVServer separates the request
 // handle from the update). It owns the shard's state under one mutex:
-//   - registration: the layout (total size, this shard's range, hyperparameters) and the initial parameters
+//   - registration: the layout (total size, the element layout of ps/shard_layout.h and so this shard's
+//     range of the wire order, hyperparameters) and the initial parameters
 //     fixed together by the first registration that offers parameters and passes every check (a checkpoint
 //     wins over every offer; a refused call fixes nothing), and one session per rank (a newer
 //     registration of a rank replaces the older session);
@@ -75,7 +76,14 @@ struct Registration {
   int world_size = 0;
   uint64_t total_params = 0;  // the whole flat vector, all shards together
   trainer::SgdOptions hyperparameters;
+  // The element layout (ps/shard_layout.h): bucket sizes in launch order, empty for flat; and the worker
+  // settings that chose it ("--bucket_mb=25"), named in messages only.
+  std::vector<uint64_t> layout_buckets;
+  std::string layout_settings;
 };
+
+// Longest Registration::layout_settings a shard keeps (longer ones are cut).
+inline constexpr size_t kMaxLayoutSettingsBytes = 256;
 
 // What a registered worker gets back.
 struct RegisteredRank {
@@ -125,7 +133,8 @@ struct ShardStats {
   int registered_workers = 0;
   uint64_t version = 0;
   uint64_t total_params = 0;  // 0 until the first registration
-  ShardRange range;
+  ShardRange range;           // of the layout's wire order
+  std::string layout;         // "flat (--bucket_mb=0)", "5 buckets (--bucket_mb=25)"; empty until registered
   uint64_t checkpoints_written = 0;
 };
 
@@ -147,7 +156,8 @@ class ShardCore {
   // None of them changes the shard's state when it fails: the layout, the hyperparameters and the
   // parameters are fixed together by the first successful OfferInitialParameters.
   // Validates `registration` (against --max_params, the hyperparameter ranges and the layout already fixed,
-  // if any) and returns the shard's range for it. Changes nothing. Non-blocking.
+  // if any: a worker whose element layout differs gets kFailedPrecondition naming both) and returns the
+  // shard's range of the wire order for it. Changes nothing. Non-blocking.
   absl::StatusOr<ShardRange> BeginRegistration(const Registration& registration);
   // Fixes `registration`'s layout and hyperparameters with `initial` (the shard's length, all finite) as
   // the parameters unless the shard has them already (then only checks that `registration` matches).
@@ -214,8 +224,12 @@ class ShardCore {
 
   absl::Status CheckServingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckSessionLocked(int rank, uint64_t session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `registration` agrees with the fixed layout and hyperparameters (OK before they are fixed).
-  absl::Status CheckMatchesLocked(const Registration& registration) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The registration's checks that need no state; returns its element layout.
+  absl::StatusOr<ShardLayout> CheckRegistration(const Registration& registration) const;
+  // Whether `registration` (of element layout `layout`) agrees with the fixed layout and hyperparameters
+  // (OK before they are fixed).
+  absl::Status CheckMatchesLocked(const Registration& registration, const ShardLayout& layout) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Header checks shared by sync and async pushes (session, length, duplicate, past/future, trainer step).
   absl::Status ValidatePushLocked(const PushInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DroppedStatusLocked(const SyncPush& push) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -243,7 +257,12 @@ class ShardCore {
   // The layout, hyperparameters and tensors_ are fixed (by a checkpoint or the first accepted offer).
   bool initialized_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t total_params_ ABSL_GUARDED_BY(mu_) = 0;
-  ShardRange range_ ABSL_GUARDED_BY(mu_);
+  // The element layout, the settings that chose it, and the checkpoint it was resumed from ("" when a
+  // worker fixed it).
+  ShardLayout layout_ ABSL_GUARDED_BY(mu_) = ShardLayout::Flat(0, 1);
+  std::string layout_settings_ ABSL_GUARDED_BY(mu_);
+  std::string layout_checkpoint_ ABSL_GUARDED_BY(mu_);
+  ShardRange range_ ABSL_GUARDED_BY(mu_);  // this shard's range of the layout's wire order
   trainer::SgdOptions hyperparameters_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> sessions_ ABSL_GUARDED_BY(mu_);  // per rank; 0: no live registration

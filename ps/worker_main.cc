@@ -78,8 +78,6 @@ absl::StatusOr<trainer::WorkerExchange> ConnectServers(const trainer::WorkerOpti
       break;
     }
   }
-  // Bucketed steps overlap only with the servers holding the model last layer first (ps/client.h).
-  options.reversed_wire_order = worker.train.bucket_mb > 0;
   ASSIGN_OR_RETURN(std::unique_ptr<PsExchange> client, PsExchange::Create(options));
   trainer::WorkerExchange made;
   if (absl::GetFlag(FLAGS_shutdown_servers)) {

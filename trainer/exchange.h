@@ -16,6 +16,8 @@
 // calls, so that the exchange moves the gradient bucket by bucket while backward is still running.
 //
 //   ASSIGN_OR_RETURN(BucketPlan plan, BucketPlan::Create(layer_sizes_in_forward_order, bucket_mb));
+//   RETURN_IF_ERROR(ex->SetBucketPlan(plan, "--bucket_mb=25"));   // once, before SyncInitialParameters
+//   ...
 //   RETURN_IF_ERROR(ex->BeginStep(step, grads, params, plan));
 //   for (layer = last .. first) {                        // backward
 //     ... write layer's gradient into grads ...
@@ -37,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "trainer/optimizer.h"
 #include "trainer/timeline.h"
@@ -157,6 +160,16 @@ class GradientExchange {
   // crosses a network). Callers take differences around the steps they measure.
   virtual uint64_t bytes_sent() const = 0;
   virtual uint64_t bytes_received() const = 0;
+
+  // The bucket plan every BeginStep of this job will pass (BucketPlan::Flat when steps are flat), and the
+  // settings that chose it, for messages ("--bucket_mb=25"). Call before SyncInitialParameters, with the same
+  // plan on every rank: an exchange whose servers place the elements by bucket (the PS, ps/shard_layout.h)
+  // fixes that placement when it registers, and its servers refuse a worker whose plan differs. Others ignore
+  // it (the default). kInvalidArgument for a plan the exchange cannot take, kFailedPrecondition after
+  // SyncInitialParameters.
+  virtual absl::Status SetBucketPlan(const BucketPlan& plan, absl::string_view settings) {
+    return absl::OkStatus();
+  }
 
   // Makes `params` identical on every rank before training (ring: rank 0's values, as DDP broadcasts;
   // PS: the server's, which it takes from the first worker that registers or from its checkpoint).

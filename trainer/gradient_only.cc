@@ -152,6 +152,8 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   for (size_t i = 0; i < count; ++i) params[i] = GradientOnlyInitialValue(i);
   const FloatBuffer params_buffer{params.data(), count};
   const FloatBuffer grads_buffer{grads.data(), count};
+  RETURN_IF_ERROR(Annotate(exchange->SetBucketPlan(plan, absl::StrCat("--bucket_mb=", replay ? options.bucket_mb : 0)),
+                           "SetBucketPlan"));
   RETURN_IF_ERROR(Annotate(exchange->SyncInitialParameters(params_buffer), "SyncInitialParameters"));
   // Read after SyncInitialParameters: a PS learns its servers' update rule when it registers.
   const OptimizerInfo optimizer = exchange->optimizer();

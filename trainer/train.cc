@@ -357,6 +357,10 @@ class TrainingRun {
 
   absl::Status Synchronize() {
     adapter_ = std::make_unique<ExchangeAdapter>(exchange_, engine_.get(), trainer_steps_);
+    // Before registering: a parameter server lays the elements out by bucket (ps/shard_layout.h).
+    RETURN_IF_ERROR(PlanBuckets());
+    RETURN_IF_ERROR(Annotate(exchange_->SetBucketPlan(*plan_, absl::StrCat("--bucket_mb=", options_.bucket_mb)),
+                             absl::StrCat("exchange ", exchange_->name(), ": SetBucketPlan")));
     RETURN_IF_ERROR(Annotate(adapter_->SyncInitialParameters(),
                              absl::StrCat("exchange ", exchange_->name(), ": SyncInitialParameters")));
     if (chief_) {
@@ -370,7 +374,6 @@ class TrainingRun {
                    result_.device.c_str(), exchange_->name().c_str(), world_,
                    adapter_->staged() ? " (staged through host memory)" : "");
     }
-    RETURN_IF_ERROR(PlanBuckets());
     window_ = Window();
     return absl::OkStatus();
   }

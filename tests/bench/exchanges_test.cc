@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "bench/cluster.h"
 #include "gtest/gtest.h"
 
@@ -36,6 +37,35 @@ TEST(ExchangesTest, CostTermsMatchDesign) {
   EXPECT_DOUBLE_EQ(colocated.Terms(8, 8, s).link_bytes, 1.75 * s);
   EXPECT_DOUBLE_EQ(dedicated.Terms(8, 2, s).link_bytes, 4 * s);
   EXPECT_DOUBLE_EQ(dedicated.Terms(1, 2, s).link_bytes, s);
+}
+
+// The overlap model charges each bucket with Terms of its own bytes. The PS slices every bucket over all K
+// shards (ps/shard_layout.h), so a bucket's busiest link carries its 1/K share per worker, exactly as in a
+// flat step, and the buckets of a step add up to the flat step's bytes. (Were a bucket held by one shard,
+// its server link would carry N times the bucket: 8x, not 4x, below.)
+TEST(ExchangesTest, PsBucketTermsSpreadEachBucketOverEveryServerLink) {
+  const std::vector<double> buckets = {1 * kMiB, 6.5 * kMiB, 25 * kMiB, 3 * kMiB};
+  double step = 0;
+  for (double b : buckets) step += b;
+  struct Setup {
+    Exchange exchange;
+    int nodes;
+    int servers;
+    double busiest_per_byte;  // busiest-link bytes per gradient byte
+  };
+  for (const Setup& setup : {Setup{Exchange::kPsDedicated, 8, 2, 4.0}, Setup{Exchange::kPsDedicated, 4, 4, 1.0},
+                             Setup{Exchange::kPsDedicated, 2, 3, 1.0}, Setup{Exchange::kPsColocated, 8, 8, 1.75},
+                             Setup{Exchange::kPsOne, 4, 1, 4.0}}) {
+    const ExchangePlugin& ps = PluginFor(setup.exchange);
+    SCOPED_TRACE(absl::StrCat(ps.name(), " N=", setup.nodes, " K=", setup.servers));
+    double summed = 0;
+    for (double b : buckets) {
+      const CostTerms bucket = ps.Terms(setup.nodes, setup.servers, b);
+      EXPECT_DOUBLE_EQ(bucket.link_bytes, setup.busiest_per_byte * b);
+      summed += bucket.link_bytes;
+    }
+    EXPECT_DOUBLE_EQ(summed, ps.Terms(setup.nodes, setup.servers, step).link_bytes);
+  }
 }
 
 TEST(ExchangesTest, BusFactorIsTheAllreduceOneForEveryExchange) {

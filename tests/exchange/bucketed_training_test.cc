@@ -1,6 +1,7 @@
 // Training the MLP with a bucketed, overlapped exchange (--bucket_mb > 0) gives the same parameters as the
 // flat exchange after backward: ring within 1e-5 (each bucket's ring sums in its own order), parameter
-// server bit for bit (the servers' optimizer is element-wise, the reversed wire order changes nothing).
+// server bit for bit with 1, 2 and 3 shards (the servers' optimizer is element-wise, so the bucketed element
+// layout, each bucket sliced over all shards, changes nothing).
 // Ranks are threads over the real TCP ring on loopback, or PS clients against in-process servers.
 #include <algorithm>
 #include <cmath>
@@ -89,7 +90,6 @@ Results TrainOnPs(const PsSetup& setup, double bucket_mb, Timelines* timelines =
     ps::PsClientOptions client = ps::testing::ClientOptionsFor(*cluster, rank, kWorld);
     client.hyperparameters = {options.lr, options.momentum, options.weight_decay};
     client.chunk_bytes = 4096;  // several chunks per bucket: pushes interleave with backward
-    client.reversed_wire_order = bucket_mb > 0;
     absl::StatusOr<std::unique_ptr<ps::PsExchange>> exchange = ps::PsExchange::Create(client);
     if (!exchange.ok()) return exchange.status();
     if (timelines != nullptr) (*exchange)->set_timeline((*timelines)[rank].get());
@@ -153,7 +153,7 @@ TEST_P(PsBucketedTrainingTest, MatchesTheFlatExchangeBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Setups, PsBucketedTrainingTest,
                          ::testing::Values(PsSetup{1, ps::Mode::kSync}, PsSetup{2, ps::Mode::kSync},
-                                           PsSetup{1, ps::Mode::kAsync}),
+                                           PsSetup{3, ps::Mode::kSync}, PsSetup{1, ps::Mode::kAsync}),
                          [](const ::testing::TestParamInfo<PsSetup>& info) {
                            return absl::StrCat(info.param.mode == ps::Mode::kSync ? "Sync" : "AsyncStaleness0",
                                                "Shards", info.param.shards);
@@ -201,13 +201,15 @@ TEST(BucketedTrainingTest, RingTimelineHasEveryPhaseOfEveryStep) {
 
 TEST(BucketedTrainingTest, PsTimelineHasPushAndPullPerShard) {
   Timelines timelines = MakeTimelines();
-  TrainOnPs(PsSetup{2, ps::Mode::kSync}, kBucketMb, &timelines);
+  const Results results = TrainOnPs(PsSetup{2, ps::Mode::kSync}, kBucketMb, &timelines);
   ASSERT_FALSE(HasFailure());
   for (int r = 0; r < kWorld; ++r) {
+    const int buckets = results[r].buckets;
+    ASSERT_GT(buckets, 1);
     std::map<std::string, int> count = CountSpans(*timelines[r]);
-    // Servers hold the model last layer first: shard 0 gets buckets 0, 1 and the start of 2, shard 1 the
-    // rest of bucket 2; one push span per bucket and shard, one pull per shard.
-    EXPECT_EQ(count["push"], 4 * kSteps);
+    // Every bucket is sliced over both shards (each layer has more than two elements): one push span per
+    // bucket and shard, one pull per shard.
+    EXPECT_EQ(count["push"], 2 * buckets * kSteps);
     EXPECT_EQ(count["pull"], 2 * kSteps);
     EXPECT_EQ(count["wait for exchange"], kSteps);
     EXPECT_EQ(count["optimizer"], 0);  // the servers own it
@@ -215,10 +217,11 @@ TEST(BucketedTrainingTest, PsTimelineHasPushAndPullPerShard) {
     for (const trainer::SpanRecord& span : timelines[r]->spans()) {
       if (span.name == "push") pushes.insert({span.track, static_cast<int>(span.args[2].second)});
     }
-    EXPECT_EQ(pushes, (std::set<std::pair<int, int>>{{trainer::CommTrack(0), 0},
-                                                     {trainer::CommTrack(0), 1},
-                                                     {trainer::CommTrack(0), 2},
-                                                     {trainer::CommTrack(1), 2}}));
+    std::set<std::pair<int, int>> want;
+    for (int shard = 0; shard < 2; ++shard) {
+      for (int bucket = 0; bucket < buckets; ++bucket) want.insert({trainer::CommTrack(shard), bucket});
+    }
+    EXPECT_EQ(pushes, want);
   }
 }
 
@@ -231,7 +234,6 @@ TEST(BucketedTrainingTest, PsPushesABucketBeforeBackwardReportsTheRest) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ps::PsClientOptions client = ps::testing::ClientOptionsFor(*cluster, 0, 1);
   client.hyperparameters = {0.5f, 0.0f, 0.0f};
-  client.reversed_wire_order = true;
   absl::StatusOr<std::unique_ptr<ps::PsExchange>> exchange = ps::PsExchange::Create(client);
   ASSERT_TRUE(exchange.ok()) << exchange.status();
   trainer::Timeline timeline(0);
@@ -241,6 +243,7 @@ TEST(BucketedTrainingTest, PsPushesABucketBeforeBackwardReportsTheRest) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   std::vector<float> params(1001, 1.0f), grads(1001, 0.5f);
   const trainer::FloatBuffer p{params.data(), params.size()}, g{grads.data(), grads.size()};
+  ASSERT_TRUE((*exchange)->SetBucketPlan(*plan, "test").ok());
   ASSERT_TRUE((*exchange)->SyncInitialParameters(p).ok());
   ASSERT_TRUE((*exchange)->BeginStep(0, g, p, *plan).ok());
   (*exchange)->GradientReady(801, 200);

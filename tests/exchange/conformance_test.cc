@@ -49,12 +49,12 @@ struct KindName {
   static std::string GetName(int) {
     if (std::is_same_v<T, LocalRanks>) return "Local";
     if (std::is_same_v<T, RingRanks>) return "RingTcp";
-    if (std::is_same_v<T, PsReversedRanks>) return "ParameterServerReversedWireOrder";
+    if (std::is_same_v<T, PsThreeShardRanks>) return "ParameterServerThreeShards";
     return "ParameterServer";
   }
 };
 
-using ExchangeKinds = ::testing::Types<LocalRanks, RingRanks, PsRanks, PsReversedRanks>;
+using ExchangeKinds = ::testing::Types<LocalRanks, RingRanks, PsRanks, PsThreeShardRanks>;
 TYPED_TEST_SUITE(ExchangeConformanceTest, ExchangeKinds, KindName);
 
 // Sizes not divisible by N (or by the two PS shards), a single float, and a few floats: fewer than the ring
@@ -136,6 +136,7 @@ TYPED_TEST(ExchangeConformanceTest, BucketedStepMatchesTheFlatExchange) {
         mean[i] = trainer::GradientOnlyMean(i);
       }
       const trainer::FloatBuffer p{params.data(), kCount}, g{grads.data(), kCount};
+      RETURN_IF_ERROR(exchange->SetBucketPlan(*plan, "the test's plan"));
       RETURN_IF_ERROR(exchange->SyncInitialParameters(p));
       expected = params;
       for (int64_t step = 0; step < 3; ++step) {
@@ -185,9 +186,10 @@ TYPED_TEST(ExchangeConformanceTest, BucketedStepRejectsBadReports) {
     if (!exchange->SupportsBuckets()) return absl::OkStatus();  // the flat fallback ignores the reports
     std::vector<float> params(10, 1.0f), grads(10, 0.5f);
     const trainer::FloatBuffer p{params.data(), 10}, g{grads.data(), 10};
-    RETURN_IF_ERROR(exchange->SyncInitialParameters(p));
     absl::StatusOr<trainer::BucketPlan> plan = trainer::BucketPlan::Create({4, 6}, 1e-6);
     if (!plan.ok()) return plan.status();
+    RETURN_IF_ERROR(exchange->SetBucketPlan(*plan, "the test's plan"));
+    RETURN_IF_ERROR(exchange->SyncInitialParameters(p));
     RETURN_IF_ERROR(exchange->BeginStep(0, g, p, *plan));
     exchange->GradientReady(4, 6);
     absl::StatusOr<trainer::ExchangeOutcome> missing = exchange->FinishStep();

@@ -27,6 +27,8 @@ ShardCheckpoint Sample() {
   c.end = 7;
   c.version = 42;
   c.hyperparameters = {0.1f, 0.9f, 1e-3f};
+  c.layout_buckets = {7};  // flat
+  c.layout_settings = "--bucket_mb=0";
   c.clocks = {42, 41, 43};
   c.params = {1.5f, -2.0f, 3.25f, 1e-30f};
   c.momentum = {0.0f, 0.5f, -0.5f, 7.0f};
@@ -43,6 +45,8 @@ TEST(CheckpointTest, RoundTripIsExact) {
   EXPECT_EQ(read->version, 42u);
   EXPECT_EQ(read->begin, 3u);
   EXPECT_EQ(read->clocks, c.clocks);
+  EXPECT_EQ(read->layout_buckets, c.layout_buckets);
+  EXPECT_EQ(read->layout_settings, c.layout_settings);
   EXPECT_EQ(read->params, c.params);
   EXPECT_EQ(read->momentum, c.momentum);
   EXPECT_EQ(read->hyperparameters.weight_decay, 1e-3f);
@@ -80,7 +84,7 @@ TEST(CheckpointTest, MissingTruncatedAndCorruptFiles) {
 
 TEST(CheckpointTest, ServiceResumesAndChecksLayout) {
   const std::string dir = TempDir("resume");
-  // The layout ComputeShardRange gives shard 1 of 2 for 7 elements: [3, 7).
+  // The flat layout gives shard 1 of 2 of 7 elements the range [3, 7).
   const ShardCheckpoint c = Sample();
   ASSERT_TRUE(WriteShardCheckpoint(ShardCheckpointPath(dir, 1, 2), c, c.params, c.momentum).ok());
   ServiceOptions options;

@@ -5,8 +5,9 @@
 //   RingRanks   RingExchange over the TCP ring on loopback, joined through an InMemoryStore
 //               (ring/thread_ranks.h), small segments so short buffers cross several
 //   PsRanks     PsExchange against in-process parameter servers on 127.0.0.1 (tests/ps/ps_cluster.h),
-//               synchronous, two shards (one when the model has a single float), small chunks
-//   PsReversedRanks  the same with PsClientOptions::reversed_wire_order (what --bucket_mb > 0 uses)
+//               synchronous, two shards (fewer when the model has fewer floats), small chunks
+//   PsThreeShardRanks  the same with three shards: sizes and buckets not divisible by K, buckets smaller
+//               than K (ps/shard_layout.h)
 //
 //   std::vector<absl::Status> s = RingRanks::Run(4, /*num_params=*/1001,
 //       [](int rank, trainer::GradientExchange* exchange) -> absl::Status { ... });
@@ -53,7 +54,7 @@ struct RingRanks {
   }
 };
 
-template <bool kReversedWireOrder>
+template <int kShards>
 struct BasicPsRanks {
   static constexpr int kMaxWorldSize = 8;
   static std::vector<absl::Status> Run(int world_size, size_t num_params, const RankBody& body) {
@@ -61,22 +62,21 @@ struct BasicPsRanks {
     service.workers = world_size;
     service.step_timeout = absl::Seconds(20);
     service.chunk_bytes = 256;
-    const int shards = static_cast<int>(std::min<size_t>(2, std::max<size_t>(num_params, 1)));
+    const int shards = static_cast<int>(std::min<size_t>(kShards, std::max<size_t>(num_params, 1)));
     absl::StatusOr<ps::testing::LocalCluster> cluster = ps::testing::StartCluster(shards, service);
     if (!cluster.ok()) return std::vector<absl::Status>(world_size, cluster.status());
     return ps::testing::RunRanks(world_size, [&](int rank) -> absl::Status {
       ps::PsClientOptions options = ps::testing::ClientOptionsFor(*cluster, rank, world_size);
       options.chunk_bytes = 128;
       options.hyperparameters = {0.05f, 0.9f, 1e-3f};
-      options.reversed_wire_order = kReversedWireOrder;
       absl::StatusOr<std::unique_ptr<ps::PsExchange>> exchange = ps::PsExchange::Create(options);
       if (!exchange.ok()) return exchange.status();
       return body(rank, exchange->get());
     });
   }
 };
-using PsRanks = BasicPsRanks<false>;
-using PsReversedRanks = BasicPsRanks<true>;
+using PsRanks = BasicPsRanks<2>;
+using PsThreeShardRanks = BasicPsRanks<3>;
 
 }  // namespace psring::testing
 
