@@ -60,6 +60,15 @@ TEST(FaultTest, KilledWorkerFailsOthersWithinTimeoutAndCanBeReplaced) {
   std::vector<float> params(kCount, 0.5f), grads(kCount, 0.01f);
   const trainer::FloatBuffer p{params.data(), kCount}, g{grads.data(), kCount};
   ASSERT_TRUE((*rank0)->SyncInitialParameters(p).ok());
+  // The worker process may take seconds to start on a loaded machine, longer than the 1 s step timeout the
+  // barrier waits: wait until it has registered with both shards first.
+  const absl::Time registered_by = absl::Now() + absl::Seconds(30);
+  auto registered = [&] {
+    return cluster->servers[0]->service()->GetStats().registered_workers() == 2 &&
+           cluster->servers[1]->service()->GetStats().registered_workers() == 2;
+  };
+  while (!registered() && absl::Now() < registered_by) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(registered()) << "the worker process did not register within 30 s";
   ASSERT_TRUE((*rank0)->Barrier().ok());  // the worker's barrier before its measured steps
   for (int step = 0; step < 5; ++step) ASSERT_TRUE((*rank0)->Exchange(step, g, p).ok()) << "step " << step;
 
