@@ -232,6 +232,18 @@ TEST(PsChaosTest, StoppedWorkerFailsTheStepWithinTheStepTimeoutAndLeavesNoPartia
   ASSERT_TRUE(worker.ok()) << worker.status();
   Rank rank0;
   ASSERT_TRUE(Join(&rank0, ClientOptions(servers.addresses(), 0, absl::Seconds(20))).ok());
+  // The worker process may take seconds to start on a loaded machine, longer than the 1 s step timeout the
+  // barrier waits: wait until it has registered with both shards first.
+  auto registered = [&] {
+    for (int shard = 0; shard < 2; ++shard) {
+      absl::StatusOr<proto::StatsReply> stats = rank0.exchange->Stats(shard);
+      if (!stats.ok() || stats->registered_workers() < kRanks) return false;
+    }
+    return true;
+  };
+  const absl::Time registered_by = absl::Now() + absl::Seconds(30);
+  while (!registered() && absl::Now() < registered_by) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(registered()) << "the worker process did not register within 30 s";
   ASSERT_TRUE(rank0.exchange->Barrier().ok());  // the worker's barrier before its measured steps
   int step = 0;
   for (; step < 5; ++step) ASSERT_TRUE(rank0.exchange->Exchange(step, rank0.g(), rank0.p()).ok()) << step;
