@@ -539,6 +539,8 @@ proto::ScalingConfig ConfigMessage(const ScalingOptions& o) {
   SetFinite(&config, &proto::ScalingConfig::set_compute_ms, o.compute_ms);
   for (const std::string& w : o.workloads) config.add_workloads(w);
   for (double mb : o.bucket_mbs) config.add_bucket_mbs(mb);
+  config.set_bytes_scale(o.bytes_scale);
+  config.set_first_bucket_mb(o.first_bucket_mb);
   if (o.projection.link_bytes_per_second > 0) {
     config.set_project_link_bytes_per_second(o.projection.link_bytes_per_second);
     config.set_project_latency_s(o.projection.latency_s);

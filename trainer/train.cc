@@ -379,7 +379,8 @@ class TrainingRun {
     const MlpLayout& layout = engine_->layout();
     plan_ = std::make_unique<BucketPlan>(BucketPlan::Flat(layout.num_params()));
     if (options_.bucket_mb > 0 && exchange_->SupportsBuckets() && !adapter_->staged()) {
-      ASSIGN_OR_RETURN(*plan_, BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb));
+      ASSIGN_OR_RETURN(*plan_,
+                       BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb, options_.first_bucket_mb));
     } else if (options_.bucket_mb > 0 && chief_) {
       std::fprintf(stderr,
                    "psring: --bucket_mb=%g: exchange %s %s, so gradients are exchanged in one flat piece "
@@ -547,6 +548,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.log_every < 0) return invalid("log_every", o.log_every, "must be >= 0");
   if (!(o.bucket_mb >= 0) || o.bucket_mb > 1e6) {
     return invalid("bucket_mb", o.bucket_mb, "must be in [0, 1e6] MiB (0: one flat exchange after backward)");
+  }
+  if (!(o.first_bucket_mb >= 0) || o.first_bucket_mb > 1e6) {
+    return invalid("first_bucket_mb", o.first_bucket_mb, "must be in [0, 1e6] MiB (DDP's default: 1)");
   }
   if (o.warmup_steps < 0) return invalid("warmup_steps", o.warmup_steps, "must be >= 0");
   return absl::OkStatus();
