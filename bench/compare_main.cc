@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
       "(gradient exchange of 4 MiB, training the MLP, then replaying ResNet-50 without and with overlap), each "
       "part ending with a verdict table. No arguments needed.",
       {"bench/"});
-  absl::ParseCommandLine(argc, argv);
+  psring::ParseFlags(argc, argv);
   absl::Status status = psring::bench::Main(argv[0]);
   if (!status.ok()) std::cerr << "compare: " << status.message() << "\n";
   return status.ok() ? 0 : 1;

@@ -17,14 +17,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/report.h"
+#include "common/flags_usage.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 #include "proto/results.pb.h"
@@ -269,11 +268,12 @@ absl::Status Run() {
 }  // namespace psring::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psring::InitFlagsUsage(
       "Benchmarks synchronous push-pull through the gRPC parameter server on loopback (K shards, N ranks as "
       "threads) and compares with a plain TCP socket stream.\n  bazel run //bench:ps_bench -- "
-      "--max_bytes=64M");
-  absl::ParseCommandLine(argc, argv);
+      "--max_bytes=64M",
+      {"bench/", "common/", "ps/"});
+  psring::ParseFlags(argc, argv);
   psring::ps::TuneMallocForTensors();
   absl::Status status = psring::bench::Run();
   if (!status.ok()) {

@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
       "with tc-limited links; loopback without root). Prints nccl-tests-style tables, the fitted alpha-beta "
       "model and its extrapolation, and writes CSV, JSON and an SVG plot. See bench/PERFORMANCE.md.",
       {"bench/"});
-  absl::ParseCommandLine(argc, argv);
+  psring::ParseFlags(argc, argv);
   absl::Status status = psring::bench::Main(argv[0]);
   if (!status.ok()) std::cerr << "scaling: " << status.message() << "\n";
   return status.ok() ? 0 : 1;

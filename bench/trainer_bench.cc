@@ -18,8 +18,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +26,7 @@
 #include "absl/time/time.h"
 #include "bench/report.h"
 #include "benchmark/benchmark.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "trainer/cpu_kernels.h"
 #include "trainer/cuda_engine.h"
@@ -225,12 +224,13 @@ int Main(int argc, char** argv) {
     (absl::StartsWith(argv[i], "--benchmark_") || absl::StartsWith(argv[i], "--v=") ? bench_args : other_args)
         .push_back(argv[i]);
   }
-  absl::SetProgramUsageMessage(
+  psring::InitFlagsUsage(
       "One MLP training step (forward + backward + SGD) per device and size, and the ratio to PyTorch "
       "eager.\n"
       "Also takes Google Benchmark's flags: --benchmark_filter=REGEX, --benchmark_min_time=SECONDS,\n"
-      "--benchmark_repetitions=N, --benchmark_format=console|json|csv, --benchmark_out=FILE.");
-  absl::ParseCommandLine(static_cast<int>(other_args.size()), other_args.data());
+      "--benchmark_repetitions=N, --benchmark_format=console|json|csv, --benchmark_out=FILE.",
+      {"bench/", "common/", "trainer/"});
+  psring::ParseFlags(static_cast<int>(other_args.size()), other_args.data());
   int bench_argc = static_cast<int>(bench_args.size());
   benchmark::Initialize(&bench_argc, bench_args.data());
 
