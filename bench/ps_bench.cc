@@ -275,6 +275,7 @@ int main(int argc, char** argv) {
       {"bench/", "common/", "ps/"});
   psring::ParseFlags(argc, argv);
   psring::ps::TuneMallocForTensors();
+  psring::ps::QuietGrpcLogs();
   absl::Status status = psring::bench::Run();
   if (!status.ok()) {
     std::cerr << "ps_bench: " << status << "\n";
