@@ -301,8 +301,9 @@ class TrainingRun {
       RETURN_IF_ERROR(PrepareCheckpointDir(options_.checkpoint_dir));
     std::string note;
     ASSIGN_OR_RETURN(result_.device, ResolveDevice(options_.device, &note));
-    if (!note.empty() && chief_)
+    if (!note.empty() && chief_) {  // rank 0 only: every rank of a job falls back alike
       std::fprintf(stderr, "psring: --device=%s: %s\n", options_.device.c_str(), note.c_str());
+    }
     absl::StatusOr<Dataset> train_set = LoadSplit(options_, Split::kTrain);
     if (!train_set.ok()) return Annotate(train_set.status(), "loading the training set");
     train_set_ = std::move(train_set).value();

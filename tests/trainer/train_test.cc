@@ -11,6 +11,7 @@
 #include "tests/testing/temp_dir.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cuda_engine.h"
+#include "trainer/engine.h"
 #include "trainer/exchange.h"
 
 namespace psring::trainer {
@@ -199,6 +200,25 @@ TEST(TrainTest, DeviceSelection) {
     EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable);
     EXPECT_THAT(cuda.status().message(), HasSubstr("--device=cuda but no usable GPU"));
   }
+}
+
+// Issue 24: on a host without a GPU, --device=auto printed the CUDA runtime's "driver version is
+// insufficient" error. The fallback is normal there: one short line, without CUDA's error text.
+TEST(TrainTest, AutoOnAHostWithoutAGpuFallsBackWithAShortNote) {
+  const absl::Status probe = ProbeCuda();
+  if (probe.ok()) GTEST_SKIP() << "this host has a usable GPU";
+  std::string note;
+  absl::StatusOr<std::string> device = ResolveDevice("auto", &note);
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_EQ(*device, "cpu");
+  if (absl::IsNotFound(probe)) {
+    EXPECT_EQ(note, "no GPU on this host; training on CPU");
+  } else {  // a GPU that cannot be used, or no CUDA in this build: the reason matters
+    EXPECT_THAT(note, HasSubstr(std::string(probe.message())));
+  }
+  std::string unused;
+  EXPECT_EQ(ResolveDevice("cpu", &unused).value_or(""), "cpu");
+  EXPECT_TRUE(unused.empty());
 }
 
 }  // namespace
