@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/report.h"
@@ -153,6 +155,21 @@ void TrainStep(benchmark::State& state, const Case& c) {
 // Keeps every run for the closing table while printing as usual.
 class CollectingReporter : public benchmark::ConsoleReporter {
  public:
+  // Google Benchmark's context, less its "***WARNING*** Library was built as DEBUG" line: Debian builds
+  // libbenchmark without NDEBUG, so the line speaks of the library's own asserts, not of this binary (built
+  // with -O2, .bazelrc) or of the steps it times, which never call into the library.
+  bool ReportContext(const Context& context) override {
+    std::ostream& err = GetErrorStream();
+    std::ostringstream text;
+    SetErrorStream(&text);
+    const bool ok = ConsoleReporter::ReportContext(context);
+    SetErrorStream(&err);
+    for (absl::string_view line : absl::StrSplit(text.str(), '\n', absl::SkipEmpty())) {
+      if (!absl::StrContains(line, "Library was built as DEBUG")) err << line << "\n";
+    }
+    return ok;
+  }
+
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) runs_.push_back(r);
@@ -231,6 +248,11 @@ int Main(int argc, char** argv) {
       "--benchmark_repetitions=N, --benchmark_format=console|json|csv, --benchmark_out=FILE.",
       {"bench/", "common/", "trainer/"});
   psring::ParseFlags(static_cast<int>(other_args.size()), other_args.data());
+  if (absl::GetFlag(FLAGS_torch_rounds) < 1) {  // the medians need a round
+    std::fprintf(stderr, "trainer_bench: --torch_rounds=%d: must be >= 1 (--torch_compare=false skips the "
+                 "PyTorch comparison)\n", absl::GetFlag(FLAGS_torch_rounds));
+    return 1;
+  }
   int bench_argc = static_cast<int>(bench_args.size());
   benchmark::Initialize(&bench_argc, bench_args.data());
 
