@@ -257,6 +257,9 @@ class TrainingRun {
       // Every epoch end and the final step leave a checkpoint; both may coincide.
       if (chief_ && !options_.checkpoint_dir.empty()) {
         RETURN_IF_ERROR(SaveState(options_, engine_.get(), world_, step_, steps_per_epoch));
+        std::fprintf(stderr, "psring: wrote checkpoint %s (step %ld, epoch %ld; --resume continues from it)\n",
+                     LatestCheckpointPath(options_.checkpoint_dir).c_str(), static_cast<long>(step_),
+                     static_cast<long>(step_ / steps_per_epoch));
       }
     }
     if (measuring_) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
@@ -115,11 +116,17 @@ TEST(TrainTest, CheckpointsEveryEpoch) {
   o.epochs = 2;
   o.checkpoint_dir = FreshTempPath("every_epoch");
   o.max_steps = 20;  // stops exactly at the end of epoch 1
-  ASSERT_TRUE(Train(o, &local).ok());
+  ::testing::internal::CaptureStderr();
+  const bool trained = Train(o, &local).ok();
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(trained);
   absl::StatusOr<CheckpointState> s = LoadCheckpoint(LatestCheckpointPath(o.checkpoint_dir));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->step, 20);
   EXPECT_EQ(s->epoch, 1);
+  // Issue 24: the trainer never said when it wrote a checkpoint.
+  EXPECT_THAT(printed, HasSubstr(absl::StrCat("psring: wrote checkpoint ", LatestCheckpointPath(o.checkpoint_dir),
+                                              " (step 20, epoch 1")));
 }
 
 TEST(TrainTest, ResumeRejectsDifferentModelOrMissingCheckpoint) {
