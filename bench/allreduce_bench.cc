@@ -27,8 +27,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,6 +35,7 @@
 #include "absl/time/clock.h"
 #include "bench/report.h"
 #include "bench/result_line.h"
+#include "common/flags_usage.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -337,12 +336,13 @@ absl::Status Run(const char* argv0) {
 }  // namespace psring::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psring::InitFlagsUsage(
       "Ring allreduce (TCP, loopback, ranks as threads) from --min_bytes to --max_bytes for each world size "
       "in "
       "--ranks, as an nccl-tests table, then the busbw ratio against Gloo.\n"
-      "  bazel run //bench:allreduce_bench -- --ranks=2,4,8 --phases --json=/tmp/allreduce.json");
-  absl::ParseCommandLine(argc, argv);
+      "  bazel run //bench:allreduce_bench -- --ranks=2,4,8 --phases --json=/tmp/allreduce.json",
+      {"bench/", "common/", "ring/"});
+  psring::ParseFlags(argc, argv);
   absl::Status status = psring::bench::Run(argv[0]);
   if (!status.ok()) {
     std::fprintf(stderr, "allreduce_bench: %s\n", status.ToString().c_str());

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
       "Usage: cluster_run --hosts=N [--link=100mbit] -- COMMAND ARGS... with {rank} {world} {addr} "
       "{master_addr} replaced in each argument.",
       {"bench/"});
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> rest = psring::ParseFlags(argc, argv);
   std::vector<std::string> command(rest.begin() + 1, rest.end());
   absl::Status status = psring::bench::Main(argv[0], command);
   if (!status.ok()) {

@@ -17,14 +17,14 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/report.h"
+#include "common/flags_usage.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 #include "proto/results.pb.h"
@@ -57,6 +57,9 @@ ABSL_FLAG(std::string, json, "", "Also write all tables as JSON to this file.");
 
 namespace psring::bench {
 namespace {
+
+// The PS's effective push-pull throughput (one rank, one shard, 64 MiB) against a plain socket's.
+constexpr double kSocketRatioTarget = 0.5;
 
 // Streams `bytes` from one thread to another through a TCP connection on 127.0.0.1 (common/socket.h, the
 // ring's own socket layer). Returns the throughput in bytes/s.
@@ -118,6 +121,7 @@ absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks,
   service.step_timeout = absl::Seconds(120);
   service.chunk_bytes = chunk_bytes;
   service.max_lead_bytes = ParseSize(absl::GetFlag(FLAGS_max_lead_bytes));
+  service.log_registrations = false;  // a fresh server per row: 192 "registered at version 0" lines otherwise
   const size_t push_window_bytes = ParseSize(absl::GetFlag(FLAGS_push_window_bytes));
   std::vector<std::unique_ptr<ps::PsServer>> servers;
   std::vector<std::string> addresses;
@@ -252,7 +256,13 @@ absl::Status Run() {
     std::cout << "# PS push-pull (N=1, K=1, " << socket_bytes
               << " B) effective throughput 2*S/time = " << ps_ratio * socket_bps / 1e9
               << " GB/s = " << ps_ratio << " x plain socket (median of 3 rounds; "
-              << "target >= 0.5)\n";
+              << "target >= " << kSocketRatioTarget << ")\n";
+    // The target is stated for 64 MiB; at other sizes the line is information, not a check.
+    const bool target_size = socket_bytes == (64u << 20);
+    std::cout << absl::StrFormat("# %s ps push-pull vs plain socket S=%s: %.2fx (>= %.1fx at 64M)%s\n",
+                                 target_size ? "check" : "info", socket_text, ps_ratio, kSocketRatioTarget,
+                                 target_size ? (ps_ratio >= kSocketRatioTarget ? ": PASS" : ": FAIL")
+                                             : " (not 64M: no acceptance check)");
   }
   if (!absl::GetFlag(FLAGS_json).empty()) {
     FILE* f = std::fopen(absl::GetFlag(FLAGS_json).c_str(), "w");
@@ -269,12 +279,14 @@ absl::Status Run() {
 }  // namespace psring::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psring::InitFlagsUsage(
       "Benchmarks synchronous push-pull through the gRPC parameter server on loopback (K shards, N ranks as "
       "threads) and compares with a plain TCP socket stream.\n  bazel run //bench:ps_bench -- "
-      "--max_bytes=64M");
-  absl::ParseCommandLine(argc, argv);
+      "--max_bytes=64M",
+      {"bench/", "common/", "ps/"});
+  psring::ParseFlags(argc, argv);
   psring::ps::TuneMallocForTensors();
+  psring::ps::QuietGrpcLogs();
   absl::Status status = psring::bench::Run();
   if (!status.ok()) {
     std::cerr << "ps_bench: " << status << "\n";

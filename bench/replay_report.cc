@@ -102,7 +102,10 @@ std::vector<LayerCost> Rescaled(const std::vector<LayerCost>& profile, const Com
 }
 
 // The buckets the workers form for these layers (trainer::BucketPlan, DDP's assignment), as byte ranges.
-std::vector<ByteRange> BucketsOf(const std::vector<LayerCost>& layers, double bucket_mb) {
+// `bucket_mb` and `first_bucket_mb` are caps of the real model; `layers` hold the real bytes divided by `scale`
+// (the bytes the workers moved), so the caps are divided alike, as the harness divided the workers' flags.
+std::vector<ByteRange> BucketsOf(const std::vector<LayerCost>& layers, double bucket_mb, double first_bucket_mb,
+                                 double scale) {
   double total = 0;
   std::vector<size_t> elements;
   for (const LayerCost& l : layers) {
@@ -110,7 +113,8 @@ std::vector<ByteRange> BucketsOf(const std::vector<LayerCost>& layers, double bu
     total += l.bytes;
   }
   if (bucket_mb <= 0) return {{0, total}};
-  absl::StatusOr<trainer::BucketPlan> plan = trainer::BucketPlan::Create(elements, bucket_mb);
+  absl::StatusOr<trainer::BucketPlan> plan =
+      trainer::BucketPlan::Create(elements, bucket_mb / scale, first_bucket_mb / scale);
   if (!plan.ok()) return {{0, total}};
   std::vector<ByteRange> buckets;
   for (const trainer::FloatRange& range : plan->buckets()) {
@@ -125,11 +129,12 @@ std::vector<ByteRange> BucketsOf(const std::vector<LayerCost>& layers, double bu
 // step's streams, the servers' per-step work, N processes sharing the cores), not a wire latency each
 // bucket pays again (bench/PERFORMANCE.md 3.2).
 StepEstimate ModelStep(const ScalingResult& result, const ModelFit& fit, Exchange e, int nodes,
-                       const std::vector<LayerCost>& layers, double bucket_mb) {
+                       const std::vector<LayerCost>& layers, double scale, double bucket_mb) {
   const ExchangePlugin& plugin = PluginFor(e);
   const int servers = plugin.Servers(nodes, result.options.ps_servers);
   bool first = true;
-  return OverlapStep(ShapeOf(layers, BucketsOf(layers, bucket_mb)), [&](double bytes) {
+  const std::vector<ByteRange> buckets = BucketsOf(layers, bucket_mb, result.options.first_bucket_mb, scale);
+  return OverlapStep(ShapeOf(layers, buckets), [&](double bytes) {
     const CostTerms terms = plugin.Terms(nodes, servers, bytes);
     const double seconds = fit.beta * terms.link_bytes + (first ? fit.alpha * terms.messages : 0);
     first = false;
@@ -145,7 +150,12 @@ double ReplayModelSeconds(const ScalingResult& result, Exchange e, int nodes, co
   auto profile = result.workload_layers.find(workload);
   const Compute compute = MeasuredCompute(result, workload);
   if (fit == result.fits.end() || profile == result.workload_layers.end() || !compute.ok()) return -1;
-  return ModelStep(result, fit->second, e, nodes, Rescaled(profile->second, compute), bucket_mb).step_s +
+  // The workers replayed the profile with its bytes divided by --bytes_scale: the ratio of its bytes to what
+  // they reported (also right for a --from_csv report, which has no --bytes_scale of its own).
+  double profile_bytes = 0;
+  for (const LayerCost& l : profile->second) profile_bytes += l.bytes;
+  const double scale = std::max(1.0, profile_bytes / compute.bytes);
+  return ModelStep(result, fit->second, e, nodes, Rescaled(profile->second, compute), scale, bucket_mb).step_s +
          compute.optimizer_s;
 }
 
@@ -301,7 +311,7 @@ double ProjectedSeconds(const ScalingResult& result, Exchange e, int nodes, cons
   absl::StatusOr<ModelFit> projected =
       ProjectFit(fit->second, result.link_bytes_per_second, result.options.projection);
   if (!projected.ok()) return -1;
-  return ModelStep(result, *projected, e, nodes, profile->second, bucket_mb).step_s;
+  return ModelStep(result, *projected, e, nodes, profile->second, /*scale=*/1, bucket_mb).step_s;
 }
 
 void PrintProjection(const ScalingResult& result, const std::string& workload, std::ostream& out) {

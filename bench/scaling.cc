@@ -291,7 +291,10 @@ class Runner {
                                  absl::StrCat("--hidden=", o_.hidden)});
       if (!o_.data_dir.empty()) flags.push_back(absl::StrCat("--data_dir=", o_.data_dir));
     }
-    if (record.bucket_mb >= 0) flags.push_back(absl::StrCat("--bucket_mb=", record.bucket_mb));
+    if (record.bucket_mb >= 0) flags.push_back(absl::StrCat("--bucket_mb=", WorkerBucketMb(o_, record.bucket_mb)));
+    if (record.bucket_mb > 0) {
+      flags.push_back(absl::StrCat("--first_bucket_mb=", WorkerBucketMb(o_, o_.first_bucket_mb)));
+    }
     flags.insert(flags.end(), o_.worker_args.begin(), o_.worker_args.end());
     return flags;
   }
@@ -447,6 +450,10 @@ absl::Status Validate(const ScalingOptions& o) {
       return absl::InvalidArgumentError(absl::StrCat("--bucket_mb: ", mb, " is not a size in MiB >= 0"));
     }
   }
+  if (!(o.first_bucket_mb >= 0) || !std::isfinite(o.first_bucket_mb)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--first_bucket_mb=", o.first_bucket_mb, ": must be a size in MiB >= 0 (DDP's: 1)"));
+  }
   if (!o.bucket_mbs.empty() && o.mode == "gradient") {
     return absl::InvalidArgumentError(
         "--bucket_mb needs a model whose backward produces layers: use --mode=train or --workload");
@@ -548,6 +555,10 @@ absl::Status LoadWorkloadLayers(ScalingResult* result) {
     }
   }
   return absl::OkStatus();
+}
+
+double WorkerBucketMb(const ScalingOptions& options, double real_mb) {
+  return options.mode == "replay" && options.bytes_scale > 0 ? real_mb / options.bytes_scale : real_mb;
 }
 
 absl::StatusOr<ScalingResult> RunScaling(const ScalingOptions& options, std::ostream* progress) {

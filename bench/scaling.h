@@ -30,6 +30,7 @@
 #include "bench/cost_model.h"
 #include "bench/exchanges.h"
 #include "bench/plot.h"
+#include "trainer/exchange.h"
 
 namespace psring::bench {
 
@@ -61,11 +62,15 @@ struct ScalingOptions {
   std::vector<std::string> workload_args;   // flags for replaying workers only (e.g. --compute_scale)
   // Replay mode: every layer's parameter count divided by this (>= 1; the workers replay a scaled copy of the
   // profile). With compute unchanged, 100 Mbit/s links and bytes / k stand for k x faster links with the
-  // real bytes (bench/PERFORMANCE.md 7.6). --bucket_mb applies to the scaled bytes.
+  // real bytes (bench/PERFORMANCE.md 7.6). The bucket caps below are the real model's: the workers get them
+  // divided by bytes_scale too (WorkerBucketMb), so the buckets hold the same layers as the real model's.
   double bytes_scale = 1;
   // --bucket_mb values to sweep (train and replay modes; empty: the workers' default). 0 = one flat exchange
-  // after backward; > 0 = buckets of that many MiB overlapped with backward.
+  // after backward; > 0 = buckets of that many MiB overlapped with backward. Records, labels, tables and
+  // plots name a bucket by this real size ("25 MB" under bytes_scale 64).
   std::vector<double> bucket_mbs;
+  // --first_bucket_mb: the first bucket's cap (real MiB, like bucket_mbs; DDP's default 1).
+  double first_bucket_mb = trainer::kDefaultFirstBucketMb;
   // Non-empty (train and replay modes; the workers must know --timeline): every worker writes
   // --timeline=<dir>/<run>/rank<r>.json and the harness merges each run's ranks into <dir>/<run>.json (one
   // pid per rank).
@@ -139,6 +144,10 @@ struct ScalingResult {
 };
 
 absl::StatusOr<ScalingResult> RunScaling(const ScalingOptions& options, std::ostream* progress);
+
+// A bucket cap as the workers get it: `real_mb` (a --bucket_mb or --first_bucket_mb of the real model) divided
+// by --bytes_scale in replay mode, where the workers replay the scaled copy; unchanged otherwise.
+double WorkerBucketMb(const ScalingOptions& options, double real_mb);
 
 // Replay mode: each of result->options.workloads' profiles (trainer/workload.h: a preset or a file) into
 // result->workload_layers, at its own size and device compute. kNotFound / kInvalidArgument from the loader.

@@ -87,14 +87,19 @@ ABSL_FLAG(std::vector<std::string>, workload, Defaults().workloads,
 ABSL_FLAG(std::vector<std::string>, bucket_mb, {},
           "Comma-separated gradient bucket caps in MiB to sweep (train and replay modes), e.g. 0,25: 0 = one "
           "flat exchange after backward, > 0 = DDP-style buckets overlapped with backward. Empty: the workers' "
-          "default.");
+          "default. Sizes of the real model: with --bytes_scale=k the workers get --bucket_mb / k, and tables, "
+          "labels and plots show the cap given here.");
+ABSL_FLAG(double, first_bucket_mb, Defaults().first_bucket_mb,
+          "The first bucket's cap in MiB with --bucket_mb > 0 (PyTorch DDP's: 1), a size of the real model "
+          "like --bucket_mb: with --bytes_scale=k the workers get --first_bucket_mb / k.");
 ABSL_FLAG(std::vector<std::string>, workload_args, Defaults().workload_args,
           "Extra comma-separated flags for replaying workers only, e.g. the workload's scale flag.");
 ABSL_FLAG(double, bytes_scale, Defaults().bytes_scale,
           "Replay mode: divide every layer's parameter count by this (>= 1), so a model's exchange fits the "
           "emulated links: bytes / k on 100 Mbit/s stand for the real bytes on k x 100 Mbit/s (with the "
-          "compute unchanged; --workload_args=--compute_scale=c scales the compute). --bucket_mb applies to the "
-          "scaled bytes; the projection uses the profile's real size.");
+          "compute unchanged; --workload_args=--compute_scale=c scales the compute). --bucket_mb and "
+          "--first_bucket_mb are divided by it alike, so the buckets hold the real model's layers; the "
+          "projection uses the profile's real size.");
 ABSL_FLAG(bool, timeline, true,
           "Replay mode: every worker writes a per-rank timeline (--timeline) and the harness merges each run's "
           "ranks into <out_dir>/timelines/<run>.json (Chrome trace-event JSON, one process per rank; open it in "
@@ -169,6 +174,7 @@ absl::StatusOr<ScalingOptions> SweepOptionsFromFlags() {
     }
     o.bucket_mbs.push_back(mb);
   }
+  o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);
   o.worker_args = absl::GetFlag(FLAGS_worker_args);
   o.server_args = absl::GetFlag(FLAGS_server_args);
   o.worker_timeout_s = absl::GetFlag(FLAGS_worker_timeout);
@@ -199,7 +205,7 @@ int main(int argc, char** argv) {
       "with tc-limited links; loopback without root). Prints nccl-tests-style tables, the fitted alpha-beta "
       "model and its extrapolation, and writes CSV, JSON and an SVG plot. See bench/PERFORMANCE.md.",
       {"bench/"});
-  absl::ParseCommandLine(argc, argv);
+  psring::ParseFlags(argc, argv);
   absl::Status status = psring::bench::Main(argv[0]);
   if (!status.ok()) std::cerr << "scaling: " << status.message() << "\n";
   return status.ok() ? 0 : 1;

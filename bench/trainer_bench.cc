@@ -14,20 +14,21 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/report.h"
 #include "benchmark/benchmark.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "trainer/cpu_kernels.h"
 #include "trainer/cuda_engine.h"
@@ -154,6 +155,21 @@ void TrainStep(benchmark::State& state, const Case& c) {
 // Keeps every run for the closing table while printing as usual.
 class CollectingReporter : public benchmark::ConsoleReporter {
  public:
+  // Google Benchmark's context, less its "***WARNING*** Library was built as DEBUG" line: Debian builds
+  // libbenchmark without NDEBUG, so the line speaks of the library's own asserts, not of this binary (built
+  // with -O2, .bazelrc) or of the steps it times, which never call into the library.
+  bool ReportContext(const Context& context) override {
+    std::ostream& err = GetErrorStream();
+    std::ostringstream text;
+    SetErrorStream(&text);
+    const bool ok = ConsoleReporter::ReportContext(context);
+    SetErrorStream(&err);
+    for (absl::string_view line : absl::StrSplit(text.str(), '\n', absl::SkipEmpty())) {
+      if (!absl::StrContains(line, "Library was built as DEBUG")) err << line << "\n";
+    }
+    return ok;
+  }
+
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) runs_.push_back(r);
@@ -225,12 +241,18 @@ int Main(int argc, char** argv) {
     (absl::StartsWith(argv[i], "--benchmark_") || absl::StartsWith(argv[i], "--v=") ? bench_args : other_args)
         .push_back(argv[i]);
   }
-  absl::SetProgramUsageMessage(
+  psring::InitFlagsUsage(
       "One MLP training step (forward + backward + SGD) per device and size, and the ratio to PyTorch "
       "eager.\n"
       "Also takes Google Benchmark's flags: --benchmark_filter=REGEX, --benchmark_min_time=SECONDS,\n"
-      "--benchmark_repetitions=N, --benchmark_format=console|json|csv, --benchmark_out=FILE.");
-  absl::ParseCommandLine(static_cast<int>(other_args.size()), other_args.data());
+      "--benchmark_repetitions=N, --benchmark_format=console|json|csv, --benchmark_out=FILE.",
+      {"bench/", "common/", "trainer/"});
+  psring::ParseFlags(static_cast<int>(other_args.size()), other_args.data());
+  if (absl::GetFlag(FLAGS_torch_rounds) < 1) {  // the medians need a round
+    std::fprintf(stderr, "trainer_bench: --torch_rounds=%d: must be >= 1 (--torch_compare=false skips the "
+                 "PyTorch comparison)\n", absl::GetFlag(FLAGS_torch_rounds));
+    return 1;
+  }
   int bench_argc = static_cast<int>(bench_args.size());
   benchmark::Initialize(&bench_argc, bench_args.data());
 

@@ -234,9 +234,21 @@ absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthC
   RETURN_IF_ERROR(SendAll(socket, server_hello.data(), server_hello.size(), deadline));
   RETURN_IF_ERROR(SendAll(socket, my_mac.data(), my_mac.size(), deadline));
   Mac client_mac{};
-  RETURN_IF_ERROR(RecvAll(socket, client_mac.data(), client_mac.size(), deadline));
-
   HandshakeHello client = FromWire(theirs, std::move(client_job));
+  const absl::Status got_mac = RecvAll(socket, client_mac.data(), client_mac.size(), deadline);
+  if (absl::IsUnavailable(got_mac) && theirs.has_token != 0) {
+    // A client with a token that hangs up right after our hello is one whose token did not verify our proof
+    // (ClientHandshake then closes without sending its own): say so, rather than "closed the connection".
+    return absl::UnauthenticatedError(
+        auth.token.empty()
+            ? absl::StrCat(RankName(client.rank), " has an auth token and this job runs without one (it hung up "
+                           "after this side's hello); give every rank the same --auth_token (or ",
+                           kAuthTokenEnv, "), or none")
+            : absl::StrCat(RankName(client.rank), " hung up after this side proved the auth token: it has another "
+                           "--auth_token (or ", kAuthTokenEnv, ") than this job, or it exited; give every rank "
+                           "the same token"));
+  }
+  RETURN_IF_ERROR(got_mac);
   absl::Status verdict;
   if (!auth.token.empty()) {
     const Mac expected = TranscriptMac(auth, "client", client_hello, server_hello);

@@ -20,7 +20,7 @@
 
 namespace psring {
 
-// Parses the command line (exits on unknown flags and after --help), then calls run(positional arguments
+// Parses the command line (ParseFlags: exits 1 on unknown flags, 0 after --help), then calls run(positional arguments
 // after the program name, i.e. those after a bare `--`). A failed status is printed to stderr as
 // "<name>: <status>" on one line. Returns the exit code for main(): ExitCodeFor(status).
 int RunMain(int argc, char** argv, absl::string_view name,

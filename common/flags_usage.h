@@ -4,7 +4,7 @@
 //   int main(int argc, char** argv) {
 //     psring::InitFlagsUsage("One ring rank.\n  bazel run //ring:ring_worker -- ...",
 //                            {"common/", "trainer/", "ring/"});
-//     absl::ParseCommandLine(argc, argv);
+//     psring::ParseFlags(argc, argv);   // not absl::ParseCommandLine: --help must exit 0
 //   }
 //
 // Not thread-safe: call once from main(), before absl::ParseCommandLine and before any thread starts.
@@ -12,6 +12,7 @@
 #define PSRING_COMMON_FLAGS_USAGE_H_
 
 #include <initializer_list>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -22,6 +23,12 @@ namespace psring {
 // file holding main(). Copies `dirs`; the string literals they point to must outlive the program (pass
 // literals).
 void InitFlagsUsage(absl::string_view usage, std::initializer_list<absl::string_view> dirs);
+
+// absl::ParseCommandLine, except that a usage flag (--help, --helpfull, --helpshort, --helppackage,
+// --helpon=, --helpmatch=, --version, --only_check_args) prints to stdout and exits 0: the user asked for it
+// and got it (the Abseil this builds with exits 1 after --help). Unknown or malformed flags still print
+// Abseil's error on stderr and exit 1. Returns the positional arguments, argv[0] first.
+std::vector<char*> ParseFlags(int argc, char** argv);
 
 }  // namespace psring
 

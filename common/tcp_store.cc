@@ -170,7 +170,9 @@ void TcpStore::AcceptLoop() {
     if (!accepted.ok()) continue;  // timeout slice, or a transient accept error: keep serving
     absl::MutexLock lock(&clients_mu_);
     if (static_cast<int>(clients_.size()) >= MaxConnections()) {
-      ++refused_;
+      RecordRefusal(absl::ResourceExhaustedError(
+          absl::StrCat("a connection from ", accepted->peer_name(), ": ", MaxConnections(),
+                       " connections are open already (TcpStoreOptions::max_connections)")));
       continue;  // closed by the Socket's destructor, before any byte is read
     }
     clients_.emplace_back();
@@ -196,6 +198,16 @@ absl::Status TcpStore::AdmitRank(int rank) {
   return absl::OkStatus();
 }
 
+void TcpStore::RecordRefusal(const absl::Status& why) {
+  const int64_t refused = ++refused_;
+  absl::MutexLock lock(&refusal_mu_);
+  last_refusal_ = why;
+  if (refused <= options_.refusals_logged) {
+    std::fprintf(stderr, "rendezvous store: refused a connection: %s%s\n", std::string(why.message()).c_str(),
+                 refused == options_.refusals_logged ? " (further refusals are counted, not printed)" : "");
+  }
+}
+
 void TcpStore::Serve(Client* client) {
   HandshakeHello mine;
   mine.protocol = HandshakeProtocol::kStore;
@@ -205,13 +217,16 @@ void TcpStore::Serve(Client* client) {
       client->socket, options_.auth, mine, [this](const HandshakeHello& c) { return AdmitRank(c.rank); },
       absl::Now() + options_.handshake_timeout);
   if (!hello.ok()) {
-    ++refused_;
+    RecordRefusal(hello.status());
   } else {
     {
       absl::MutexLock lock(&clients_mu_);
       ++active_clients_;
     }
-    if (!ServeRequests(client->socket)) ++refused_;
+    if (!ServeRequests(client->socket)) {
+      RecordRefusal(absl::InvalidArgumentError(
+          absl::StrCat(client->socket.peer_name(), " broke the store protocol or sent a request over the limits")));
+    }
     absl::MutexLock lock(&clients_mu_);
     --active_clients_;
   }
@@ -329,7 +344,16 @@ absl::Status TcpStore::Set(const std::string& key, const std::string& value) {
 }
 
 absl::StatusOr<std::string> TcpStore::Get(const std::string& key, absl::Duration timeout) {
-  if (options_.is_server) return table_.Get(key, timeout);
+  if (options_.is_server) {
+    absl::StatusOr<std::string> got = table_.Get(key, timeout);
+    const int64_t refused = refused_;
+    if (!absl::IsDeadlineExceeded(got.status()) || refused == 0) return got;
+    // A rank that was refused is not missing: say why it was refused rather than "check --world_size".
+    absl::MutexLock lock(&refusal_mu_);
+    return absl::DeadlineExceededError(absl::StrCat(
+        "store key '", key, "' was not set within ", absl::FormatDuration(timeout), ": the store refused ",
+        refused, refused == 1 ? " connection" : " connections", ", the last because ", last_refusal_.message()));
+  }
   ASSIGN_OR_RETURN(Response r, Call(store_wire::kGet, key, "", absl::ToInt64Milliseconds(timeout), timeout));
   return std::move(r.payload);
 }

@@ -14,7 +14,9 @@
 // allocating them; the connection is closed), a Set that would grow the table over max_total_bytes (the
 // request fails), and connections beyond max_connections (closed at once); a connection that has not
 // finished its handshake within handshake_timeout is closed. Without a token and without a bind_addr the
-// server listens on 127.0.0.1 only and says so on stderr.
+// server listens on 127.0.0.1 only and says so on stderr. The server prints its first 5 refusals on stderr
+// ("rendezvous store: refused ...", the rest are counted), and a Get of rank 0 that times out after a refusal
+// names the last one (e.g. a rank with another --auth_token) instead of blaming a missing rank.
 //
 // Destroying the server waits (up to `shutdown_grace`) for connected clients to hang up, so ranks still
 // finishing a Get are answered. Thread-safe: calls from several threads are serialised per connection.
@@ -61,6 +63,8 @@ struct TcpStoreOptions {
   // The sum of every key's and value's size the server holds; a Set or Add beyond it fails with
   // kResourceExhausted and changes nothing (the connection stays open). 0: unbounded.
   size_t max_total_bytes = 64 << 20;
+  // Refusals the server prints on stderr (the rest are counted); 0: none (tests of floods).
+  int refusals_logged = 5;
   // Connections served at once (handshaking or authenticated); 0: 4 * world_size + 16 (64 when world_size is
   // 0). Beyond it a new connection is closed at once (a client then retries until its timeout).
   int max_connections = 0;
@@ -111,6 +115,8 @@ class TcpStore final : public Store {
   // the client broke the protocol (counted as refused).
   bool ServeRequests(const Socket& socket);
   absl::Status AdmitRank(int rank) ABSL_LOCKS_EXCLUDED(clients_mu_);
+  // Counts a refused connection, keeps `why` for a Get that times out, prints the first ones.
+  void RecordRefusal(const absl::Status& why) ABSL_LOCKS_EXCLUDED(refusal_mu_);
   int MaxConnections() const;
 
   const TcpStoreOptions options_;
@@ -128,6 +134,8 @@ class TcpStore final : public Store {
   std::atomic<bool> force_stop_{false};
   std::atomic<bool> abandoned_{false};
   std::atomic<int64_t> refused_{0};
+  absl::Mutex refusal_mu_;
+  absl::Status last_refusal_ ABSL_GUARDED_BY(refusal_mu_);
   absl::Mutex clients_mu_;
   std::list<Client> clients_ ABSL_GUARDED_BY(clients_mu_);  // std::list: Client addresses stay put
   int active_clients_ ABSL_GUARDED_BY(clients_mu_) = 0;

@@ -19,7 +19,8 @@
 
 namespace psring::ps {
 
-// psring::RunMain, calling TuneMallocForTensors() (ps/wire.h) before run. Returns ExitCodeFor(status).
+// psring::RunMain, calling TuneMallocForTensors() and QuietGrpcLogs() (ps/wire.h) before run. Returns
+// ExitCodeFor(status).
 int RunMain(int argc, char** argv, absl::string_view name,
             absl::FunctionRef<absl::Status(const std::vector<std::string>&)> run);
 

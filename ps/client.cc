@@ -29,6 +29,13 @@ bool NeedsReregistration(const absl::Status& status) {
 absl::Status PsExchange::FromCall(const grpc::Status& status, absl::Time deadline,
                                   const std::string& where) const {
   absl::Status result = FromGrpc(status, where);
+  // TLS against a plaintext server: the server's HTTP/2 bytes are no TLS record ("wrong version number").
+  if (!options_.tls_ca_file.empty() && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StrContains(status.error_message(), "wrong version number")) {
+    return absl::UnavailableError(absl::StrCat(
+        result.message(), " (TLS handshake failed: the server answered in plaintext, so it does not use TLS: "
+        "start it with --tls_cert and --tls_key, or run this worker without --tls_ca)"));
+  }
   // A failed TLS handshake surfaces from gRPC as a bare "tcp handshaker shutdown", an SSL error or a peer
   // name "not in peer certificate": say what to check.
   if (!options_.tls_ca_file.empty() && status.error_code() == grpc::StatusCode::UNAVAILABLE &&

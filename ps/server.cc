@@ -1,9 +1,13 @@
 #include "ps/server.h"
 
+#include <cstdio>
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "common/exit_codes.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
+#include "ps/checkpoint.h"
 #include "ps/wire.h"
 
 namespace psring::ps {
@@ -28,14 +32,27 @@ absl::Status WhyNotListening(const ServerOptions& options, const std::string& ad
         "gRPC cannot serve TLS on ", address, " with --tls_cert=", options.tls_cert_file, " and --tls_key=",
         options.tls_key_file, "; they must be a PEM certificate (chain) and its matching PEM private key"));
   }
-  return absl::InternalError(absl::StrCat("gRPC cannot listen on ", address, "; see its log lines above"));
+  return absl::InternalError(absl::StrCat("gRPC cannot listen on ", address,
+                                          "; run again with GRPC_VERBOSITY=debug to see gRPC's reason"));
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& options) {
   std::unique_ptr<PsServer> server(new PsServer());
-  ASSIGN_OR_RETURN(server->service_, ParameterServerService::Create(options.service));
+  const ServiceOptions& s = options.service;
+  const std::string checkpoint =
+      s.checkpoint_dir.empty() ? "" : ShardCheckpointPath(s.checkpoint_dir, s.shard, s.num_shards);
+  std::error_code ignored;
+  const bool resuming = !checkpoint.empty() && std::filesystem::exists(checkpoint, ignored);
+  ASSIGN_OR_RETURN(server->service_, ParameterServerService::Create(s));
+  if (resuming) {
+    // Workers that connect now continue from this version, not from their own step 0: say so.
+    std::fprintf(stderr,
+                 "ps shard %d: resumed from %s at version %llu (parameters and momentum); workers continue "
+                 "from there (another --checkpoint_dir starts afresh)\n",
+                 s.shard, checkpoint.c_str(), static_cast<unsigned long long>(server->service_->version()));
+  }
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {

@@ -102,8 +102,10 @@ absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
   }
   ASSIGN_OR_RETURN(RegisteredRank registered, core_->CompleteRegistration(registration));
   // One line per registration: an operator sees workers (re)joining, e.g. after a restart.
-  std::fprintf(stderr, "ps shard %d: rank %d registered at version %llu\n", options_.shard, h.rank(),
-               static_cast<unsigned long long>(registered.version));
+  if (options_.log_registrations) {
+    std::fprintf(stderr, "ps shard %d: rank %d registered at version %llu\n", options_.shard, h.rank(),
+                 static_cast<unsigned long long>(registered.version));
+  }
   return registered;
 }
 

@@ -69,6 +69,9 @@ namespace psring::ps {
 // The core's options plus what only the transport needs.
 struct ServiceOptions : ShardOptions {
   std::string auth_token;  // empty: no authentication
+  // One stderr line per registration ("ps shard 0: rank 3 registered at version 12"): an operator sees
+  // workers (re)join. Benchmarks that start hundreds of short-lived servers turn it off.
+  bool log_registrations = true;
 };
 
 class ParameterServerService final : public proto::ParameterServer::Service {

@@ -3,9 +3,14 @@
 #include <malloc.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include <grpc/support/log.h>
+
+#include "absl/strings/match.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/ps.grpc.pb.h"
 
@@ -34,6 +39,16 @@ int PushPullMethodIndex() { return PushPullMethod().index(); }
 void TuneMallocForTensors() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+}
+
+void QuietGrpcLogs() {
+  const char* verbosity = std::getenv("GRPC_VERBOSITY");
+  if (verbosity != nullptr && *verbosity != '\0') return;  // the user asked for gRPC's own lines
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    if (absl::StartsWith(args->message, "assertion failed")) {
+      std::fprintf(stderr, "gRPC %s:%d: %s\n", args->file, args->line, args->message);
+    }
+  });
 }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {

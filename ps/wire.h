@@ -38,6 +38,13 @@ int PushPullMethodIndex();
 // main(), before threads start; process-wide.
 void TuneMallocForTensors();
 
+// Drops gRPC's own log lines ("E1125 ... ssl_transport_security.cc ... Handshake failed", ten a second while
+// a TLS client retries a plaintext server; "chttp2_server.cc ... bind" before our port-in-use message): every
+// gRPC failure psring sees becomes its own one-line message that says what to do. A GPR_ASSERT's "assertion
+// failed" line, which precedes an abort, is kept. Does nothing when the user set GRPC_VERBOSITY (then gRPC
+// logs as it always does). Call once at the start of main(), before gRPC starts; process-wide.
+void QuietGrpcLogs();
+
 // Reads a whole file (TLS certificates and keys). kNotFound / kInternal with the path.
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 

@@ -102,5 +102,6 @@ int main(int argc, char** argv) {
       "no rendezvous: --master_addr/--master_port are accepted but unused.",
       {"common/", "trainer/", "ps/"});
   psring::ps::TuneMallocForTensors();
+  psring::ps::QuietGrpcLogs();
   return psring::trainer::WorkerMain(argc, argv, "ps worker", psring::ps::ConnectServers);
 }

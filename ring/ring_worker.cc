@@ -70,6 +70,7 @@ JobFingerprint WorkerFingerprint(const trainer::WorkerOptions& w) {
       {"warmup_steps", absl::StrCat(w.gradient_only.warmup_steps)},
       // Every rank must cut the gradient into the same buckets, or the per-bucket allreduces pair up wrong.
       {"bucket_mb", absl::StrCat(t.bucket_mb)},
+      {"first_bucket_mb", absl::StrCat(t.first_bucket_mb)},
       {"segment_bytes", absl::StrCat(absl::GetFlag(FLAGS_segment_bytes))},
   };
 }

@@ -296,11 +296,13 @@ absl::Status ProbeCuda() {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();  // reported here, so no later launch check picks it up
-    return absl::UnavailableError(absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorString(err), " (",
-                                               cudaGetErrorName(err), ", error ", static_cast<int>(err),
-                                               ")"));
+    const std::string reason = absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorString(err), " (",
+                                            cudaGetErrorName(err), ", error ", static_cast<int>(err), ")");
+    // No driver or no device: a host without a GPU, not a broken one.
+    const bool no_gpu = err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice;
+    return no_gpu ? absl::NotFoundError(reason) : absl::UnavailableError(reason);
   }
-  if (count == 0) return absl::UnavailableError("cudaGetDeviceCount found no CUDA device");
+  if (count == 0) return absl::NotFoundError("cudaGetDeviceCount found no CUDA device");
   // Creating the context catches devices that exist but cannot be used (exclusive mode, broken driver).
   const cudaError_t init = cudaFree(nullptr);
   if (init != cudaSuccess) {

@@ -18,8 +18,10 @@ namespace psring::trainer {
 // True when this binary was built with the CUDA backend.
 bool CudaCompiledIn();
 
-// OK when a CUDA device is usable; otherwise kUnavailable with the runtime's reason (for example
-// "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version (error 35)").
+// OK when a CUDA device is usable. kNotFound when this host has no GPU at all (no driver: the runtime's
+// cudaErrorInsufficientDriver, error 35, is what a CPU-only host answers; cudaErrorNoDevice; no device
+// counted): the normal case for --device=auto on a CPU host. kUnavailable with the runtime's reason when a
+// device exists but cannot be used, or CUDA is not compiled in.
 absl::Status ProbeCuda();
 
 // Makes device `local_rank % device count` current on the calling thread, so ranks sharing a host use one

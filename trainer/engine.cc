@@ -1,5 +1,7 @@
 #include "trainer/engine.h"
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "trainer/cpu_engine.h"
@@ -25,7 +27,11 @@ absl::StatusOr<std::string> ResolveDevice(const std::string& requested, std::str
     return absl::UnavailableError(
         absl::StrCat("--device=cuda but no usable GPU: ", probe.message(), "; use --device=cpu or auto"));
   }
-  if (note != nullptr) *note = absl::StrCat("no usable GPU (", probe.message(), "); training on CPU");
+  if (note != nullptr) {
+    // A host without a GPU is the normal case for auto: no CUDA error text, which reads like a fault.
+    *note = absl::IsNotFound(probe) ? std::string("no GPU on this host; training on CPU")
+                                    : absl::StrCat("no usable GPU (", probe.message(), "); training on CPU");
+  }
   return std::string("cpu");
 }
 

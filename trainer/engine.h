@@ -112,7 +112,8 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const std::string& device, 
                                                      int max_batch);
 
 // Resolves --device: "cpu" -> "cpu"; "cuda" -> "cuda" or an error saying why no GPU is usable;
-// "auto" -> "cuda" when a GPU is usable, else "cpu" with `*note` (when not null) saying why it fell back.
+// "auto" -> "cuda" when a GPU is usable, else "cpu" with `*note` (when not null) saying why it fell back: one
+// short line on a host without a GPU, the runtime's reason when a GPU exists but cannot be used.
 absl::StatusOr<std::string> ResolveDevice(const std::string& requested, std::string* note);
 
 }  // namespace psring::trainer

@@ -31,12 +31,10 @@ absl::StatusOr<BucketPlan> BucketPlan::Create(absl::Span<const size_t> layers, d
   }
   if (bucket_mb == 0 || layers.empty()) return Flat(total);
 
-  // Caps in elements (float32), at least one element so a zero first cap still makes progress.
-  auto cap_elements = [](double mb) {
-    return std::max<size_t>(1, static_cast<size_t>(mb * kBytesPerMb / sizeof(float)));
-  };
-  const size_t cap = cap_elements(bucket_mb);
-  size_t current_cap = cap_elements(std::min(first_bucket_mb, bucket_mb));
+  // Caps in bytes, truncated as DDP's int(bucket_cap_mb * 1024 * 1024).
+  auto cap_bytes = [](double mb) { return static_cast<size_t>(mb * kBytesPerMb); };
+  const size_t cap = cap_bytes(bucket_mb);
+  size_t current_cap = cap_bytes(std::min(first_bucket_mb, bucket_mb));
 
   BucketPlan plan;
   plan.total_ = total;
@@ -44,15 +42,15 @@ absl::StatusOr<BucketPlan> BucketPlan::Create(absl::Span<const size_t> layers, d
   size_t end = total;  // the open bucket is [begin, end)
   size_t begin = total;
   for (size_t i = layers.size(); i-- > 0;) {
-    const size_t size = layers[i];
-    if (begin < end && end - begin + size > current_cap) {
+    begin -= layers[i];
+    // DDP's rule: the layer joins the open bucket first, and the bucket closes once it holds >= its cap.
+    if ((end - begin) * sizeof(float) >= current_cap) {
       plan.buckets_.push_back(FloatRange{begin, end - begin});
       end = begin;
       current_cap = cap;
     }
-    begin -= size;
   }
-  plan.buckets_.push_back(FloatRange{begin, end - begin});
+  if (begin < end) plan.buckets_.push_back(FloatRange{begin, end - begin});
   return plan;
 }
 

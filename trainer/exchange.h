@@ -108,10 +108,12 @@ constexpr double kDefaultFirstBucketMb = 1.0;
 // cheap to copy, thread-compatible. Every element of [0, total) is in exactly one bucket; a bucket is a
 // contiguous range because layers are contiguous in forward order and a bucket holds consecutive layers.
 //
-// Assignment (pure, DDP's compute_bucket_assignment_by_size for one dtype and device): layers are taken in
-// reverse forward order; a layer joins the open bucket while the bucket stays within its cap, otherwise the
-// open bucket closes and the layer opens the next one. The first bucket's cap is min(first_bucket_mb,
-// bucket_mb), every other bucket's is bucket_mb; so a layer larger than the cap is a bucket of its own.
+// Assignment (pure, DDP's compute_bucket_assignment_by_size for one dtype and device, as its Reducer rebuilds
+// the buckets in the order gradients become ready): layers are taken in reverse forward order; each layer joins
+// the open bucket, and the bucket closes as soon as it holds >= its cap (so a bucket may end up to one layer
+// above its cap, and the last bucket, which holds the first layers, is whatever is left). The first bucket's
+// cap is min(first_bucket_mb, bucket_mb), every other bucket's is bucket_mb (caps in bytes, MiB truncated as
+// DDP's int(cap_mb * 1024 * 1024)); a layer at least as large as the cap closes the bucket it joins.
 // bucket_mb == 0: one bucket over everything, exchanged after backward (flat(), today's behaviour).
 class BucketPlan {
  public:

@@ -146,7 +146,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   }
   BucketPlan plan = BucketPlan::Flat(count);
   if (replay) {
-    ASSIGN_OR_RETURN(plan, BucketPlan::Create(layer_counts, options.bucket_mb));
+    ASSIGN_OR_RETURN(plan, BucketPlan::Create(layer_counts, options.bucket_mb, options.first_bucket_mb));
   }
   std::vector<float> params(count), grads(count);
   for (size_t i = 0; i < count; ++i) params[i] = GradientOnlyInitialValue(i);

@@ -67,6 +67,7 @@ struct GradientOnlyOptions {
   // counts make the gradient) and the steps go through BeginStep/GradientReady/FinishStep.
   std::vector<ReplayLayer> layers;
   double bucket_mb = 0;  // replay mode: the bucket cap (trainer/exchange.h BucketPlan; 0: one flat exchange)
+  double first_bucket_mb = kDefaultFirstBucketMb;  // replay mode: the first bucket's cap
   int warmup_steps = 2;
   int steps = 10;  // measured steps
   // Called by every rank right before its first measured step and right after its last one (benchmarks

@@ -257,6 +257,9 @@ class TrainingRun {
       // Every epoch end and the final step leave a checkpoint; both may coincide.
       if (chief_ && !options_.checkpoint_dir.empty()) {
         RETURN_IF_ERROR(SaveState(options_, engine_.get(), world_, step_, steps_per_epoch));
+        std::fprintf(stderr, "psring: wrote checkpoint %s (step %ld, epoch %ld; --resume continues from it)\n",
+                     LatestCheckpointPath(options_.checkpoint_dir).c_str(), static_cast<long>(step_),
+                     static_cast<long>(step_ / steps_per_epoch));
       }
     }
     if (measuring_) {
@@ -302,8 +305,9 @@ class TrainingRun {
       RETURN_IF_ERROR(PrepareCheckpointDir(options_.checkpoint_dir));
     std::string note;
     ASSIGN_OR_RETURN(result_.device, ResolveDevice(options_.device, &note));
-    if (!note.empty() && chief_)
+    if (!note.empty() && chief_) {  // rank 0 only: every rank of a job falls back alike
       std::fprintf(stderr, "psring: --device=%s: %s\n", options_.device.c_str(), note.c_str());
+    }
     absl::StatusOr<Dataset> train_set = LoadSplit(options_, Split::kTrain);
     if (!train_set.ok()) return Annotate(train_set.status(), "loading the training set");
     train_set_ = std::move(train_set).value();
@@ -383,7 +387,8 @@ class TrainingRun {
     const MlpLayout& layout = engine_->layout();
     plan_ = std::make_unique<BucketPlan>(BucketPlan::Flat(layout.num_params()));
     if (options_.bucket_mb > 0 && exchange_->SupportsBuckets() && !adapter_->staged()) {
-      ASSIGN_OR_RETURN(*plan_, BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb));
+      ASSIGN_OR_RETURN(*plan_,
+                       BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb, options_.first_bucket_mb));
     } else if (options_.bucket_mb > 0 && chief_) {
       std::fprintf(stderr,
                    "psring: --bucket_mb=%g: exchange %s %s, so gradients are exchanged in one flat piece "
@@ -552,6 +557,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.log_every < 0) return invalid("log_every", o.log_every, "must be >= 0");
   if (!(o.bucket_mb >= 0) || o.bucket_mb > 1e6) {
     return invalid("bucket_mb", o.bucket_mb, "must be in [0, 1e6] MiB (0: one flat exchange after backward)");
+  }
+  if (!(o.first_bucket_mb >= 0) || o.first_bucket_mb > 1e6) {
+    return invalid("first_bucket_mb", o.first_bucket_mb, "must be in [0, 1e6] MiB (DDP's default: 1)");
   }
   if (o.warmup_steps < 0) return invalid("warmup_steps", o.warmup_steps, "must be >= 0");
   return absl::OkStatus();

@@ -40,10 +40,12 @@ struct TrainOptions {
   // A training loss that becomes non-finite (NaN, Inf) stops the run with an error naming the step; true:
   // rank 0 warns once and training goes on (a parameter server still refuses non-finite gradients).
   bool allow_nonfinite_loss = false;
-  // Gradient buckets (trainer/exchange.h BucketPlan): cap in MiB, the first bucket min(1, bucket_mb); each
-  // layer's gradient goes to the exchange as backward produces it. 0: one flat exchange after backward (also
-  // what an exchange that does not overlap gets: SupportsBuckets() false, or buffers staged through host).
+  // Gradient buckets (trainer/exchange.h BucketPlan): cap in MiB, the first bucket's min(first_bucket_mb,
+  // bucket_mb); each layer's gradient goes to the exchange as backward produces it. 0: one flat exchange after
+  // backward (also what an exchange that does not overlap gets: SupportsBuckets() false, or buffers staged
+  // through host).
   double bucket_mb = 0;
+  double first_bucket_mb = kDefaultFirstBucketMb;
   // Steps at the start of this call that are trained but not measured (step_s, samples/s and the sums
   // below count the rest); capped so that at least one step is measured.
   int64_t warmup_steps = 0;

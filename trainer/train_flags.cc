@@ -73,11 +73,15 @@ ABSL_FLAG(bool, allow_nonfinite_loss, psring::trainer::TrainOptions{}.allow_nonf
 ABSL_FLAG(double, bucket_mb, psring::trainer::TrainOptions{}.bucket_mb,
           "Gradient bucket cap in MiB (PyTorch DDP's bucket_cap_mb; DDP's default is 25). > 0: each layer's "
           "gradient is handed to the exchange as soon as backward has computed it (last layer first); "
-          "layers are grouped into buckets of at most this size (the first bucket at most 1 MiB, so the "
-          "exchange starts early; a layer larger than the cap is a bucket of its own), and each full bucket "
-          "is exchanged on a communication thread while backward goes on. The result equals the flat "
-          "exchange's (parameter server: bit for bit; ring: up to float rounding). 0: one flat exchange "
-          "after backward.");
+          "layers join the open bucket, which closes once it holds at least this size (DDP's rule: a bucket "
+          "ends up to one layer above the cap; the first bucket's cap is --first_bucket_mb, so the exchange "
+          "starts early), and each closed bucket is exchanged on a communication thread while backward goes "
+          "on. The result equals the flat exchange's (parameter server: bit for bit; ring: up to float "
+          "rounding). 0: one flat exchange after backward.");
+ABSL_FLAG(double, first_bucket_mb, psring::trainer::TrainOptions{}.first_bucket_mb,
+          "With --bucket_mb > 0: the first bucket's cap in MiB (the last layers' gradients, ready first; "
+          "PyTorch DDP's first bucket is 1 MiB), at most --bucket_mb. Small, so the exchange starts as soon "
+          "as backward begins.");
 
 namespace psring::trainer {
 
@@ -109,6 +113,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.evaluate = absl::GetFlag(FLAGS_evaluate);
   o.bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
+  o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);
   o.allow_nonfinite_loss = absl::GetFlag(FLAGS_allow_nonfinite_loss);
 
   RETURN_IF_ERROR(ValidateTrainOptions(o));

@@ -133,6 +133,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
                                    /*buffers=*/3));
     o.gradient_only.layers = ReplayLayers(workload, o.compute_scale);
     o.gradient_only.bucket_mb = o.train.bucket_mb;
+    o.gradient_only.first_bucket_mb = o.train.first_bucket_mb;
   }
   o.timeline = absl::GetFlag(FLAGS_timeline);
   return o;

@@ -25,11 +25,12 @@ double FlatExchange(Exchange e, int n) {
   return kAlpha * terms.messages + terms.link_bytes / kLink;
 }
 
-ScalingResult Synthetic() {
+// `bucket_mb`: the bucketed runs' cap, a size of the real (profile's) model.
+ScalingResult Synthetic(double bucket_mb = 2) {
   ScalingResult result;
   result.options.mode = "replay";
   result.options.workloads = {"toy"};
-  result.options.bucket_mbs = {0, 2};
+  result.options.bucket_mbs = {0, bucket_mb};
   result.options.exchanges = {Exchange::kRing, Exchange::kPsColocated};
   result.options.nodes = {1, 2, 4};
   result.options.extrapolate_nodes = {16};
@@ -87,6 +88,59 @@ TEST(ReplayReportTest, BucketsHideExchangeBehindBackward) {
   // Never better than forward + max(backward, exchange), never worse than flat.
   EXPECT_LT(bucketed, flat);
   EXPECT_GE(bucketed, kForward + kOptimizer + std::max(kBackward, FlatExchange(Exchange::kRing, 4)) - 1e-9);
+}
+
+TEST(ReplayReportTest, WorkersGetTheBucketCapsDividedByBytesScaleInReplayModeOnly) {
+  ScalingOptions options;
+  options.mode = "replay";
+  options.bytes_scale = 64;
+  EXPECT_EQ(WorkerBucketMb(options, 25), 0.390625);
+  EXPECT_EQ(WorkerBucketMb(options, options.first_bucket_mb), 1.0 / 64);  // DDP's 1 MiB first bucket, scaled
+  EXPECT_EQ(WorkerBucketMb(options, 0), 0);                               // flat stays flat
+  options.mode = "train";  // --bytes_scale scales replayed profiles only
+  EXPECT_EQ(WorkerBucketMb(options, 25), 25);
+}
+
+TEST(ReplayReportTest, ModelCutsTheScaledLayersWithTheScaledCaps) {
+  // The profile's 80 MB replayed as 8 MB (bytes / 10): a 35 MB cap with a 1 MB first bucket groups the real
+  // layers (40, 30, 10 MB; last first) as [10] [30 40]. The model must see the workers' buckets: the scaled
+  // layers cut with 3.5 MB and 0.1 MB caps, which is the same as a profile at the scaled size with those caps.
+  const ScalingResult real = Synthetic(35);
+  ScalingResult scaled = Synthetic(3.5);
+  scaled.options.first_bucket_mb = 0.1;
+  for (LayerCost& l : scaled.workload_layers["toy"]) l.bytes /= 10;
+  for (int n : {2, 4, 16}) {
+    EXPECT_DOUBLE_EQ(ReplayModelSeconds(real, Exchange::kRing, n, "toy", 35),
+                     ReplayModelSeconds(scaled, Exchange::kRing, n, "toy", 3.5))
+        << "N=" << n;
+  }
+  // The unscaled caps on the scaled layers would group them [1 3] [4] instead: a different step.
+  ScalingResult unscaled_caps = Synthetic(35);
+  for (LayerCost& l : unscaled_caps.workload_layers["toy"]) l.bytes /= 10;
+  EXPECT_NE(ReplayModelSeconds(real, Exchange::kRing, 4, "toy", 35),
+            ReplayModelSeconds(unscaled_caps, Exchange::kRing, 4, "toy", 35));
+}
+
+TEST(ReplayReportTest, BucketsAreNamedByTheirRealSize) {
+  // DDP's 25 MB under --bytes_scale=64: the workers had 0.390625 MB buckets, every label says 25 MB.
+  ScalingResult result = Synthetic(25);
+  result.options.bytes_scale = 64;
+  std::ostringstream out;
+  PrintReport(result, out);
+  PrintVerdict(result, out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("overlap toy ring N=4 bucket 25 MB"), std::string::npos) << text;
+  EXPECT_NE(text.find("ps-colocated 25 MB"), std::string::npos) << text;
+  EXPECT_NE(text.find("ring_25MB_s"), std::string::npos) << text;
+  EXPECT_EQ(text.find("0.39"), std::string::npos) << text;
+  auto figures = ReplayFigures(result);
+  ASSERT_TRUE(figures.ok()) << figures.status();
+  for (const auto& [name, svg] : *figures) {
+    EXPECT_NE(svg.find("25 MB"), std::string::npos) << name;
+    EXPECT_EQ(svg.find("0.39"), std::string::npos) << name;
+  }
+  const std::string csv = ToCsv(result);
+  EXPECT_EQ(csv.find("0.39"), std::string::npos) << csv;
 }
 
 TEST(ReplayReportTest, ReportHasTablesChecksProjectionAndVerdict) {

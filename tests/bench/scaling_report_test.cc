@@ -139,6 +139,22 @@ TEST(ScalingReportTest, ReportAndVerdict) {
   EXPECT_NE(v.find("failed/not run"), std::string::npos) << v;
 }
 
+// Issue 24: with S < 4 MiB the report printed a bare "# Acceptance checks" heading.
+TEST(ScalingReportTest, NoApplicableCheckSaysWhichSizesTheChecksNeed) {
+  ScalingResult result = Synthetic();
+  for (RunRecord& r : result.records) r.bytes = 1u << 20;
+  result.options.model_bytes = {1u << 20};
+  FitModels(&result);
+  std::ostringstream report;
+  PrintReport(result, report);
+  EXPECT_NE(report.str().find("# Acceptance checks (bench/PERFORMANCE.md): none applies to this sweep. The ring "
+                              "busbw and ps-1 checks need S >= 16 MiB, the model-fit check S >= 4 MiB"),
+            std::string::npos)
+      << report.str();
+  EXPECT_NE(report.str().find("the largest S here is 1 MiB"), std::string::npos) << report.str();
+  EXPECT_EQ(report.str().find("# check "), std::string::npos) << report.str();
+}
+
 TEST(ScalingReportTest, FigureHasMeasuredAndModelSeriesPerExchange) {
   ScalingResult result = Synthetic();
   Figure figure = MakeFigure(result, 4u << 20);

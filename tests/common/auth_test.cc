@@ -101,10 +101,15 @@ TEST(HandshakeTest, NoTokenOnEitherSideStillChecksTheJob) {
 
 TEST(HandshakeTest, WrongTokenIsRefusedOnBothSides) {
   Outcome o = Handshake(AuthConfig{"wrong", ""}, AuthConfig{"s3cret", ""});
-  // The client cannot verify the server's proof, so it never sends its own: the server sees it hang up.
+  // The client cannot verify the server's proof, so it never sends its own: the server sees it hang up
+  // right after its proof, and says what that means (not just "closed the connection").
   EXPECT_EQ(o.client.status().code(), absl::StatusCode::kUnauthenticated) << o.client.status();
   EXPECT_TRUE(absl::StrContains(o.client.status().message(), "failed to prove the auth token"));
-  EXPECT_FALSE(o.server.ok());
+  EXPECT_EQ(o.server.status().code(), absl::StatusCode::kUnauthenticated) << o.server.status();
+  EXPECT_TRUE(absl::StrContains(o.server.status().message(), "rank 3 hung up after this side proved the auth token"))
+      << o.server.status();
+  EXPECT_TRUE(absl::StrContains(o.server.status().message(), "another --auth_token")) << o.server.status();
+  EXPECT_FALSE(absl::StrContains(o.server.status().message(), "s3cret"));
   EXPECT_FALSE(absl::StrContains(o.client.status().message(), "s3cret"));
   EXPECT_FALSE(absl::StrContains(o.client.status().message(), "wrong"));
 }
@@ -119,7 +124,9 @@ TEST(HandshakeTest, MissingTokenOnEitherSideIsRefusedWithAClearMessage) {
   o = Handshake(AuthConfig{"s3cret", ""}, AuthConfig{"", ""});
   EXPECT_EQ(o.client.status().code(), absl::StatusCode::kUnauthenticated) << o.client.status();
   EXPECT_TRUE(absl::StrContains(o.client.status().message(), "runs without an auth token"));
-  EXPECT_FALSE(o.server.ok());
+  EXPECT_EQ(o.server.status().code(), absl::StatusCode::kUnauthenticated) << o.server.status();
+  EXPECT_TRUE(absl::StrContains(o.server.status().message(), "rank 3 has an auth token and this job runs without one"))
+      << o.server.status();
 }
 
 TEST(HandshakeTest, AnotherJobWithTheSameTokenIsRefused) {

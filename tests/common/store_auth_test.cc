@@ -116,6 +116,32 @@ TEST(StoreAuthTest, OnlyRanksWithTheTokenAndTheJobIdReadOrWrite) {
   EXPECT_GE(s.refused_connections(), 7);
 }
 
+// Issue 24: a rank with another token made rank 0 time out with "a rank is missing or slow (check
+// --world_size)" and the store printed nothing. Now the store prints the refusal and rank 0's error names it.
+TEST(StoreAuthTest, RankZeroNamesTheRefusedTokenNotTheWorldSize) {
+  auto server = TcpStore::Create(ServerOptions(2));
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::string> plain = (*server)->Get("ring/fingerprint/1", absl::Milliseconds(50));
+  EXPECT_TRUE(absl::StrContains(plain.status().message(), "check --world_size")) << plain.status();
+
+  testing::internal::CaptureStderr();
+  auto client = Client((*server)->port(), 1, AuthConfig{"another token", "job-a"});
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated) << client.status();
+  const bool counted = Eventually([&] { return (*server)->refused_connections() >= 1; });
+  const std::string printed = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(counted);
+  EXPECT_TRUE(absl::StrContains(printed, "rendezvous store: refused a connection: rank 1 hung up after this side "
+                                         "proved the auth token"))
+      << printed;
+
+  absl::StatusOr<std::string> got = (*server)->Get("ring/fingerprint/1", absl::Milliseconds(50));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
+  EXPECT_TRUE(absl::StrContains(got.status().message(), "the store refused 1 connection")) << got.status();
+  EXPECT_TRUE(absl::StrContains(got.status().message(), "another --auth_token")) << got.status();
+  EXPECT_FALSE(absl::StrContains(got.status().message(), "check --world_size")) << got.status();
+  EXPECT_FALSE(absl::StrContains(got.status().message(), kToken)) << got.status();
+}
+
 TEST(StoreAuthTest, RequestsWithoutAHandshakeAreNotServed) {
   absl::StatusOr<std::unique_ptr<TcpStore>> server = TcpStore::Create(ServerOptions(0));
   ASSERT_TRUE(server.ok()) << server.status();

@@ -29,8 +29,9 @@ namespace {
 constexpr int kWorld = 2;
 constexpr int kSteps = 6;
 constexpr int kWarmup = 2;
-// Layers of 50240, 2080 and 330 floats: a 0.005 MiB (1310-float) cap makes three buckets, one per layer.
-constexpr double kBucketMb = 0.005;
+// Layers of 50240, 2080 and 330 floats: a 0.001 MiB (262-float) cap, below the smallest layer, makes three
+// buckets, one per layer (each layer fills its bucket at once: DDP's rule closes a bucket once it is >= the cap).
+constexpr double kBucketMb = 0.001;
 
 trainer::TrainOptions Options(double bucket_mb) {
   trainer::TrainOptions o;
@@ -239,7 +240,8 @@ TEST(BucketedTrainingTest, PsPushesABucketBeforeBackwardReportsTheRest) {
   trainer::Timeline timeline(0);
   (*exchange)->set_timeline(&timeline);
   absl::StatusOr<trainer::BucketPlan> plan =
-      trainer::BucketPlan::Create({300, 1, 500, 200}, 250.0 * sizeof(float) / trainer::kBytesPerMb);
+      // A 200-float cap: the last layer (200 floats) fills bucket 0 on its own.
+      trainer::BucketPlan::Create({300, 1, 500, 200}, 200.0 * sizeof(float) / trainer::kBytesPerMb);
   ASSERT_TRUE(plan.ok()) << plan.status();
   std::vector<float> params(1001, 1.0f), grads(1001, 0.5f);
   const trainer::FloatBuffer p{params.data(), params.size()}, g{grads.data(), grads.size()};

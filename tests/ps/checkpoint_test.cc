@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "ps/server.h"
 #include "ps/service.h"
 #include "tests/testing/temp_dir.h"
 
@@ -103,6 +105,34 @@ TEST(CheckpointTest, ServiceResumesAndChecksLayout) {
   wrong.momentum.push_back(0);
   ASSERT_TRUE(WriteShardCheckpoint(ShardCheckpointPath(dir, 1, 2), wrong, wrong.params, wrong.momentum).ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(ParameterServerService::Create(options).status()));
+}
+
+// Issue 24: a restarted server resumed (version 117 -> 234) without a word. It now says from which file and
+// at which version; a fresh start says nothing of the kind.
+TEST(CheckpointTest, ServerSaysItResumedWithVersionAndPath) {
+  const std::string dir = TempDir("resume_message");
+  ServerOptions options;
+  options.bind_addr = "127.0.0.1";
+  options.service.shard = 1;
+  options.service.num_shards = 2;
+  options.service.workers = 3;
+  options.service.checkpoint_dir = dir;
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<std::unique_ptr<PsServer>> fresh = PsServer::Start(options);
+  std::string printed = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(printed.find("resumed"), std::string::npos) << printed;
+  fresh->reset();
+
+  const ShardCheckpoint c = Sample();  // version 42
+  const std::string path = ShardCheckpointPath(dir, 1, 2);
+  ASSERT_TRUE(WriteShardCheckpoint(path, c, c.params, c.momentum).ok());
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<std::unique_ptr<PsServer>> resumed = PsServer::Start(options);
+  printed = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_NE(printed.find(absl::StrCat("ps shard 1: resumed from ", path, " at version 42")), std::string::npos)
+      << printed;
 }
 
 TEST(CheckpointTest, ServiceCreatesTheCheckpointFolder) {

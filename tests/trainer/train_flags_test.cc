@@ -17,6 +17,7 @@ ABSL_DECLARE_FLAG(float, momentum);
 ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(double, bucket_mb);
+ABSL_DECLARE_FLAG(double, first_bucket_mb);
 
 namespace psring::trainer {
 namespace {
@@ -46,6 +47,18 @@ TEST(TrainFlagsTest, DefaultsMatchTrainOptions) {
   EXPECT_EQ(o->evaluate, d.evaluate);
   EXPECT_EQ(o->bucket_mb, 0);  // one flat exchange after backward, as before --bucket_mb existed
   EXPECT_EQ(o->bucket_mb, d.bucket_mb);
+  EXPECT_EQ(o->first_bucket_mb, 1.0);  // PyTorch DDP's first bucket
+  EXPECT_EQ(o->first_bucket_mb, d.first_bucket_mb);
+}
+
+TEST(TrainFlagsTest, ParsesTheFirstBucketCap) {
+  absl::FlagSaver saver;
+  absl::SetFlag(&FLAGS_bucket_mb, 25.0);
+  absl::SetFlag(&FLAGS_first_bucket_mb, 0.015625);
+  absl::StatusOr<TrainOptions> o = TrainOptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->bucket_mb, 25.0);
+  EXPECT_EQ(o->first_bucket_mb, 0.015625);
 }
 
 TEST(TrainFlagsTest, ParsesHiddenWidths) {
@@ -76,6 +89,7 @@ TEST(TrainFlagsTest, RejectsOutOfRangeValues) {
       {[] { absl::SetFlag(&FLAGS_device, std::string("tpu")); }, "--device=tpu: must be auto, cpu or cuda"},
       {[] { absl::SetFlag(&FLAGS_resume, true); }, "needs --checkpoint_dir"},
       {[] { absl::SetFlag(&FLAGS_bucket_mb, -1.0); }, "--bucket_mb=-1: must be in [0, 1e6]"},
+      {[] { absl::SetFlag(&FLAGS_first_bucket_mb, -0.5); }, "--first_bucket_mb=-0.5: must be in [0, 1e6]"},
   };
   for (const Case& c : cases) {
     absl::FlagSaver saver;
@@ -90,7 +104,7 @@ TEST(TrainFlagsTest, EveryFlagHasAFullHelpText) {
   for (const char* name :
        {"hidden", "batch_size", "epochs", "max_steps", "lr", "momentum", "weight_decay", "seed", "device",
         "dataset", "data_dir", "synthetic_samples", "checkpoint_dir", "resume", "log_every", "evaluate",
-        "bucket_mb"}) {
+        "bucket_mb", "first_bucket_mb"}) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     ASSERT_NE(flag, nullptr) << name;
     EXPECT_GE(flag->Help().size(), 30u) << "--" << name << " needs a real help text";

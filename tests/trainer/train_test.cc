@@ -6,11 +6,13 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cuda_engine.h"
+#include "trainer/engine.h"
 #include "trainer/exchange.h"
 
 namespace psring::trainer {
@@ -114,11 +116,17 @@ TEST(TrainTest, CheckpointsEveryEpoch) {
   o.epochs = 2;
   o.checkpoint_dir = FreshTempPath("every_epoch");
   o.max_steps = 20;  // stops exactly at the end of epoch 1
-  ASSERT_TRUE(Train(o, &local).ok());
+  ::testing::internal::CaptureStderr();
+  const bool trained = Train(o, &local).ok();
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(trained);
   absl::StatusOr<CheckpointState> s = LoadCheckpoint(LatestCheckpointPath(o.checkpoint_dir));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->step, 20);
   EXPECT_EQ(s->epoch, 1);
+  // Issue 24: the trainer never said when it wrote a checkpoint.
+  EXPECT_THAT(printed, HasSubstr(absl::StrCat("psring: wrote checkpoint ", LatestCheckpointPath(o.checkpoint_dir),
+                                              " (step 20, epoch 1")));
 }
 
 TEST(TrainTest, ResumeRejectsDifferentModelOrMissingCheckpoint) {
@@ -199,6 +207,25 @@ TEST(TrainTest, DeviceSelection) {
     EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable);
     EXPECT_THAT(cuda.status().message(), HasSubstr("--device=cuda but no usable GPU"));
   }
+}
+
+// Issue 24: on a host without a GPU, --device=auto printed the CUDA runtime's "driver version is
+// insufficient" error. The fallback is normal there: one short line, without CUDA's error text.
+TEST(TrainTest, AutoOnAHostWithoutAGpuFallsBackWithAShortNote) {
+  const absl::Status probe = ProbeCuda();
+  if (probe.ok()) GTEST_SKIP() << "this host has a usable GPU";
+  std::string note;
+  absl::StatusOr<std::string> device = ResolveDevice("auto", &note);
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_EQ(*device, "cpu");
+  if (absl::IsNotFound(probe)) {
+    EXPECT_EQ(note, "no GPU on this host; training on CPU");
+  } else {  // a GPU that cannot be used, or no CUDA in this build: the reason matters
+    EXPECT_THAT(note, HasSubstr(std::string(probe.message())));
+  }
+  std::string unused;
+  EXPECT_EQ(ResolveDevice("cpu", &unused).value_or(""), "cpu");
+  EXPECT_TRUE(unused.empty());
 }
 
 }  // namespace
