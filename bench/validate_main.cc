@@ -7,6 +7,7 @@
 //   ./bazelw run //bench:validate -- --model=out/calibrate/model.json             # full plan, < 40 min
 //
 // Writes <out_dir>/validation.txt (the report) and <out_dir>/validation.svg.
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -45,6 +46,10 @@ ABSL_FLAG(int, ps_servers, psring::bench::ValidationPlan().ps_servers, "K, the s
 ABSL_FLAG(int, noise_runs, psring::bench::ValidationPlan().noise_runs,
           "How often the plan's noise sweep runs (>= 2 measures the run-to-run noise for the tie band; 1: the "
           "band is 5 %).");
+ABSL_FLAG(std::vector<std::string>, sweeps, {},
+          "Run only these sweeps of the plan (0-based indexes as --plan_only lists them). Empty: all.");
+ABSL_FLAG(std::vector<std::string>, nodes, {},
+          "Run only these node counts of each sweep (sweeps left without any are dropped). Empty: the plan's.");
 ABSL_FLAG(bool, plan_only, false,
           "Print the held-out plan, the conditions left out because calibration covers them, and the model's "
           "estimate of the run time; run nothing.");
@@ -60,6 +65,32 @@ absl::StatusOr<ValidationPlan> PlanFromFlags() {
     plan.exchanges.push_back(e);
   }
   if (plan.exchanges.empty()) return absl::InvalidArgumentError("--exchanges is empty");
+  const std::vector<std::string> sweeps = absl::GetFlag(FLAGS_sweeps);
+  const std::vector<std::string> nodes = absl::GetFlag(FLAGS_nodes);
+  if (!sweeps.empty() || !nodes.empty()) {
+    std::vector<HeldOutSweep> kept;
+    int noise_sweep = -1;
+    for (size_t i = 0; i < plan.sweeps.size(); ++i) {
+      if (!sweeps.empty() && std::find(sweeps.begin(), sweeps.end(), absl::StrCat(i)) == sweeps.end()) continue;
+      HeldOutSweep sweep = plan.sweeps[i];
+      if (!nodes.empty()) {
+        sweep.nodes.erase(std::remove_if(sweep.nodes.begin(), sweep.nodes.end(),
+                                         [&](int n) {
+                                           return std::find(nodes.begin(), nodes.end(), absl::StrCat(n)) ==
+                                                  nodes.end();
+                                         }),
+                          sweep.nodes.end());
+      }
+      if (sweep.nodes.empty()) continue;
+      if (static_cast<int>(i) == plan.noise_sweep) noise_sweep = static_cast<int>(kept.size());
+      kept.push_back(sweep);
+    }
+    if (kept.empty()) {
+      return absl::InvalidArgumentError("--sweeps/--nodes leave no sweep to run: see --plan_only for the plan");
+    }
+    plan.sweeps = kept;
+    plan.noise_sweep = std::max(0, noise_sweep);
+  }
   plan.steps = absl::GetFlag(FLAGS_steps);
   plan.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   plan.ps_servers = absl::GetFlag(FLAGS_ps_servers);
@@ -85,8 +116,13 @@ absl::Status Run(const char* argv0) {
   ASSIGN_OR_RETURN(const ValidationPlan wanted, PlanFromFlags());
   ASSIGN_OR_RETURN(const HeldOutSelection held_out, SelectHeldOut(wanted, model));
   for (const std::string& r : held_out.rejected) std::cout << "# left out: " << r << "\n";
-  for (const HeldOutSweep& s : held_out.plan.sweeps) {
-    std::cout << "# held-out sweep: " << s.Name() << ", N = " << absl::StrJoin(s.nodes, ",") << "\n";
+  for (size_t i = 0; i < held_out.plan.sweeps.size(); ++i) {
+    const HeldOutSweep& s = held_out.plan.sweeps[i];
+    std::cout << "# held-out sweep " << i << ": " << s.Name() << ", N = " << absl::StrJoin(s.nodes, ",")
+              << (static_cast<int>(i) == held_out.plan.noise_sweep
+                      ? absl::StrCat(" (runs ", held_out.plan.noise_runs, " times for the noise)")
+                      : "")
+              << "\n";
   }
   ASSIGN_OR_RETURN(const double estimate, EstimateValidationSeconds(held_out.plan, model));
   std::cout << absl::StrFormat("# the model's estimate of this plan's run time: %.0f min (model of %s, %s)\n",
