@@ -221,7 +221,11 @@ absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const Sc
   if (!file.ok()) {
     return absl::Status(file.status().code(),
                         absl::StrCat("fitting ", out.runs.size(), " usable runs (", out.failed, " failed, ",
-                                     out.emulator_bound, " EMULATOR-BOUND dropped): ", file.status().message()));
+                                     out.emulator_bound, " EMULATOR-BOUND dropped): ", file.status().message(),
+                                     out.failed + out.emulator_bound > 0
+                                         ? ". Runs were dropped: rerun on a quieter machine, or add sizes or N "
+                                           "(--sizes, --nodes) so every exchange keeps a usable run"
+                                         : ""));
   }
   out.file = *std::move(file);
   return out;
