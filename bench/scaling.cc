@@ -411,11 +411,8 @@ absl::StatusOr<std::map<std::string, std::string>> LoadProfiles(ScalingResult* r
   const double scale = result->options.bytes_scale;
   for (const std::string& name : result->options.workloads) {
     if (scale == 1) continue;
-    ASSIGN_OR_RETURN(proto::Workload workload, trainer::LoadWorkload(name));
-    for (proto::WorkloadLayer& l : *workload.mutable_layers()) {
-      l.set_params(std::max<int64_t>(1, std::llround(static_cast<double>(l.params()) / scale)));
-    }
-    workload.set_source(absl::StrCat(workload.source(), "; parameters divided by ", scale, " (--bytes_scale)"));
+    ASSIGN_OR_RETURN(const proto::Workload real, trainer::LoadWorkload(name));
+    const proto::Workload workload = ScaledWorkload(real, scale);
     std::string json;
     if (!google::protobuf::util::MessageToJsonString(workload, &json).ok()) {
       return absl::InternalError(absl::StrCat("cannot print the scaled profile of ", name));
@@ -544,6 +541,15 @@ void PrintOutcome(const RunRecord& record, std::ostream* progress) {
 }
 
 }  // namespace
+
+proto::Workload ScaledWorkload(proto::Workload workload, double bytes_scale) {
+  if (bytes_scale == 1) return workload;
+  for (proto::WorkloadLayer& l : *workload.mutable_layers()) {
+    l.set_params(std::max<int64_t>(1, std::llround(static_cast<double>(l.params()) / bytes_scale)));
+  }
+  workload.set_source(absl::StrCat(workload.source(), "; parameters divided by ", bytes_scale, " (--bytes_scale)"));
+  return workload;
+}
 
 absl::Status LoadWorkloadLayers(ScalingResult* result) {
   for (const std::string& name : result->options.workloads) {

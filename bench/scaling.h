@@ -30,6 +30,7 @@
 #include "bench/cost_model.h"
 #include "bench/exchanges.h"
 #include "bench/plot.h"
+#include "proto/workload.pb.h"
 #include "trainer/exchange.h"
 
 namespace psring::bench {
@@ -152,6 +153,10 @@ double WorkerBucketMb(const ScalingOptions& options, double real_mb);
 // Replay mode: each of result->options.workloads' profiles (trainer/workload.h: a preset or a file) into
 // result->workload_layers, at its own size and device compute. kNotFound / kInvalidArgument from the loader.
 absl::Status LoadWorkloadLayers(ScalingResult* result);
+
+// What replaying workers get under --bytes_scale: every layer's parameter count divided by `bytes_scale`
+// (rounded, at least 1), compute unchanged; the workload itself when bytes_scale is 1.
+proto::Workload ScaledWorkload(proto::Workload workload, double bytes_scale);
 
 // Fits alpha and beta per exchange from the successful records (fills result->fits).
 void FitModels(ScalingResult* result);

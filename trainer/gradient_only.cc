@@ -16,7 +16,6 @@ constexpr float kUnit = 1.0f / 32768;  // 2^-15: the values are integers times t
 constexpr size_t kMeanPeriod = 251;    // j(i)
 constexpr size_t kSpreadPeriod = 127;  // s(i)
 
-
 absl::Status Annotate(const absl::Status& status, absl::string_view what) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat("gradient-only mode: ", what, ": ", status.message()));
@@ -39,8 +38,8 @@ struct StepTimes {
 // One replayed step: forward waits, then backward from the last layer, each layer's gradient handed over as
 // its wait ends, then the wait for the exchange.
 absl::Status ReplayStep(const GradientOnlyOptions& options, const BucketPlan& plan,
-                        const std::vector<size_t>& offsets, int64_t step, FloatBuffer grads, FloatBuffer params,
-                        GradientExchange* exchange, StepTimes* times) {
+                        const std::vector<size_t>& offsets, int64_t step, FloatBuffer grads,
+                        FloatBuffer params, GradientExchange* exchange, StepTimes* times) {
   Timeline* timeline = exchange->timeline();
   const absl::Time start = absl::Now();
   absl::Time deadline = start;
@@ -108,7 +107,6 @@ std::vector<float> ExpectedServerParameters(const OptimizerInfo& optimizer, size
   return params;
 }
 
-
 float GradientOnlyValue(int rank, int world_size, size_t index) {
   const int64_t spread =
       (2 * static_cast<int64_t>(rank) - (world_size - 1)) * static_cast<int64_t>(1 + index % kSpreadPeriod);
@@ -152,8 +150,11 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   for (size_t i = 0; i < count; ++i) params[i] = GradientOnlyInitialValue(i);
   const FloatBuffer params_buffer{params.data(), count};
   const FloatBuffer grads_buffer{grads.data(), count};
-  RETURN_IF_ERROR(Annotate(exchange->SetBucketPlan(plan, absl::StrCat("--bucket_mb=", replay ? options.bucket_mb : 0)),
-                           "SetBucketPlan"));
+  RETURN_IF_ERROR(Annotate(
+      exchange->SetBucketPlan(plan, replay ? absl::StrCat("--bucket_mb=", options.bucket_mb,
+                                                          " --first_bucket_mb=", options.first_bucket_mb)
+                                           : "--bucket_mb=0"),
+      "SetBucketPlan"));
   RETURN_IF_ERROR(Annotate(exchange->SyncInitialParameters(params_buffer), "SyncInitialParameters"));
   // Read after SyncInitialParameters: a PS learns its servers' update rule when it registers.
   const OptimizerInfo optimizer = exchange->optimizer();
@@ -186,9 +187,9 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
     }
     const absl::Time start = absl::Now();
     if (replay) {
-      RETURN_IF_ERROR(Annotate(
-          ReplayStep(options, plan, offsets, step, grads_buffer, params_buffer, exchange, &times),
-          absl::StrCat("step ", step)));
+      RETURN_IF_ERROR(
+          Annotate(ReplayStep(options, plan, offsets, step, grads_buffer, params_buffer, exchange, &times),
+                   absl::StrCat("step ", step)));
     } else {
       RETURN_IF_ERROR(Annotate(exchange->Exchange(step, grads_buffer, params_buffer).status(),
                                absl::StrCat("step ", step)));

@@ -257,7 +257,8 @@ class TrainingRun {
       // Every epoch end and the final step leave a checkpoint; both may coincide.
       if (chief_ && !options_.checkpoint_dir.empty()) {
         RETURN_IF_ERROR(SaveState(options_, engine_.get(), world_, step_, steps_per_epoch));
-        std::fprintf(stderr, "psring: wrote checkpoint %s (step %ld, epoch %ld; --resume continues from it)\n",
+        std::fprintf(stderr,
+                     "psring: wrote checkpoint %s (step %ld, epoch %ld; --resume continues from it)\n",
                      LatestCheckpointPath(options_.checkpoint_dir).c_str(), static_cast<long>(step_),
                      static_cast<long>(step_ / steps_per_epoch));
       }
@@ -363,8 +364,10 @@ class TrainingRun {
     adapter_ = std::make_unique<ExchangeAdapter>(exchange_, engine_.get(), trainer_steps_);
     // Before registering: a parameter server lays the elements out by bucket (ps/shard_layout.h).
     RETURN_IF_ERROR(PlanBuckets());
-    RETURN_IF_ERROR(Annotate(exchange_->SetBucketPlan(*plan_, absl::StrCat("--bucket_mb=", options_.bucket_mb)),
-                             absl::StrCat("exchange ", exchange_->name(), ": SetBucketPlan")));
+    RETURN_IF_ERROR(Annotate(
+        exchange_->SetBucketPlan(*plan_, absl::StrCat("--bucket_mb=", options_.bucket_mb,
+                                                      " --first_bucket_mb=", options_.first_bucket_mb)),
+        absl::StrCat("exchange ", exchange_->name(), ": SetBucketPlan")));
     RETURN_IF_ERROR(Annotate(adapter_->SyncInitialParameters(),
                              absl::StrCat("exchange ", exchange_->name(), ": SyncInitialParameters")));
     if (chief_) {
@@ -387,8 +390,8 @@ class TrainingRun {
     const MlpLayout& layout = engine_->layout();
     plan_ = std::make_unique<BucketPlan>(BucketPlan::Flat(layout.num_params()));
     if (options_.bucket_mb > 0 && exchange_->SupportsBuckets() && !adapter_->staged()) {
-      ASSIGN_OR_RETURN(*plan_,
-                       BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb, options_.first_bucket_mb));
+      ASSIGN_OR_RETURN(
+          *plan_, BucketPlan::Create(layout.layer_sizes(), options_.bucket_mb, options_.first_bucket_mb));
     } else if (options_.bucket_mb > 0 && chief_) {
       std::fprintf(stderr,
                    "psring: --bucket_mb=%g: exchange %s %s, so gradients are exchanged in one flat piece "
@@ -426,8 +429,8 @@ class TrainingRun {
     if (plan_->flat()) {
       {
         Timeline::Span span(timeline, "forward+backward", kComputeTrack);
-        ASSIGN_OR_RETURN(stats, engine_->ForwardBackward(batch_images_.data(), batch_labels_.data(),
-                                                         options_.batch_size));
+        ASSIGN_OR_RETURN(
+            stats, engine_->ForwardBackward(batch_images_.data(), batch_labels_.data(), options_.batch_size));
         RETURN_IF_ERROR(engine_->Synchronize());
       }
       exchange_start = Clock::now();
@@ -540,7 +543,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.batch_size < 1) return invalid("batch_size", o.batch_size, "must be >= 1");
   if (o.epochs < 1) return invalid("epochs", o.epochs, "must be >= 1");
   if (o.max_steps < -1) return invalid("max_steps", o.max_steps, "must be >= 0, or -1 for no limit");
-  if (o.batch_size > kMaxBatchSize) return invalid("batch_size", o.batch_size, absl::StrCat("must be <= ", kMaxBatchSize));
+  if (o.batch_size > kMaxBatchSize)
+    return invalid("batch_size", o.batch_size, absl::StrCat("must be <= ", kMaxBatchSize));
   RETURN_IF_ERROR(ValidateSgdOptions({o.lr, o.momentum, o.weight_decay}));
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") {
     return invalid("device", o.device, "must be auto, cpu or cuda");
@@ -549,7 +553,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return invalid("dataset", o.dataset, "must be fashion-mnist or synthetic");
   }
   if (o.synthetic_samples < 1 || o.synthetic_samples > kMaxSyntheticSamples) {
-    return invalid("synthetic_samples", o.synthetic_samples, absl::StrCat("must be in [1, ", kMaxSyntheticSamples, "]"));
+    return invalid("synthetic_samples", o.synthetic_samples,
+                   absl::StrCat("must be in [1, ", kMaxSyntheticSamples, "]"));
   }
   if (o.resume && o.checkpoint_dir.empty()) {
     return invalid("resume", "true", "needs --checkpoint_dir (the folder holding latest.npz)");

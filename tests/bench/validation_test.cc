@@ -1,0 +1,256 @@
+// //bench:validate's pure parts: the held-out selection (no condition calibration ran), predictions, the
+// statistics and the report on fixed data, the scatter plot.
+#include "bench/validation.h"
+
+#include <string>
+#include <vector>
+
+#include "bench/calibration.h"
+#include "bench/cluster.h"
+#include "bench/model/collective.h"
+#include "gtest/gtest.h"
+#include "tests/bench/model/synthetic_runs.h"
+#include "tests/bench/svg_checks.h"
+
+namespace psring::bench {
+namespace {
+
+constexpr size_t kMiB = 1u << 20;
+
+// A model file whose coverage is what `plan` runs (as FitModel records it: the union of the runs' values).
+proto::CostModelFile ModelCovering(const CalibrationPlan& plan) {
+  std::vector<model::ExchangeParams> params;
+  for (model::Topology t : model::AllTopologies()) params.push_back(model::TruthFor(t));
+  proto::CostModelFile file = model::ModelFileOf(params);
+  for (proto::ExchangeModel& e : *file.mutable_exchanges()) {
+    proto::Coverage* cov = e.mutable_coverage();
+    for (const CalibrationCondition& c : plan.conditions) {
+      cov->add_link_bytes_per_second(c.loopback ? 0 : *ParseLinkRate(c.link) / 8);
+      cov->add_latency_s(c.loopback ? 0 : *ParseLatency(c.latency));
+      for (int n : c.nodes) cov->add_nodes(n);
+      for (size_t s : c.sizes) cov->add_bytes(static_cast<double>(s));
+    }
+  }
+  return file;
+}
+
+CalibrationPlan SmallCalibration() {
+  CalibrationPlan plan;
+  plan.conditions = {{"100mbit", "1ms", false, {1 * kMiB, 4 * kMiB}, {2, 4, 8}},
+                     {"100mbit", "5ms", false, {1 * kMiB, 4 * kMiB}, {2, 4, 8}},
+                     {"", "", true, {16 * kMiB}, {2, 4}}};
+  return plan;
+}
+
+std::vector<HeldOutCondition> Conditions(const ValidationPlan& plan) {
+  std::vector<HeldOutCondition> all;
+  for (const HeldOutSweep& s : plan.sweeps) {
+    absl::StatusOr<std::vector<HeldOutCondition>> c = ExpandSweep(s);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (c.ok()) all.insert(all.end(), c->begin(), c->end());
+  }
+  return all;
+}
+
+TEST(SelectHeldOutTest, DropsExactlyTheConditionsCalibrationCovers) {
+  const proto::CostModelFile model = ModelCovering(SmallCalibration());
+  ValidationPlan plan;
+  plan.sweeps = {
+      {"100mbit", "5ms", {4, 12}, {4 * kMiB}, {}, 1, {}},   // N = 4 was calibrated there, N = 12 not
+      {"150mbit", "2ms", {4}, {4 * kMiB}, {}, 1, {}},       // another link rate: held out
+      {"100mbit", "1ms", {2, 8}, {1 * kMiB}, {}, 1, {}},    // all calibrated: dropped whole
+      {"100mbit", "5ms", {8}, {}, {"resnet50"}, 64, {0, 25}},  // replay: never a calibration run
+      // 16 MiB ran only on loopback, but every value is in the coverage (the union over conditions), so
+      // calibration may have run it: the check is on each value, conservatively.
+      {"100mbit", "5ms", {4}, {16 * kMiB}, {}, 1, {}},
+  };
+  plan.noise_sweep = 3;
+  absl::StatusOr<HeldOutSelection> selected = SelectHeldOut(plan, model);
+  ASSERT_TRUE(selected.ok()) << selected.status();
+  ASSERT_EQ(selected->plan.sweeps.size(), 3u);
+  EXPECT_EQ(selected->plan.sweeps[0].nodes, std::vector<int>({12}));
+  EXPECT_EQ(selected->plan.sweeps[1].link, "150mbit");
+  EXPECT_EQ(selected->plan.sweeps[2].workloads, std::vector<std::string>({"resnet50"}));
+  EXPECT_EQ(selected->plan.noise_sweep, 2);  // follows its sweep past the dropped one
+  // 100mbit 5ms N=4 4MiB, 100mbit 1ms N=2 and N=8 1MiB, 100mbit 5ms N=4 16MiB.
+  EXPECT_EQ(selected->rejected.size(), 4u);
+  for (const HeldOutCondition& c : Conditions(selected->plan)) {
+    EXPECT_FALSE(CalibrationCovers(model, c)) << c.Name();
+  }
+}
+
+TEST(SelectHeldOutTest, RefusesAPlanWithNothingHeldOut) {
+  const proto::CostModelFile model = ModelCovering(SmallCalibration());
+  ValidationPlan plan;
+  plan.sweeps = {{"100mbit", "1ms", {2, 4}, {1 * kMiB, 4 * kMiB}, {}, 1, {}}};
+  const absl::StatusOr<HeldOutSelection> selected = SelectHeldOut(plan, model);
+  EXPECT_EQ(selected.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(selected.status().message().find("choose other link rates"), std::string::npos);
+}
+
+// The presets are built to hold out everything: no validation condition is one a calibration preset runs.
+TEST(SelectHeldOutTest, ValidationPresetsReuseNoCalibrationPresetCondition) {
+  for (const CalibrationPlan& calibration : {QuickCalibrationPlan(), DefaultCalibrationPlan()}) {
+    const proto::CostModelFile model = ModelCovering(calibration);
+    for (const ValidationPlan& plan : {QuickValidationPlan(), FullValidationPlan()}) {
+      absl::StatusOr<HeldOutSelection> selected = SelectHeldOut(plan, model);
+      ASSERT_TRUE(selected.ok()) << selected.status();
+      EXPECT_TRUE(selected->rejected.empty()) << selected->rejected.front();
+      EXPECT_EQ(Conditions(selected->plan).size(), Conditions(plan).size());
+    }
+  }
+}
+
+TEST(ValidationPlanTest, PresetsAreWithinTheirBudgetsByTheModelsOwnEstimate) {
+  std::vector<model::ExchangeParams> params;
+  for (model::Topology t : model::AllTopologies()) params.push_back(model::TruthFor(t));
+  const proto::CostModelFile model = model::ModelFileOf(params);
+  absl::StatusOr<double> quick = EstimateValidationSeconds(QuickValidationPlan(), model);
+  absl::StatusOr<double> full = EstimateValidationSeconds(FullValidationPlan(), model);
+  ASSERT_TRUE(quick.ok()) << quick.status();
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_LE(*quick, 12 * 60);
+  EXPECT_LE(*full, 40 * 60);
+  EXPECT_LT(*quick, *full);
+}
+
+TEST(PredictConditionTest, GradientConditionIsOneCollectiveAllExposed) {
+  std::vector<model::ExchangeParams> params;
+  for (model::Topology t : model::AllTopologies()) params.push_back(model::TruthFor(t));
+  const proto::CostModelFile model = model::ModelFileOf(params);
+  absl::StatusOr<std::vector<HeldOutCondition>> conditions =
+      ExpandSweep({"150mbit", "2ms", {12}, {4 * kMiB}, {}, 1, {}});
+  ASSERT_TRUE(conditions.ok()) << conditions.status();
+  ASSERT_EQ(conditions->size(), 1u);
+  const HeldOutCondition& c = conditions->front();
+  EXPECT_EQ(c.Name(), "150mbit 2ms N=12 4MiB");
+  EXPECT_DOUBLE_EQ(c.link_bytes_per_second, 150e6 / 8);
+  EXPECT_DOUBLE_EQ(c.latency_s, 2e-3);
+  absl::StatusOr<model::StepShape> shape = ShapeOf(c);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  absl::StatusOr<std::vector<ValidationRow>> rows = PredictCondition(model, c, *shape, AllExchanges(), 2);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 4u);
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const ValidationRow& r = (*rows)[i];
+    const model::Conditions at{12, 2, 4.0 * kMiB, 150e6 / 8, 2e-3, 1};
+    const double expected =
+        model::PredictCollectiveUnchecked(model::AllTopologies()[i], params[i], at).seconds;
+    EXPECT_NEAR(r.predicted_step_s, expected, 1e-12) << ExchangeName(r.exchange);
+    EXPECT_EQ(r.predicted_exposed_s, r.predicted_step_s);
+    EXPECT_EQ(r.measured_step_s, -1);
+  }
+  const std::string line = FormatPrediction(*rows);
+  EXPECT_EQ(line.rfind("# PREDICTED before running 150mbit 2ms N=12 4MiB: ring ", 0), 0u) << line;
+}
+
+TEST(ShapeOfTest, ReplayUsesTheScaledProfileAndScaledCap) {
+  absl::StatusOr<std::vector<HeldOutCondition>> conditions =
+      ExpandSweep({"150mbit", "2ms", {8}, {}, {"resnet50"}, 64, {0, 25}});
+  ASSERT_TRUE(conditions.ok()) << conditions.status();
+  ASSERT_EQ(conditions->size(), 2u);
+  EXPECT_EQ((*conditions)[1].Name(), "150mbit 2ms N=8 resnet50/64 bucketed 25MB");
+  absl::StatusOr<model::StepShape> flat = ShapeOf((*conditions)[0]);
+  absl::StatusOr<model::StepShape> bucketed = ShapeOf((*conditions)[1]);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_TRUE(bucketed.ok()) << bucketed.status();
+  ASSERT_EQ(flat->buckets.size(), 1u);
+  EXPECT_GT(bucketed->buckets.size(), 2u);
+  double total = 0;
+  for (const model::BucketRelease& b : bucketed->buckets) total += b.bytes;
+  EXPECT_NEAR(total, flat->buckets[0].bytes, 1e-6);
+  // ResNet-50 has 25.6 M parameters: / 64 x 4 bytes is about 1.6 MB.
+  EXPECT_NEAR(flat->buckets[0].bytes, 25.6e6 / 64 * 4, 0.05e6);
+  EXPECT_GT(flat->backward_s, 0);
+}
+
+// Fixed rows: two conditions, one EMULATOR-BOUND run, one failed, one bucketed run whose exchange hid.
+std::vector<ValidationRow> FixedRows() {
+  auto row = [](const std::string& condition, Exchange e, double pred, double meas, double pred_exp,
+                double meas_exp) {
+    ValidationRow r;
+    r.condition = condition;
+    r.exchange = e;
+    r.nodes = 8;
+    r.predicted_step_s = pred;
+    r.measured_step_s = meas;
+    r.predicted_exposed_s = pred_exp;
+    r.measured_exposed_s = meas_exp;
+    r.bound = "link";
+    return r;
+  };
+  std::vector<ValidationRow> rows = {
+      row("A", Exchange::kRing, 1.00, 1.00, 1.00, 0.95),        // step 0 %, exposed +5.3 %
+      row("A", Exchange::kPsOne, 2.20, 2.00, 2.20, 2.00),       // +10 %, +10 %: measured ring wins by 100 %
+      row("A", Exchange::kPsColocated, 0.90, 1.02, 0.9, 1.0),  // -11.8 %: predicted winner, wrong (margin 2 %)
+      row("B", Exchange::kRing, 0.30, 0.32, 0.001, 0.004),      // -6.25 %; exposed hidden (< 5 % of the step)
+      row("B", Exchange::kPsOne, 0.60, 0.50, 0.30, 0.20),       // +20 %, +50 %
+      row("B", Exchange::kPsDedicated, 0.40, 0.90, 0.1, 0.6),   // EMULATOR-BOUND below
+      row("B", Exchange::kPsColocated, 0.40, -1, 0.1, -1),      // failed below
+  };
+  rows[5].emulator_bound = true;
+  rows[5].note = "box CPU 96% busy";
+  rows[6].note = "failed: timed out";
+  return rows;
+}
+
+TEST(SummarizeTest, StatisticsTieBandAndWinnersOnFixedData) {
+  // One condition measured three times: (0.55 - 0.50) / 0.52 = 9.6 % noise, above the 5 % floor.
+  absl::StatusOr<ValidationSummary> s = Summarize(FixedRows(), {{0.50, 0.52, 0.55}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->rows, 7);
+  EXPECT_EQ(s->usable, 5);
+  EXPECT_EQ(s->emulator_bound, 1);
+  EXPECT_EQ(s->failed, 1);
+  // |step errors| sorted: 0, 0.0625, 0.1, 0.1176, 0.2: median 0.1, p90 at position 3.6.
+  EXPECT_EQ(s->step.count, 5);
+  EXPECT_NEAR(s->step.median_abs, 0.1, 1e-12);
+  EXPECT_NEAR(s->step.p90_abs, 0.1176470588 + 0.6 * (0.2 - 0.1176470588), 1e-9);
+  // Exposed: ring A +5.26 %, ps-1 A +10 %, ps-col A -10 %, ps-1 B +50 % (ring B hid).
+  EXPECT_EQ(s->exposed.count, 4);
+  EXPECT_NEAR(s->exposed.median_abs, 0.1, 1e-12);
+  EXPECT_TRUE(s->band.from_noise);
+  EXPECT_NEAR(s->band.band, 0.05 / 0.52, 1e-12);
+  // A: measured ring 1.00 vs ps-colocated 1.02 (2 %): a tie. B: ring 0.32 vs ps-1 0.50: counted, right.
+  EXPECT_EQ(s->winners.ties, 1);
+  EXPECT_EQ(s->winners.counted, 1);
+  EXPECT_EQ(s->winners.correct, 1);
+}
+
+TEST(FormatValidationReportTest, ReportsEveryRunAndTheFigures) {
+  Validation v;
+  v.rows = FixedRows();
+  v.model_host = "box";
+  v.model_date = "2026-12-01";
+  absl::StatusOr<ValidationSummary> s = Summarize(v.rows, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  v.summary = *s;
+  const std::string text = FormatValidationReport(v);
+  EXPECT_NE(text.find("model of box, 2026-12-01"), std::string::npos) << text;
+  EXPECT_NE(text.find("7 runs, 5 usable, 1 EMULATOR-BOUND (excluded), 1 failed (excluded)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("EMULATOR-BOUND (box CPU 96% busy)"), std::string::npos) << text;
+  EXPECT_NE(text.find("failed: timed out"), std::string::npos) << text;
+  EXPECT_NE(text.find("+10.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("-11.8%"), std::string::npos) << text;
+  EXPECT_NE(text.find("hidden"), std::string::npos) << text;
+  EXPECT_NE(text.find("# step time: median |error| 10.0 %, p90 16.7 %, max 20.0 % over 5 runs"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# tie band: 5.0 %"), std::string::npos) << text;
+  EXPECT_NE(text.find("tie (within the band)"), std::string::npos) << text;
+  EXPECT_NE(text.find("# winner accuracy: 1 of 1 = 100 %"), std::string::npos) << text;
+}
+
+TEST(ValidationScatterSvgTest, OneSeriesPerExchangeUsableRowsOnly) {
+  const std::string svg = ValidationScatterSvg(FixedRows(), "model of box");
+  std::string why;
+  EXPECT_TRUE(WellFormed(svg, &why)) << why;
+  for (const char* name : {"ring", "ps-1", "ps-colocated", "ps-dedicated", "measured = predicted"}) {
+    EXPECT_GE(Count(svg, name), 1) << name;
+  }
+  EXPECT_GE(Count(svg, "predicted vs measured"), 1);
+}
+
+}  // namespace
+}  // namespace psring::bench
