@@ -97,13 +97,37 @@ std::vector<int64_t> RunSampler::CounterDeltas(absl::Time from, absl::Time to) c
   return deltas;
 }
 
+double RunSampler::CpuBoundShare(absl::Time from, absl::Time to, double counter_rate) const {
+  if (!(counter_rate > 0)) return -1;
+  absl::MutexLock lock(&mu_);
+  const auto [first, last] = Window(from, to);
+  if (first == nullptr) return -1;
+  double total = 0, bound = 0;
+  for (const Sample* a = first; a != last; ++a) {
+    const Sample* b = a + 1;
+    const double dt = absl::ToDoubleSeconds(b->time - a->time);
+    if (dt <= 0) continue;
+    total += dt;
+    int64_t busiest = 0;
+    for (size_t i = 0; i < a->counters.size() && i < b->counters.size(); ++i) {
+      busiest = std::max(busiest, b->counters[i] - a->counters[i]);
+    }
+    const double cpu = bench::BusyFraction(a->cpu, b->cpu);
+    if (cpu >= kSaturatedCpu && busiest < kLinkUsed * counter_rate * dt) bound += dt;
+  }
+  return total > 0 ? bound / total : -1;
+}
+
 BoundVerdict ClassifyRun(const BoundInputs& in) {
   BoundVerdict v;
   if (in.box_cpu >= kSaturatedCpu && in.link_util >= 0 && in.link_util < kLinkUsed) {
     v.emulator_bound = true;
-    v.reason =
-        absl::StrFormat("box CPU %.0f%% busy while the busiest link carried data %.0f%% of the exchange time",
-                        100 * in.box_cpu, 100 * in.link_util);
+    v.reason = absl::StrFormat("box CPU %.0f%% busy while the busiest link carried data %.0f%% of the exchange time",
+                               100 * in.box_cpu, 100 * in.link_util);
+  } else if (in.cpu_bound_share >= kBoundShare) {
+    v.emulator_bound = true;
+    v.reason = absl::StrFormat("box CPU >= %.0f%% busy with every link under %.0f%% for %.0f%% of the measured time",
+                               100 * kSaturatedCpu, 100 * kLinkUsed, 100 * in.cpu_bound_share);
   }
   if (in.delayed_packets > 0 &&
       static_cast<double>(in.late_packets) >= kLateShare * static_cast<double>(in.delayed_packets)) {

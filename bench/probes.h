@@ -62,6 +62,11 @@ class RunSampler {
   double BusyFraction(absl::Time from, absl::Time to) const ABSL_LOCKS_EXCLUDED(mu_);
   // Each counter's growth over the same window; empty when fewer than two samples fall in it.
   std::vector<int64_t> CounterDeltas(absl::Time from, absl::Time to) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The share (0..1) of the window spent in sample intervals where the box's cores were >= kSaturatedCpu busy
+  // while no counter grew faster than kLinkUsed x `counter_rate` (bytes per second: the link rate); -1 when
+  // fewer than two samples fall in the window or the rate is unknown. This sees a CPU-bound exchange phase even
+  // when the step also holds idle phases (replayed compute is timed waits).
+  double CpuBoundShare(absl::Time from, absl::Time to, double counter_rate) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Sample {
@@ -82,15 +87,18 @@ class RunSampler {
   std::thread thread_;
 };
 
-// The rule (bench/PERFORMANCE.md 1.3). A run is EMULATOR-BOUND when
+// The rule (bench/PERFORMANCE.md 1.2). A run is EMULATOR-BOUND when
 //   (a) the box's cores were >= kSaturatedCpu busy over the measured steps while the busiest host link
 //       direction carried data for < kLinkUsed of the exchange time: the exchange was slow, the wire idle,
 //       and the shared CPU had nothing left: on a real cluster (a CPU per host) this run would have been
 //       faster;
-//   or (b) the delay program released >= kLateShare of the run's packets more than 1 ms late (the latency the
+//   or (b) the same held, 50 ms interval by interval, for >= kBoundShare of the measured window (a step whose
+//       exchange phase is CPU-bound while its replayed compute phases idle);
+//   or (c) the delay program released >= kLateShare of the run's packets more than 1 ms late (the latency the
 //       run saw was not the one configured).
 inline constexpr double kSaturatedCpu = 0.90;
 inline constexpr double kLinkUsed = 0.80;
+inline constexpr double kBoundShare = 0.25;
 inline constexpr double kLateShare = 0.01;
 
 struct BoundInputs {
@@ -98,6 +106,7 @@ struct BoundInputs {
   double link_util = -1;        // busiest link direction's bytes / (exchange time x link rate); -1: unknown
   int64_t delayed_packets = 0;  // packets the delay program released during the run (0: no delay program)
   int64_t late_packets = 0;     // of which more than 1 ms late
+  double cpu_bound_share = -1;  // RunSampler::CpuBoundShare over the measured steps; -1: unknown
 };
 
 struct BoundVerdict {

@@ -233,6 +233,7 @@ class Runner {
     BoundInputs in;
     in.box_cpu = record->box_cpu;
     in.link_util = record->link_util;
+    in.cpu_bound_share = sampler.CpuBoundShare(from, to, link);
     in.delayed_packets = after.packets - before.packets;
     in.late_packets = after.late_over_1ms - before.late_over_1ms;
     const BoundVerdict verdict = ClassifyRun(in);

@@ -41,12 +41,44 @@ TEST(ProbesTest, AFullLinkOrASpareCoreIsTheNetwork) {
   EXPECT_FALSE(ClassifyRun({0.99, kLinkUsed, 0, 0}).emulator_bound);
 }
 
+TEST(ProbesTest, ACpuBoundShareOfTheWindowMakesARunEmulatorBound) {
+  // The mean CPU and link of the whole window look fine; a quarter of it was CPU-bound.
+  BoundVerdict v = ClassifyRun({0.7, 0.95, 0, 0, kBoundShare});
+  EXPECT_TRUE(v.emulator_bound);
+  EXPECT_NE(v.reason.find("25%"), std::string::npos) << v.reason;
+  EXPECT_FALSE(ClassifyRun({0.7, 0.95, 0, 0, kBoundShare - 0.01}).emulator_bound);
+  EXPECT_FALSE(ClassifyRun({0.7, 0.95, 0, 0, -1}).emulator_bound);
+}
+
 TEST(ProbesTest, LateDelayedPacketsMakeARunEmulatorBound) {
   EXPECT_TRUE(ClassifyRun({0.5, 0.95, 1000, 10}).emulator_bound);  // 1 %
   EXPECT_FALSE(ClassifyRun({0.5, 0.95, 1000, 9}).emulator_bound);
   BoundVerdict both = ClassifyRun({0.99, 0.1, 1000, 500});
   EXPECT_TRUE(both.emulator_bound);
   EXPECT_NE(both.reason.find("; "), std::string::npos) << both.reason;
+}
+
+// A counter that stands still: every interval's link use is 0, so the CPU-bound share is the share of the
+// window in which the box's cores were >= 90 % busy. Busy-looping both cores' worth is not possible on a
+// loaded test machine, so only the bounds and the units are checked: 0..1, -1 without a rate.
+TEST(ProbesTest, CpuBoundShareIsAShareOfTheWindow) {
+  RunSampler sampler([] { return std::vector<int64_t>{0}; }, absl::Milliseconds(5));
+  const absl::Time start = absl::Now();
+  absl::SleepFor(absl::Milliseconds(40));
+  const absl::Time end = absl::Now();
+  sampler.Stop();
+  const double share = sampler.CpuBoundShare(start, end, 1e6);
+  EXPECT_GE(share, 0);
+  EXPECT_LE(share, 1);
+  EXPECT_EQ(sampler.CpuBoundShare(start, end, 0), -1);
+  // With a counter that grows faster than 80 % of the rate in every interval, no interval is CPU-bound.
+  std::atomic<int64_t> bytes{0};
+  RunSampler busy_link([&] { return std::vector<int64_t>{bytes += 1000000}; }, absl::Milliseconds(5));
+  const absl::Time s2 = absl::Now();
+  absl::SleepFor(absl::Milliseconds(40));
+  const absl::Time e2 = absl::Now();
+  busy_link.Stop();
+  EXPECT_EQ(busy_link.CpuBoundShare(s2, e2, 1000), 0);  // 1 MB per interval against a 1 kB/s link
 }
 
 TEST(ProbesTest, SamplerReadsCountersOverAWindow) {
