@@ -298,7 +298,10 @@ absl::Status EmulatedCluster::StartDelayProgram() {
         "--latency needs br_netfilter (bridged frames through iptables); load it with `modprobe br_netfilter` "
         "as root: ", bridged.message()));
   }
-  delay_stats_file_ = absl::StrCat("/tmp/", bridge_namespace_, "-netdelay.stats");
+  // In memory where there is a tmpfs: a rename that replaces a file on a disk file system can stall the
+  // delay program for milliseconds (ext4 flushes the new file's data first).
+  delay_stats_file_ = absl::StrCat(access("/dev/shm", W_OK) == 0 ? "/dev/shm/" : "/tmp/", bridge_namespace_,
+                                   "-netdelay.stats");
   SpawnOptions spawn;
   spawn.pipe_output = true;
   ASSIGN_OR_RETURN(delay_program_,

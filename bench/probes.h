@@ -50,7 +50,7 @@ class RunSampler {
  public:
   // `counters` is called on the sampler's thread; an empty function samples the CPU only.
   explicit RunSampler(std::function<std::vector<int64_t>()> counters = {},
-                      absl::Duration interval = absl::Milliseconds(50));
+                      absl::Duration interval = absl::Milliseconds(50));  // kSampleInterval
   ~RunSampler();  // stops
   RunSampler(const RunSampler&) = delete;
   RunSampler& operator=(const RunSampler&) = delete;
@@ -96,6 +96,7 @@ class RunSampler {
 //       exchange phase is CPU-bound while its replayed compute phases idle);
 //   or (c) the delay program released >= kLateShare of the run's packets more than 1 ms late (the latency the
 //       run saw was not the one configured).
+inline constexpr absl::Duration kSampleInterval = absl::Milliseconds(50);
 inline constexpr double kSaturatedCpu = 0.90;
 inline constexpr double kLinkUsed = 0.80;
 inline constexpr double kBoundShare = 0.25;

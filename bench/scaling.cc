@@ -231,9 +231,13 @@ class Runner {
       if (exchange_time > 0) record->link_util = busiest / (exchange_time * link);
     }
     BoundInputs in;
-    in.box_cpu = record->box_cpu;
-    in.link_util = record->link_util;
-    in.cpu_bound_share = sampler.CpuBoundShare(from, to, link);
+    // A window of a few sample intervals says nothing about the CPU (a one-node exchange is a memory copy of
+    // a millisecond): only the delay program's lateness can mark such a run.
+    if (to - from >= 5 * kSampleInterval) {
+      in.box_cpu = record->box_cpu;
+      in.link_util = record->link_util;
+      in.cpu_bound_share = sampler.CpuBoundShare(from, to, link);
+    }
     in.delayed_packets = after.packets - before.packets;
     in.late_packets = after.late_over_1ms - before.late_over_1ms;
     const BoundVerdict verdict = ClassifyRun(in);
