@@ -80,35 +80,37 @@ RunBudget Budget(const ScalingOptions& o, double step_estimate) {
   return budget;
 }
 
-// The bytes each host's link moved during a job, from the interface counters (namespaces only).
+// Every host link's bytes, sent and received, host by host (empty on loopback or when unreadable): one read of
+// the switch ports' counters.
+std::vector<int64_t> LinkByteCounters(const EmulatedCluster& cluster) {
+  std::vector<int64_t> counters;
+  if (!cluster.emulated()) return counters;
+  absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> all = cluster.AllHostLinkBytes();
+  if (!all.ok()) return counters;
+  for (const auto& [sent, received] : *all) {
+    counters.push_back(sent);
+    counters.push_back(received);
+  }
+  return counters;
+}
+
+// The bytes each host's link moved during a job (namespaces only).
 class LinkCounters {
  public:
-  LinkCounters(const EmulatedCluster* cluster, int hosts) : cluster_(cluster), before_(hosts) {
-    valid_ = cluster->emulated();
-    for (int h = 0; valid_ && h < hosts; ++h) {
-      absl::StatusOr<std::pair<int64_t, int64_t>> bytes = cluster->HostLinkBytes(h);
-      valid_ = bytes.ok();
-      if (valid_) before_[h] = *bytes;
-    }
-  }
+  explicit LinkCounters(const EmulatedCluster* cluster) : cluster_(cluster), before_(LinkByteCounters(*cluster)) {}
 
   // Bytes per step through the busiest host link direction since construction (0: no counters).
   double BusiestPerStep(int steps) const {
-    double busiest = 0;
-    for (size_t h = 0; valid_ && h < before_.size(); ++h) {
-      absl::StatusOr<std::pair<int64_t, int64_t>> now = cluster_->HostLinkBytes(static_cast<int>(h));
-      if (!now.ok()) break;
-      const double tx = static_cast<double>(now->first - before_[h].first) / steps;
-      const double rx = static_cast<double>(now->second - before_[h].second) / steps;
-      busiest = std::max({busiest, tx, rx});
-    }
-    return busiest;
+    const std::vector<int64_t> now = LinkByteCounters(*cluster_);
+    if (now.size() != before_.size()) return 0;
+    int64_t busiest = 0;
+    for (size_t i = 0; i < now.size(); ++i) busiest = std::max(busiest, now[i] - before_[i]);
+    return static_cast<double>(busiest) / steps;
   }
 
  private:
   const EmulatedCluster* cluster_;
-  std::vector<std::pair<int64_t, int64_t>> before_;
-  bool valid_ = false;
+  const std::vector<int64_t> before_;
 };
 
 // "ring N=4 bucket 25 MB": a run as the merged trace names its processes.
@@ -166,9 +168,9 @@ class Runner {
     const std::string timeline_stem = TimelineStem(*record);
     if (!timeline_stem.empty()) RETURN_IF_ERROR(MakeDirectories(timeline_stem));
     const std::vector<ProcessSpec> specs = Specs(plugin, context, budget, *record, timeline_stem);
-    const LinkCounters counters(cluster_, context.placement.HostsUsed());
+    const LinkCounters counters(cluster_);
     ASSIGN_OR_RETURN(const DelayCounters delay_before, DelayCountersNow());
-    RunSampler sampler([this] { return LinkByteCounters(); });
+    RunSampler sampler([this] { return LinkByteCounters(*cluster_); });
     const absl::Time job_start = absl::Now();
     ASSIGN_OR_RETURN(const std::vector<ProcessResult> results, Launch(specs, budget));
     sampler.Stop();
@@ -185,19 +187,6 @@ class Runner {
       RETURN_IF_ERROR(MergeRankTraceFiles(ranks, RunLabel(*record), record->timeline));
     }
     return absl::OkStatus();
-  }
-
-  // Every host link's bytes, sent and received (empty on loopback or when unreadable).
-  std::vector<int64_t> LinkByteCounters() const {
-    std::vector<int64_t> counters;
-    if (!cluster_->emulated()) return counters;
-    absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> all = cluster_->AllHostLinkBytes();
-    if (!all.ok()) return counters;
-    for (const auto& [sent, received] : *all) {
-      counters.push_back(sent);
-      counters.push_back(received);
-    }
-    return counters;
   }
 
   // The delay program's counters (zeros without one); kUnavailable when it died (no later run can work).
