@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace psring::bench {
 
@@ -36,6 +37,27 @@ double BusyFraction(const CpuTimes& from, const CpuTimes& to) {
                     0.0, 1.0);
 }
 
+absl::StatusOr<uint64_t> ParseCpuPressureTotal(const std::string& text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "some ")) continue;
+    for (absl::string_view field : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      uint64_t total = 0;
+      if (absl::ConsumePrefix(&field, "total=") && absl::SimpleAtoi(field, &total)) return total;
+    }
+    break;
+  }
+  return absl::InvalidArgumentError("/proc/pressure/cpu has no well-formed 'some ... total=<us>' line");
+}
+
+namespace {
+std::string ReadProcFile(const char* path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+}  // namespace
+
 RunSampler::RunSampler(std::function<std::vector<int64_t>()> counters, absl::Duration interval)
     : counters_(std::move(counters)), interval_(interval) {
   TakeSample();
@@ -54,12 +76,12 @@ void RunSampler::Stop() {
 }
 
 void RunSampler::TakeSample() {
-  std::ifstream in("/proc/stat");
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<CpuTimes> times = ParseProcStat(text.str());
+  absl::StatusOr<CpuTimes> times = ParseProcStat(ReadProcFile("/proc/stat"));
   if (!times.ok()) return;  // no /proc (then BusyFraction says -1: unknown)
-  Sample sample{absl::Now(), *times, counters_ ? counters_() : std::vector<int64_t>()};
+  // A kernel without PSI (CONFIG_PSI off, or psi=0) has no such file: the stall share is then unknown.
+  absl::StatusOr<uint64_t> stall = ParseCpuPressureTotal(ReadProcFile("/proc/pressure/cpu"));
+  Sample sample{absl::Now(), *times, stall.ok() ? static_cast<int64_t>(*stall) : -1,
+                counters_ ? counters_() : std::vector<int64_t>()};
   absl::MutexLock lock(&mu_);
   samples_.push_back(std::move(sample));
 }
@@ -118,6 +140,15 @@ double RunSampler::CpuBoundShare(absl::Time from, absl::Time to, double counter_
   return total > 0 ? bound / total : -1;
 }
 
+double RunSampler::StallFraction(absl::Time from, absl::Time to) const {
+  absl::MutexLock lock(&mu_);
+  const auto [first, last] = Window(from, to);
+  if (first == nullptr || first->stall_us < 0 || last->stall_us < first->stall_us) return -1;
+  const double window_us = absl::ToDoubleMicroseconds(last->time - first->time);
+  if (window_us <= 0) return -1;
+  return std::clamp(static_cast<double>(last->stall_us - first->stall_us) / window_us, 0.0, 1.0);
+}
+
 BoundVerdict ClassifyRun(const BoundInputs& in) {
   BoundVerdict v;
   if (in.box_cpu >= kSaturatedCpu && in.link_util >= 0 && in.link_util < kLinkUsed) {
@@ -128,6 +159,11 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
     v.emulator_bound = true;
     v.reason = absl::StrFormat("box CPU >= %.0f%% busy with every link under %.0f%% for %.0f%% of the measured time",
                                100 * kSaturatedCpu, 100 * kLinkUsed, 100 * in.cpu_bound_share);
+  }
+  if (!v.emulator_bound && in.cpu_stall >= kMaxCpuStall) {
+    v.emulator_bound = true;
+    v.reason = absl::StrFormat("runnable tasks waited for a core %.0f%% of the measured time (CPU pressure >= %.0f%%)",
+                               100 * in.cpu_stall, 100 * kMaxCpuStall);
   }
   if (in.delayed_packets > 0 &&
       static_cast<double>(in.late_packets) >= kLateShare * static_cast<double>(in.delayed_packets)) {

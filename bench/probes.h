@@ -10,8 +10,9 @@
 //   ... run the job ...
 //   sampler.Stop();
 //   double busy = sampler.BusyFraction(window_start, window_end);   // 0..1 of all cores, -1: no samples
+//   double stall = sampler.StallFraction(window_start, window_end); // 0..1 CPU pressure, -1: unknown
 //   std::vector<int64_t> bytes = sampler.CounterDeltas(window_start, window_end);
-//   BoundVerdict v = ClassifyRun({busy, link_util, delayed, late});
+//   BoundVerdict v = ClassifyRun({busy, link_util, delayed, late, share, stall});
 //
 // RunSampler is thread-safe; ClassifyRun is pure.
 #ifndef PSRING_BENCH_PROBES_H_
@@ -44,6 +45,11 @@ absl::StatusOr<CpuTimes> ParseProcStat(const std::string& text);
 // Busy fraction between two readings (0..1), -1 when no time passed.
 double BusyFraction(const CpuTimes& from, const CpuTimes& to);
 
+// The kernel's CPU pressure stall information (/proc/pressure/cpu, PSI): the "some" line's total, the
+// microseconds during which at least one runnable task waited for a core. kInvalidArgument when the text has
+// no well-formed "some ... total=<n>" line.
+absl::StatusOr<uint64_t> ParseCpuPressureTotal(const std::string& text);
+
 // Samples the box's CPU times and the caller's counters (e.g. the link byte counters of every host) on a
 // thread of its own, so both can be read over the same window afterwards.
 class RunSampler {
@@ -67,11 +73,15 @@ class RunSampler {
   // fewer than two samples fall in the window or the rate is unknown. This sees a CPU-bound exchange phase even
   // when the step also holds idle phases (replayed compute is timed waits).
   double CpuBoundShare(absl::Time from, absl::Time to, double counter_rate) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The share (0..1) of the window during which some runnable task waited for a core (CPU pressure, PSI
+  // "some"); -1 when fewer than two samples fall in it or the kernel has no /proc/pressure/cpu.
+  double StallFraction(absl::Time from, absl::Time to) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Sample {
     absl::Time time;
     CpuTimes cpu;
+    int64_t stall_us = -1;  // PSI "some" total; -1: no /proc/pressure/cpu
     std::vector<int64_t> counters;
   };
   void TakeSample() ABSL_LOCKS_EXCLUDED(mu_);
@@ -95,12 +105,18 @@ class RunSampler {
 //   or (b) the same held, 50 ms interval by interval, for >= kBoundShare of the measured window (a step whose
 //       exchange phase is CPU-bound while its replayed compute phases idle);
 //   or (c) the delay program released >= kLateShare of the run's packets more than 1 ms late (the latency the
-//       run saw was not the one configured).
+//       run saw was not the one configured);
+//   or (d) some runnable task waited for a core during >= kMaxCpuStall of the measured window (the kernel's
+//       CPU pressure, PSI "some"). Every delay the box's CPU adds to the run's critical path is time in which
+//       a task of that path was runnable and not running, so it lies inside PSI's "some" time: the stall share
+//       bounds how much the shared cores can have stretched the run. Above the model's p90 accuracy target
+//       (10 %) the run cannot vouch for the network.
 inline constexpr absl::Duration kSampleInterval = absl::Milliseconds(50);
 inline constexpr double kSaturatedCpu = 0.90;
 inline constexpr double kLinkUsed = 0.80;
 inline constexpr double kBoundShare = 0.25;
 inline constexpr double kLateShare = 0.01;
+inline constexpr double kMaxCpuStall = 0.10;
 
 struct BoundInputs {
   double box_cpu = -1;          // 0..1 busy of all cores over the measured steps; -1: unknown
@@ -108,6 +124,7 @@ struct BoundInputs {
   int64_t delayed_packets = 0;  // packets the delay program released during the run (0: no delay program)
   int64_t late_packets = 0;     // of which more than 1 ms late
   double cpu_bound_share = -1;  // RunSampler::CpuBoundShare over the measured steps; -1: unknown
+  double cpu_stall = -1;        // RunSampler::StallFraction over the measured steps; -1: unknown
 };
 
 struct BoundVerdict {

@@ -209,6 +209,7 @@ class Runner {
     }
     if (from < job_start) from = job_start;
     record->box_cpu = sampler.BusyFraction(from, to);
+    record->cpu_stall = sampler.StallFraction(from, to);
     // The busiest link direction over the same window, against what the link could carry in the exchange
     // time of those steps.
     const double link = cluster_->link_bytes_per_second();
@@ -226,6 +227,7 @@ class Runner {
       in.box_cpu = record->box_cpu;
       in.link_util = record->link_util;
       in.cpu_bound_share = sampler.CpuBoundShare(from, to, link);
+      in.cpu_stall = record->cpu_stall;
     }
     in.delayed_packets = after.packets - before.packets;
     in.late_packets = after.late_over_1ms - before.late_over_1ms;

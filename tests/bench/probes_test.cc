@@ -1,6 +1,7 @@
 #include "bench/probes.h"
 
 #include <atomic>
+#include <fstream>
 
 #include "gtest/gtest.h"
 
@@ -81,6 +82,32 @@ TEST(ProbesTest, CpuBoundShareIsAShareOfTheWindow) {
   EXPECT_EQ(busy_link.CpuBoundShare(s2, e2, 1000), 0);  // 1 MB per interval against a 1 kB/s link
 }
 
+TEST(ProbesTest, ParsesCpuPressure) {
+  const std::string text =
+      "some avg10=55.98 avg60=21.97 avg300=15.62 total=4798811251\n"
+      "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+  absl::StatusOr<uint64_t> total = ParseCpuPressureTotal(text);
+  ASSERT_TRUE(total.ok()) << total.status();
+  EXPECT_EQ(*total, 4798811251u);
+  EXPECT_FALSE(ParseCpuPressureTotal("").ok());
+  EXPECT_FALSE(ParseCpuPressureTotal("full avg10=0.00 total=7\n").ok());  // only the "some" line counts
+  EXPECT_FALSE(ParseCpuPressureTotal("some avg10=1.0 total=x\n").ok());
+}
+
+// Rule (d): the CPU pressure bounds what the shared cores can have added to the run; at >= 10 % the run is
+// marked whatever the busy fraction and the links say.
+TEST(ProbesTest, CpuPressureMakesARunEmulatorBound) {
+  BoundInputs in{0.70, 0.95, 0, 0, 0.0};
+  in.cpu_stall = kMaxCpuStall;
+  const BoundVerdict v = ClassifyRun(in);
+  EXPECT_TRUE(v.emulator_bound);
+  EXPECT_NE(v.reason.find("waited for a core 10%"), std::string::npos) << v.reason;
+  in.cpu_stall = kMaxCpuStall - 0.01;
+  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
+  in.cpu_stall = -1;  // a kernel without PSI: unknown, no verdict from it
+  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
+}
+
 TEST(ProbesTest, SamplerReadsCountersOverAWindow) {
   std::atomic<int64_t> bytes{0};
   RunSampler sampler(
@@ -102,8 +129,14 @@ TEST(ProbesTest, SamplerReadsCountersOverAWindow) {
   const double busy = sampler.BusyFraction(start, end);
   EXPECT_GE(busy, 0);
   EXPECT_LE(busy, 1);
+  const double stall = sampler.StallFraction(start, end);  // -1 only where the kernel has no PSI
+  EXPECT_LE(stall, 1);
+  if (std::ifstream("/proc/pressure/cpu").good()) {
+    EXPECT_GE(stall, 0);
+  }
   // A window before any sample is unknown.
   EXPECT_EQ(sampler.BusyFraction(start - absl::Hours(2), start - absl::Hours(1)), -1);
+  EXPECT_EQ(sampler.StallFraction(start - absl::Hours(2), start - absl::Hours(1)), -1);
 }
 
 }  // namespace

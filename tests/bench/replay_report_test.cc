@@ -151,7 +151,7 @@ TEST(ReplayReportTest, ReportHasTablesChecksProjectionAndVerdict) {
   const std::string text = out.str();
   EXPECT_NE(text.find("# workload toy: S = 8.00 MB"), std::string::npos) << text;
   EXPECT_NE(text.find("# workload toy, exchange ring"), std::string::npos);
-  EXPECT_NE(text.find("# check model fit toy ring step (compute + overlap): max |error| 0.0% over 4 points"),
+  EXPECT_NE(text.find("# info model fit toy ring step (compute + overlap; in-sample: fitted on these flat runs): max |error| 0.0% over 4 points"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("# PROJECTION (NOT measured) of toy onto a cluster with 25 Gbit/s links and 5 us"),
@@ -162,6 +162,27 @@ TEST(ReplayReportTest, ReportHasTablesChecksProjectionAndVerdict) {
   EXPECT_NE(text.find("# VERDICT toy"), std::string::npos);
   EXPECT_NE(text.find("ps-colocated 2 MB"), std::string::npos);
   EXPECT_EQ(text.find("nan"), std::string::npos);
+}
+
+// The overlap check's ideal comes from the flat twin's exchange: when the box bound that run, the bucketed
+// run has nothing trustworthy to be judged against, and the line says so instead of passing or failing.
+TEST(ReplayReportTest, OverlapIsNotJudgedAgainstAnEmulatorBoundFlatRun) {
+  ScalingResult result = Synthetic();
+  for (RunRecord& r : result.records) {
+    if (r.exchange == Exchange::kRing && r.nodes == 4 && r.bucket_mb == 0) {
+      r.emulator_bound = true;
+      r.bound_reason = "runnable tasks waited for a core 31% of the measured time";
+    }
+  }
+  std::ostringstream out;
+  PrintReport(result, out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("# skip overlap toy ring N=4 bucket 2 MB: its flat run is EMULATOR-BOUND (runnable tasks "
+                      "waited for a core 31%"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("overlap toy ring N=4 bucket 2 MB: step"), std::string::npos) << text;
+  EXPECT_NE(text.find("overlap toy ring N=2 bucket 2 MB: step"), std::string::npos) << text;
 }
 
 TEST(ReplayReportTest, ProjectionUsesTheProfilesOwnComputeAndSize) {

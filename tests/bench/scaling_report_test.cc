@@ -129,7 +129,7 @@ TEST(ScalingReportTest, ReportAndVerdict) {
   EXPECT_NE(report.str().find("# exchange ring"), std::string::npos);
   EXPECT_NE(report.str().find("MODEL extrapolation (NOT measured)"), std::string::npos);
   EXPECT_NE(report.str().find("N=8 S=4 MiB FAILED: ps-1 rank 3 exited with code 1"), std::string::npos);
-  EXPECT_NE(report.str().find("check model fit ring S>=4 MiB: max |error| 0.0%"), std::string::npos);
+  EXPECT_NE(report.str().find("info model fit ring S>=4 MiB (in-sample: the points it was fitted on): max |error| 0.0%"), std::string::npos);
   // N=4: the ring and ps-colocated tie (same bytes, same 2(N-1) messages; the first one listed is named);
   // ps-1 moves 4 MiB * 4 against 2 * 3/4 * 4 MiB and pays 8 latencies against 6: 2.6x slower.
   std::string v = verdict.str();
