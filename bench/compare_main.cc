@@ -7,23 +7,52 @@
 //   3. replaying a real model profile (ResNet-50) with its per-layer gradients and compute, same N and
 //      exchanges, without and with overlap (flat and DDP's 25 MB buckets), its bytes scaled down by one
 //      factor (kReplayBytesScale) so the emulated 100 Mbit/s links stand for a faster real network
-//      (bench/PERFORMANCE.md 7.6); the fitted model is projected onto --project_link (default 25 Gbit/s).
+//      (bench/PERFORMANCE.md 7.6); the fitted model is projected onto --project_link (default 25 Gbit/s);
+//   4. how far to trust the model: the frozen cost model (--model; default the calibration of psring's
+//      development machine committed under bench/results/) predicts a few conditions it never saw (another
+//      link rate and latency; gradient N = 4, 8 and ResNet-50 flat and bucketed at N = 4), each printed before
+//      it runs; then predicted vs measured, the error against issue 21's targets and winner accuracy;
+//   5. the same model's projection of ResNet-50 (25 MB buckets, N = 8) onto --project_link with each
+//      exchange's CPU ceiling and binding bound, and its crossover maps (SVG).
 //
 // Outputs go to <out_dir>/gradient, <out_dir>/train and <out_dir>/replay (CSV, JSON, SVG; replay also the
-// merged timelines and the Gantt chart). Full sweeps: //bench:scaling.
+// merged timelines and the Gantt chart), <out_dir>/held_out (validation.txt, validation.svg) and
+// <out_dir>/maps (the crossover maps). Full sweeps: //bench:scaling, //bench:calibrate, //bench:validate.
+#include <unistd.h>
+
 #include <iostream>
+#include <memory>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/model/crossover_report.h"
+#include "bench/model/model_file.h"
 #include "bench/scaling.h"
 #include "bench/scaling_flags.h"
+#include "bench/validation.h"
+#include "common/atomic_file.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
+#include "tools/cpp/runfiles/runfiles.h"
 
+ABSL_FLAG(bool, gradient, true, "Compare the exchanges on a 4 MiB gradient exchange (part 1).");
 ABSL_FLAG(bool, train, true, "Also compare the exchanges while training the MLP (part 2).");
 ABSL_FLAG(bool, replay, true,
           "Also compare them replaying the ResNet-50 profile without and with overlap (part 3).");
+ABSL_FLAG(std::string, model, "",
+          "The frozen cost model (JSON written by //bench:calibrate) that parts 4 and 5 use. Empty: the "
+          "calibration of psring's development machine committed with the source "
+          "(bench/results/calibration_quick_2026-11-25.json; its host and date are printed: run "
+          "//bench:calibrate for a model of your own machine). 'none': skip parts 4 and 5.");
+ABSL_FLAG(bool, held_out, true,
+          "Part 4: run a few conditions the model never saw (150 Mbit/s, 2 ms) and show its error and winner "
+          "accuracy (about 2 minutes).");
+
+// The committed calibration part 4 uses without --model (a runfile of this binary).
+constexpr char kCommittedModel[] = "psring/bench/results/calibration_quick_2026-11-25.json";
 
 namespace psring::bench {
 namespace {
@@ -57,12 +86,104 @@ ScalingOptions ReplayPart(const ScalingOptions& base, const std::string& out_dir
   return replay;
 }
 
+// Part 4's held-out conditions: a link rate and a latency calibration never ran (SelectHeldOut drops any it
+// covers), the 4 MiB gradient exchange at N = 4 and 8, and ResNet-50 (bytes / 64) flat and with 25 MB buckets
+// at N = 4. One run each: the tie band is its 5 % floor.
+ValidationPlan HeldOutPart() {
+  ValidationPlan plan;
+  HeldOutSweep gradient;
+  gradient.link = "150mbit";
+  gradient.latency = "2ms";
+  gradient.nodes = {4, 8};
+  gradient.sizes = {4u << 20};
+  plan.sweeps.push_back(gradient);
+  HeldOutSweep replay;
+  replay.link = "150mbit";
+  replay.latency = "2ms";
+  replay.nodes = {4};
+  replay.workloads = {"resnet50"};
+  replay.bytes_scale = kReplayBytesScale;
+  replay.bucket_mbs = {0, 25};
+  plan.sweeps.push_back(replay);
+  plan.noise_runs = 1;
+  return plan;
+}
+
+absl::StatusOr<std::string> ModelPath(const char* argv0) {
+  const std::string flag = absl::GetFlag(FLAGS_model);
+  if (!flag.empty()) return flag;
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::Create(argv0, &error));
+  const std::string path = runfiles != nullptr ? runfiles->Rlocation(kCommittedModel) : "";
+  if (path.empty() || access(path.c_str(), R_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot find the committed model ", kCommittedModel,
+                                            ": run through `bazel run`, or pass --model=PATH (a file from "
+                                            "//bench:calibrate) or --model=none"));
+  }
+  return path;
+}
+
+// Parts 4 and 5 (see the top of the file).
+absl::Status ModelParts(const char* argv0, const ScalingOptions& base, const std::string& out_dir) {
+  ASSIGN_OR_RETURN(const std::string path, ModelPath(argv0));
+  ASSIGN_OR_RETURN(const proto::CostModelFile model, model::ReadModelFile(path));
+  const std::string which =
+      absl::StrFormat("the frozen model of %s, %s (%s)", model.host(), model.date(),
+                      absl::GetFlag(FLAGS_model).empty() ? "committed with psring, calibrated on its development "
+                                                           "machine: run //bench:calibrate for yours"
+                                                         : path);
+  absl::Status status = absl::OkStatus();
+  if (absl::GetFlag(FLAGS_held_out)) {
+    std::cout << "#\n# PART 4: how far to trust the model: " << which
+              << ", on conditions it never saw (each predicted before it runs)\n";
+    ASSIGN_OR_RETURN(const HeldOutSelection held_out, SelectHeldOut(HeldOutPart(), model));
+    for (const std::string& r : held_out.rejected) std::cout << "# left out (calibration covers it): " << r << "\n";
+    ScalingOptions o = base;
+    o.timeline_dir.clear();
+    absl::StatusOr<Validation> v = RunValidation(held_out.plan, model, o, &std::cout, &std::cerr);
+    if (!v.ok()) {
+      status = v.status();
+      std::cout << "# held-out part FAILED: " << v.status().message() << "\n";
+    } else {
+      const std::string dir = out_dir + "/held_out";
+      RETURN_IF_ERROR(MakeDirectories(dir));
+      const std::string report = FormatValidationReport(*v);
+      std::cout << report << FormatHeldOutChecks(v->summary);
+      RETURN_IF_ERROR(WriteFileAtomically(dir + "/validation.txt", report));
+      RETURN_IF_ERROR(WriteFileAtomically(
+          dir + "/validation.svg",
+          ValidationScatterSvg(v->rows, absl::StrFormat("model of %s, %s; held-out part of //bench:compare",
+                                                        model.host(), model.date()))));
+      std::cout << "# wrote " << dir << "/validation.txt, " << dir << "/validation.svg\n";
+    }
+  }
+  std::cout << "#\n# PART 5: what " << which << " projects for ResNet-50 (real size, 25 MB buckets)\n";
+  model::CrossoverReportOptions maps;
+  maps.workload = "resnet50";
+  maps.bucket_mb = 25;
+  maps.target.nodes = 8;
+  maps.target.servers = base.ps_servers;
+  const ProjectionTarget projection = ReplayPart(base, out_dir).projection;
+  maps.target.link_bytes_per_second = projection.link_bytes_per_second;
+  maps.target.latency_s = projection.latency_s;
+  maps.map_latency_s = projection.latency_s;
+  maps.out_dir = out_dir + "/maps";
+  RETURN_IF_ERROR(MakeDirectories(maps.out_dir));
+  ASSIGN_OR_RETURN(const model::CrossoverReport crossover, model::WriteCrossoverReport(model, maps, {}));
+  std::cout << crossover.text;
+  return status;
+}
+
 absl::Status Main(const char* argv0) {
   const std::string out_dir = OutDirFromFlags("compare");
   ScalingOptions gradient = GradientPart();
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &gradient));
-  std::cout << "# PART 1: gradient exchange, S = 4 MiB\n";
-  absl::Status status = RunAndReport(gradient, absl::StrCat(out_dir, "/gradient"));
+  absl::Status status = absl::OkStatus();
+  if (absl::GetFlag(FLAGS_gradient)) {
+    std::cout << "# PART 1: gradient exchange, S = 4 MiB\n";
+    status = RunAndReport(gradient, absl::StrCat(out_dir, "/gradient"));
+  }
 
   if (absl::GetFlag(FLAGS_train)) {
     ScalingOptions train = gradient;
@@ -78,6 +199,10 @@ absl::Status Main(const char* argv0) {
                  "25 MB buckets overlapped with backward\n";
     absl::Status third = RunAndReport(ReplayPart(gradient, replay_dir), replay_dir);
     if (status.ok()) status = third;
+  }
+  if (absl::GetFlag(FLAGS_model) != "none") {
+    absl::Status fourth = ModelParts(argv0, gradient, out_dir);
+    if (status.ok()) status = fourth;
   }
   return status;
 }

@@ -284,6 +284,43 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
   return s;
 }
 
+std::string FormatHeldOutChecks(const ValidationSummary& s) {
+  std::string out;
+  if (s.winners.counted == 0) {
+    absl::StrAppendFormat(&out,
+                          "# info held-out winner: no condition outside the tie band %s (%d ties): nothing to "
+                          "judge\n",
+                          s.band.Describe(), s.winners.ties);
+  } else {
+    absl::StrAppendFormat(&out,
+                          "# check held-out winner: %d of %d conditions outside the tie band %s named right: %s\n",
+                          s.winners.correct, s.winners.counted, s.band.Describe(),
+                          s.winners.correct == s.winners.counted ? "PASS" : "FAIL");
+  }
+  // Compared as printed: an error of exactly the target (10.0 % against 10 %) meets it, whatever the last bit.
+  const auto met = [](double error, double target) { return error <= target + 1e-9 ? "met" : "missed"; };
+  if (s.step.count > 0) {
+    absl::StrAppendFormat(&out,
+                          "# info held-out step time: |error| median %.1f %% (target %.0f %%: %s), p90 %.1f %% "
+                          "(target %.0f %%: %s) over %d runs\n",
+                          100 * s.step.median_abs, 100 * kTargetStepMedian, met(s.step.median_abs, kTargetStepMedian),
+                          100 * s.step.p90_abs, 100 * kTargetStepP90, met(s.step.p90_abs, kTargetStepP90),
+                          s.step.count);
+  }
+  if (s.exposed.count > 0) {
+    absl::StrAppendFormat(&out,
+                          "# info held-out exposed exchange time: |error| median %.1f %% (target %.0f %%: %s) over "
+                          "%d runs\n",
+                          100 * s.exposed.median_abs, 100 * kTargetExposedMedian,
+                          met(s.exposed.median_abs, kTargetExposedMedian), s.exposed.count);
+  }
+  if (s.emulator_bound > 0 || s.failed > 0) {
+    absl::StrAppendFormat(&out, "# info held-out runs left out: %d EMULATOR-BOUND, %d failed (of %d)\n",
+                          s.emulator_bound, s.failed, s.rows);
+  }
+  return out;
+}
+
 std::string FormatValidationReport(const Validation& v) {
   const ValidationSummary& s = v.summary;
   std::string out = absl::StrFormat(

@@ -11,18 +11,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "bench/model/crossover.h"
-#include "bench/model/crossover_svg.h"
+#include "bench/model/crossover_report.h"
 #include "bench/model/model_file.h"
-#include "bench/model/project.h"
-#include "bench/model/workload_step.h"
-#include "common/atomic_file.h"
 #include "common/binary_main.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
-#include "trainer/workload.h"
 
 ABSL_FLAG(std::string, model, "", "The frozen model file (JSON, bench/model/cost_model_file.proto). Required.");
 ABSL_FLAG(std::string, workload, "resnet50", "A preset (resnet50, vgg16, bert_base, mlp) or a profile path.");
@@ -45,42 +38,19 @@ absl::Status Run() {
     return absl::InvalidArgumentError("--model is required: the path of a model file from //bench:calibrate");
   }
   ASSIGN_OR_RETURN(const proto::CostModelFile model, ReadModelFile(model_path));
-  ASSIGN_OR_RETURN(const proto::Workload workload, trainer::LoadWorkload(absl::GetFlag(FLAGS_workload)));
-  ASSIGN_OR_RETURN(const StepShape shape, WorkloadStep(workload, absl::GetFlag(FLAGS_bucket_mb),
-                                                       absl::GetFlag(FLAGS_first_bucket_mb)));
-  const double bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
-  const std::string what =
-      absl::StrCat(workload.name(), bucket_mb > 0 ? absl::StrFormat(", %g MiB buckets", bucket_mb) : ", flat");
-  Conditions base;
-  base.nodes = absl::GetFlag(FLAGS_nodes);
-  base.servers = absl::GetFlag(FLAGS_servers);
-  base.cpu_speedup = absl::GetFlag(FLAGS_cpu_speedup);
-  base.link_bytes_per_second = absl::GetFlag(FLAGS_project_link_gbit) * 1e9 / 8;
-  base.latency_s = absl::GetFlag(FLAGS_project_latency_us) * 1e-6;
-  ASSIGN_OR_RETURN(const Projection projection, Project(model, base, shape));
-  std::cout << FormatProjection(model, base, projection, what);
-
-  const std::string subtitle = absl::StrFormat(
-      "%s; model calibrated on %s (%s); CPU ceilings x %g", what, model.host(), model.date(), base.cpu_speedup);
-  ASSIGN_OR_RETURN(const std::vector<double> links, LogSpaced(1e9 / 8, 400e9 / 8, 25));
-  ASSIGN_OR_RETURN(const std::vector<double> latencies, LogSpaced(1e-6, 1e-2, 21));
-  ASSIGN_OR_RETURN(const CrossoverMap link_latency, LinkLatencyMap(model, shape, base, links, latencies));
-  std::vector<double> nodes;
-  for (int n = 2; n <= 1024; n *= 2) nodes.push_back(n);
-  Conditions at_latency = base;
-  at_latency.latency_s = absl::GetFlag(FLAGS_map_latency_us) * 1e-6;
-  ASSIGN_OR_RETURN(const CrossoverMap nodes_link, NodesLinkMap(model, shape, at_latency, nodes, links));
-
-  const std::string dir = absl::GetFlag(FLAGS_out_dir);
-  const std::string first = absl::StrCat(dir, "/crossover-", workload.name(), "-link-latency.svg");
-  const std::string second = absl::StrCat(dir, "/crossover-", workload.name(), "-nodes-link.svg");
-  RETURN_IF_ERROR(WriteFileAtomically(
-      first, RenderCrossoverSvg(link_latency, absl::StrCat("fastest exchange, N = ", base.nodes), subtitle, {})));
-  RETURN_IF_ERROR(WriteFileAtomically(
-      second, RenderCrossoverSvg(nodes_link,
-                                 absl::StrCat("fastest exchange, latency ", FormatLatency(at_latency.latency_s)),
-                                 subtitle, {})));
-  std::cout << "# crossover maps (model, not measured): " << first << ", " << second << "\n";
+  CrossoverReportOptions o;
+  o.workload = absl::GetFlag(FLAGS_workload);
+  o.bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
+  o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);
+  o.target.nodes = absl::GetFlag(FLAGS_nodes);
+  o.target.servers = absl::GetFlag(FLAGS_servers);
+  o.target.cpu_speedup = absl::GetFlag(FLAGS_cpu_speedup);
+  o.target.link_bytes_per_second = absl::GetFlag(FLAGS_project_link_gbit) * 1e9 / 8;
+  o.target.latency_s = absl::GetFlag(FLAGS_project_latency_us) * 1e-6;
+  o.map_latency_s = absl::GetFlag(FLAGS_map_latency_us) * 1e-6;
+  o.out_dir = absl::GetFlag(FLAGS_out_dir);
+  ASSIGN_OR_RETURN(const CrossoverReport report, WriteCrossoverReport(model, o, {}));
+  std::cout << report.text;
   return absl::OkStatus();
 }
 

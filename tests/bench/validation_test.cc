@@ -242,6 +242,40 @@ TEST(FormatValidationReportTest, ReportsEveryRunAndTheFigures) {
   EXPECT_NE(text.find("# winner accuracy: 1 of 1 = 100 %"), std::string::npos) << text;
 }
 
+TEST(FormatHeldOutChecksTest, WinnerIsACheckErrorsAreReportedAgainstTheTargets) {
+  absl::StatusOr<ValidationSummary> s = Summarize(FixedRows(), {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::string text = FormatHeldOutChecks(*s);
+  EXPECT_NE(text.find("# check held-out winner: 1 of 1 conditions outside the tie band 5.0 %"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(": PASS\n"), std::string::npos) << text;
+  // Median 10 % misses the 5 % target; p90 16.7 % misses 10 %; exposed median 10 % meets 10 %.
+  EXPECT_NE(text.find("|error| median 10.0 % (target 5 %: missed), p90 16.7 % (target 10 %: missed) over 5 runs"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("exposed exchange time: |error| median 10.0 % (target 10 %: met) over 4 runs"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("1 EMULATOR-BOUND, 1 failed (of 7)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("FAIL"), std::string::npos) << text;
+
+  // The model names ps-1 fastest in B where the ring measured faster by 56 %: the check fails.
+  std::vector<ValidationRow> rows = FixedRows();
+  rows[4].predicted_step_s = 0.2;
+  s = Summarize(rows, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  text = FormatHeldOutChecks(*s);
+  EXPECT_NE(text.find("# check held-out winner: 0 of 1 conditions"), std::string::npos) << text;
+  EXPECT_NE(text.find(": FAIL\n"), std::string::npos) << text;
+
+  // Nothing outside the band: information, not a check.
+  s = Summarize({FixedRows()[0], FixedRows()[2]}, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  text = FormatHeldOutChecks(*s);
+  EXPECT_NE(text.find("# info held-out winner: no condition outside the tie band"), std::string::npos) << text;
+  EXPECT_EQ(text.find("# check"), std::string::npos) << text;
+}
+
 TEST(ValidationScatterSvgTest, OneSeriesPerExchangeUsableRowsOnly) {
   const std::string svg = ValidationScatterSvg(FixedRows(), "model of box");
   std::string why;
