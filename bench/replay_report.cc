@@ -174,8 +174,9 @@ void PrintWorkloadTables(const ScalingResult& result, const std::string& workloa
     Table table(&out, {"N", "K", "bucket", "nbkt", "step_ms", "fwd_ms", "bwd_ms", "expo_ms", "ideal_ms",
                        "model_ms", "err%", "speedup"});
     table.Comment(
-        absl::StrFormat("workload %s, exchange %s (time: the exchange per step as the workers time it; "
-                        "bucketed: the part backward did not hide)",
+        absl::StrFormat("workload %s, exchange %s (time: the exchange per step, flat: after backward, bucketed: "
+                        "from the first bucket's release to the last reply, hidden or not; algbw/busbw from that "
+                        "time; expo_ms: the part backward did not hide)",
                         workload, ExchangeName(e)));
     table.Header();
     for (const RunRecord& r : result.records) {

@@ -95,9 +95,10 @@ std::vector<float> ExpectedServerParameters(const OptimizerInfo& optimizer, size
 // (measured), bytes, exchange_s (sum over measured steps), step_s (mean per measured step),
 // bytes_sent/received (payload during measured steps) and wrong; compute_s and samples_per_s stay 0,
 // test_accuracy -1. Replay mode adds forward_s, backward_s and compute_s (sums of the waits), buckets and
-// bucket_mb, and exchange_s = exposed_exchange_s is then the time the step waited in FinishStep after
-// backward (the exchange time that did not hide behind backward). kInvalidArgument for bad options or a world size above kGradientOnlyMaxRanks; the
-// exchange's errors as they are, with context.
+// bucket_mb, exposed_exchange_s (the time the step waited in FinishStep after backward: the exchange time
+// that did not hide behind backward) and exchange_s = the time the exchange was under way, from the moment
+// the first bucket was complete to the end of FinishStep (flat: = exposed_exchange_s). kInvalidArgument for
+// bad options or a world size above kGradientOnlyMaxRanks; the exchange's errors as they are, with context.
 absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& options,
                                                     GradientExchange* exchange);
 
