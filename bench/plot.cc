@@ -14,7 +14,8 @@ namespace {
 
 constexpr int kTitleHeight = 56;
 constexpr int kLegendRowHeight = 22;
-constexpr int kLegendColumns = 4;
+constexpr int kLegendColumns = 4;  // at most
+constexpr double kLegendSwatch = 36 + 16;  // the marker or line before a label, and the gap after it
 constexpr double kMarginLeft = 80, kMarginRight = 20, kMarginTop = 36, kMarginBottom = 56;
 
 bool Valid(Scale scale, double v) { return std::isfinite(v) && (scale == Scale::kLinear || v > 0); }
@@ -110,6 +111,12 @@ std::string PaletteColor(int index) {
   return kColors[index % 8];
 }
 
+double TextWidth(const std::string& text, double font_size) {
+  // DejaVu Sans averages about 0.6 em per character over digits, lower case and spaces; wide enough for the
+  // labels this code writes (no font metrics in a header-only SVG writer).
+  return 0.6 * font_size * static_cast<double>(text.size());
+}
+
 std::string SvgDocumentStart(int width, int height, const std::string& title, const std::string& subtitle) {
   std::string svg = absl::StrFormat(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -138,16 +145,27 @@ std::string RenderSvg(const Figure& figure) {
       if (seen.insert(key).second) legend.push_back(&s);
     }
   }
+  // The document is as wide as the panels, or as the title or subtitle if they are wider (the panels are
+  // then centred); the legend takes as many columns as its longest label leaves room for.
   const int panels = std::max<int>(1, figure.panels.size());
-  const int width = panels * figure.panel_width;
-  const int legend_rows = (legend.size() + kLegendColumns - 1) / kLegendColumns;
+  const int panels_width = panels * figure.panel_width;
+  const int width = static_cast<int>(std::ceil(std::max({static_cast<double>(panels_width),
+                                                         TextWidth(figure.title, 18) + 40,
+                                                         TextWidth(figure.subtitle, 12) + 40})));
+  double label_width = 0;
+  for (const Series* s : legend) label_width = std::max(label_width, TextWidth(s->name, 12));
+  const double column_width = label_width + kLegendSwatch;
+  const int columns = std::clamp(static_cast<int>((width - 20) / column_width), 1,
+                                 std::max(1, std::min<int>(kLegendColumns, legend.size())));
+  const int legend_rows = (static_cast<int>(legend.size()) + columns - 1) / columns;
   const int height = kTitleHeight + figure.panel_height + legend_rows * kLegendRowHeight + 12;
 
   std::string svg = SvgDocumentStart(width, height, figure.title, figure.subtitle);
 
+  const double panels_left = (width - panels_width) / 2.0;
   for (size_t p = 0; p < figure.panels.size(); ++p) {
     const Panel& panel = figure.panels[p];
-    const double ox = p * figure.panel_width, oy = kTitleHeight;
+    const double ox = panels_left + p * figure.panel_width, oy = kTitleHeight;
     const double x0 = ox + kMarginLeft, x1 = ox + figure.panel_width - kMarginRight;
     const double y0 = oy + kMarginTop, y1 = oy + figure.panel_height - kMarginBottom;
 
@@ -230,11 +248,11 @@ std::string RenderSvg(const Figure& figure) {
 
   // Legend under the panels.
   const double legend_top = kTitleHeight + figure.panel_height + 4;
-  const double column_width = static_cast<double>(width) / kLegendColumns;
+  const double legend_left = std::max(20.0, (width - columns * column_width) / 2);
   for (size_t i = 0; i < legend.size(); ++i) {
     const Series& s = *legend[i];
-    const double x = 20 + (i % kLegendColumns) * column_width;
-    const double y = legend_top + (i / kLegendColumns) * kLegendRowHeight + 10;
+    const double x = legend_left + (i % columns) * column_width;
+    const double y = legend_top + (i / columns) * kLegendRowHeight + 10;
     if (s.style == Style::kMarkers) {
       absl::StrAppendFormat(&svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/>\n", x + 14, y, s.color);
     } else if (s.style == Style::kHollowMarkers) {

@@ -54,6 +54,9 @@ std::string RenderSvg(const Figure& figure);
 // A distinct colour per index (a colour-blind-safe palette), cycling.
 std::string PaletteColor(int index);
 
+// An estimate of how wide `text` is drawn at `font_size` px (layout of titles and legends; no font metrics).
+double TextWidth(const std::string& text, double font_size);
+
 // The opening of an SVG document of this size on white, with the title (and the subtitle when not empty)
 // centred at the top, in the style of RenderSvg; the caller appends elements and "</svg>\n".
 std::string SvgDocumentStart(int width, int height, const std::string& title, const std::string& subtitle);

@@ -1,6 +1,13 @@
 #include "bench/plot.h"
 
+#include <algorithm>
+#include <map>
+#include <regex>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "gtest/gtest.h"
 #include "tests/bench/svg_checks.h"
@@ -57,6 +64,52 @@ TEST(PlotTest, WritesWellFormedSvgWithLabelsAndLegend) {
   EXPECT_NE(svg.find(">100<"), std::string::npos);
   EXPECT_EQ(svg.find("nan"), std::string::npos);
   EXPECT_EQ(svg.find("inf"), std::string::npos);
+}
+
+// Issue 21 item 7: the one-panel projection figure cut its title off and drew its eight legend labels over
+// each other. Title and subtitle must fit the document, legend labels of one row must not overlap.
+TEST(PlotTest, TitleAndLegendFitOnePanel) {
+  Figure figure;
+  figure.title = "PROJECTION (model, NOT measured): resnet50 on 25 Gbit/s links, 5 us per message";
+  figure.subtitle = "the profile's own compute and gradient size; exchanges fitted on the emulated 100 Mbit/s links";
+  Panel panel;
+  panel.title = "Projected step time vs nodes";
+  panel.x_scale = Scale::kLog2;
+  for (const char* e : {"ring", "ps-1", "ps-colocated", "ps-dedicated"}) {
+    for (const char* b : {"flat", "25 MB"}) {
+      panel.series.push_back({absl::StrCat(e, " ", b, " projection"), PaletteColor(panel.series.size()),
+                              {{1, 1}, {8, 2}}, Style::kLine});
+    }
+  }
+  figure.panels = {panel};
+  const std::string svg = RenderSvg(figure);
+  std::string why;
+  ASSERT_TRUE(WellFormed(svg, &why)) << why;
+  const std::regex size_re("<svg [^>]*width=\"([0-9]+)\" height=\"([0-9]+)\"");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, size_re)) << svg;
+  const double width = std::stod(m[1]), height = std::stod(m[2]);
+  EXPECT_GE(width, TextWidth(figure.title, 18) + 20);
+  EXPECT_GE(width, TextWidth(figure.subtitle, 12) + 20);
+  // Legend labels: <text x=".." y=".." font-size="12">name projection</text>, grouped by row.
+  const std::regex label_re("<text x=\"([0-9.]+)\" y=\"([0-9.]+)\" font-size=\"12\">([^<]*projection)</text>");
+  std::map<double, std::vector<std::pair<double, std::string>>> rows;
+  int labels = 0;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label_re); it != std::sregex_iterator(); ++it) {
+    rows[std::stod((*it)[2])].push_back({std::stod((*it)[1]), (*it)[3]});
+    ++labels;
+  }
+  EXPECT_EQ(labels, 8);
+  for (auto& [y, row] : rows) {
+    std::sort(row.begin(), row.end());
+    for (size_t i = 0; i < row.size(); ++i) {
+      EXPECT_LE(row[i].first + TextWidth(row[i].second, 12), width) << row[i].second;
+      EXPECT_LE(y, height);
+      if (i + 1 < row.size()) {
+        EXPECT_GE(row[i + 1].first, row[i].first + TextWidth(row[i].second, 12)) << row[i].second << " overlaps";
+      }
+    }
+  }
 }
 
 TEST(PlotTest, EmptyPanelStillRenders) {
