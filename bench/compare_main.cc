@@ -7,7 +7,8 @@
 //   3. replaying a real model profile (ResNet-50) with its per-layer gradients and compute, same N and
 //      exchanges, without and with overlap (flat and DDP's 25 MB buckets), its bytes scaled down by one
 //      factor (kReplayBytesScale) so the emulated 100 Mbit/s links stand for a faster real network
-//      (bench/PERFORMANCE.md 7.6); the fitted model is projected onto --project_link (default 25 Gbit/s);
+//      (bench/PERFORMANCE.md 7.6); with --model=none its fitted alpha-beta model is projected onto
+//      --project_link (default 25 Gbit/s), else part 5 projects;
 //   4. how far to trust the model: the frozen cost model (--model; default the calibration of psring's
 //      development machine committed under bench/results/) predicts a few conditions it never saw (another
 //      link rate and latency; gradient N = 4, 8 and ResNet-50 flat and bucketed at N = 4), each printed before
@@ -74,6 +75,16 @@ ScalingOptions GradientPart() {
 // compute (200 ms) and the exchange are of the same order, where overlap matters (bench/PERFORMANCE.md 7.6).
 constexpr double kReplayBytesScale = 64;
 
+// The cluster parts 3 and 5 project onto: --project_link/--project_latency, else 25 Gbit/s with 5 us.
+ProjectionTarget CompareProjection(const ScalingOptions& base) {
+  if (base.projection.link_bytes_per_second > 0) return base.projection;
+  return {25e9 / 8, 5e-6};
+}
+
+// With a calibrated model (parts 4 and 5) the replay part prints no alpha-beta projection of its own: that one
+// carries the 100 Mbit/s efficiency to fast links and ignores the exchanges' CPU ceilings (part 5 does not).
+bool ModelPartsRun() { return absl::GetFlag(FLAGS_model) != "none"; }
+
 ScalingOptions ReplayPart(const ScalingOptions& base, const std::string& out_dir) {
   ScalingOptions replay = base;
   replay.workloads = {"resnet50"};
@@ -82,7 +93,7 @@ ScalingOptions ReplayPart(const ScalingOptions& base, const std::string& out_dir
   replay.steps = 3;
   replay.warmup_steps = 1;
   replay.timeline_dir = out_dir + "/timelines";
-  if (replay.projection.link_bytes_per_second <= 0) replay.projection = {25e9 / 8, 5e-6};
+  replay.projection = ModelPartsRun() ? ProjectionTarget{} : CompareProjection(base);
   return replay;
 }
 
@@ -164,7 +175,7 @@ absl::Status ModelParts(const char* argv0, const ScalingOptions& base, const std
   maps.bucket_mb = 25;
   maps.target.nodes = 8;
   maps.target.servers = base.ps_servers;
-  const ProjectionTarget projection = ReplayPart(base, out_dir).projection;
+  const ProjectionTarget projection = CompareProjection(base);
   maps.target.link_bytes_per_second = projection.link_bytes_per_second;
   maps.target.latency_s = projection.latency_s;
   maps.map_latency_s = projection.latency_s;
@@ -200,7 +211,7 @@ absl::Status Main(const char* argv0) {
     absl::Status third = RunAndReport(ReplayPart(gradient, replay_dir), replay_dir);
     if (status.ok()) status = third;
   }
-  if (absl::GetFlag(FLAGS_model) != "none") {
+  if (ModelPartsRun()) {
     absl::Status fourth = ModelParts(argv0, gradient, out_dir);
     if (status.ok()) status = fourth;
   }

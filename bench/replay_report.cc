@@ -333,7 +333,9 @@ void PrintProjection(const ScalingResult& result, const std::string& workload, s
       "# PROJECTION (NOT measured) of %s onto a cluster with %s links and %g us per message: the profile's "
       "own "
       "compute and gradient size, the fitted exchanges' link efficiency (beta * B) carried over; step time "
-      "(s)\n",
+      "(s)\n# It assumes every exchange keeps that efficiency however fast the link: each exchange's CPU "
+      "ceiling is not in it (//bench/model:crossover_maps or //bench:compare part 5 project with the "
+      "calibrated model, which caps each exchange by its measured CPU ceiling)\n",
       workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
   PrintStepTable(
       result, "PROJECTION",
