@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -101,6 +102,32 @@ std::string Table::ToJson() const {
   }
   js << "],\"avg_busbw\":" << avg_busbw() << ",\"wrong\":" << total_wrong() << "}";
   return js.str();
+}
+
+CheckOutcome JudgeCheck(double value, double bound, bool at_most, double noise) {
+  if (at_most ? value <= bound : value >= bound) return CheckOutcome::kPass;
+  return bound != 0 && std::abs(value / bound - 1) <= noise ? CheckOutcome::kWithinNoise : CheckOutcome::kFail;
+}
+
+CheckOutcome Combine(std::initializer_list<CheckOutcome> outcomes) {
+  CheckOutcome combined = CheckOutcome::kPass;
+  for (CheckOutcome o : outcomes) {
+    if (o == CheckOutcome::kFail) return CheckOutcome::kFail;
+    if (o == CheckOutcome::kWithinNoise) combined = CheckOutcome::kWithinNoise;
+  }
+  return combined;
+}
+
+std::string CheckLine(const std::string& what, CheckOutcome outcome, double noise) {
+  switch (outcome) {
+    case CheckOutcome::kPass: return "# check " + what + ": PASS\n";
+    case CheckOutcome::kFail: return "# check " + what + ": FAIL\n";
+    case CheckOutcome::kWithinNoise: break;
+  }
+  char buffer[160];
+  std::snprintf(buffer, sizeof(buffer), ": misses by less than the measured step-to-step noise %.1f %%: no verdict\n",
+                100 * noise);
+  return "# info " + what + buffer;
 }
 
 size_t ParseSize(const std::string& text) {

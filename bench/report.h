@@ -14,6 +14,7 @@
 #define PSRING_BENCH_REPORT_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -62,6 +63,19 @@ class Table {
   std::vector<std::string> extra_columns_;
   std::vector<Row> rows_;
 };
+
+// A check's outcome against a bound fixed before the run, allowing for the run's own measured noise: a value
+// on the wrong side of the bound by no more than `noise` (relative: |value / bound - 1| <= noise, noise the
+// step-to-step spread the workers measured) gives no verdict, since a rerun could land on either side.
+enum class CheckOutcome { kPass, kFail, kWithinNoise };
+// `at_most`: the value must be <= bound (else >= bound). `noise` >= 0.
+CheckOutcome JudgeCheck(double value, double bound, bool at_most, double noise);
+// Several conditions of one check: FAIL if any fails beyond the noise, else no verdict if any misses within
+// it, else PASS.
+CheckOutcome Combine(std::initializer_list<CheckOutcome> outcomes);
+// The line for `outcome`: "# check <what>: PASS", "# check <what>: FAIL", or "# info <what>: misses by less
+// than the measured step-to-step noise <noise> %: no verdict", each ending in "\n".
+std::string CheckLine(const std::string& what, CheckOutcome outcome, double noise);
 
 // Parses a size like "4K", "64M", "1G" or "512" (bytes). Returns 0 on bad input.
 size_t ParseSize(const std::string& text);

@@ -362,6 +362,7 @@ class Runner {
       const double steps = std::max(1, worker.has_steps() ? worker.steps() : o_.steps);
       record->steps = static_cast<int>(steps);
       record->step_s = std::max(record->step_s, worker.step_s());
+      record->step_spread = std::max(record->step_spread, worker.step_spread());
       compute_sum += worker.compute_s() / steps;
       exchange_sum += worker.exchange_s() / steps;
       forward_sum += worker.forward_s() / steps;

@@ -117,6 +117,9 @@ struct RunRecord {
   // the busiest link direction's utilisation over the exchange time (-1: unknown), and the verdict.
   double box_cpu = -1;
   double link_util = -1;
+  // The largest step-to-step spread over the ranks ((slowest - fastest) / median of a rank's measured
+  // steps; 0: one step or not reported): the noise the checks allow for.
+  double step_spread = 0;
   // The share of the window in which some runnable task waited for a core (PSI "some"; -1: unknown).
   double cpu_stall = -1;
   // The measured steps' window on the wall clock (Unix seconds; 0: the workers did not say): earliest start

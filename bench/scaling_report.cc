@@ -285,9 +285,9 @@ void PrintRingBusbwChecks(const ScalingResult& result, std::ostream& out) {
   for (const auto& r : result.records) {
     if (!r.usable() || r.exchange != Exchange::kRing || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
     const double fraction = r.busbw / link;
-    out << absl::StrFormat("# check ring busbw N=%d S=%s: %.2f MB/s = %.1f%% of link (>= %.0f%%): %s\n", r.nodes,
-                           Size(r.bytes), r.busbw / 1e6, 100 * fraction, 100 * kRingBusbwFraction,
-                           fraction >= kRingBusbwFraction ? "PASS" : "FAIL");
+    out << CheckLine(absl::StrFormat("ring busbw N=%d S=%s: %.2f MB/s = %.1f%% of link (>= %.0f%%)", r.nodes,
+                                     Size(r.bytes), r.busbw / 1e6, 100 * fraction, 100 * kRingBusbwFraction),
+                     JudgeCheck(fraction, kRingBusbwFraction, /*at_most=*/false, r.step_spread), r.step_spread);
   }
 }
 
@@ -297,9 +297,11 @@ void PrintPsOneChecks(const ScalingResult& result, std::ostream& out) {
     if (!r.usable() || r.exchange != Exchange::kPsOne || r.bytes < kRingCheckBytes) continue;
     const double ideal = r.nodes * static_cast<double>(r.bytes) / result.link_bytes_per_second;
     const double ratio = r.exchange_s / ideal;
-    out << absl::StrFormat("# check ps-1 linear N=%d S=%s: %.3f s vs N*S/B = %.3f s, ratio %.3f (within %.0f%%): %s\n",
-                           r.nodes, Size(r.bytes), r.exchange_s, ideal, ratio, 100 * kPsOneLinearTolerance,
-                           std::abs(ratio - 1) <= kPsOneLinearTolerance ? "PASS" : "FAIL");
+    out << CheckLine(absl::StrFormat("ps-1 linear N=%d S=%s: %.3f s vs N*S/B = %.3f s, ratio %.3f (within %.0f%%)",
+                                     r.nodes, Size(r.bytes), r.exchange_s, ideal, ratio, 100 * kPsOneLinearTolerance),
+                     Combine({JudgeCheck(ratio, 1 + kPsOneLinearTolerance, /*at_most=*/true, r.step_spread),
+                              JudgeCheck(ratio, 1 - kPsOneLinearTolerance, /*at_most=*/false, r.step_spread)}),
+                     r.step_spread);
   }
   for (const auto& r : result.records) {
     if (!r.usable() || r.exchange != Exchange::kPsOne || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
@@ -631,6 +633,7 @@ proto::RunReport RunMessage(const ScalingResult& result, const RunRecord& r) {
   SetFinite(&run, &RunReport::set_box_cpu, r.box_cpu);
   SetFinite(&run, &RunReport::set_link_util, r.link_util);
   SetFinite(&run, &RunReport::set_cpu_stall, r.cpu_stall);
+  SetFinite(&run, &RunReport::set_step_spread, r.step_spread);
   run.set_emulator_bound(r.emulator_bound);
   run.set_bound_reason(r.bound_reason);
   if (result.options.mode != "gradient") {

@@ -41,6 +41,24 @@ TEST(ReportTest, TableFooterAndJson) {
   EXPECT_NE(js.find("\"size\":8192"), std::string::npos);
 }
 
+// A miss within the run's own step-to-step noise gives no verdict; a miss beyond it fails; a pass passes
+// whatever the noise.
+TEST(ReportTest, ChecksAllowForTheMeasuredNoise) {
+  EXPECT_EQ(JudgeCheck(1.10, 1.15, /*at_most=*/true, 0.0), CheckOutcome::kPass);
+  EXPECT_EQ(JudgeCheck(1.20, 1.15, /*at_most=*/true, 0.0), CheckOutcome::kFail);
+  EXPECT_EQ(JudgeCheck(1.20, 1.15, /*at_most=*/true, 0.05), CheckOutcome::kWithinNoise);  // 4.3 % over
+  EXPECT_EQ(JudgeCheck(1.25, 1.15, /*at_most=*/true, 0.05), CheckOutcome::kFail);         // 8.7 % over
+  EXPECT_EQ(JudgeCheck(1.28, 1.30, /*at_most=*/false, 0.02), CheckOutcome::kWithinNoise);
+  EXPECT_EQ(JudgeCheck(1.20, 1.30, /*at_most=*/false, 0.02), CheckOutcome::kFail);
+  EXPECT_EQ(Combine({CheckOutcome::kPass, CheckOutcome::kWithinNoise}), CheckOutcome::kWithinNoise);
+  EXPECT_EQ(Combine({CheckOutcome::kWithinNoise, CheckOutcome::kFail}), CheckOutcome::kFail);
+  EXPECT_EQ(Combine({CheckOutcome::kPass, CheckOutcome::kPass}), CheckOutcome::kPass);
+  EXPECT_EQ(CheckLine("x", CheckOutcome::kPass, 0.1), "# check x: PASS\n");
+  EXPECT_EQ(CheckLine("x", CheckOutcome::kFail, 0.1), "# check x: FAIL\n");
+  EXPECT_EQ(CheckLine("x", CheckOutcome::kWithinNoise, 0.043),
+            "# info x: misses by less than the measured step-to-step noise 4.3 %: no verdict\n");
+}
+
 TEST(ReportTest, ParseSizeAndSweep) {
   EXPECT_EQ(ParseSize("4K"), 4096u);
   EXPECT_EQ(ParseSize("64M"), 64u << 20);

@@ -1,5 +1,6 @@
 #include "trainer/gradient_only.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -86,6 +87,15 @@ absl::Status ReplayStep(const GradientOnlyOptions& options, const BucketPlan& pl
   times->exposed_s += waited_us * 1e-6;
   times->exchange_s += (end_us - first_release_us) * 1e-6;
   return finished;
+}
+
+// (slowest - fastest) / median; 0 for fewer than two steps.
+double StepSpread(std::vector<double> times) {
+  if (times.size() < 2) return 0;
+  std::sort(times.begin(), times.end());
+  const size_t n = times.size();
+  const double median = n % 2 == 1 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+  return median > 0 ? (times.back() - times.front()) / median : 0;
 }
 
 int64_t CountWrong(const std::vector<float>& got, const std::vector<float>& want) {
@@ -184,6 +194,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   int64_t wrong = 0;
   double exchange_s = 0;  // the measured steps' time (replay mode: compute and exchange)
   StepTimes times;
+  std::vector<double> step_times;  // wall time of each measured step
   for (int step = 0; step < total; ++step) {
     const bool measured = step >= options.warmup_steps;
     if (step == options.warmup_steps) {
@@ -209,7 +220,8 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
                                absl::StrCat("step ", step)));
     }
     if (!measured) continue;
-    exchange_s += absl::ToDoubleSeconds(absl::Now() - start);
+    step_times.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+    exchange_s += step_times.back();
     if (trainer_owned) wrong += CountWrong(grads, mean);
   }
   result.set_measured_end_unix_s(absl::ToUnixMicros(absl::Now()) / 1e6);
@@ -241,6 +253,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   }
   // The steps themselves: refilling the values and checking them are the harness's work, not training's.
   result.set_step_s(exchange_s / options.steps);
+  result.set_step_spread(StepSpread(step_times));
   result.set_wrong(static_cast<double>(wrong));
   return result;
 }
