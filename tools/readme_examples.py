@@ -38,6 +38,7 @@ SHELL_LANGUAGES = ("sh", "bash", "shell")
 MARKER = re.compile(r"^\s*<!--\s*example:(?P<options>.*?)-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>[A-Za-z0-9_+-]*)\s*$")
 TAIL_CHARS = 3000
+GRACE_S = 5  # between SIGTERM and SIGKILL to an example's process group (bench binaries clean up on SIGTERM)
 
 
 class MarkerError(Exception):
@@ -149,6 +150,33 @@ def extract(path, max_timeout):
     return examples
 
 
+def end_group(process):
+    """SIGTERM to the example's process group, SIGKILL to what is left after GRACE_S; reaps the shell."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        process.wait()
+        return
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline:
+        process.poll()  # reaps the shell, so that an empty group disappears
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait()
+
+
+def interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def run(example, root):
     """(passed, seconds, why, output) of one example."""
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
@@ -164,12 +192,9 @@ def run(example, root):
             timed_out = True
             code = None
         finally:
-            # The block's background jobs (servers, ranks) go with it, whether it ended or not.
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
+            # The block's background jobs (servers, ranks) go with it, whether it ended or not, and so does
+            # the whole group when this harness is interrupted (KeyboardInterrupt, or SIGTERM below).
+            end_group(process)
         seconds = time.monotonic() - start
         os.unlink(script.name)
         out.seek(0)
@@ -216,6 +241,7 @@ def main():
         print(f"{readme}: {len(examples)} shell blocks, {len(runnable)} run (timeouts {budget} s in all), "
               f"{len(examples) - len(runnable)} skipped with a reason")
         return 0
+    signal.signal(signal.SIGTERM, interrupted)
     only = {int(n) for n in args.only.split(",") if n.strip()}
     failures = 0
     total = time.monotonic()
