@@ -84,7 +84,7 @@ wait
 $fence
 MD
 start=$(date +%s)
-check 1 "still running after timeout=2 s \(killed\)" "$work/slow.md"
+check 1 "still running after 2 s \(timeout=2 x --timeout_scale\) \(killed\)" "$work/slow.md"
 if [ $(($(date +%s) - start)) -gt 20 ]; then
   echo "FAIL: a 2 s timeout took $(($(date +%s) - start)) s"
   failures=$((failures + 1))

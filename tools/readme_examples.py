@@ -19,6 +19,8 @@ included). Blocks run in file order, so a block may use what an earlier one buil
   tools/readme_examples.py --list            # what would run, with the markers' budgets; runs nothing
   tools/readme_examples.py --check           # markers only: every shell block marked, options valid
   tools/readme_examples.py --only=3,5        # the examples with these numbers (as --list shows them)
+  tools/readme_examples.py --timeout_scale=3 # on a machine busy with other work (the markers' timeouts hold
+                                             # on an idle 2-core machine with a few times to spare)
 
 Exit code 0 when every example passed, 1 otherwise (each failure says which block, from which line, why, and
 shows the end of its output), 2 for a marker that is missing or wrong.
@@ -177,8 +179,9 @@ def interrupted(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run(example, root):
+def run(example, root, timeout_scale):
     """(passed, seconds, why, output) of one example."""
+    timeout = example.timeout * timeout_scale
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
         script.write("set -eo pipefail\n" + example.code)
     start = time.monotonic()
@@ -187,7 +190,7 @@ def run(example, root):
                                    stdin=subprocess.DEVNULL, start_new_session=True)
         timed_out = False
         try:
-            code = process.wait(timeout=example.timeout)
+            code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
             code = None
@@ -200,7 +203,8 @@ def run(example, root):
         out.seek(0)
         output = out.read().decode("utf-8", errors="replace")
     if timed_out:
-        return False, seconds, f"still running after timeout={example.timeout} s (killed)", output
+        why = f"still running after {timeout:g} s (timeout={example.timeout} x --timeout_scale) (killed)"
+        return False, seconds, why, output
     if code != example.exit:
         return False, seconds, f"exit code {code}, expected {example.exit}", output
     missing = [e for e in example.expect if not re.search(e, output, re.MULTILINE)]
@@ -217,7 +221,9 @@ def main():
     parser.add_argument("--check", action="store_true", help="check the markers only; run nothing")
     parser.add_argument("--only", default="", help="comma-separated example numbers to run (see --list)")
     parser.add_argument("--max_timeout", type=int, default=180, help="largest timeout a marker may give (s)")
-    parser.add_argument("--budget", type=int, default=900,
+    parser.add_argument("--timeout_scale", type=float, default=1.0,
+                        help="multiplies every marker's timeout (a machine loaded by other work)")
+    parser.add_argument("--budget", type=int, default=1200,
                         help="the runnable examples' timeouts may add up to at most this many seconds")
     args = parser.parse_args()
     root = args.root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -251,7 +257,7 @@ def main():
         if e.skip:
             print(f"[{e.number}] SKIP  line {e.line}: {e.first_line()} ({e.skip})", flush=True)
             continue
-        passed, seconds, why, output = run(e, root)
+        passed, seconds, why, output = run(e, root, args.timeout_scale)
         print(f"[{e.number}] {'PASS' if passed else 'FAIL'}  line {e.line} ({seconds:.1f} s): {e.first_line()}",
               flush=True)
         if not passed:
