@@ -1,9 +1,14 @@
 #include "bench/cluster_flags.h"
 
+#include <sys/stat.h>
+
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(std::string, link, psring::bench::ClusterOptions().link,
@@ -43,6 +48,25 @@ ClusterOptions ClusterOptionsFromFlags(const char* argv0) {
   options.queue = absl::GetFlag(FLAGS_queue);
   options.force_loopback = absl::GetFlag(FLAGS_loopback);
   return options;
+}
+
+std::vector<std::string> HostCommand(const std::vector<std::string>& command, int host, int hosts,
+                                     absl::string_view addr, absl::string_view master_addr,
+                                     absl::string_view workspace) {
+  std::vector<std::string> argv;
+  for (const std::string& arg : command) {
+    std::string word = absl::StrReplaceAll(arg, {{"{rank}", absl::StrCat(host)},
+                                                 {"{world}", absl::StrCat(hosts)},
+                                                 {"{addr}", addr},
+                                                 {"{master_addr}", master_addr}});
+    if (!workspace.empty() && !word.empty() && word[0] != '/' && word[0] != '-') {
+      const std::string in_workspace = absl::StrCat(workspace, "/", word);
+      struct stat info;
+      if (stat(in_workspace.c_str(), &info) == 0) word = in_workspace;
+    }
+    argv.push_back(std::move(word));
+  }
+  return argv;
 }
 
 }  // namespace psring::bench

@@ -5,8 +5,10 @@
 //       /usr/bin/python3 bench/tools/gloo_allreduce.py --rank={rank} --world_size={world} \
 //       --master_addr={master_addr}
 //
-// In every argument, {rank}, {world}, {addr} (this host's address) and {master_addr} (host 0's) are replaced.
+// In every argument, {rank}, {world}, {addr} (this host's address) and {master_addr} (host 0's) are replaced;
+// under `bazel run`, arguments that are paths relative to the workspace are made absolute (HostCommand).
 // Each process's stdout is printed prefixed with its rank; the exit code is 0 only if every process exits 0.
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,7 +16,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "bench/cluster.h"
 #include "bench/cluster_flags.h"
@@ -36,15 +37,13 @@ absl::Status Main(const char* argv0, const std::vector<std::string>& command) {
   options.hosts = absl::GetFlag(FLAGS_hosts);
   ASSIGN_OR_RETURN(std::unique_ptr<EmulatedCluster> cluster, EmulatedCluster::Create(options));
   if (!cluster->emulated()) std::cerr << "cluster_run: loopback only: " << cluster->fallback_reason() << "\n";
+  // Under `bazel run` the working directory is the runfiles tree: workspace paths are made absolute.
+  const char* workspace_env = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  const std::string workspace = workspace_env != nullptr ? workspace_env : "";
   std::vector<ProcessSpec> specs;
   for (int h = 0; h < cluster->hosts(); ++h) {
-    std::vector<std::string> argv;
-    for (const auto& arg : command) {
-      argv.push_back(absl::StrReplaceAll(arg, {{"{rank}", absl::StrCat(h)},
-                                               {"{world}", absl::StrCat(cluster->hosts())},
-                                               {"{addr}", cluster->HostAddress(h)},
-                                               {"{master_addr}", cluster->HostAddress(0)}}));
-    }
+    const std::vector<std::string> argv =
+        HostCommand(command, h, cluster->hosts(), cluster->HostAddress(h), cluster->HostAddress(0), workspace);
     specs.push_back({absl::StrCat("host ", h), cluster->Command(h, argv)});
   }
   JobOptions job;

@@ -282,7 +282,7 @@ class Runner {
       flags.push_back(absl::StrCat("--warmup_steps=", o_.warmup_steps));
       flags.insert(flags.end(), o_.workload_args.begin(), o_.workload_args.end());
     } else {
-      flags.insert(flags.end(), {"--model_bytes=0", "--epochs=1000000", "--log_every=0", "--evaluate=false",
+      flags.insert(flags.end(), {"--model_bytes=0", "--epochs=1000000", "--evaluate=false",
                                  absl::StrCat("--dataset=", o_.dataset), absl::StrCat("--batch_size=", o_.batch_size),
                                  absl::StrCat("--hidden=", o_.hidden)});
       if (!o_.data_dir.empty()) flags.push_back(absl::StrCat("--data_dir=", o_.data_dir));
@@ -291,6 +291,8 @@ class Runner {
     if (record.bucket_mb > 0) {
       flags.push_back(absl::StrCat("--first_bucket_mb=", WorkerBucketMb(o_, o_.first_bucket_mb)));
     }
+    // --verbose: rank 0's line per step shows where a run is (ranks print nothing else while it goes well).
+    flags.push_back(o_.verbose ? "--log_every=1" : "--log_every=0");
     flags.insert(flags.end(), o_.worker_args.begin(), o_.worker_args.end());
     return flags;
   }

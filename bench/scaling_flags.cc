@@ -21,7 +21,8 @@ ABSL_FLAG(std::string, ps_worker, "",
           "Path of the parameter-server worker binary (//ps:worker). Default: the copy in this binary's "
           "runfiles.");
 ABSL_FLAG(bool, verbose, psring::bench::ScalingOptions().verbose,
-          "Echo every launched process's stderr, with seconds since its job started, while each run goes.");
+          "Echo every launched process's stderr, with seconds since its job started, while each run goes; rank "
+          "0 of every run prints a line per step (the workers' --log_every=1).");
 ABSL_FLAG(std::string, project_link, "",
           "Project the fitted model onto a cluster with links of this rate per host and direction, e.g. 25gbit "
           "(tc units, like --link): replay mode prints '# PROJECTION' lines and writes projection-<workload>.svg "

@@ -77,6 +77,8 @@ class StepRunner {
   static absl::StatusOr<std::unique_ptr<StepRunner>> Create(const Case& c) {
     if (c.device == "cuda") {
       const absl::Status probe = trainer::ProbeCuda();
+      // No driver or no device (kNotFound) is a CPU host, not an error worth CUDA's text (trainer/engine.cc).
+      if (absl::IsNotFound(probe)) return absl::UnavailableError("no GPU on this host: CUDA case not run");
       if (!probe.ok()) return absl::UnavailableError(absl::StrCat("no usable GPU: ", probe.message()));
     }
     trainer::cpu::SetBlasThreads(absl::GetFlag(FLAGS_threads));

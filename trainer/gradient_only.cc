@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "trainer/optimizer.h"
@@ -219,9 +220,15 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
       RETURN_IF_ERROR(Annotate(exchange->Exchange(step, grads_buffer, params_buffer).status(),
                                absl::StrCat("step ", step)));
     }
+    const double step_s = absl::ToDoubleSeconds(absl::Now() - start);
+    if (options.log_every > 0 && exchange->rank() == 0 && (step + 1) % options.log_every == 0) {
+      *options.log << absl::StrFormat("step [%d/%d] %s | %.3f s\n", step + 1, total,
+                                      measured ? "measured" : "warm-up", step_s)
+                   << std::flush;
+    }
     if (!measured) continue;
-    step_times.push_back(absl::ToDoubleSeconds(absl::Now() - start));
-    exchange_s += step_times.back();
+    step_times.push_back(step_s);
+    exchange_s += step_s;
     if (trainer_owned) wrong += CountWrong(grads, mean);
   }
   result.set_measured_end_unix_s(absl::ToUnixMicros(absl::Now()) / 1e6);

@@ -39,6 +39,8 @@
 
 #include <cstddef>
 #include <functional>
+#include <iostream>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,10 @@ struct GradientOnlyOptions {
   double first_bucket_mb = kDefaultFirstBucketMb;  // replay mode: the first bucket's cap
   int warmup_steps = 2;
   int steps = 10;  // measured steps
+  // Rank 0 prints one progress line to `log` after every log_every-th step, warm-up steps included (0: none):
+  // "step [3/12] measured | 0.412 s" (the worker binaries' --log_every; //bench:scaling --verbose sets 1).
+  int log_every = 0;
+  std::ostream* log = &std::cerr;
   // Called by every rank right before its first measured step and right after its last one (benchmarks
   // snapshot server counters when all ranks got there). May be empty.
   std::function<void()> before_measured;

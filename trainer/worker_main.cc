@@ -119,6 +119,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
                                  static_cast<uint64_t>(model_bytes) / sizeof(float), /*buffers=*/3));
   o.gradient_only.bytes = static_cast<size_t>(model_bytes);
   o.gradient_only.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.gradient_only.log_every = o.train.log_every;
   o.train.warmup_steps = o.gradient_only.warmup_steps;
   if (o.train.max_steps >= 0) o.gradient_only.steps = static_cast<int>(o.train.max_steps);
   o.workload = absl::GetFlag(FLAGS_workload);

@@ -167,6 +167,26 @@ TEST(ScalingE2eTest, MarksASaturatedRunEmulatorBound) {
   EXPECT_FALSE(report.runs(0).bound_reason().empty());
 }
 
+// --verbose shows where a run is: rank 0's line per step, not only the processes' start and end (issue 24).
+TEST(ScalingE2eTest, VerboseShowsRankZerosSteps) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  auto result = RunScalingTool(*runfiles,
+                               {"--loopback", "--verbose", "--nodes=2", "--exchanges=ring,ps-colocated",
+                                "--model_bytes=64K", "--steps=2", "--warmup_steps=1", "--worker_timeout=30",
+                                "--job_timeout=40", "--timeline=false",
+                                "--out_dir=" + absl::StrCat(std::getenv("TEST_TMPDIR"), "/verbose_out")},
+                               absl::Seconds(50));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->exit_code, 0) << result->stderr_tail << "\n" << result->stdout_text;
+  for (const char* line : {"ring rank 0 | step [1/3] warm-up | ", "ring rank 0 | step [3/3] measured | ",
+                           "ps-colocated rank 0 | step [3/3] measured | "}) {
+    EXPECT_NE(result->stderr_tail.find(line), std::string::npos) << line << "\n" << result->stderr_tail;
+  }
+  EXPECT_EQ(result->stderr_tail.find("rank 1 | step ["), std::string::npos) << result->stderr_tail;
+}
+
 TEST(ScalingE2eTest, LoopbackRunsEveryHostOn127001) {
   std::string error;
   std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));

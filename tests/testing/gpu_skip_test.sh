@@ -8,6 +8,10 @@ rc=$?
 if [[ $rc -ne 0 ]] || ! grep -q "SKIPPED" <<<"$out"; then
   echo "FAIL: without PSRING_REQUIRE_GPU the probe should skip and exit 0 (rc $rc):"; echo "$out"; exit 1
 fi
+# The log says plainly that nothing ran, since Bazel will show PASSED (issue 24).
+if ! grep -q "^psring: 1 of 1 tests SKIPPED, not run on this host" <<<"$out"; then
+  echo "FAIL: the log should end with the psring skip summary:"; echo "$out"; exit 1
+fi
 
 out=$(PSRING_REQUIRE_GPU=1 "$probe" 2>&1)
 rc=$?

@@ -3,8 +3,12 @@
 #include "trainer/gradient_only.h"
 
 #include <set>
+#include <sstream>
+#include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "trainer/exchange.h"
 
@@ -59,6 +63,31 @@ TEST(GradientOnlyTest, RejectsBadOptionsAndTooManyRanks) {
   o.steps = 1;
   o.warmup_steps = -1;
   EXPECT_EQ(RunGradientOnly(o, &local).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// --log_every: rank 0's progress lines, warm-up steps included (what //bench:scaling --verbose shows).
+TEST(GradientOnlyTest, PrintsAProgressLineEveryLogEverySteps) {
+  LocalExchange local;
+  GradientOnlyOptions o;
+  o.bytes = 400;
+  o.warmup_steps = 1;
+  o.steps = 4;
+  o.log_every = 2;
+  std::ostringstream log;
+  o.log = &log;
+  ASSERT_TRUE(RunGradientOnly(o, &local).ok());
+  const std::vector<std::string> lines = absl::StrSplit(log.str(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << log.str();
+  EXPECT_TRUE(absl::StartsWith(lines[0], "step [2/5] measured | ")) << lines[0];
+  EXPECT_TRUE(absl::StartsWith(lines[1], "step [4/5] measured | ")) << lines[1];
+  o.log_every = 1;
+  log.str("");
+  ASSERT_TRUE(RunGradientOnly(o, &local).ok());
+  EXPECT_TRUE(absl::StartsWith(log.str(), "step [1/5] warm-up | ")) << log.str();
+  o.log_every = 0;
+  log.str("");
+  ASSERT_TRUE(RunGradientOnly(o, &local).ok());
+  EXPECT_EQ(log.str(), "");
 }
 
 }  // namespace
