@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#include <vector>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
@@ -39,13 +39,14 @@ ABSL_FLAG(int, warmup_steps, psring::trainer::GradientOnlyOptions{}.warmup_steps
           "trained as usual but left out of step_s, samples_per_s and the time sums (at least one step "
           "stays measured).");
 
-ABSL_FLAG(std::string, workload, psring::trainer::WorkerOptions{}.workload,
-          "Replay mode: a workload profile (resnet50, vgg16, bert_base, mlp, or a profile file; see "
-          "proto/workload.proto and bench/tools/make_profile.py). Each step allocates nothing new: it waits "
-          "out every layer's forward time, then every layer's backward time from the last layer, handing each "
-          "layer's real-sized gradient to the exchange as its backward ends (buckets: --bucket_mb), and checks "
-          "every element exactly as gradient-only mode does (\"wrong\"). The waits stand for a GPU that "
-          "computes while the host CPU is free for communication. Overrides --model_bytes.");
+ABSL_FLAG(
+    std::string, workload, psring::trainer::WorkerOptions{}.workload,
+    "Replay mode: a workload profile (resnet50, vgg16, bert_base, mlp, or a profile file; see "
+    "proto/workload.proto and bench/tools/make_profile.py). Each step allocates nothing new: it waits "
+    "out every layer's forward time, then every layer's backward time from the last layer, handing each "
+    "layer's real-sized gradient to the exchange as its backward ends (buckets: --bucket_mb), and checks "
+    "every element exactly as gradient-only mode does (\"wrong\"). The waits stand for a GPU that "
+    "computes while the host CPU is free for communication. Overrides --model_bytes.");
 ABSL_FLAG(double, compute_scale, psring::trainer::WorkerOptions{}.compute_scale,
           "Replay mode: multiplies every layer's compute time (> 0). A slower emulated link stands for a "
           "faster real one when compute is scaled by the same factor: e.g. 100 Mbit/s standing for 25 Gbit/s "
@@ -142,6 +143,9 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
 absl::Status RunWorker(const WorkerOptions& options, ExchangeFactory make_exchange) {
   // One GPU per local rank, chosen before anything creates a CUDA context (on device 0 otherwise).
   if (options.train.device != "cpu") RETURN_IF_ERROR(SelectCudaDevice(options.env.local_rank));
+  // Torn down after the training run (its engine included): safe because an exchange that fails aborts its
+  // communication at once (NCCL: ncclCommAbort inside the failing call), so no collective kernel is left
+  // spinning when the engine's cudaFree/cublasDestroy synchronise the device.
   ASSIGN_OR_RETURN(WorkerExchange made, make_exchange(options));
   std::unique_ptr<Timeline> timeline;
   if (!options.timeline.empty()) {

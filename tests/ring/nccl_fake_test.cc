@@ -13,6 +13,8 @@
 #include "gtest/gtest.h"
 #include "ring/nccl_process_group.h"
 #include "tests/testing/fake_cuda.h"
+#include "trainer/cuda_engine.h"
+#include "trainer/mlp.h"
 
 namespace psring::ring {
 namespace {
@@ -95,9 +97,36 @@ TEST(NcclFakeTest, DeadPeerFailsAtTheTimeoutAndAborts) {
   EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"}));
 }
 
+// Issue 25: the training run, and with it the CUDA engine, is torn down before the exchange
+// (trainer/train.cc, trainer/worker_main.cc), and the engine's cudaFree and cublasDestroy synchronise the
+// whole device. A timed-out NCCL kernel keeps spinning until the communicator is aborted, so the abort must
+// come before the failed collective returns; aborting in the group's destructor, after the engine's
+// teardown, hung every surviving rank of a job whose peer had died.
+TEST(NcclFakeTest, ATimedOutCollectiveIsAbortedBeforeTheEngineSynchronisesTheDevice) {
+  fake::Config c;
+  c.collectives_hang = true;
+  fake::Reset(c);
+  InMemoryStore store;
+  std::unique_ptr<ProcessGroup> g = Group(&store, absl::Milliseconds(100));
+  ASSERT_NE(g, nullptr);
+  absl::StatusOr<trainer::MlpLayout> layout = trainer::MlpLayout::Create(784, {16}, 10);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  absl::StatusOr<std::unique_ptr<trainer::Engine>> engine = trainer::CreateCudaEngine(*layout, 4);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const trainer::FloatBuffer grads = (*engine)->grads();
+  const absl::Status s = g->AllReduce(grads.data, grads.count, ReduceOp::kAverage, /*on_device=*/true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"})) << "the failed collective returned unaborted";
+  engine->reset();
+  EXPECT_EQ(fake::DeviceSyncsWhileACollectiveSpins(), 0) << "the engine's teardown would have hung";
+  g.reset();
+  EXPECT_EQ(fake::DeviceSyncsWhileACollectiveSpins(), 0);
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"}));
+}
+
 // Runs a host allreduce that fails under `config`; expects the group to refuse further calls, no error left
-// in the thread's CUDA slot, and the communicator aborted (not finalised, not destroyed). Returns the
-// failure.
+// in the thread's CUDA slot, and the communicator aborted (not finalised, not destroyed) before the call
+// returned. Returns the failure.
 absl::Status FailingAllReduce(const fake::Config& config) {
   fake::Reset(config);
   InMemoryStore store;
@@ -105,6 +134,7 @@ absl::Status FailingAllReduce(const fake::Config& config) {
   if (g == nullptr) return absl::InternalError("no group");
   float x = 1;
   const absl::Status status = g->AllReduce(&x, 1, ReduceOp::kSum, false);
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"})) << "aborted only at destruction";
   EXPECT_EQ(g->Barrier().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   g.reset();

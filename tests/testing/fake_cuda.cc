@@ -6,6 +6,11 @@
 
 // The opaque handle types of the real headers, given a body here.
 struct CUstream_st {};
+struct CUevent_st {
+  cudaStream_t stream = nullptr;
+  int polls_left = 0;  // cudaEventQuery answers "not ready" this often after the record
+  bool recorded = false;
+};
 struct ncclComm {};
 
 namespace psring::testing::fake_cuda {
@@ -15,11 +20,13 @@ struct State {
   Config config;
   std::vector<std::string> log;
   std::set<const void*> pinned;
-  int pending_polls = 0;  // -1: the stream never finishes
+  int pending_polls = 0;               // -1: the stream never finishes
+  cudaStream_t busy_stream = nullptr;  // the stream pending_polls is about; nullptr: every stream
   int comm_polls = 0;
   ncclResult_t comm_state = ncclSuccess;
   int blocking_copies = 0;
   int launches = 0;
+  int spinning_syncs = 0;
   std::vector<StreamOp> stream_log;
   std::vector<cudaStream_t> streams;
 };
@@ -36,7 +43,16 @@ cudaError_t Record(cudaError_t err) {
   return err;
 }
 
-bool StreamBusy() { return S().pending_polls != 0; }
+bool StreamBusy(cudaStream_t stream) {
+  return S().pending_polls != 0 && (S().busy_stream == nullptr || S().busy_stream == stream);
+}
+
+// A call that waits for the whole device (cudaFree, cudaFreeHost, cublasDestroy): it would wait forever for
+// a collective that never finishes.
+void DeviceWideSync(const char* what) {
+  S().stream_log.push_back({what, nullptr});
+  if (S().pending_polls < 0) ++S().spinning_syncs;
+}
 
 }  // namespace
 
@@ -50,14 +66,19 @@ Config& MutableConfig() { return S().config; }
 const std::vector<StreamOp>& StreamLog() { return S().stream_log; }
 const std::vector<cudaStream_t>& CreatedStreams() { return S().streams; }
 
-void MakeStreamBusy(int polls) { S().pending_polls = polls; }
+void MakeStreamBusy(int polls) {
+  S().pending_polls = polls;
+  S().busy_stream = nullptr;
+}
 
 const std::vector<std::string>& CommLog() { return S().log; }
 int BlockingPageableCopies() { return S().blocking_copies; }
 int Launches() { return S().launches; }
+int DeviceSyncsWhileACollectiveSpins() { return S().spinning_syncs; }
 
 }  // namespace psring::testing::fake_cuda
 
+using psring::testing::fake_cuda::DeviceWideSync;
 using psring::testing::fake_cuda::Record;
 using psring::testing::fake_cuda::S;
 using psring::testing::fake_cuda::StreamBusy;
@@ -90,6 +111,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   S().stream_log.push_back({"sync", stream});
+  if (!StreamBusy(stream)) return cudaSuccess;
   if (S().pending_polls < 0) return Record(cudaErrorLaunchTimeout);  // a hang, as far as a test can tell
   S().pending_polls = 0;
   return cudaSuccess;
@@ -100,8 +122,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamQuery(cudaStream_t) {
-  if (S().pending_polls == 0) return cudaSuccess;
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (!StreamBusy(stream)) return cudaSuccess;
   if (S().pending_polls > 0) --S().pending_polls;
   return Record(cudaErrorNotReady);
 }
@@ -113,6 +135,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 }
 
 cudaError_t cudaFree(void* ptr) {
+  if (ptr != nullptr) DeviceWideSync("device sync: cudaFree");  // cudaFree(nullptr) only makes the context
   std::free(ptr);
   return cudaSuccess;
 }
@@ -124,6 +147,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
+  DeviceWideSync("device sync: cudaFreeHost");
   S().pinned.erase(ptr);
   std::free(ptr);
   return cudaSuccess;
@@ -139,9 +163,34 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
                             cudaStream_t stream) {
   S().stream_log.push_back({"copy", stream});
   const void* host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
-  if (host != nullptr && S().pinned.count(host) == 0 && StreamBusy()) ++S().blocking_copies;
+  if (host != nullptr && S().pinned.count(host) == 0 && StreamBusy(stream)) ++S().blocking_copies;
   std::memcpy(dst, src, bytes);
   return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  *event = new CUevent_st();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  S().stream_log.push_back({"event", stream});
+  event->stream = stream;
+  event->polls_left = S().config.event_polls_until_done;
+  event->recorded = true;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  S().stream_log.push_back({"event query", event->stream});
+  if (!event->recorded || event->polls_left == 0) return cudaSuccess;
+  --event->polls_left;
+  return Record(cudaErrorNotReady);
 }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t*, const void*, void**) {
@@ -174,7 +223,9 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void**, size_t, cudaStr
 
 // cuBLAS: handles and streams are tracked, the arithmetic is not done -----------------------------------
 
-struct cublasContext {};
+struct cublasContext {
+  cudaStream_t stream = nullptr;
+};
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
   *handle = new cublasContext();
@@ -182,11 +233,13 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
 }
 
 cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  DeviceWideSync("device sync: cublasDestroy");
   delete handle;
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t stream) {
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  handle->stream = stream;
   S().stream_log.push_back({"cublas", stream});
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -194,13 +247,15 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t stream) {
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 const char* cublasGetStatusString(cublasStatus_t) { return "fake cuBLAS status"; }
 
-cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t, cublasOperation_t, int, int, int,
                               const float*, const float*, int, const float*, int, const float*, float*, int) {
+  S().stream_log.push_back({"gemm", handle->stream});
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSgemv_v2(cublasHandle_t, cublasOperation_t, int, int, const float*, const float*, int,
-                              const float*, int, const float*, float*, int) {
+cublasStatus_t cublasSgemv_v2(cublasHandle_t handle, cublasOperation_t, int, int, const float*, const float*,
+                              int, const float*, int, const float*, float*, int) {
+  S().stream_log.push_back({"gemv", handle->stream});
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -234,9 +289,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* state) {
 
 namespace {
 
-ncclResult_t FakeCollective() {
+ncclResult_t FakeCollective(cudaStream_t stream) {
   if (S().config.collective_result != ncclSuccess) return S().config.collective_result;
   S().pending_polls = S().config.collectives_hang ? -1 : S().config.stream_polls_until_done;
+  S().busy_stream = stream;
   S().comm_state = S().config.async_result_after_collective;
   return ncclSuccess;
 }
@@ -244,12 +300,12 @@ ncclResult_t FakeCollective() {
 }  // namespace
 
 ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                           cudaStream_t) {
-  return FakeCollective();
+                           cudaStream_t stream) {
+  return FakeCollective(stream);
 }
 
-ncclResult_t ncclBroadcast(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  return FakeCollective();
+ncclResult_t ncclBroadcast(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t stream) {
+  return FakeCollective(stream);
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t) {
@@ -264,8 +320,10 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+// The abort flag stops the communicator's kernels: a collective that would never finish ends here.
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   S().log.push_back("abort");
+  if (S().pending_polls < 0) S().pending_polls = 0;
   delete comm;
   return ncclSuccess;
 }
