@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <vector>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
@@ -39,14 +39,13 @@ ABSL_FLAG(int, warmup_steps, psring::trainer::GradientOnlyOptions{}.warmup_steps
           "trained as usual but left out of step_s, samples_per_s and the time sums (at least one step "
           "stays measured).");
 
-ABSL_FLAG(
-    std::string, workload, psring::trainer::WorkerOptions{}.workload,
-    "Replay mode: a workload profile (resnet50, vgg16, bert_base, mlp, or a profile file; see "
-    "proto/workload.proto and bench/tools/make_profile.py). Each step allocates nothing new: it waits "
-    "out every layer's forward time, then every layer's backward time from the last layer, handing each "
-    "layer's real-sized gradient to the exchange as its backward ends (buckets: --bucket_mb), and checks "
-    "every element exactly as gradient-only mode does (\"wrong\"). The waits stand for a GPU that "
-    "computes while the host CPU is free for communication. Overrides --model_bytes.");
+ABSL_FLAG(std::string, workload, psring::trainer::WorkerOptions{}.workload,
+          "Replay mode: a workload profile (resnet50, vgg16, bert_base, mlp, or a profile file; see "
+          "proto/workload.proto and bench/tools/make_profile.py). Each step allocates nothing new: it waits "
+          "out every layer's forward time, then every layer's backward time from the last layer, handing each "
+          "layer's real-sized gradient to the exchange as its backward ends (buckets: --bucket_mb), and checks "
+          "every element exactly as gradient-only mode does (\"wrong\"). The waits stand for a GPU that "
+          "computes while the host CPU is free for communication. Overrides --model_bytes.");
 ABSL_FLAG(double, compute_scale, psring::trainer::WorkerOptions{}.compute_scale,
           "Replay mode: multiplies every layer's compute time (> 0). A slower emulated link stands for a "
           "faster real one when compute is scaled by the same factor: e.g. 100 Mbit/s standing for 25 Gbit/s "
