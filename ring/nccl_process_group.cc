@@ -3,10 +3,12 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster_env.h"
 #include "common/status_macros.h"
 #include "trainer/cuda_status.h"
 
@@ -125,7 +127,8 @@ class NcclProcessGroup final : public ProcessGroup {
           "NCCL needs a usable GPU, but CUDA says: ",
           probe != cudaSuccess ? cudaGetErrorString(probe) : "no device", "; use --ring_transport=tcp"));
     }
-    device_ = options.cuda_device % devices;
+    ASSIGN_OR_RETURN(device_, DeviceForLocalRank(options.cuda_device, "the ring's cuda_device", devices,
+                                                 std::getenv("CUDA_VISIBLE_DEVICES")));
     CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 

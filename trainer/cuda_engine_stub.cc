@@ -17,7 +17,7 @@ bool CudaCompiledIn() { return false; }
 
 absl::Status ProbeCuda() { return NotCompiledIn(); }
 
-absl::Status SelectCudaDevice(int) { return absl::OkStatus(); }
+absl::Status SelectCudaDevice(int, const std::string&) { return absl::OkStatus(); }
 
 std::string CudaDeviceIdentity() { return ""; }
 

@@ -63,7 +63,8 @@ int Launches();
 int DeviceSyncsWhileACollectiveSpins();
 
 // "memset", "copy", "sync", "cublas" (a stream bound to a cuBLAS handle), "gemm", "gemv" (on the handle's
-// stream), "event" (a record), "event query", with the stream each used, and "device sync: <call>" (stream
+// stream), "event" (a record), "event query" (answered not ready), "event done" (a query answered done, or
+// cudaEventSynchronize; the event's stream), with the stream each used, and "device sync: <call>" (stream
 // nullptr), in order.
 struct StreamOp {
   std::string op;
