@@ -26,6 +26,8 @@
 # runbook; a step that times out FAILs with "timed out". PSRING_REQUIRE_GPU=1 is set for psring's binaries,
 # so a GPU test that cannot run fails instead of skipping. The bundle's libraries are given to psring's
 # binaries only (never exported), so python3 and torch load their own.
+# PSRING_GPU_CHECK_CPU_REHEARSAL=N rehearses sections 5-7 and 9 with N CPU ranks over the TCP ring (the
+# runbook's own logic, on a host without GPUs); their lines then say "(CPU rehearsal)".
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,7 +47,7 @@ bundle() {
     [[ -x "$root/bazel-bin/$b" ]] || { echo "missing $root/bazel-bin/$b: run ./bazelw build //... first"; return 1; }
     mkdir -p "$dir/bin/$(dirname "$b")" || return 1
     cp -f "$root/bazel-bin/$b" "$dir/bin/$b" || { echo "cannot copy $b"; bad=1; }
-    if ldd "$root/bazel-bin/$b" | grep "not found"; then
+    if ldd "$root/bazel-bin/$b" | grep -v -E "libcuda\.so|libnvidia-" | grep "not found"; then
       echo "$b: the libraries above are not found on this host; the bundle would be incomplete"
       bad=1
     fi
@@ -104,7 +106,7 @@ why() { if [[ $1 -eq 124 || $1 -eq 137 ]]; then echo "timed out"; else echo "exi
 declare -a summary=()
 failed=0
 record() {  # record NAME STATUS [NOTE]
-  summary+=("$(printf '%-38s %-5s %s' "$1" "$2" "${3:-}")")
+  summary+=("$(printf '%-52s %-5s %s' "$1" "$2" "${3:-}")")
   [[ "$2" == FAIL ]] && failed=1
 }
 section() { printf '\n==== %s ====\n' "$1"; }
@@ -136,6 +138,11 @@ if [[ -x "$bin/tests/ring/nccl_test" ]]; then
   fi
 fi
 
+device=cuda transport=nccl rehearsal=""
+if [[ -n "${PSRING_GPU_CHECK_CPU_REHEARSAL:-}" ]]; then
+  gpus="$PSRING_GPU_CHECK_CPU_REHEARSAL" device=cpu transport=tcp rehearsal=" (CPU rehearsal)"
+fi
+
 # ---- 2. CUDA parity ------------------------------------------------------------------------------------
 section "2. CUDA engine vs CPU engine (cuda_parity_test)"
 run "$step_timeout" "$bin/tests/trainer/cuda_parity_test"
@@ -149,8 +156,8 @@ rc=$?
 if [[ $rc -eq 0 ]]; then record "nccl_test" PASS; else record "nccl_test" FAIL "$(why $rc)"; fi
 
 port=29600
-# ranks N LOGDIR ARGS...: N ring_worker ranks (rank r gets --local_rank=r unless ARGS say otherwise; ARGS
-# may hold "{rank}", replaced per rank), each under timeout; their logs in LOGDIR/<rank>. Returns 0 when every
+# ranks N LOGDIR ARGS...: N ring_worker ranks (rank r gets --local_rank=r unless ARGS say otherwise), each
+# under timeout; their logs in LOGDIR/<rank>. Returns 0 when every
 # rank exited 0, else the first failing rank's exit code.
 ranks() {
   local n="$1" logs="$2" r p rc=0 one
@@ -159,7 +166,7 @@ ranks() {
   local pids=()
   for ((r = 0; r < n; r++)); do
     run "$step_timeout" "$bin/ring/ring_worker" --rank="$r" --world_size="$n" --local_rank="$r" \
-      --master_addr=127.0.0.1 --master_port="$port" --timeout="$worker_timeout" "${@//\{rank\}/$r}" \
+      --master_addr=127.0.0.1 --master_port="$port" --timeout="$worker_timeout" "$@" \
       >"$logs/$r" 2>&1 &
     pids+=($!)
   done
@@ -205,29 +212,29 @@ compare_params() {
     awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d; s = $2 < 0 ? -$2 : $2; if (s > m) m = s }
          END { printf "%g %g\n", w, m }'
 }
-train_flags=(--device=cuda --ring_transport=nccl --dataset=synthetic --synthetic_samples=4096 --hidden=64,32
+train_flags=(--device="$device" --ring_transport="$transport" --dataset=synthetic --synthetic_samples=4096 --hidden=64,32
              --max_steps=20 --seed=7 --log_every=0)
 batch=16
 # train_check NAME N EXTRA...: N ranks with batch b against one rank with batch N*b.
 train_check() {
-  local name="$1" n="$2" dir="$work/$1.$2" rc r worst scale
+  local name="$1$rehearsal" n="$2" dir="$work/${1//[^a-z0-9]/_}.$2" rc r worst scale
   shift 2
-  ranks 1 "$dir/single" "${train_flags[@]}" --batch_size=$((n * batch)) --params_out="$dir/single.bin" "$@" >/dev/null
+  ranks 1 "$dir/single" "${train_flags[@]}" --batch_size=$((n * batch)) --params_out="$dir/single{rank}.bin" "$@" >/dev/null
   rc=$?
   [[ $rc -eq 0 ]] || { tail -n 3 "$dir/single/0" | sed 's/^/# one rank: /'; record "$name N=$n" FAIL "one-rank run: $(why $rc)"; return; }
   out=$(ranks "$n" "$dir/ranks" "${train_flags[@]}" --batch_size=$batch --params_out="$dir/rank{rank}.bin" "$@")
   rc=$?
   echo "$out"
   [[ $rc -eq 0 ]] || { record "$name N=$n" FAIL "$(why $rc)"; return; }
-  if [[ $(grep -c '"exchange":"ring-nccl"' <<<"$out") -ne $n ]]; then
+  if [[ $(grep -c "\"exchange\":\"ring-$transport\"" <<<"$out") -ne $n ]]; then
     grep -h "ring transport" "$dir"/ranks/* | sed 's/^/# /'
-    record "$name N=$n" FAIL "transport is not ring-nccl on every rank"
+    record "$name N=$n" FAIL "transport is not ring-$transport on every rank"
     return
   fi
   for ((r = 1; r < n; r++)); do
     cmp -s "$dir/rank0.bin" "$dir/rank$r.bin" || { record "$name N=$n" FAIL "rank $r's parameters differ from rank 0's"; return; }
   done
-  read -r worst scale < <(compare_params "$dir/rank0.bin" "$dir/single.bin")
+  read -r worst scale < <(compare_params "$dir/rank0.bin" "$dir/single0.bin")
   echo "# N = $n: ranks identical; max |rank 0 - one rank (batch $((n * batch)))| = $worst, largest parameter $scale"
   # The CPU equivalence test holds 1e-5; cuBLAS may pick other kernels for batch b and N*b: ten times more.
   if awk -v w="$worst" -v s="$scale" 'BEGIN { exit !(w <= 1e-4 * s) }'; then
@@ -238,13 +245,13 @@ train_check() {
 }
 section "5. training over NCCL, device buffers, one GPU per rank (N = 2 .. $gpus)"
 if [[ $gpus -lt 2 ]]; then
-  record "nccl training (flat)" FAIL "needs 2 GPUs, this host has $gpus"
+  record "nccl training (flat)$rehearsal" FAIL "needs 2 GPUs, this host has $gpus"
 else
   for ((n = 2; n <= gpus; n++)); do train_check "nccl training (flat)" "$n"; done
 fi
 section "6. the same with --bucket_mb=1 (buckets overlapped with backward)"
 if [[ $gpus -lt 2 ]]; then
-  record "nccl training (--bucket_mb=1)" FAIL "needs 2 GPUs, this host has $gpus"
+  record "nccl training (--bucket_mb=1)$rehearsal" FAIL "needs 2 GPUs, this host has $gpus"
 else
   for ((n = 2; n <= gpus; n++)); do train_check "nccl training (--bucket_mb=1)" "$n" --bucket_mb=1 --first_bucket_mb=1; done
 fi
@@ -252,7 +259,7 @@ fi
 # ---- 7. a rank dies ------------------------------------------------------------------------------------
 section "7. kill -9 of rank 1 mid-run: rank 0 must exit non-zero within --timeout + 30 s"
 if [[ $gpus -lt 2 ]]; then
-  record "kill -9 of rank 1" FAIL "needs 2 GPUs, this host has $gpus"
+  record "kill -9 of rank 1$rehearsal" FAIL "needs 2 GPUs, this host has $gpus"
 else
   kill_dir="$work/kill"
   mkdir -p "$kill_dir"
@@ -277,9 +284,9 @@ else
   wait "${pids[1]}" 2>/dev/null
   tail -n 2 "$kill_dir/0" | sed 's/^/# rank 0: /'
   if [[ $rc -ne 0 && $rc -ne 124 && $rc -ne 137 && $took -le $((worker_timeout + 30)) ]]; then
-    record "kill -9 of rank 1" PASS "rank 0 exited $rc after ${took} s"
+    record "kill -9 of rank 1$rehearsal" PASS "rank 0 exited $rc after ${took} s"
   else
-    record "kill -9 of rank 1" FAIL "rank 0: $(why $rc) after ${took} s (bound $((worker_timeout + 30)) s)"
+    record "kill -9 of rank 1$rehearsal" FAIL "rank 0: $(why $rc) after ${took} s (bound $((worker_timeout + 30)) s)"
   fi
 fi
 
@@ -307,7 +314,7 @@ echo "$out"
 if [[ $rc -eq 0 ]] && ! grep -q "^# skipped cuda" <<<"$out"; then
   record "trainer_bench cuda" PASS
 else
-  record "trainer_bench cuda" FAIL "$(why $rc) or CUDA cases skipped"
+  record "trainer_bench cuda" FAIL "$([[ $rc -ne 0 ]] && why $rc || echo "CUDA cases skipped")"
 fi
 if [[ $torch -eq 0 ]]; then
   record "PyTorch comparison" SKIP "python3 has no torch with CUDA"
@@ -325,11 +332,11 @@ rows=0
 for n in 1 2 4 8; do
   [[ $n -le $gpus ]] || continue
   for bytes in 1048576 16777216 268435456; do
-    out=$(ranks "$n" "$work/table.$n.$bytes" --ring_transport=nccl --device=cuda --model_bytes="$bytes" --max_steps=20)
+    out=$(ranks "$n" "$work/table.$n.$bytes" --ring_transport="$transport" --device="$device" --model_bytes="$bytes" --max_steps=20)
     rc=$?
     line=$(grep -m1 PSRING_RESULT <<<"$out")
     if [[ $rc -ne 0 || -z "$line" ]]; then echo "# N = $n, $bytes B: $(why $rc), no result"; ok=0; continue; fi
-    if ! grep -q '"exchange":"ring-nccl"' <<<"$line"; then echo "# N = $n: not ring-nccl"; ok=0; continue; fi
+    if ! grep -q "\"exchange\":\"ring-$transport\"" <<<"$line"; then echo "# N = $n: not ring-$transport"; ok=0; continue; fi
     steps=$(field "$line" steps); total=$(field "$line" exchange_s); wrong=$(field "$line" wrong)
     awk -v s="$bytes" -v n="$n" -v steps="$steps" -v t="$total" -v w="${wrong:-0}" 'BEGIN {
       per = t / steps; alg = s / per / 1e9; bus = alg * 2 * (n - 1) / n;
@@ -341,9 +348,9 @@ done
 echo "# algbw = size / time, busbw = algbw * 2(N-1)/N in GB/s (nccl-tests); N = 1 has no bus traffic;"
 echo "# buffers in device memory (no host staging), time per allreduce over 20 steps"
 if [[ $ok -eq 1 && $rows -gt 0 ]]; then
-  record "allreduce table (device buffers)" PASS
+  record "allreduce table (device buffers)$rehearsal" PASS
 else
-  record "allreduce table (device buffers)" FAIL "$([[ $rows -eq 0 ]] && echo "no GPU, no rows" || echo "a row failed")"
+  record "allreduce table (device buffers)$rehearsal" FAIL "$([[ $rows -eq 0 ]] && echo "no GPU, no rows" || echo "a row failed")"
 fi
 
 section "summary"

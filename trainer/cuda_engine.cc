@@ -403,6 +403,23 @@ std::string CudaDeviceIdentity() {
   return absl::StrCat(host, ":", bus_id);
 }
 
+absl::StatusOr<std::shared_ptr<float>> AllocateCudaFloats(size_t count) {
+  RETURN_IF_ERROR(ProbeCuda());
+  float* data = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&data), std::max<size_t>(count, 1) * sizeof(float)));
+  return std::shared_ptr<float>(data, [](float* p) { (void)cudaFree(p); });
+}
+
+absl::Status CopyFloatsToCuda(float* device, const float* host, size_t count) {
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(device, host, count * sizeof(float), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+absl::Status CopyFloatsFromCuda(float* host, const float* device, size_t count) {
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(host, device, count * sizeof(float), cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch) {
   RETURN_IF_ERROR(ProbeCuda());
   if (max_batch < 1) {

@@ -37,6 +37,14 @@ absl::Status SelectCudaDevice(int local_rank, const std::string& local_rank_sour
 // compiled in.
 std::string CudaDeviceIdentity();
 
+// Device memory outside an engine (gradient-only mode's buffers, trainer/gradient_only.h): `count` floats on
+// the calling thread's current device, freed with the last copy of the pointer. kUnavailable without CUDA,
+// kResourceExhausted when device memory runs out. Thread-safe.
+absl::StatusOr<std::shared_ptr<float>> AllocateCudaFloats(size_t count);
+// Blocking copies between host memory and such device memory.
+absl::Status CopyFloatsToCuda(float* device, const float* host, size_t count);
+absl::Status CopyFloatsFromCuda(float* host, const float* device, size_t count);
+
 // An engine on the calling thread's current CUDA device (select one with cudaSetDevice first on machines with
 // several). kUnavailable without a usable GPU; kResourceExhausted when device memory runs out.
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch);

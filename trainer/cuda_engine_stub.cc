@@ -21,6 +21,10 @@ absl::Status SelectCudaDevice(int, const std::string&) { return absl::OkStatus()
 
 std::string CudaDeviceIdentity() { return ""; }
 
+absl::StatusOr<std::shared_ptr<float>> AllocateCudaFloats(size_t) { return NotCompiledIn(); }
+absl::Status CopyFloatsToCuda(float*, const float*, size_t) { return NotCompiledIn(); }
+absl::Status CopyFloatsFromCuda(float*, const float*, size_t) { return NotCompiledIn(); }
+
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout&, int) { return NotCompiledIn(); }
 
 }  // namespace psring::trainer

@@ -168,7 +168,12 @@ absl::Status RunWorker(const WorkerOptions& options, ExchangeFactory make_exchan
   }
   proto::WorkerResult result;
   if (options.gradient_only.bytes > 0 || !options.gradient_only.layers.empty()) {
-    ASSIGN_OR_RETURN(result, RunGradientOnly(options.gradient_only, made.exchange.get()));
+    GradientOnlyOptions gradient_only = options.gradient_only;
+    // --device=cuda: the exchanged buffers in device memory where the exchange takes it (NCCL), as training's.
+    if (options.train.device == "cuda") {
+      gradient_only.device = {AllocateCudaFloats, CopyFloatsToCuda, CopyFloatsFromCuda};
+    }
+    ASSIGN_OR_RETURN(result, RunGradientOnly(gradient_only, made.exchange.get()));
   } else {
     ASSIGN_OR_RETURN(result, TrainAndReport(options, made.exchange.get()));
   }
