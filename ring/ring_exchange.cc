@@ -31,11 +31,12 @@ absl::Status RingExchange::Track(absl::Status status) {
 
 namespace {
 
-// RingExchangeOptions::select_gpu, after deriving the local rank when nobody gave it. Every rank of a
+// RingExchangeOptions::select_gpu, after deriving the local rank when nobody gave it. Every GPU rank of a
 // multi-rank job publishes its host, whatever its own case, so that ranks without a local rank can count on
-// every rank below them.
+// every rank below them (select_gpu is set on all ranks or none: --device is in the job fingerprint).
 absl::Status SelectGpu(const ClusterEnv& env, const RingExchangeOptions& options, Store* store,
                        ProcessGroupOptions* group_options) {
+  if (!options.select_gpu) return absl::OkStatus();
   int local_rank = env.local_rank;
   std::string source = env.local_rank_source;
   if (env.world_size > 1) {
@@ -47,7 +48,6 @@ absl::Status SelectGpu(const ClusterEnv& env, const RingExchangeOptions& options
       source = "ranks sharing this host, through the store";
     }
   }
-  if (!options.select_gpu) return absl::OkStatus();
   group_options->cuda_device = local_rank;
   ASSIGN_OR_RETURN(group_options->gpu, options.select_gpu(local_rank, source));
   return absl::OkStatus();

@@ -410,14 +410,27 @@ absl::StatusOr<std::shared_ptr<float>> AllocateCudaFloats(size_t count) {
   return std::shared_ptr<float>(data, [](float* p) { (void)cudaFree(p); });
 }
 
-absl::Status CopyFloatsToCuda(float* device, const float* host, size_t count) {
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(device, host, count * sizeof(float), cudaMemcpyHostToDevice));
+namespace {
+
+// A copy on a stream of its own (never the legacy default stream), waited for.
+absl::Status CopyAndWait(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  cudaStream_t stream = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  (void)cudaStreamDestroy(stream);
+  CUDA_RETURN_IF_ERROR(err);
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status CopyFloatsToCuda(float* device, const float* host, size_t count) {
+  return CopyAndWait(device, host, count * sizeof(float), cudaMemcpyHostToDevice);
+}
+
 absl::Status CopyFloatsFromCuda(float* host, const float* device, size_t count) {
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(host, device, count * sizeof(float), cudaMemcpyDeviceToHost));
-  return absl::OkStatus();
+  return CopyAndWait(host, device, count * sizeof(float), cudaMemcpyDeviceToHost);
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch) {
