@@ -14,8 +14,9 @@
 //   - a log of the streams that memsets, copies, synchronisations, events and cuBLAS work were put on, and
 //     of device-wide synchronisations; cuBLAS calls and kernel launches are recorded, not computed; nvcc's
 //     module registration hooks do nothing.
-// Data moves as in a world of one rank: collectives leave their buffers as they are. Not thread-safe beyond
-// the per-thread error slot: one test thread drives it.
+// Data moves as in a world of one rank: collectives leave their buffers as they are. Every fake call holds
+// one lock, so an engine's thread and an exchange's communication thread may call at once; the accessors
+// below are for the test's thread once the others are done (or joined).
 #ifndef PSRING_TESTS_TESTING_FAKE_CUDA_H_
 #define PSRING_TESTS_TESTING_FAKE_CUDA_H_
 
