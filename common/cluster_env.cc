@@ -1,5 +1,7 @@
 #include "common/cluster_env.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -27,6 +29,11 @@ constexpr Source kSources[] = {
 
 constexpr int kDefaultMasterPort = 29500;
 
+// Launchers' per-host rank variables, read when the winning source gave none (--rank/--world_size under
+// mpirun, a torchrun-style RANK with an MPI launcher's local rank, ...). MPI_LOCALRANKID: MPICH, Intel MPI.
+constexpr const char* kLocalRankVariables[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                               "SLURM_LOCALID", "LOCAL_RANK"};
+
 const char* Lookup(const GetEnv& getenv_fn, const char* name) {
   const char* v = getenv_fn(name);
   return (v != nullptr && *v != '\0') ? v : nullptr;
@@ -53,8 +60,9 @@ absl::Status Validate(const ClusterEnv& env) {
         absl::StrCat("rank ", env.rank, " is out of range [0, ", env.world_size - 1, "]", from));
   }
   if (env.local_rank < 0 || env.local_rank >= env.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("local rank ", env.local_rank, " is out of range [0, ", env.world_size - 1, "]", from));
+    return absl::InvalidArgumentError(absl::StrCat("local rank ", env.local_rank, " (from ",
+                                                   env.local_rank_source, ") is out of range [0, ",
+                                                   env.world_size - 1, "]", from));
   }
   if (env.master_port < 1 || env.master_port > 65535) {
     return absl::InvalidArgumentError(
@@ -95,6 +103,44 @@ absl::StatusOr<std::string> FirstSlurmHost(const std::string& nodelist) {
   return host;
 }
 
+std::string ThisHostName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "localhost";
+  return host;
+}
+
+absl::StatusOr<int> LocalRankFromStore(Store* store, int rank, int world_size, const std::string& host,
+                                       const std::string& prefix, absl::Duration timeout) {
+  const std::string base = absl::StrCat(prefix, "/host/");
+  RETURN_IF_ERROR(store->Set(absl::StrCat(base, rank), host));
+  int local_rank = 0;
+  for (int r = 0; r < rank; ++r) {
+    absl::StatusOr<std::string> other = store->Get(absl::StrCat(base, r), timeout);
+    if (!other.ok()) {
+      return absl::Status(
+          other.status().code(),
+          absl::StrCat("deriving the local rank (no --local_rank, no launcher variable): rank ", r,
+                       " did not publish its host: ", other.status().message()));
+    }
+    local_rank += *other == host;
+  }
+  return local_rank;
+}
+
+absl::StatusOr<int> DeviceForLocalRank(int local_rank, const std::string& local_rank_source, int device_count,
+                                       const char* visible_devices) {
+  if (local_rank >= 0 && local_rank < device_count) return local_rank;
+  const bool bound_by_launcher = device_count == 1 && visible_devices != nullptr && *visible_devices != '\0';
+  if (local_rank >= 0 && bound_by_launcher) return 0;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "local rank ", local_rank, " (from ",
+      local_rank_source.empty() ? "nothing: default" : local_rank_source,
+      ") has no GPU of its own: this process sees ", device_count, " CUDA device",
+      device_count == 1 ? "" : "s", " (CUDA_VISIBLE_DEVICES=", visible_devices ? visible_devices : "unset",
+      "); run at most ", device_count, " GPU rank", device_count == 1 ? "" : "s",
+      " per host, fix --local_rank, or let the launcher give each rank one GPU"));
+}
+
 absl::StatusOr<ClusterEnv> DiscoverClusterEnv(const ClusterFlags& flags, const GetEnv& getenv_arg) {
   const GetEnv getenv_fn =
       getenv_arg ? getenv_arg : [](const char* n) -> const char* { return std::getenv(n); };
@@ -124,7 +170,10 @@ absl::StatusOr<ClusterEnv> DiscoverClusterEnv(const ClusterFlags& flags, const G
       env.source = src.name;
       env.rank = *rank;
       env.world_size = *size;
-      env.local_rank = local.value_or(0);
+      if (local.has_value()) {
+        env.local_rank = *local;
+        env.local_rank_source = src.local_rank;
+      }
       if (env.source == "slurm") {
         const char* nodes = Lookup(getenv_fn, "SLURM_STEP_NODELIST");
         if (nodes == nullptr) nodes = Lookup(getenv_fn, "SLURM_JOB_NODELIST");
@@ -136,7 +185,18 @@ absl::StatusOr<ClusterEnv> DiscoverClusterEnv(const ClusterFlags& flags, const G
       break;
     }
   }
-  if (flags.local_rank.has_value()) env.local_rank = *flags.local_rank;
+  for (const char* name : kLocalRankVariables) {
+    if (!env.local_rank_source.empty()) break;
+    ASSIGN_OR_RETURN(std::optional<int> local, IntVar(getenv_fn, name));
+    if (!local.has_value()) continue;
+    env.local_rank = *local;
+    env.local_rank_source = name;
+  }
+  if (flags.local_rank.has_value()) {
+    env.local_rank = *flags.local_rank;
+    env.local_rank_source = "--local_rank";
+  }
+  if (env.local_rank_source.empty() && env.world_size == 1) env.local_rank_source = "one rank";
 
   // The master: flag, else MASTER_ADDR/MASTER_PORT (torchrun sets them; with mpirun or Slurm users may),
   // else Slurm's first node, else the defaults.

@@ -13,8 +13,8 @@ ABSL_FLAG(int32_t, world_size, -1,
           "WORLD_SIZE (no launcher: 1).");
 ABSL_FLAG(
     int32_t, local_rank, -1,
-    "Rank of this process on its host (picks the GPU). -1: OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or "
-    "LOCAL_RANK, else 0.");
+    "Rank of this process on its host (picks the GPU). -1: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, "
+    "SLURM_LOCALID or LOCAL_RANK, else (ring) counted from the ranks that share this host, else 0.");
 ABSL_FLAG(std::string, master_addr, "",
           "Host of rank 0, which serves the rendezvous store. Empty: MASTER_ADDR, else the first host of "
           "SLURM_NODELIST under Slurm, else 127.0.0.1.");

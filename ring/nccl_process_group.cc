@@ -3,10 +3,12 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster_env.h"
 #include "common/status_macros.h"
 #include "trainer/cuda_status.h"
 
@@ -34,23 +36,20 @@ absl::Status NcclError(ncclComm_t comm, ncclResult_t res, const std::string& whe
 }
 
 // Every public call runs through Guard(): whatever fails — an NCCL call's own result, an asynchronous
-// communicator error, a CUDA call, a timeout — leaves the group failed, so the destructor aborts the
-// communicator (ncclCommAbort) instead of finalising a broken one, and later collectives refuse to run. The
-// clean path finalises (flushing NCCL's outstanding work, bounded by the timeout) and then destroys.
+// communicator error, a CUDA call, a timeout — aborts the communicator (ncclCommAbort) right there, before
+// the error reaches a caller that might synchronise the device, and leaves the group failed, so later
+// collectives refuse to run. The clean path finalises (flushing NCCL's outstanding work, bounded by the
+// timeout) and then destroys.
 class NcclProcessGroup final : public ProcessGroup {
  public:
   NcclProcessGroup(int rank, int world_size, absl::Duration timeout)
       : rank_(rank), world_size_(world_size), timeout_(timeout) {}
 
   ~NcclProcessGroup() override {
-    if (comm_ != nullptr) {
-      // A destructor cannot report; a finalisation that fails or times out falls back to the abort.
-      if (failed_ || !Finalize().ok()) {
-        (void)ncclCommAbort(comm_);
-      } else {
-        (void)ncclCommDestroy(comm_);
-      }
-    }
+    // A failure has already aborted the communicator (Guard), so only a healthy one is left here. A
+    // destructor cannot report; a finalisation that fails or times out falls back to the abort.
+    if (comm_ != nullptr && !Finalize().ok()) Abort();
+    if (comm_ != nullptr) (void)ncclCommDestroy(comm_);
     if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
     if (device_staging_ != nullptr) (void)cudaFree(device_staging_);
     if (host_staging_ != nullptr) (void)cudaFreeHost(host_staging_);
@@ -101,9 +100,22 @@ class NcclProcessGroup final : public ProcessGroup {
  private:
   static ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : ncclSum; }
 
+  // Aborts at once: NCCL's kernels stop only when the abort flag is set, so a collective that failed or timed
+  // out may still be spinning on stream_, and anything that synchronises the device — cudaFree,
+  // cudaFreeHost, cublasDestroy in the engine's teardown, which the caller runs next — would wait for it
+  // forever. After the abort nothing of this rank waits on its peers.
   absl::Status Guard(absl::Status status) {
-    if (!status.ok()) failed_ = true;
+    if (!status.ok()) {
+      failed_ = true;
+      Abort();
+    }
     return status;
+  }
+
+  void Abort() {
+    if (comm_ == nullptr) return;
+    (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
   }
 
   absl::Status InitUnguarded(Store* store, const ProcessGroupOptions& options) {
@@ -115,7 +127,8 @@ class NcclProcessGroup final : public ProcessGroup {
           "NCCL needs a usable GPU, but CUDA says: ",
           probe != cudaSuccess ? cudaGetErrorString(probe) : "no device", "; use --ring_transport=tcp"));
     }
-    device_ = options.cuda_device % devices;
+    ASSIGN_OR_RETURN(device_, DeviceForLocalRank(options.cuda_device, "the ring's cuda_device", devices,
+                                                 std::getenv("CUDA_VISIBLE_DEVICES")));
     CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 

@@ -4,9 +4,10 @@
 // communicator non-blocking and polls it, so set-up and every collective are bounded by the timeouts in
 // ProcessGroupOptions. Collectives run on the group's own CUDA stream and return once it has finished;
 // NCCL errors and ncclCommGetAsyncError come back as Status. Host buffers are staged through a pinned host
-// buffer and a device buffer the group owns, so no copy can block past the timeout. Any failure leaves the
-// group failed: later collectives refuse to run and the destructor aborts the communicator; otherwise it
-// finalises and destroys it. Not thread-safe.
+// buffer and a device buffer the group owns, so no copy can block past the timeout. Any failure aborts the
+// communicator before the call returns (a timed-out NCCL kernel stops only then, and would otherwise block
+// whatever synchronises the device next, e.g. the engine's cudaFree) and leaves the group failed: later
+// collectives refuse to run. A healthy group's destructor finalises and destroys the communicator. Not thread-safe.
 #ifndef PSRING_RING_NCCL_PROCESS_GROUP_H_
 #define PSRING_RING_NCCL_PROCESS_GROUP_H_
 

@@ -1,6 +1,7 @@
 #include "ring/process_group.h"
 
-#include <set>
+#include <cstdio>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,9 +107,12 @@ bool GpuUsable() {
 namespace {
 
 // Rank 0's rule over every rank's request ("<transport>|<gpu>"): the decision, or the error every rank gets.
-absl::StatusOr<Transport> Decide(const std::vector<std::string>& requests) {
+// `*why` says why kAuto chose TCP although ranks have GPUs (empty otherwise).
+absl::StatusOr<Transport> Decide(const std::vector<std::string>& requests, std::string* why) {
   std::vector<std::pair<int, Transport>> explicit_requests;
-  std::set<std::string> gpus;
+  std::map<std::string, int> first_rank_on;  // GPU identity -> the first rank that drives it
+  std::string collision;
+  int gpu_ranks = 0;
   bool every_rank_has_a_gpu = true;
   for (int r = 0; r < static_cast<int>(requests.size()); ++r) {
     const std::vector<std::string> parts = absl::StrSplit(requests[r], absl::MaxSplits('|', 1));
@@ -117,8 +121,17 @@ absl::StatusOr<Transport> Decide(const std::vector<std::string>& requests) {
     }
     ASSIGN_OR_RETURN(Transport t, ParseTransport(parts[0]));
     if (t != Transport::kAuto) explicit_requests.emplace_back(r, t);
-    if (parts[1].empty()) every_rank_has_a_gpu = false;
-    gpus.insert(parts[1]);
+    if (parts[1].empty()) {
+      every_rank_has_a_gpu = false;
+      continue;
+    }
+    ++gpu_ranks;
+    const auto [it, first] = first_rank_on.emplace(parts[1], r);
+    if (!first && collision.empty()) {
+      collision = absl::StrCat("ranks ", it->second, " and ", r, " share GPU ", parts[1],
+                               " (give each rank its own: --local_rank, or a launcher that sets "
+                               "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or LOCAL_RANK)");
+    }
   }
   for (const auto& [r, t] : explicit_requests) {
     if (t != explicit_requests.front().second) {
@@ -129,15 +142,22 @@ absl::StatusOr<Transport> Decide(const std::vector<std::string>& requests) {
     }
   }
   if (!explicit_requests.empty()) return explicit_requests.front().second;
-  const bool own_gpus = every_rank_has_a_gpu && gpus.size() == requests.size();
-  return NcclCompiledIn() && own_gpus ? Transport::kNccl : Transport::kTcp;
+  const bool own_gpus = every_rank_has_a_gpu && collision.empty();
+  if (NcclCompiledIn() && own_gpus) return Transport::kNccl;
+  if (gpu_ranks > 0) {
+    *why = !collision.empty() ? collision
+           : !every_rank_has_a_gpu
+               ? absl::StrCat("only ", gpu_ranks, " of ", requests.size(), " ranks have a GPU")
+               : "this build has no NCCL";
+  }
+  return Transport::kTcp;
 }
 
 }  // namespace
 
 absl::StatusOr<Transport> AgreeOnTransport(Store* store, int rank, int world_size, Transport requested,
                                            const std::string& gpu, const std::string& prefix,
-                                           absl::Duration timeout) {
+                                           absl::Duration timeout, std::string* why) {
   const std::string base = absl::StrCat(prefix, "/transport/");
   RETURN_IF_ERROR(
       store->Set(absl::StrCat(base, "request/", rank), absl::StrCat(TransportName(requested), "|", gpu)));
@@ -147,7 +167,9 @@ absl::StatusOr<Transport> AgreeOnTransport(Store* store, int rank, int world_siz
       ASSIGN_OR_RETURN(std::string request, store->Get(absl::StrCat(base, "request/", r), timeout));
       requests.push_back(std::move(request));
     }
-    absl::StatusOr<Transport> decision = Decide(requests);
+    std::string reason;
+    absl::StatusOr<Transport> decision = Decide(requests, &reason);
+    RETURN_IF_ERROR(store->Set(absl::StrCat(base, "why"), reason));
     RETURN_IF_ERROR(store->Set(
         absl::StrCat(base, "decision"),
         decision.ok() ? TransportName(*decision) : absl::StrCat("error:", decision.status().message())));
@@ -155,6 +177,10 @@ absl::StatusOr<Transport> AgreeOnTransport(Store* store, int rank, int world_siz
   ASSIGN_OR_RETURN(std::string decision, store->Get(absl::StrCat(base, "decision"), timeout));
   if (absl::StartsWith(decision, "error:")) {
     return absl::FailedPreconditionError(decision.substr(6));
+  }
+  // Rank 0 wrote the reason before the decision.
+  if (why != nullptr) {
+    ASSIGN_OR_RETURN(*why, store->Get(absl::StrCat(base, "why"), timeout));
   }
   return ParseTransport(decision);
 }
@@ -165,9 +191,13 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateProcessGroup(Store* store, i
     RETURN_IF_ERROR(AgreeOnFingerprint(store, rank, world_size, options.fingerprint, options.tcp.store_prefix,
                                        options.tcp.timeout));
   }
+  std::string why;
   ASSIGN_OR_RETURN(const Transport transport,
                    AgreeOnTransport(store, rank, world_size, options.transport, options.gpu,
-                                    options.tcp.store_prefix, options.tcp.timeout));
+                                    options.tcp.store_prefix, options.tcp.timeout, &why));
+  if (rank == 0 && !why.empty()) {
+    std::fprintf(stderr, "psring: ring transport: tcp with host staging, not NCCL: %s\n", why.c_str());
+  }
   if (transport == Transport::kNccl) {
 #ifdef PSRING_WITH_NCCL
     return CreateNcclProcessGroup(store, rank, world_size, options);

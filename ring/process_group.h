@@ -65,10 +65,12 @@ struct ProcessGroupOptions {
 // rank 0 decides — the explicit requests ("tcp", "nccl") when they agree, otherwise kAuto's rule — and
 // publishes the decision, which every rank reads. kFailedPrecondition on every rank when two ranks asked
 // explicitly for different transports (the message names them). Blocks up to `timeout` for the other ranks.
-// A rank that asked for kAuto follows the decision; an explicit request is always what it gets.
+// A rank that asked for kAuto follows the decision; an explicit request is always what it gets. `*why`
+// (when not null) is set on every rank to why kAuto chose TCP although ranks have GPUs ("ranks 0 and 1
+// share GPU <id> ..."), empty otherwise; CreateProcessGroup prints it on rank 0.
 absl::StatusOr<Transport> AgreeOnTransport(Store* store, int rank, int world_size, Transport requested,
                                            const std::string& gpu, const std::string& prefix,
-                                           absl::Duration timeout);
+                                           absl::Duration timeout, std::string* why = nullptr);
 
 class ProcessGroup {
  public:

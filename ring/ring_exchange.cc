@@ -29,6 +29,32 @@ absl::Status RingExchange::Track(absl::Status status) {
   return status;
 }
 
+namespace {
+
+// RingExchangeOptions::select_gpu, after deriving the local rank when nobody gave it. Every GPU rank of a
+// multi-rank job publishes its host, whatever its own case, so that ranks without a local rank can count on
+// every rank below them (select_gpu is set on all ranks or none: --device is in the job fingerprint).
+absl::Status SelectGpu(const ClusterEnv& env, const RingExchangeOptions& options, Store* store,
+                       ProcessGroupOptions* group_options) {
+  if (!options.select_gpu) return absl::OkStatus();
+  int local_rank = env.local_rank;
+  std::string source = env.local_rank_source;
+  if (env.world_size > 1) {
+    ASSIGN_OR_RETURN(const int derived,
+                     LocalRankFromStore(store, env.rank, env.world_size, ThisHostName(),
+                                        options.group.tcp.store_prefix, options.group.tcp.timeout));
+    if (source.empty()) {
+      local_rank = derived;
+      source = "ranks sharing this host, through the store";
+    }
+  }
+  group_options->cuda_device = local_rank;
+  ASSIGN_OR_RETURN(group_options->gpu, options.select_gpu(local_rank, source));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Connect(const ClusterEnv& env,
                                                                     const RingExchangeOptions& options) {
   std::unique_ptr<Store> store;
@@ -55,8 +81,9 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Connect(const Cluste
   group_options.tcp.master_addr = env.master_addr;
   group_options.tcp.master_port = env.master_port;
   group_options.cuda_device = env.local_rank;
+  const absl::Status selected = SelectGpu(env, options, store.get(), &group_options);
   absl::StatusOr<std::unique_ptr<ProcessGroup>> group =
-      CreateProcessGroup(store.get(), env.rank, env.world_size, group_options);
+      selected.ok() ? CreateProcessGroup(store.get(), env.rank, env.world_size, group_options) : selected;
   if (!group.ok()) {
     if (tcp_store != nullptr) tcp_store->Abandon();
     return group.status();

@@ -21,6 +21,7 @@
 #define PSRING_RING_RING_EXCHANGE_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -41,6 +42,11 @@ struct RingExchangeOptions {
   // is not on loopback; with a loopback master, every interface with a token and 127.0.0.1 without one
   // (common/tcp_store.h). The store's token and job id are group.tcp.auth's.
   std::string store_bind_addr;
+  // Called once the local rank is known and before the transport is agreed (so before NCCL exists): makes
+  // this rank's GPU current and returns its identity (ProcessGroupOptions::gpu). When the env gave no local
+  // rank (ClusterEnv::local_rank_source empty), Connect derives it first from the ranks that share a host,
+  // through the store (LocalRankFromStore). Null: group.gpu and env.local_rank as given.
+  std::function<absl::StatusOr<std::string>(int local_rank, const std::string& local_rank_source)> select_gpu;
 };
 
 class RingExchange final : public trainer::GradientExchange {

@@ -81,10 +81,21 @@ absl::StatusOr<trainer::WorkerExchange> ConnectRing(const trainer::WorkerOptions
     return absl::InvalidArgumentError(absl::StrCat("--segment_bytes=", segment, ": must be >= 8"));
   }
   RingExchangeOptions options;
-  // --device=cuda without a GPU: say which flag to change before anyone connects.
-  if (worker.train.device == "cuda") RETURN_IF_ERROR(trainer::ResolveDevice("cuda", nullptr).status());
+  // --device=cuda without a GPU: say which flag to change before anyone connects (when the local rank is
+  // still to be derived, only once it is: probing makes a CUDA context, and it would be on GPU 0).
+  const bool local_rank_known = !worker.env.local_rank_source.empty();
+  if (worker.train.device == "cuda" && local_rank_known) {
+    RETURN_IF_ERROR(trainer::ResolveDevice("cuda", nullptr).status());
+  }
   ASSIGN_OR_RETURN(options.group.transport, ParseTransport(absl::GetFlag(FLAGS_ring_transport)));
-  if (worker.train.device != "cpu") options.group.gpu = trainer::CudaDeviceIdentity();
+  if (worker.train.device != "cpu") {
+    options.select_gpu = [device = worker.train.device](
+                             int local_rank, const std::string& source) -> absl::StatusOr<std::string> {
+      RETURN_IF_ERROR(trainer::SelectCudaDevice(local_rank, source));
+      if (device == "cuda") RETURN_IF_ERROR(trainer::ResolveDevice("cuda", nullptr).status());
+      return trainer::CudaDeviceIdentity();
+    };
+  }
   options.group.tcp.iface_addr = absl::GetFlag(FLAGS_iface_addr);
   options.group.tcp.timeout = worker.timeout;
   options.group.tcp.socket_buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);

@@ -8,7 +8,7 @@ Generates @local_cuda with:
              :cuda     everything found (rpaths set, so binaries run where they were built)
 CUDA needs nvcc, the runtime and cuBLAS under $CUDA_PATH (default /usr/local/cuda); without them the build
 is CPU-only. NCCL is looked for on its own, because package installs and NVIDIA's containers put it in
-/usr/include and /usr/lib/x86_64-linux-gnu rather than under the CUDA root: $NCCL_HOME, $NCCL_ROOT, the CUDA
+/usr/include and /usr/lib/<multiarch> (x86_64- or aarch64-linux-gnu) rather than under the CUDA root: $NCCL_HOME, $NCCL_ROOT, the CUDA
 root, then /usr. Without NCCL the CUDA trainer is still built and the ring uses TCP.
 The rule prints what it found (a DEBUG line in the build output, whenever it re-runs).
 """
@@ -21,7 +21,11 @@ def _first_nccl(rctx, cuda_root):
         if home:
             candidates.append((var, home + "/include", [home + "/lib", home + "/lib64"]))
     candidates.append(("CUDA root", cuda_root + "/include", [cuda_root + "/lib64", cuda_root + "/lib"]))
-    candidates.append(("system", "/usr/include", ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]))
+    # Debian/Ubuntu's multiarch folder of this machine (aarch64 on a GH200 node), then the generic ones.
+    # (This Bazel's repository_ctx has no os.arch: ask uname.)
+    machine = rctx.execute(["uname", "-m"]).stdout.strip()
+    triple = {"aarch64": "aarch64-linux-gnu", "ppc64le": "powerpc64le-linux-gnu"}.get(machine, "x86_64-linux-gnu")
+    candidates.append(("system", "/usr/include", ["/usr/lib/" + triple, "/usr/lib64", "/usr/lib"]))
     tried = []
     for origin, include, libs in candidates:
         for lib in libs:

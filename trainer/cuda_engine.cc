@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "common/cluster_env.h"
 #include "common/status_macros.h"
 #include "trainer/cuda_kernels.h"
 #include "trainer/cuda_plan.h"
@@ -70,6 +73,7 @@ class CudaEngine final : public Engine {
     if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
     if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
     if (host_totals_ != nullptr) (void)cudaFreeHost(host_totals_);
+    for (cudaEvent_t event : layer_done_) (void)cudaEventDestroy(event);
   }
 
   std::string device() const override { return "cuda"; }
@@ -94,6 +98,40 @@ class CudaEngine final : public Engine {
     RETURN_IF_ERROR(EnqueueLoss(labels, batch, Resolve({LogitsGradBuffer(layout_)})));
     RETURN_IF_ERROR(Execute(BackwardPlan(layout_, batch)));
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return Totals(batch);
+  }
+
+  // Each layer's gradient is handed over as soon as the GPU has computed it, so a bucketed exchange moves it
+  // while the stream still runs the layers before (overlap on GPU as on CPU). Backward is enqueued layer by
+  // layer with an event recorded on the engine's stream after each layer's steps — its weight and bias
+  // gradients and the input gradient, the last step that reads its weights — and between enqueues, then
+  // at the end, the events are polled in order: on_ready(layer l) runs on this thread once l's event is
+  // done, never earlier, never in a CUDA call. The exchange's collectives on their own stream thus read
+  // final data without any cross-stream wait.
+  absl::StatusOr<BatchStats> ForwardBackwardOverlapped(const float* images, const int32_t* labels, int batch,
+                                                      GradientReadyFn on_ready, Timeline* timeline) override {
+    RETURN_IF_ERROR(CheckBatch(batch));
+    {
+      Timeline::Span span(timeline, "forward", kComputeTrack);
+      RETURN_IF_ERROR(RunForward(images, batch));
+      RETURN_IF_ERROR(EnqueueLoss(labels, batch, Resolve({LogitsGradBuffer(layout_)})));
+    }
+    Timeline::Span span(timeline, "backward", kComputeTrack);
+    const std::vector<LinearSlice>& layers = layout_.layers();
+    const std::vector<PlanStep> plan = BackwardPlan(layout_, batch);
+    size_t handed = 0;  // layers handed over, last layer first
+    size_t first = 0;
+    for (size_t recorded = 0; recorded < layers.size(); ++recorded) {
+      const int l = static_cast<int>(layers.size() - 1 - recorded);
+      size_t end = first;
+      while (end < plan.size() && plan[end].layer == l) ++end;
+      RETURN_IF_ERROR(Execute(absl::MakeConstSpan(plan).subspan(first, end - first)));
+      first = end;
+      CUDA_RETURN_IF_ERROR(cudaEventRecord(layer_done_[l], stream_));
+      RETURN_IF_ERROR(HandOverDone(recorded + 1, /*wait=*/false, on_ready, &handed));
+    }
+    RETURN_IF_ERROR(HandOverDone(layers.size(), /*wait=*/true, on_ready, &handed));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the loss totals' download
     return Totals(batch);
   }
 
@@ -132,6 +170,26 @@ class CudaEngine final : public Engine {
  private:
   CudaEngine(const MlpLayout& layout, int max_batch) : layout_(layout), max_batch_(max_batch) {}
 
+  // Calls on_ready for the layers (last first) from *handed up to `recorded` whose events are done; with
+  // `wait`, waits for each in turn.
+  absl::Status HandOverDone(size_t recorded, bool wait, GradientReadyFn on_ready, size_t* handed) {
+    const std::vector<LinearSlice>& layers = layout_.layers();
+    while (*handed < recorded) {
+      const LinearSlice& s = layers[layers.size() - 1 - *handed];
+      cudaEvent_t event = layer_done_[layers.size() - 1 - *handed];
+      if (wait) {
+        CUDA_RETURN_IF_ERROR(cudaEventSynchronize(event));
+      } else {
+        const cudaError_t state = PollEvent(event);
+        if (state == cudaErrorNotReady) return absl::OkStatus();
+        if (state != cudaSuccess) return CudaStatus(state, "cudaEventQuery", __FILE__, __LINE__);
+      }
+      on_ready(s.weight_offset, s.bias_offset + s.out - s.weight_offset);
+      ++*handed;
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Init() {
     CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
@@ -158,6 +216,11 @@ class CudaEngine final : public Engine {
     RETURN_IF_ERROR(row_hit_.Allocate(rows, stream_));
     RETURN_IF_ERROR(totals_.Allocate(2, stream_));
     CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&host_totals_), 2 * sizeof(double)));
+    for (size_t l = 0; l < layout_.layers().size(); ++l) {
+      cudaEvent_t event = nullptr;
+      CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      layer_done_.push_back(event);
+    }
     // Everything above is ordered on stream_; finish it so the engine starts from a known state whichever
     // stream a caller's first copy uses.
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -202,7 +265,7 @@ class CudaEngine final : public Engine {
   }
 
   // Enqueues the steps on stream_ (cuBLAS is bound to it).
-  absl::Status Execute(const std::vector<PlanStep>& plan) {
+  absl::Status Execute(absl::Span<const PlanStep> plan) {
     const float one = 1.0f, zero = 0.0f;
     for (const PlanStep& p : plan) {
       switch (p.kind) {
@@ -285,6 +348,7 @@ class CudaEngine final : public Engine {
   DeviceArray<float> row_hit_;
   DeviceArray<double> totals_;
   double* host_totals_ = nullptr;  // pinned
+  std::vector<cudaEvent_t> layer_done_;  // per layer: its backward is done (ForwardBackwardOverlapped)
 };
 
 }  // namespace
@@ -314,13 +378,15 @@ absl::Status ProbeCuda() {
   return absl::OkStatus();
 }
 
-absl::Status SelectCudaDevice(int local_rank) {
+absl::Status SelectCudaDevice(int local_rank, const std::string& local_rank_source) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     (void)cudaGetLastError();  // clear it; ProbeCuda() reports the reason where a GPU is needed
     return absl::OkStatus();
   }
-  CUDA_RETURN_IF_ERROR(cudaSetDevice(std::max(local_rank, 0) % count));
+  ASSIGN_OR_RETURN(const int device, DeviceForLocalRank(local_rank, local_rank_source, count,
+                                                        std::getenv("CUDA_VISIBLE_DEVICES")));
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   return absl::OkStatus();
 }
 
@@ -335,6 +401,36 @@ std::string CudaDeviceIdentity() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) return "";
   return absl::StrCat(host, ":", bus_id);
+}
+
+absl::StatusOr<std::shared_ptr<float>> AllocateCudaFloats(size_t count) {
+  RETURN_IF_ERROR(ProbeCuda());
+  float* data = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&data), std::max<size_t>(count, 1) * sizeof(float)));
+  return std::shared_ptr<float>(data, [](float* p) { (void)cudaFree(p); });
+}
+
+namespace {
+
+// A copy on a stream of its own (never the legacy default stream), waited for.
+absl::Status CopyAndWait(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  cudaStream_t stream = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  (void)cudaStreamDestroy(stream);
+  CUDA_RETURN_IF_ERROR(err);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CopyFloatsToCuda(float* device, const float* host, size_t count) {
+  return CopyAndWait(device, host, count * sizeof(float), cudaMemcpyHostToDevice);
+}
+
+absl::Status CopyFloatsFromCuda(float* host, const float* device, size_t count) {
+  return CopyAndWait(host, device, count * sizeof(float), cudaMemcpyDeviceToHost);
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout& layout, int max_batch) {

@@ -24,15 +24,26 @@ bool CudaCompiledIn();
 // device exists but cannot be used, or CUDA is not compiled in.
 absl::Status ProbeCuda();
 
-// Makes device `local_rank % device count` current on the calling thread, so ranks sharing a host use one
-// GPU each; call it before anything else touches CUDA. OK and a no-op without a usable device or without
-// CUDA compiled in (ProbeCuda() then says why); an error only when cudaSetDevice itself fails.
-absl::Status SelectCudaDevice(int local_rank);
+// Makes the device of `local_rank` (DeviceForLocalRank in common/cluster_env.h: the local rank itself, or
+// device 0 when the launcher bound one GPU per rank) current on the calling thread, so ranks sharing a host
+// use one GPU each; call it before anything else touches CUDA. `local_rank_source` (ClusterEnv) only names
+// the origin in errors. OK and a no-op without a usable device or without CUDA compiled in (ProbeCuda()
+// then says why); kFailedPrecondition naming the local rank and the device count when the local rank has no
+// GPU of its own; an error when cudaSetDevice itself fails.
+absl::Status SelectCudaDevice(int local_rank, const std::string& local_rank_source);
 
 // The calling thread's current CUDA device as "<hostname>:<PCI bus id>", unique across a job (the ring's
 // transport agreement uses it to see whether ranks share a GPU); "" without a usable device or without CUDA
 // compiled in.
 std::string CudaDeviceIdentity();
+
+// Device memory outside an engine (gradient-only mode's buffers, trainer/gradient_only.h): `count` floats on
+// the calling thread's current device, freed with the last copy of the pointer. kUnavailable without CUDA,
+// kResourceExhausted when device memory runs out. Thread-safe.
+absl::StatusOr<std::shared_ptr<float>> AllocateCudaFloats(size_t count);
+// Blocking copies between host memory and such device memory.
+absl::Status CopyFloatsToCuda(float* device, const float* host, size_t count);
+absl::Status CopyFloatsFromCuda(float* host, const float* device, size_t count);
 
 // An engine on the calling thread's current CUDA device (select one with cudaSetDevice first on machines with
 // several). kUnavailable without a usable GPU; kResourceExhausted when device memory runs out.

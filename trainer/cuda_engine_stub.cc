@@ -17,9 +17,13 @@ bool CudaCompiledIn() { return false; }
 
 absl::Status ProbeCuda() { return NotCompiledIn(); }
 
-absl::Status SelectCudaDevice(int) { return absl::OkStatus(); }
+absl::Status SelectCudaDevice(int, const std::string&) { return absl::OkStatus(); }
 
 std::string CudaDeviceIdentity() { return ""; }
+
+absl::StatusOr<std::shared_ptr<float>> AllocateCudaFloats(size_t) { return NotCompiledIn(); }
+absl::Status CopyFloatsToCuda(float*, const float*, size_t) { return NotCompiledIn(); }
+absl::Status CopyFloatsFromCuda(float*, const float*, size_t) { return NotCompiledIn(); }
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(const MlpLayout&, int) { return NotCompiledIn(); }
 

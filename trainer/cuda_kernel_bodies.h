@@ -70,17 +70,19 @@ PSRING_HOST_DEVICE inline void SoftmaxCrossEntropyRow(const float* logits, const
     if (z[c] > z[arg_max]) arg_max = c;
   }
   const float max = z[arg_max];
-  float sum = 0.0f;
-  for (int c = 0; c < classes; ++c) sum += expf(z[c] - max);
-  const float log_sum = logf(sum);
+  // The sum, its log and the probabilities in double, as cpu::SoftmaxCrossEntropy computes them: the two
+  // engines then agree to the float rounding of the result (one class count of exps is cheap on any GPU).
+  double sum = 0.0;
+  for (int c = 0; c < classes; ++c) sum += exp(static_cast<double>(z[c] - max));
+  const double log_sum = log(sum);
   const int label = labels[b];
-  row_loss[b] = log_sum - (z[label] - max);
+  row_loss[b] = static_cast<float>(log_sum - static_cast<double>(z[label] - max));
   row_hit[b] = arg_max == label ? 1.0f : 0.0f;
   if (dlogits == nullptr) return;
   float* d = dlogits + static_cast<size_t>(b) * classes;
   const float inv_batch = 1.0f / static_cast<float>(batch);
   for (int c = 0; c < classes; ++c) {
-    const float p = expf(z[c] - max - log_sum);
+    const float p = static_cast<float>(exp(static_cast<double>(z[c] - max) - log_sum));
     d[c] = (p - (c == label ? 1.0f : 0.0f)) * inv_batch;
   }
 }

@@ -70,6 +70,7 @@ std::vector<PlanStep> BackwardPlan(const MlpLayout& layout, int batch) {
     weight.ldb = s.out;
     weight.c = Buffer(PlanBuffer::kGrads, s.weight_offset);
     weight.ldc = s.in;
+    weight.layer = l;
     plan.push_back(weight);
 
     // db[out] = dY^T[out, B] * ones[B]: a GEMV keeps the whole GPU busy where one thread per column would
@@ -82,6 +83,7 @@ std::vector<PlanStep> BackwardPlan(const MlpLayout& layout, int batch) {
     bias.lda = s.out;
     bias.b = Buffer(PlanBuffer::kOnes);
     bias.c = Buffer(PlanBuffer::kGrads, s.bias_offset);
+    bias.layer = l;
     plan.push_back(bias);
 
     if (l == 0) break;  // nobody needs the gradient w.r.t. the images
@@ -98,6 +100,7 @@ std::vector<PlanStep> BackwardPlan(const MlpLayout& layout, int batch) {
     input.ldb = s.out;
     input.c = dx;
     input.ldc = s.in;
+    input.layer = l;
     plan.push_back(input);
 
     PlanStep relu;
@@ -106,6 +109,7 @@ std::vector<PlanStep> BackwardPlan(const MlpLayout& layout, int batch) {
     relu.n = batch;
     relu.a = {PlanBuffer::kActivation, l - 1, 0};
     relu.c = dx;
+    relu.layer = l;
     plan.push_back(relu);
   }
   return plan;

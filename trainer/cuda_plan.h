@@ -50,6 +50,7 @@ struct PlanStep {
   PlanOperand c;
   int ldc = 0;
   bool relu = false;
+  int layer = -1;  // BackwardPlan: the layer whose backward this step belongs to (its steps are contiguous)
 };
 
 // Logits = activation of the last layer, from input: per layer one GEMM and one bias-add(+ReLU).

@@ -48,6 +48,13 @@ inline cudaError_t PollStream(cudaStream_t stream) {
   return result;
 }
 
+// cudaEventQuery without a trace, as PollStream: cudaSuccess once the work before the event is done.
+inline cudaError_t PollEvent(cudaEvent_t event) {
+  const cudaError_t result = cudaEventQuery(event);
+  if (result != cudaSuccess) (void)cudaGetLastError();
+  return result;
+}
+
 inline absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file, int line) {
   const std::string message = absl::StrCat(file, ":", line, ": ", expr, ": ", cublasGetStatusString(err),
                                            " (cuBLAS status ", static_cast<int>(err), ")");

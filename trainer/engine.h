@@ -67,9 +67,10 @@ class Engine {
   // final on the device, while backward goes on with the layers before it. The callback runs on the calling
   // thread and must not block. Records "forward" and "backward/layer <l>" spans on kComputeTrack of
   // `timeline` (never null; Timeline::Disabled() records nothing). The base version reports every layer after
-  // the whole backward (and a Synchronize), as one "forward+backward" span: engines that can do better (the
-  // CPU engine) override it. The CUDA engine keeps the base version: its layers' gradients are final only
-  // once the stream has run them, and per-layer events would add a synchronisation per layer.
+  // the whole backward (and a Synchronize), as one "forward+backward" span: engines that can do better
+  // override it — the CPU engine, and the CUDA engine, which records an event per layer on its stream and
+  // calls on_ready once that event is done (its spans: "forward" and "backward", host-side enqueue and
+  // hand-over time).
   using GradientReadyFn = absl::FunctionRef<void(size_t offset, size_t count)>;
   virtual absl::StatusOr<BatchStats> ForwardBackwardOverlapped(const float* images, const int32_t* labels,
                                                               int batch, GradientReadyFn on_ready,

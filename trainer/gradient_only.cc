@@ -173,8 +173,17 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   }
   std::vector<float> params(count), grads(count);
   for (size_t i = 0; i < count; ++i) params[i] = GradientOnlyInitialValue(i);
-  const FloatBuffer params_buffer{params.data(), count};
-  const FloatBuffer grads_buffer{grads.data(), count};
+  FloatBuffer params_buffer{params.data(), count};
+  FloatBuffer grads_buffer{grads.data(), count};
+  const bool on_device = options.device.allocate && exchange->AcceptsDeviceMemory();
+  std::shared_ptr<float> device_params, device_grads;
+  if (on_device) {
+    ASSIGN_OR_RETURN(device_params, options.device.allocate(count));
+    ASSIGN_OR_RETURN(device_grads, options.device.allocate(count));
+    RETURN_IF_ERROR(options.device.upload(device_params.get(), params.data(), count));
+    params_buffer = {device_params.get(), count, MemoryKind::kCuda};
+    grads_buffer = {device_grads.get(), count, MemoryKind::kCuda};
+  }
   RETURN_IF_ERROR(Annotate(
       exchange->SetBucketPlan(plan, replay ? absl::StrCat("--bucket_mb=", options.bucket_mb,
                                                           " --first_bucket_mb=", options.first_bucket_mb)
@@ -211,6 +220,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
     for (size_t i = 0; i < count; ++i) {
       grads[i] = same_on_every_rank ? mean[i] : GradientOnlyValue(exchange->rank(), n, i);
     }
+    if (on_device) RETURN_IF_ERROR(options.device.upload(grads_buffer.data, grads.data(), count));
     const absl::Time start = absl::Now();
     if (replay) {
       RETURN_IF_ERROR(
@@ -229,6 +239,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
     if (!measured) continue;
     step_times.push_back(step_s);
     exchange_s += step_s;
+    if (on_device) RETURN_IF_ERROR(options.device.download(grads.data(), grads_buffer.data, count));
     if (trainer_owned) wrong += CountWrong(grads, mean);
   }
   result.set_measured_end_unix_s(absl::ToUnixMicros(absl::Now()) / 1e6);

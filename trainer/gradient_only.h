@@ -41,6 +41,7 @@
 #include <functional>
 #include <iostream>
 #include <ostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,18 @@ struct ReplayLayer {
   absl::Duration backward;
 };
 
+// Device memory for the exchanged buffers (gradient-only mode with --device=cuda on an exchange that takes
+// device memory, i.e. NCCL): the values are still written and checked on the host, but copied in before and
+// out after each exchange, outside the timed part, so exchange_s is that of device-to-device collectives
+// (what nccl-tests measures). All three set, or none (host buffers).
+struct GradientOnlyDevice {
+  // `count` floats of device memory, freed with the last copy of the pointer.
+  std::function<absl::StatusOr<std::shared_ptr<float>>(size_t count)> allocate;
+  // Blocking copies.
+  std::function<absl::Status(float* device, const float* host, size_t count)> upload;
+  std::function<absl::Status(float* host, const float* device, size_t count)> download;
+};
+
 struct GradientOnlyOptions {
   size_t bytes = 0;  // rounded down to whole floats; at least one float (and one per PS shard)
   // Replay mode when not empty: the model's layers in forward order; `bytes` is then ignored (the layers'
@@ -80,6 +93,8 @@ struct GradientOnlyOptions {
   // snapshot server counters when all ranks got there). May be empty.
   std::function<void()> before_measured;
   std::function<void()> after_measured;
+  // Used when set and the exchange AcceptsDeviceMemory(); otherwise host buffers.
+  GradientOnlyDevice device;
 };
 
 // The value rank `rank` of `world_size` sends at `index` (the exactly averaged f above).

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/atomic_file.h"
 #include "common/binary_main.h"
 #include "common/status_macros.h"
 #include "common/worker_result.h"
@@ -50,6 +51,10 @@ ABSL_FLAG(double, compute_scale, psring::trainer::WorkerOptions{}.compute_scale,
           "Replay mode: multiplies every layer's compute time (> 0). A slower emulated link stands for a "
           "faster real one when compute is scaled by the same factor: e.g. 100 Mbit/s standing for 25 Gbit/s "
           "is a factor 250, so --compute_scale=250 keeps that cluster's compute/communication ratio.");
+ABSL_FLAG(std::string, params_out, psring::trainer::WorkerOptions{}.params_out,
+          "Training only: write the final parameters to this path as raw little-endian float32 in layout "
+          "order (\"{rank}\" as for --timeline), e.g. to check that every rank ends with the same model. "
+          "Empty: none.");
 ABSL_FLAG(std::string, timeline, psring::trainer::WorkerOptions{}.timeline,
           "Write this rank's timeline (Chrome trace-event JSON: forward, backward per layer, each bucket's "
           "exchange, optimizer, waits; open it in https://ui.perfetto.dev or chrome://tracing) to this path. "
@@ -95,6 +100,12 @@ proto::WorkerResult ResultFromTraining(const TrainResult& r, double bucket_mb) {
 
 absl::StatusOr<proto::WorkerResult> TrainAndReport(const WorkerOptions& options, GradientExchange* exchange) {
   ASSIGN_OR_RETURN(TrainResult trained, Train(options.train, exchange));
+  if (!options.params_out.empty()) {
+    const std::string path = RankTimelinePath(options.params_out, exchange->rank());
+    RETURN_IF_ERROR(WriteFileAtomically(
+        path, absl::string_view(reinterpret_cast<const char*>(trained.params.data()),
+                                trained.params.size() * sizeof(float))));
+  }
   proto::WorkerResult result = ResultFromTraining(trained, options.train.bucket_mb);
   result.set_exchange(exchange->name());
   result.set_rank(exchange->rank());
@@ -137,12 +148,19 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
     o.gradient_only.first_bucket_mb = o.train.first_bucket_mb;
   }
   o.timeline = absl::GetFlag(FLAGS_timeline);
+  o.params_out = absl::GetFlag(FLAGS_params_out);
   return o;
 }
 
 absl::Status RunWorker(const WorkerOptions& options, ExchangeFactory make_exchange) {
-  // One GPU per local rank, chosen before anything creates a CUDA context (on device 0 otherwise).
-  if (options.train.device != "cpu") RETURN_IF_ERROR(SelectCudaDevice(options.env.local_rank));
+  // One GPU per local rank, chosen before anything creates a CUDA context (on device 0 otherwise). A local
+  // rank nobody gave is left to the exchange: the ring derives it from the ranks that share a host.
+  if (options.train.device != "cpu" && !options.env.local_rank_source.empty()) {
+    RETURN_IF_ERROR(SelectCudaDevice(options.env.local_rank, options.env.local_rank_source));
+  }
+  // Torn down after the training run (its engine included): safe because an exchange that fails aborts its
+  // communication at once (NCCL: ncclCommAbort inside the failing call), so no collective kernel is left
+  // spinning when the engine's cudaFree/cublasDestroy synchronise the device.
   ASSIGN_OR_RETURN(WorkerExchange made, make_exchange(options));
   std::unique_ptr<Timeline> timeline;
   if (!options.timeline.empty()) {
@@ -151,7 +169,12 @@ absl::Status RunWorker(const WorkerOptions& options, ExchangeFactory make_exchan
   }
   proto::WorkerResult result;
   if (options.gradient_only.bytes > 0 || !options.gradient_only.layers.empty()) {
-    ASSIGN_OR_RETURN(result, RunGradientOnly(options.gradient_only, made.exchange.get()));
+    GradientOnlyOptions gradient_only = options.gradient_only;
+    // --device=cuda: the exchanged buffers in device memory where the exchange takes it (NCCL), as training's.
+    if (options.train.device == "cuda") {
+      gradient_only.device = {AllocateCudaFloats, CopyFloatsToCuda, CopyFloatsFromCuda};
+    }
+    ASSIGN_OR_RETURN(result, RunGradientOnly(gradient_only, made.exchange.get()));
   } else {
     ASSIGN_OR_RETURN(result, TrainAndReport(options, made.exchange.get()));
   }

@@ -42,6 +42,9 @@ struct WorkerOptions {
   // Non-empty: write this rank's Chrome trace-event timeline there ("{rank}" expands to the rank; without
   // it ".rank<r>" goes before the extension).
   std::string timeline;
+  // Non-empty (training only): write the final parameters there as raw little-endian float32, layout order
+  // ("{rank}" as for timeline), so a runbook can compare ranks exactly and against a one-rank run.
+  std::string params_out;
 };
 
 // An exchange built by a worker binary, and what to run after the work before the result line is printed

@@ -12,7 +12,11 @@
 #include "common/store.h"
 #include "gtest/gtest.h"
 #include "ring/nccl_process_group.h"
+#include "ring/ring_exchange.h"
 #include "tests/testing/fake_cuda.h"
+#include "trainer/cuda_engine.h"
+#include "trainer/mlp.h"
+#include "trainer/timeline.h"
 
 namespace psring::ring {
 namespace {
@@ -95,9 +99,72 @@ TEST(NcclFakeTest, DeadPeerFailsAtTheTimeoutAndAborts) {
   EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"}));
 }
 
+// Issue 25: the training run, and with it the CUDA engine, is torn down before the exchange
+// (trainer/train.cc, trainer/worker_main.cc), and the engine's cudaFree and cublasDestroy synchronise the
+// whole device. A timed-out NCCL kernel keeps spinning until the communicator is aborted, so the abort must
+// come before the failed collective returns; aborting in the group's destructor, after the engine's
+// teardown, hung every surviving rank of a job whose peer had died.
+TEST(NcclFakeTest, ATimedOutCollectiveIsAbortedBeforeTheEngineSynchronisesTheDevice) {
+  fake::Config c;
+  c.collectives_hang = true;
+  fake::Reset(c);
+  InMemoryStore store;
+  std::unique_ptr<ProcessGroup> g = Group(&store, absl::Milliseconds(100));
+  ASSERT_NE(g, nullptr);
+  absl::StatusOr<trainer::MlpLayout> layout = trainer::MlpLayout::Create(784, {16}, 10);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  absl::StatusOr<std::unique_ptr<trainer::Engine>> engine = trainer::CreateCudaEngine(*layout, 4);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const trainer::FloatBuffer grads = (*engine)->grads();
+  const absl::Status s = g->AllReduce(grads.data, grads.count, ReduceOp::kAverage, /*on_device=*/true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"})) << "the failed collective returned unaborted";
+  engine->reset();
+  EXPECT_EQ(fake::DeviceSyncsWhileACollectiveSpins(), 0) << "the engine's teardown would have hung";
+  g.reset();
+  EXPECT_EQ(fake::DeviceSyncsWhileACollectiveSpins(), 0);
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"}));
+}
+
+// The same on the bucketed GPU path: the CUDA engine hands each layer over from its per-layer events while
+// the exchange's communication thread allreduces the device buckets; the collective hangs, the thread's
+// failing call aborts, FinishStep reports the timeout, and the teardown that follows finds nothing spinning.
+TEST(NcclFakeTest, AHungBucketIsAbortedOnTheCommunicationThreadBeforeTeardown) {
+  fake::Config c;
+  c.collectives_hang = true;
+  c.event_polls_until_done = 1;
+  fake::Reset(c);
+  InMemoryStore store;
+  std::unique_ptr<ProcessGroup> g = Group(&store, absl::Milliseconds(100));
+  ASSERT_NE(g, nullptr);
+  absl::StatusOr<trainer::MlpLayout> layout = trainer::MlpLayout::Create(784, {32, 16}, 10);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  absl::StatusOr<std::unique_ptr<trainer::Engine>> engine = trainer::CreateCudaEngine(*layout, 4);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto exchange = std::make_unique<RingExchange>(std::move(g));
+  ASSERT_TRUE(exchange->AcceptsDeviceMemory());
+  absl::StatusOr<trainer::BucketPlan> plan = trainer::BucketPlan::Create(layout->layer_sizes(), 1e-3);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_GT(plan->buckets().size(), 1u);
+  ASSERT_TRUE(exchange->BeginStep(0, (*engine)->grads(), (*engine)->params(), *plan).ok());
+  const std::vector<float> images(4 * 784, 0.25f);
+  const std::vector<int32_t> labels(4, 3);
+  absl::StatusOr<trainer::BatchStats> stats = (*engine)->ForwardBackwardOverlapped(
+      images.data(), labels.data(), 4,
+      [&](size_t offset, size_t count) { exchange->GradientReady(offset, count); },
+      trainer::Timeline::Disabled());
+  EXPECT_TRUE(stats.ok()) << stats.status();
+  const absl::StatusOr<trainer::ExchangeOutcome> outcome = exchange->FinishStep();
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kDeadlineExceeded) << outcome.status();
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"})) << "the failed bucket returned unaborted";
+  engine->reset();
+  exchange.reset();
+  EXPECT_EQ(fake::DeviceSyncsWhileACollectiveSpins(), 0) << "the teardown would have hung";
+}
+
 // Runs a host allreduce that fails under `config`; expects the group to refuse further calls, no error left
-// in the thread's CUDA slot, and the communicator aborted (not finalised, not destroyed). Returns the
-// failure.
+// in the thread's CUDA slot, and the communicator aborted (not finalised, not destroyed) before the call
+// returned. Returns the failure.
 absl::Status FailingAllReduce(const fake::Config& config) {
   fake::Reset(config);
   InMemoryStore store;
@@ -105,6 +172,7 @@ absl::Status FailingAllReduce(const fake::Config& config) {
   if (g == nullptr) return absl::InternalError("no group");
   float x = 1;
   const absl::Status status = g->AllReduce(&x, 1, ReduceOp::kSum, false);
+  EXPECT_EQ(fake::CommLog(), (Log{"init", "abort"})) << "aborted only at destruction";
   EXPECT_EQ(g->Barrier().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   g.reset();

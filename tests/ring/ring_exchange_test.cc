@@ -3,6 +3,7 @@
 #include "ring/ring_exchange.h"
 
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -52,6 +53,41 @@ TEST(RingExchangeTest, ConnectsThroughTheTcpStore) {
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < kRanks; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+}
+
+// Issue 25: ranks started without a local rank (--rank/--world_size only) all picked GPU 0. Connect now
+// derives it from the ranks that share a host before anyone selects a GPU: here every rank is on this host.
+TEST(RingExchangeTest, DerivesTheLocalRankFromTheRanksSharingAHost) {
+  constexpr int kRanks = 3;
+  absl::StatusOr<int> free_port = FreeLoopbackPort();
+  ASSERT_TRUE(free_port.ok()) << free_port.status();
+  std::vector<absl::Status> status(kRanks);
+  std::vector<int> local(kRanks, -1);
+  std::vector<std::string> source(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      ClusterEnv env;  // local_rank 0, local_rank_source "": nobody said
+      env.rank = r;
+      env.world_size = kRanks;
+      env.master_port = *free_port;
+      RingExchangeOptions o;
+      o.group = LoopbackOptions();
+      o.select_gpu = [&, r](int local_rank, const std::string& from) -> absl::StatusOr<std::string> {
+        local[r] = local_rank;
+        source[r] = from;
+        return std::string();  // no GPU: the TCP ring
+      };
+      absl::StatusOr<std::unique_ptr<RingExchange>> ex = RingExchange::Connect(env, o);
+      status[r] = ex.ok() ? (*ex)->Barrier() : ex.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    EXPECT_EQ(local[r], r) << "rank " << r;
+    EXPECT_NE(source[r].find("through the store"), std::string::npos) << source[r];
+  }
 }
 
 // The overlap itself: once the last layer's bucket is reported, it is allreduced on the communication

@@ -63,6 +63,30 @@ TEST(TransportAgreementTest, RanksSharingAGpuGetTcp) {
                       Transport::kTcp);
 }
 
+// Issue 25: ranks that collide on one GPU (no local rank given) got TCP with host staging silently. Every
+// rank now learns why, and rank 0 prints it.
+TEST(TransportAgreementTest, RanksSharingAGpuAreToldWhyTheJobGotTcp) {
+  InMemoryStore store;
+  const std::vector<std::string> gpus = {"a:0000:01:00.0", "a:0000:02:00.0", "a:0000:01:00.0"};
+  std::vector<std::string> why(gpus.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      EXPECT_TRUE(
+          AgreeOnTransport(&store, r, 3, Transport::kAuto, gpus[r], "job", absl::Seconds(10), &why[r]).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(why[r].find("ranks 0 and 2 share GPU a:0000:01:00.0"), std::string::npos) << why[r];
+    EXPECT_NE(why[r].find("LOCAL_RANK"), std::string::npos) << why[r];
+  }
+  std::string none = "stale";
+  InMemoryStore cpu_store;
+  ASSERT_TRUE(AgreeOnTransport(&cpu_store, 0, 1, Transport::kAuto, "", "job", absl::Seconds(1), &none).ok());
+  EXPECT_EQ(none, "") << "a CPU job has nothing to explain";
+}
+
 TEST(TransportAgreementTest, OneRankWithoutAGpuMakesTheJobTcp) {
   ExpectEveryRankGets(Agree({{Transport::kAuto, "a:0000:01:00.0"}, {Transport::kAuto, ""}}), Transport::kTcp);
 }

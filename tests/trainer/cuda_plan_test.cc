@@ -230,6 +230,28 @@ TEST(CudaKernelBodiesTest, ReluBodiesMatchTheCpuKernels) {
   EXPECT_EQ(body_dy, cpu_dy);
 }
 
+// Issue 25: the GPU's softmax summed in float while the CPU's sums in double. Run on the host, the kernel's
+// row body must now give the CPU's gradient bit for bit and each row's loss to float rounding.
+TEST(CudaKernelBodiesTest, SoftmaxMatchesTheCpuInDouble) {
+  constexpr int kRows = 64, kClasses = 10;
+  std::vector<float> logits(kRows * kClasses);
+  std::vector<int32_t> labels(kRows);
+  for (int i = 0; i < kRows * kClasses; ++i) logits[i] = 0.37f * static_cast<float>((i * 7919) % 113) - 20.0f;
+  for (int r = 0; r < kRows; ++r) labels[r] = (r * 3) % kClasses;
+  std::vector<float> cpu_d(logits.size()), body_d(logits.size()), loss(kRows), hit(kRows);
+  int64_t correct = 0;
+  const double cpu_loss = cpu::SoftmaxCrossEntropy(logits.data(), labels.data(), kRows, kClasses, cpu_d.data(),
+                                                   &correct);
+  double body_loss = 0;
+  for (int r = 0; r < kRows; ++r) {
+    cuda::SoftmaxCrossEntropyRow(logits.data(), labels.data(), r, kRows, kClasses, body_d.data(), loss.data(),
+                                 hit.data());
+    body_loss += loss[r];
+  }
+  EXPECT_EQ(body_d, cpu_d);
+  EXPECT_NEAR(body_loss, cpu_loss, 6e-8 * cpu_loss);  // each row rounded to float once
+}
+
 TEST(CudaKernelBodiesTest, SoftmaxIsStableForHugeLogits) {
   const std::vector<float> logits = {3000.0f, -3000.0f, 2990.0f, 0.0f};
   const std::vector<int32_t> labels = {1};

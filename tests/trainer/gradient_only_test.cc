@@ -2,6 +2,8 @@
 // up to kGradientOnlyMaxRanks, whichever way an exchange forms the mean, and differ between ranks.
 #include "trainer/gradient_only.h"
 
+#include <cstring>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -88,6 +90,38 @@ TEST(GradientOnlyTest, PrintsAProgressLineEveryLogEverySteps) {
   log.str("");
   ASSERT_TRUE(RunGradientOnly(o, &local).ok());
   EXPECT_EQ(log.str(), "");
+}
+
+// --device=cuda: the exchange gets the device copies, the values go up before every step and the check reads
+// them back after every measured one. "Device" memory is host memory here; a download that adds 1 to
+// every element proves the check reads what came back.
+TEST(GradientOnlyTest, DeviceBuffersGoUpBeforeEachStepAndAreCheckedAfter) {
+  for (const float skew : {0.0f, 1.0f}) {
+    LocalExchange local;
+    GradientOnlyOptions o;
+    o.bytes = 400;
+    o.warmup_steps = 1;
+    o.steps = 3;
+    int uploads = 0, downloads = 0;
+    o.device.allocate = [](size_t count) -> absl::StatusOr<std::shared_ptr<float>> {
+      return std::shared_ptr<float>(new float[count], std::default_delete<float[]>());
+    };
+    o.device.upload = [&](float* device, const float* host, size_t count) {
+      ++uploads;
+      std::memcpy(device, host, count * sizeof(float));
+      return absl::OkStatus();
+    };
+    o.device.download = [&](float* host, const float* device, size_t count) {
+      ++downloads;
+      for (size_t i = 0; i < count; ++i) host[i] = device[i] + skew;
+      return absl::OkStatus();
+    };
+    absl::StatusOr<proto::WorkerResult> r = RunGradientOnly(o, &local);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(uploads, 1 + 4) << "the parameters, then the gradient before each step";
+    EXPECT_EQ(downloads, 3) << "after each measured step";
+    EXPECT_EQ(r->wrong(), skew == 0 ? 0 : 3 * 100);
+  }
 }
 
 }  // namespace
