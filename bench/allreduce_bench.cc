@@ -3,9 +3,10 @@
 // Ranks run as THREADS of this one process, each with its own TCP ring connections on 127.0.0.1 (the real
 // transport: every byte crosses the kernel's loopback). For every world size in --ranks and every size from
 // --min_bytes to --max_bytes (x --factor) it prints a row of the table in bench/report.h:
-//   size count type redop time(us) algbw(GB/s) busbw(GB/s) #wrong [rs_us ag_us with --phases]
+//   size count type redop time(us) algbw(GB/s) busbw(GB/s) #wrong [rs_us ag_us with --phases] cpu_ns/B
 // time = mean per iteration (all ranks start together after a barrier; averaged over ranks);
-// algbw = size / time; busbw = algbw * 2(N-1)/N (bench/PERFORMANCE.md). #wrong: elements of a fresh
+// algbw = size / time; busbw = algbw * 2(N-1)/N (bench/PERFORMANCE.md); cpu_ns/B = the process's CPU (all
+// ranks) over the measured calls per byte each rank contributed (N * S per call). #wrong: elements of a fresh
 // allreduce of f(rank, i) = (7i + 3) mod 1999 + 2048 rank that differ from the exact closed-form sum.
 //
 // Then, unless --gloo=false, it measures Gloo's allreduce (torch.distributed, gloo backend, one process per
@@ -103,7 +104,8 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::vector<std::string>& items
   return out;
 }
 
-// One rank's part of a row: check, warm up, measure. Returns {time_s, rs_s, ag_s, wrong} summed over ranks.
+// One rank's part of a row: check, warm up, measure. Returns {time_s, rs_s, ag_s, wrong, cpu_s} summed over
+// ranks; cpu_s is the process's CPU over the measured calls, reported by rank 0 only (the others add 0).
 absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::vector<float>& buf,
                                                size_t count, int iters, int warmup) {
   const int n = g->world_size();
@@ -117,6 +119,7 @@ absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::v
   for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(g->AllReduce(buf.data(), count, ReduceOp::kSum, false));
   RETURN_IF_ERROR(g->Barrier());
   double rs = 0, ag = 0;
+  const double cpu0 = ProcessCpuSeconds();
   const absl::Time start = absl::Now();
   for (int i = 0; i < iters; ++i) {
     // Values grow by N per call; a few dozen calls stay far from float overflow (only time is measured).
@@ -125,7 +128,8 @@ absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::v
     ag += g->last_phase_times().allgather_s;
   }
   const double t = absl::ToDoubleSeconds(absl::Now() - start) / iters;
-  std::vector<double> sums = {t, rs / iters, ag / iters, wrong};
+  const double cpu = rank == 0 ? ProcessCpuSeconds() - cpu0 : 0;
+  std::vector<double> sums = {t, rs / iters, ag / iters, wrong, cpu};
   RETURN_IF_ERROR(g->AllReduceHost(sums.data(), sums.size(), ReduceOp::kSum));
   return sums;
 }
@@ -150,6 +154,9 @@ absl::Status RunWorld(int n, const std::vector<size_t>& sizes, Table* table) {
           Row row = MakeRow(count * sizeof(float), count, sums[0] / n, AllReduceBusFactor(n),
                             static_cast<int64_t>(sums[3]));
           if (phases) row.extra = {sums[1] / n * 1e6, sums[2] / n * 1e6};
+          // All ranks' CPU per byte each rank contributes (N * S per call).
+          row.extra.push_back(sums[4] * 1e9 / (static_cast<double>(count * sizeof(float)) * n *
+                                               ItersFor(bytes, absl::GetFlag(FLAGS_iters))));
           table->Add(row);
         }
         return absl::OkStatus();
@@ -266,6 +273,7 @@ absl::Status Run(const char* argv0) {
   const bool phases = absl::GetFlag(FLAGS_phases);
   std::vector<std::string> extra;
   if (phases) extra = {"rs_us", "ag_us"};
+  extra.push_back("cpu_ns/B");
 
   std::string json = "{\"ring\":{";
   std::map<int, std::map<size_t, double>> busbw;  // world -> bytes -> busbw, for the Gloo ratio

@@ -95,15 +95,20 @@ class SocketReference {
     return static_cast<double>(out_.size()) / seconds;
   }
 
-  // The median of `n` streams, bytes/s.
-  absl::StatusOr<double> Median(int n) {
+  struct Result {
+    double bytes_per_s = 0;     // the median stream's
+    double cpu_ns_per_byte = 0;  // process CPU (sender + receiver) over all `n` streams
+  };
+  absl::StatusOr<Result> Median(int n) {
     std::vector<double> streams;
+    const double cpu0 = ProcessCpuSeconds();
     for (int i = 0; i < n; ++i) {
       ASSIGN_OR_RETURN(double bps, Stream());
       streams.push_back(bps);
     }
     std::sort(streams.begin(), streams.end());
-    return streams[streams.size() / 2];
+    return Result{streams[streams.size() / 2],
+                  (ProcessCpuSeconds() - cpu0) * 1e9 / (static_cast<double>(out_.size()) * n)};
   }
 
  private:
@@ -113,7 +118,8 @@ class SocketReference {
   Socket sender_, receiver_;
 };
 
-// Snapshots every shard's payload counters when the last of `ranks` rank threads calls Arrive().
+// Snapshots every shard's payload counters and the process's CPU time when the last of `ranks` rank threads
+// calls Arrive().
 class CounterSnapshot {
  public:
   CounterSnapshot(int ranks, std::vector<std::unique_ptr<ps::PsServer>>* servers)
@@ -125,10 +131,15 @@ class CounterSnapshot {
       const ps::proto::StatsReply stats = server->service()->GetStats();
       bytes_.push_back(stats.bytes_sent() + stats.bytes_received());
     }
+    cpu_s_ = ProcessCpuSeconds();
   }
   std::vector<uint64_t> bytes() {
     absl::MutexLock lock(&mu_);
     return bytes_;
+  }
+  double cpu_s() {
+    absl::MutexLock lock(&mu_);
+    return cpu_s_;
   }
 
  private:
@@ -137,12 +148,16 @@ class CounterSnapshot {
   absl::Mutex mu_;
   int arrived_ = 0;
   std::vector<uint64_t> bytes_;
+  double cpu_s_ = 0;
 };
 
 struct Measurement {
   double seconds = 0;  // mean step time of the slowest rank
   int64_t wrong = 0;
   double server_bytes_per_step = 0;  // busiest server, in + out
+  // CPU of the whole process (all ranks and servers) over the measured steps per byte of gradient the ranks
+  // pushed (N * S per step).
+  double cpu_ns_per_byte = 0;
 };
 
 absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks, int warmup, int iters,
@@ -203,6 +218,7 @@ absl::StatusOr<Measurement> MeasurePushPull(size_t bytes, int shards, int ranks,
   for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
     m.server_bytes_per_step = std::max(m.server_bytes_per_step, static_cast<double>(a[k] - b[k]) / iters);
   }
+  m.cpu_ns_per_byte = (after.cpu_s() - before.cpu_s()) * 1e9 / (static_cast<double>(bytes) * ranks * iters);
   for (auto& server : servers) RETURN_IF_ERROR(server->Stop(false));
   return m;
 }
@@ -236,10 +252,12 @@ absl::Status Run() {
   int64_t wrong_total = 0;
   for (int shards : shard_list) {
     for (int ranks : rank_list) {
-      Table table(&std::cout, {"srv_MB"});
+      Table table(&std::cout, {"srv_MB", "cpu_ns/B"});
       table.Comment(absl::StrCat(" nranks ", ranks, "  shards ", shards,
                                  "  exchange ps-sync (gRPC, loopback, ", "chunk ", chunk_bytes, " B)"));
-      table.Comment("busbw = algbw * N / K (one server link's load per direction); srv_MB per step");
+      table.Comment(
+          "busbw = algbw * N / K (one server link's load per direction); srv_MB per step; cpu_ns/B = "
+          "process CPU (ranks + servers) per gradient byte pushed");
       table.Header();
       for (size_t bytes : SizeSweep(min_bytes, max_bytes, absl::GetFlag(FLAGS_factor))) {
         int iters = absl::GetFlag(FLAGS_iters);
@@ -251,6 +269,7 @@ absl::Status Run() {
                                                         iters, chunk_bytes));
         Row row = MakeRow(rounded, rounded / 4, m.seconds, static_cast<double>(ranks) / shards, m.wrong);
         row.extra.push_back(m.server_bytes_per_step / 1e6);
+        row.extra.push_back(m.cpu_ns_per_byte);
         table.Add(row);
       }
       table.Footer();
@@ -269,13 +288,16 @@ absl::Status Run() {
     ASSIGN_OR_RETURN(std::unique_ptr<SocketReference> reference, SocketReference::Create(socket_bytes));
     std::vector<std::pair<double, double>> rounds;  // (ratio, socket bytes/s)
     for (int round = 0; round < 3; ++round) {
-      ASSIGN_OR_RETURN(const double median, reference->Median(7));
+      ASSIGN_OR_RETURN(const SocketReference::Result socket, reference->Median(7));
+      const double median = socket.bytes_per_s;
       ASSIGN_OR_RETURN(Measurement m, MeasurePushPull(socket_bytes, 1, 1, 1, 10, chunk_bytes));
       if (m.wrong != 0) return absl::DataLossError("wrong elements in the ratio pass");
       rounds.emplace_back(2.0 * static_cast<double>(socket_bytes) / m.seconds / median, median);
       std::cout << "# ratio round " << round << ": plain socket " << median / 1e9
-                << " GB/s (warm connection, median of 7), PS " << socket_bytes << " B push-pull "
-                << m.seconds * 1e3 << " ms -> 2*S/time " << 2.0 * socket_bytes / m.seconds / 1e9 << " GB/s\n";
+                << " GB/s (warm connection, median of 7; " << socket.cpu_ns_per_byte << " CPU ns/B), PS "
+                << socket_bytes << " B push-pull " << m.seconds * 1e3 << " ms -> 2*S/time "
+                << 2.0 * socket_bytes / m.seconds / 1e9 << " GB/s (" << m.cpu_ns_per_byte
+                << " CPU ns per pushed B, push and pull)\n";
     }
     std::sort(rounds.begin(), rounds.end());
     ps_ratio = rounds[1].first;
