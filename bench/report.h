@@ -70,7 +70,7 @@ size_t ParseSize(const std::string& text);
 std::vector<size_t> SizeSweep(size_t min_bytes, size_t max_bytes, int factor);
 
 // CPU seconds (user + system) this process's threads have used so far (getrusage). The benches' cpu_ns/B
-// column divides its growth over the measured steps by the bytes exchanged (bench/PERFORMANCE.md 9).
+// column divides its growth over the measured steps by the bytes exchanged (bench/PERFORMANCE.md 10).
 double ProcessCpuSeconds();
 
 }  // namespace psring::bench
