@@ -8,7 +8,8 @@ rule matches its stack, leaf first, so a page fault taken inside memset counts a
 
   perf record -F 499 -e cpu-clock -g -o ps.data bazel-bin/bench/ps_bench --min_bytes=64M --max_bytes=64M \\
       --ranks=1 --shards=1 --iters=40 --socket_bytes=0
-  perf script -i ps.data -F comm,tid,period,ip,sym | bench/tools/perf_breakdown.py --bytes=$((41 * 64 << 20))
+  perf script -i ps.data -F comm,tid,period,ip,sym | bench/tools/perf_breakdown.py --bytes=$((40 * 64 << 20)) \
+      --exclude=ExpectedServerParameters,Register,SyncInitialParameters,GradientOnlyInitialValue,_dl_
 """
 import argparse
 import collections
@@ -66,9 +67,15 @@ def ParseSamples(lines):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bytes", type=float, required=True, help="payload bytes the profiled run moved")
+    parser.add_argument("--exclude", default="",
+                        help="comma-separated substrings: samples with a frame containing one are dropped "
+                             "(set-up and final checks outside the measured steps)")
     args = parser.parse_args()
+    exclude = [e for e in args.exclude.split(",") if e]
     totals = collections.Counter()
     for _, period, stack in ParseSamples(sys.stdin):
+        if any(e in frame for frame in stack for e in exclude):
+            continue
         totals[Categorize(stack)] += period
     all_ns = sum(totals.values())
     if all_ns == 0:
