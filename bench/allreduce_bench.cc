@@ -274,6 +274,7 @@ absl::Status Run(const char* argv0) {
   if (absl::GetFlag(FLAGS_iters) < 1 || absl::GetFlag(FLAGS_warmup_iters) < 0) {
     return absl::InvalidArgumentError("need --iters >= 1 and --warmup_iters >= 0");
   }
+  if (absl::GetFlag(FLAGS_gloo_rounds) < 1) return absl::InvalidArgumentError("--gloo_rounds must be >= 1");
   const bool phases = absl::GetFlag(FLAGS_phases);
   std::vector<std::string> extra;
   if (phases) extra = {"rs_us", "ag_us"};
@@ -302,7 +303,6 @@ absl::Status Run(const char* argv0) {
     ASSIGN_OR_RETURN(std::vector<int> gloo_worlds, ParseInts(absl::GetFlag(FLAGS_gloo_ranks), "gloo_ranks"));
     const size_t bytes = ParseSize(absl::GetFlag(FLAGS_gloo_bytes));
     if (bytes < sizeof(float)) return absl::InvalidArgumentError("--gloo_bytes must be >= 4");
-    if (absl::GetFlag(FLAGS_gloo_rounds) < 1) return absl::InvalidArgumentError("--gloo_rounds must be >= 1");
     std::cout
         << "# gloo: Gloo's allreduce (torch.distributed gloo backend, one process per rank, loopback) at "
         << bytes
