@@ -3,15 +3,17 @@
 // Ranks run as THREADS of this one process, each with its own TCP ring connections on 127.0.0.1 (the real
 // transport: every byte crosses the kernel's loopback). For every world size in --ranks and every size from
 // --min_bytes to --max_bytes (x --factor) it prints a row of the table in bench/report.h:
-//   size count type redop time(us) algbw(GB/s) busbw(GB/s) #wrong [rs_us ag_us with --phases]
+//   size count type redop time(us) algbw(GB/s) busbw(GB/s) #wrong [rs_us ag_us with --phases] cpu_ns/B
 // time = mean per iteration (all ranks start together after a barrier; averaged over ranks);
-// algbw = size / time; busbw = algbw * 2(N-1)/N (bench/PERFORMANCE.md). #wrong: elements of a fresh
+// algbw = size / time; busbw = algbw * 2(N-1)/N (bench/PERFORMANCE.md); cpu_ns/B = the process's CPU (all
+// ranks) over the measured calls per byte each rank contributed (N * S per call). #wrong: elements of a fresh
 // allreduce of f(rank, i) = (7i + 3) mod 1999 + 2048 rank that differ from the exact closed-form sum.
 //
 // Then, unless --gloo=false, it measures Gloo's allreduce (torch.distributed, gloo backend, one process per
 // rank on 127.0.0.1: bench/tools/gloo_allreduce.py under /usr/bin/python3) at --gloo_bytes for --gloo_ranks
 // in the same run, and prints psring's busbw next to Gloo's and their ratio ("# gloo" comment lines) — both
-// for psring's ranks as threads (the table) and as processes like Gloo's (//ring:ring_worker --model_bytes).
+// for psring's ranks as threads (the table) and as processes like Gloo's (//ring:ring_worker --model_bytes),
+// in --gloo_rounds rounds of (psring processes, Gloo) back to back; the median round counts.
 //
 //   bazel run -c opt //bench:allreduce_bench
 //   bazel run //bench:allreduce_bench -- --ranks=2,4 --max_bytes=64M --phases --json=/tmp/ring.json
@@ -24,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -65,6 +68,8 @@ ABSL_FLAG(bool, gloo, true, "Measure Gloo's allreduce at --gloo_bytes for --gloo
 ABSL_FLAG(std::string, gloo_bytes, "64M", "Message size of the Gloo comparison.");
 ABSL_FLAG(std::vector<std::string>, gloo_ranks, std::vector<std::string>({"2", "4"}),
           "World sizes of the Gloo comparison.");
+ABSL_FLAG(int, gloo_rounds, 3,
+          "Rounds of (psring as processes, Gloo) per world size; the median round's ratio is reported.");
 ABSL_FLAG(std::string, gloo_script, "",
           "Path of bench/tools/gloo_allreduce.py. Empty: the copy in this binary's runfiles.");
 ABSL_FLAG(
@@ -103,7 +108,8 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::vector<std::string>& items
   return out;
 }
 
-// One rank's part of a row: check, warm up, measure. Returns {time_s, rs_s, ag_s, wrong} summed over ranks.
+// One rank's part of a row: check, warm up, measure. Returns {time_s, rs_s, ag_s, wrong, cpu_s} summed over
+// ranks; cpu_s is the process's CPU over the measured calls, reported by rank 0 only (the others add 0).
 absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::vector<float>& buf,
                                                size_t count, int iters, int warmup) {
   const int n = g->world_size();
@@ -117,6 +123,7 @@ absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::v
   for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(g->AllReduce(buf.data(), count, ReduceOp::kSum, false));
   RETURN_IF_ERROR(g->Barrier());
   double rs = 0, ag = 0;
+  const double cpu0 = ProcessCpuSeconds();
   const absl::Time start = absl::Now();
   for (int i = 0; i < iters; ++i) {
     // Values grow by N per call; a few dozen calls stay far from float overflow (only time is measured).
@@ -125,7 +132,8 @@ absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::v
     ag += g->last_phase_times().allgather_s;
   }
   const double t = absl::ToDoubleSeconds(absl::Now() - start) / iters;
-  std::vector<double> sums = {t, rs / iters, ag / iters, wrong};
+  const double cpu = rank == 0 ? ProcessCpuSeconds() - cpu0 : 0;
+  std::vector<double> sums = {t, rs / iters, ag / iters, wrong, cpu};
   RETURN_IF_ERROR(g->AllReduceHost(sums.data(), sums.size(), ReduceOp::kSum));
   return sums;
 }
@@ -150,6 +158,9 @@ absl::Status RunWorld(int n, const std::vector<size_t>& sizes, Table* table) {
           Row row = MakeRow(count * sizeof(float), count, sums[0] / n, AllReduceBusFactor(n),
                             static_cast<int64_t>(sums[3]));
           if (phases) row.extra = {sums[1] / n * 1e6, sums[2] / n * 1e6};
+          // All ranks' CPU per byte each rank contributes (N * S per call).
+          row.extra.push_back(sums[4] * 1e9 / (static_cast<double>(count * sizeof(float)) * n *
+                                               ItersFor(bytes, absl::GetFlag(FLAGS_iters))));
           table->Add(row);
         }
         return absl::OkStatus();
@@ -263,9 +274,11 @@ absl::Status Run(const char* argv0) {
   if (absl::GetFlag(FLAGS_iters) < 1 || absl::GetFlag(FLAGS_warmup_iters) < 0) {
     return absl::InvalidArgumentError("need --iters >= 1 and --warmup_iters >= 0");
   }
+  if (absl::GetFlag(FLAGS_gloo_rounds) < 1) return absl::InvalidArgumentError("--gloo_rounds must be >= 1");
   const bool phases = absl::GetFlag(FLAGS_phases);
   std::vector<std::string> extra;
   if (phases) extra = {"rs_us", "ag_us"};
+  extra.push_back("cpu_ns/B");
 
   std::string json = "{\"ring\":{";
   std::map<int, std::map<size_t, double>> busbw;  // world -> bytes -> busbw, for the Gloo ratio
@@ -308,12 +321,23 @@ absl::Status Run(const char* argv0) {
         RETURN_IF_ERROR(RunWorld(n, {bytes}, &own));
         ours = own.rows().back().busbw_gbs;
       }
-      ASSIGN_OR_RETURN(double ours_processes, RunRingProcesses(programs, n, bytes));
-      ASSIGN_OR_RETURN(auto gloo, RunGloo(programs, n, bytes));
-      const double ratio = ours / gloo.second, ratio_processes = ours_processes / gloo.second;
+      // Rounds of (psring as processes, Gloo) back to back, so each ratio is taken under one machine load;
+      // the round with the median processes ratio counts (a lone pair swung 0.6-2.4x at load 15).
+      std::vector<std::tuple<double, double, std::pair<double, double>>> rounds;  // ratio, ours, gloo
+      for (int round = 0; round < absl::GetFlag(FLAGS_gloo_rounds); ++round) {
+        ASSIGN_OR_RETURN(double ours_round, RunRingProcesses(programs, n, bytes));
+        ASSIGN_OR_RETURN(auto gloo_round, RunGloo(programs, n, bytes));
+        rounds.emplace_back(ours_round / gloo_round.second, ours_round, gloo_round);
+        std::cout << absl::StrFormat("# gloo nranks %d round %d: Gloo busbw %.4f GB/s | psring processes %.4f GB/s, "
+                                     "ratio %.3f\n",
+                                     n, round, gloo_round.second, ours_round, ours_round / gloo_round.second);
+      }
+      std::sort(rounds.begin(), rounds.end());
+      const auto& [ratio_processes, ours_processes, gloo] = rounds[rounds.size() / 2];
+      const double ratio = ours / gloo.second;
       std::cout << absl::StrFormat(
-          "# gloo nranks %d: Gloo busbw %.4f GB/s (%.0f us) | psring threads %.4f GB/s, ratio %.3f | psring "
-          "processes %.4f GB/s, ratio %.3f\n",
+          "# gloo nranks %d (median round): Gloo busbw %.4f GB/s (%.0f us) | psring threads %.4f GB/s, ratio "
+          "%.3f | psring processes %.4f GB/s, ratio %.3f\n",
           n, gloo.second, gloo.first * 1e6, ours, ratio, ours_processes, ratio_processes);
       json += absl::StrCat(i ? "," : "", "{\"nranks\":", n, ",\"bytes\":", bytes,
                            ",\"gloo_busbw\":", gloo.second, ",\"psring_threads_busbw\":", ours,

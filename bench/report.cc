@@ -1,5 +1,7 @@
 #include "bench/report.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -157,6 +159,13 @@ std::vector<size_t> SizeSweep(size_t min_bytes, size_t max_bytes, int factor) {
   if (factor < 2 || min_bytes == 0) return sizes;
   for (size_t s = min_bytes; s <= max_bytes; s *= factor) sizes.push_back(s);
   return sizes;
+}
+
+double ProcessCpuSeconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;  // cannot fail for RUSAGE_SELF
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
 }
 
 }  // namespace psring::bench

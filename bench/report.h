@@ -83,6 +83,10 @@ size_t ParseSize(const std::string& text);
 // Sizes from min to max (inclusive), multiplying by `factor`, like nccl-tests -b -e -f.
 std::vector<size_t> SizeSweep(size_t min_bytes, size_t max_bytes, int factor);
 
+// CPU seconds (user + system) this process's threads have used so far (getrusage). The benches' cpu_ns/B
+// column divides its growth over the measured steps by the bytes exchanged (bench/PERFORMANCE.md 10).
+double ProcessCpuSeconds();
+
 }  // namespace psring::bench
 
 #endif  // PSRING_BENCH_REPORT_H_

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -11,8 +13,22 @@
 namespace psring::trainer {
 
 size_t FirstNonFinite(const float* values, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(values[i])) return i;
+  // Block by block without an early exit, which GCC vectorises at -O3 (a float is not finite when its exponent
+  // bits are all ones); only a block holding one is searched element by element. The early-exit loop was a
+  // scalar pass over every gradient a server receives.
+  constexpr size_t kBlock = 1024;
+  for (size_t begin = 0; begin < n; begin += kBlock) {
+    const size_t end = std::min(n, begin + kBlock);
+    uint32_t any = 0;
+    for (size_t i = begin; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, values + i, sizeof(bits));
+      any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (any == 0) continue;
+    for (size_t i = begin; i < end; ++i) {
+      if (!std::isfinite(values[i])) return i;
+    }
   }
   return n;
 }

@@ -2,7 +2,11 @@
 
 namespace psring::trainer {
 
-void SgdMomentumStep(const SgdOptions& opt, const float* grads, float* params, float* momentum, size_t n) {
+// Vectorised (-O3 in the BUILD file; __restrict, the header's no-overlap contract, spares run-time alias
+// checks): the scalar loop was an eighth of a 64 MiB push-pull's CPU on the server. Each element still sees the
+// same float operations in the same order (no FMA: -ffp-contract=off), so the results are bit-identical.
+void SgdMomentumStep(const SgdOptions& opt, const float* __restrict grads, float* __restrict params,
+                     float* __restrict momentum, size_t n) {
   const float lr = opt.lr, m = opt.momentum, wd = opt.weight_decay;
   for (size_t i = 0; i < n; ++i) {
     const float g = grads[i] + wd * params[i];

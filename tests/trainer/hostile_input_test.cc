@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,24 @@ TEST(LimitsTest, HugeModelsAndBatchesAreRefusedBeforeAllocation) {
   const float values[] = {1, 2, NAN, INFINITY};
   EXPECT_EQ(FirstNonFinite(values, 4), 2u);
   EXPECT_EQ(FirstNonFinite(values, 2), 2u);
+}
+
+// FirstNonFinite scans in blocks (issue 23): the first bad element is found at every position around the
+// block boundaries, for each kind of non-finite value, and the largest finite values pass.
+TEST(LimitsTest, FirstNonFiniteFindsTheFirstBadElementAcrossBlocks) {
+  std::vector<float> v(3000, std::numeric_limits<float>::max());
+  v[7] = -std::numeric_limits<float>::max();
+  v[8] = std::numeric_limits<float>::denorm_min();
+  EXPECT_EQ(FirstNonFinite(v.data(), v.size()), v.size());
+  for (size_t bad : {size_t{0}, size_t{1023}, size_t{1024}, size_t{2047}, size_t{2999}}) {
+    for (float value : {NAN, INFINITY, -INFINITY}) {
+      std::vector<float> w = v;
+      w[bad] = value;
+      if (bad + 1 < w.size()) w[w.size() - 1] = NAN;  // a later one must not win
+      EXPECT_EQ(FirstNonFinite(w.data(), w.size()), bad) << "value " << value << " at " << bad;
+      EXPECT_EQ(FirstNonFinite(w.data(), bad), bad) << "the range ends before it";
+    }
+  }
 }
 
 // A wide model with a huge batch passes the model-size checks but its batch buffers do not fit (issue 13
