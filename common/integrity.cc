@@ -10,9 +10,7 @@
 namespace psring {
 namespace {
 
-EVP_CIPHER_CTX* Ctx(void* p) { return static_cast<EVP_CIPHER_CTX*>(p); }
-
-// OpenSSL fails these calls only on allocation failure or a programming error (a wrong cipher or length),
+// OpenSSL fails these calls only on allocation failure or a programming error (a wrong algorithm or length),
 // neither of which a caller could recover from.
 void Must(int ok) {
   if (ok != 1) std::abort();
@@ -20,34 +18,39 @@ void Must(int ok) {
 
 }  // namespace
 
-MessageMac::MessageMac(const DirectionKey& key) : ctx_(EVP_CIPHER_CTX_new()) {
-  if (ctx_ == nullptr) std::abort();
-  Must(EVP_EncryptInit_ex(Ctx(ctx_), EVP_aes_256_gcm(), nullptr, key.data(), nullptr));
+MessageMac::MessageMac(const DirectionKey& key) : key_(key) {
+  EVP_MAC* poly = EVP_MAC_fetch(nullptr, "POLY1305", nullptr);
+  cipher_ = EVP_CIPHER_CTX_new();
+  mac_ = poly == nullptr ? nullptr : EVP_MAC_CTX_new(poly);
+  EVP_MAC_free(poly);  // the context keeps its own reference
+  if (cipher_ == nullptr || mac_ == nullptr) std::abort();
 }
 
-MessageMac::~MessageMac() { EVP_CIPHER_CTX_free(Ctx(ctx_)); }
+MessageMac::~MessageMac() {
+  EVP_MAC_CTX_free(mac_);
+  EVP_CIPHER_CTX_free(cipher_);
+  OPENSSL_cleanse(key_.data(), key_.size());
+}
 
 MacTag MessageMac::Next(std::initializer_list<absl::string_view> parts) {
-  // 96-bit nonce: the sequence number, then zeros (the key is unique to this direction of this connection).
-  unsigned char iv[12] = {};
-  std::memcpy(iv, &sequence_, sizeof(sequence_));
+  // The message's one-time Poly1305 key: the first 32 bytes of the ChaCha20 keystream under the direction
+  // key, block counter 0 and the sequence number as the 96-bit nonce (RFC 8439 section 2.6).
+  unsigned char iv[16] = {};  // 32-bit block counter, then the nonce
+  std::memcpy(iv + 4, &sequence_, sizeof(sequence_));
   ++sequence_;
-  Must(EVP_EncryptInit_ex(Ctx(ctx_), nullptr, nullptr, nullptr, iv));
+  unsigned char one_time_key[32] = {};
   int len = 0;
+  Must(EVP_EncryptInit_ex(cipher_, EVP_chacha20(), nullptr, key_.data(), iv));
+  Must(EVP_EncryptUpdate(cipher_, one_time_key, &len, one_time_key, sizeof(one_time_key)));
+  Must(EVP_MAC_init(mac_, one_time_key, sizeof(one_time_key), nullptr));
+  OPENSSL_cleanse(one_time_key, sizeof(one_time_key));
   for (absl::string_view part : parts) {
-    // OpenSSL takes an int length: feed large parts in pieces.
-    size_t done = 0;
-    while (done < part.size()) {
-      const size_t piece = std::min<size_t>(part.size() - done, 1u << 30);
-      Must(EVP_EncryptUpdate(Ctx(ctx_), nullptr, &len, reinterpret_cast<const unsigned char*>(part.data() + done),
-                             static_cast<int>(piece)));
-      done += piece;
-    }
+    Must(EVP_MAC_update(mac_, reinterpret_cast<const unsigned char*>(part.data()), part.size()));
   }
-  unsigned char unused[16];
-  Must(EVP_EncryptFinal_ex(Ctx(ctx_), unused, &len));
   MacTag tag;
-  Must(EVP_CIPHER_CTX_ctrl(Ctx(ctx_), EVP_CTRL_GCM_GET_TAG, static_cast<int>(tag.size()), tag.data()));
+  size_t written = 0;
+  Must(EVP_MAC_final(mac_, tag.data(), &written, tag.size()));
+  if (written != tag.size()) std::abort();
   return tag;
 }
 

@@ -1,20 +1,23 @@
 // Integrity of the store's and the ring's traffic after common/auth.h's handshake: every message (a store
-// request or reply, a ring segment) carries a 16-byte tag, AES-256-GMAC (AES-GCM with the message as the
-// authenticated data and nothing encrypted) under a key of its own direction of its own connection, with
-// the message's sequence number as the nonce. A changed, dropped, reordered, replayed or injected message
-// fails the next check; the stream then stops (there is no resynchronising a tampered TCP stream).
+// request or reply, a ring segment) carries a 16-byte Poly1305 tag under a one-time key that ChaCha20 derives
+// from the key of the message's direction of its connection and the message's sequence number (the
+// construction of RFC 8439 section 2.6, OpenSSL's EVP). A changed, dropped, reordered, replayed or injected
+// message fails the next check; the stream then stops (there is no resynchronising a tampered TCP stream).
 //
-// Why GMAC and not TLS with a pre-shared key: TLS would add a second handshake on top of ours, a record layer
-// that copies and encrypts every 16 KB record (confidentiality the gradients do not need and the bench would
-// pay for), and SSL_read/SSL_write in place of the ring's segment I/O. GMAC over the segments the ring
-// already sends is one GHASH pass per byte (carry-less multiply, several GB/s per core), no copy and no change
-// to the pipeline. The data is NOT confidential: an on-path observer still reads keys, values and gradients.
+// Why this and not TLS with a pre-shared key: TLS would add a second handshake on top of ours, a record
+// layer that copies and encrypts every 16 KB record (confidentiality the gradients do not need and the ring
+// would pay for), and SSL_read/SSL_write in place of the ring's segment I/O. A tag over the segments the
+// ring already sends costs one pass over bytes still in cache and no copy. Why Poly1305: measured on this
+// project's 2-core box with OpenSSL 3.0 (512 KB messages, same load), Poly1305 ran 3.1-4.0 GB/s, AES-256-GMAC
+// (GCM with the message as associated data) 2.0, ChaCha20-Poly1305 with the message as associated data 2.5,
+// AES-GCM encryption 1.1, HMAC-SHA256 about 1.6. The data is NOT confidential: an on-path observer still
+// reads keys, values and gradients.
 //
 // Keys: common/auth.h derives one per direction from the token and the handshake transcript (both fresh
 // nonces, ranks, intended peer, job id), so they are new for every connection and a (key, sequence number)
 // pair, the GCM nonce, is never reused.
 //
-//   MessageMac send(keys.client_to_server);
+//   MessageMac send(keys.client_to_server), recv(keys.client_to_server);  // one at each end
 //   Tag tag = send.Next({header, payload});   // the sender appends `tag`
 //   if (!recv.Check({header, payload}, tag)) ...  // the receiver refuses the stream
 //
@@ -28,6 +31,9 @@
 #include <initializer_list>
 
 #include "absl/strings/string_view.h"
+
+struct evp_cipher_ctx_st;
+struct evp_mac_ctx_st;
 
 namespace psring {
 
@@ -52,7 +58,9 @@ class MessageMac {
   uint64_t sequence() const { return sequence_; }
 
  private:
-  void* ctx_;  // EVP_CIPHER_CTX, keyed once
+  DirectionKey key_;
+  evp_cipher_ctx_st* cipher_;  // ChaCha20, for the one-time keys
+  evp_mac_ctx_st* mac_;        // Poly1305
   uint64_t sequence_ = 0;
 };
 
