@@ -10,7 +10,7 @@
 //
 // Every connection starts with common/auth.h's handshake: with a token, a client that cannot prove it, or
 // belongs to another job id, can neither read nor write a key. With a token and auth.data_integrity (the
-// default), every request and reply after it carries an AES-GMAC tag (common/integrity.h) under a key of its
+// default), every request and reply after it carries a Poly1305 tag (common/integrity.h) under a key of its
 // direction and connection: a request changed on the way is refused (kDataLoss, the connection closed), a
 // changed reply fails the client's call with kDataLoss. The server also refuses a rank outside
 // [1, world_size) or one that is connected already (a rank whose connection dropped may join again, with

@@ -49,7 +49,7 @@ ABSL_FLAG(std::string, job_id, "",
           "port>\" (every rank of a job reaches the same master port; jobs on one master host differ in it).");
 ABSL_FLAG(std::string, data_integrity, "on",
           "on or off. With a token: every store message and ring segment after the handshake carries an "
-          "AES-GMAC tag under per-connection, per-direction keys derived from the handshake, so a change on the "
+          "Poly1305 tag under per-connection, per-direction keys derived from the handshake, so a change on the "
           "way fails the job naming the link (common/integrity.h). Not encryption. off: only the handshake is "
           "authenticated (measured cost of on: README). Every rank must agree. NCCL links are never covered.");
 

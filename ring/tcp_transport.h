@@ -8,7 +8,7 @@
 // this is refused and the rank keeps waiting for its real neighbour until the timeout. An authenticated
 // neighbour with another world size, or the wrong rank, is a kInvalidArgument naming both values. The
 // client names the rank it means to reach (r -> r+1), which the handshake binds into its MACs. With a token
-// and auth.data_integrity (the default), every segment carries an AES-GMAC tag under a per-link key derived
+// and auth.data_integrity (the default), every segment carries a Poly1305 tag under a per-link key derived
 // from the handshake (common/integrity.h): a changed, dropped or injected segment fails the receiving rank
 // with kDataLoss naming the link. The ring port keeps accepting under a flood of strangers (caps on
 // unauthenticated connections, in total and per source address, and a 1 s deadline for their first bytes;
