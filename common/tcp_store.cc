@@ -24,6 +24,9 @@ namespace {
 // error messages to kMaxErrorReply, so a request's echoed bytes cannot make a reply the client refuses.
 constexpr size_t kMinReplyLimit = 64 << 10;
 constexpr size_t kMaxErrorReply = 4 << 10;
+// How long a client whose connection broke tries to join again (the server may still hold the old
+// connection for a moment).
+constexpr absl::Duration kRejoinWithin = absl::Seconds(2);
 
 absl::string_view Bytes(const void* data, size_t size) {
   return absl::string_view(static_cast<const char*>(data), size);
@@ -97,7 +100,7 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const TcpStoreOptions
 }
 
 absl::Status TcpStore::ConnectClient(bool rejoining) {
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = absl::Now() + (rejoining ? std::min(options_.timeout, kRejoinWithin) : options_.timeout);
   const std::string where = absl::StrCat(options_.master_addr, ":", options_.master_port);
   HandshakeHello mine;
   mine.protocol = HandshakeProtocol::kStore;
@@ -388,8 +391,14 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
   }
   absl::MutexLock lock(&call_mu_);
   if (!connection_.valid()) {
-    // The connection broke in an earlier call: join again (a new handshake, with the token).
+    // The connection broke in an earlier call: join again (a new handshake, with the token), once, and
+    // briefly, so that ranks whose store is gone (rank 0 exited) still fail fast.
+    if (rejoin_failed_) {
+      return absl::FailedPreconditionError(
+          "the store connection broke and joining again failed earlier; recreate the store");
+    }
     absl::Status rejoined = ConnectClient(/*rejoining=*/true);
+    rejoin_failed_ = !rejoined.ok();
     if (!rejoined.ok()) {
       return absl::Status(rejoined.code(), absl::StrCat("the store connection broke earlier and joining again "
                                                         "failed: ", rejoined.message()));

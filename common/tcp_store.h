@@ -14,7 +14,7 @@
 // direction and connection: a request changed on the way is refused (kDataLoss, the connection closed), a
 // changed reply fails the client's call with kDataLoss. The server also refuses a rank outside
 // [1, world_size) or one that is connected already (a rank whose connection dropped may join again, with
-// the token; its client reconnects on its next call), keys and values over the size limits (before reading
+// the token; its client reconnects on its next call, trying for up to 2 s once), keys and values over the size limits (before reading
 // or allocating them; the connection is closed), and a Set that would grow the table over max_total_bytes
 // (the request fails). Connections that have not authenticated yet are capped apart from the ranks' own
 // (max_connections in all, max_connections_per_source from one address); over a cap the oldest one that
@@ -147,6 +147,7 @@ class TcpStore final : public Store {
   Socket connection_ ABSL_GUARDED_BY(call_mu_);
   std::unique_ptr<MessageMac> send_mac_ ABSL_GUARDED_BY(call_mu_);  // null: integrity off
   std::unique_ptr<MessageMac> recv_mac_ ABSL_GUARDED_BY(call_mu_);
+  bool rejoin_failed_ ABSL_GUARDED_BY(call_mu_) = false;
 
   // Server side.
   InMemoryStore table_;

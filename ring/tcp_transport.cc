@@ -251,9 +251,10 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
 
 // "<prefix>/addr/<r>" from the store: rank r's ring address, after checking its idea of the world size.
 absl::StatusOr<HostPort> PublishedAddress(Store* store, int rank, int peer, int world_size,
-                                          const TcpRingOptions& options) {
+                                          const TcpRingOptions& options, absl::Time deadline) {
   ASSIGN_OR_RETURN(std::string published,
-                   store->Get(absl::StrCat(options.store_prefix, "/addr/", peer), options.timeout));
+                   store->Get(absl::StrCat(options.store_prefix, "/addr/", peer),
+                              std::max(deadline - absl::Now(), absl::ZeroDuration())));
   std::vector<std::string> parts = absl::StrSplit(published, ' ');
   int peer_world = 0;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &peer_world)) {
@@ -373,8 +374,8 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
   // Both neighbours' addresses (each publishes before it connects to anyone); the left one's host is the
   // source address the acceptor prefers from then on.
   absl::StatusOr<Socket> connected = [&]() -> absl::StatusOr<Socket> {
-    ASSIGN_OR_RETURN(HostPort right_addr, PublishedAddress(store, rank, right, world_size, options));
-    ASSIGN_OR_RETURN(HostPort left_addr, PublishedAddress(store, rank, left, world_size, options));
+    ASSIGN_OR_RETURN(HostPort right_addr, PublishedAddress(store, rank, right, world_size, options, deadline));
+    ASSIGN_OR_RETURN(HostPort left_addr, PublishedAddress(store, rank, left, world_size, options, deadline));
     {
       absl::MutexLock lock(&left_host.mu);
       left_host.host = left_addr.host;
