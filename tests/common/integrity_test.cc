@@ -1,8 +1,9 @@
 // common/integrity.h's tags (issue 22): a tag depends on every byte, the sequence number and the key, not on
 // how the message is cut into parts. (The keys the handshake derives for them: auth_test.cc.)
+#include "common/integrity.h"
+
 #include <string>
 
-#include "common/integrity.h"
 #include "gtest/gtest.h"
 
 namespace psring {

@@ -33,8 +33,12 @@ class RelayedStore final : public Store {
  public:
   RelayedStore(int victim, TamperOptions tamper) : victim_(victim), tamper_(tamper) {}
 
-  absl::Status Set(const std::string& key, const std::string& value) override { return inner_.Set(key, value); }
-  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override { return inner_.Add(key, delta); }
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    return inner_.Set(key, value);
+  }
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
+    return inner_.Add(key, delta);
+  }
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
     absl::StatusOr<std::string> got = inner_.Get(key, timeout);
     if (!got.ok() || key != absl::StrCat("ring/addr/", victim_)) return got;
@@ -66,7 +70,8 @@ struct RankResult {
 };
 
 // Runs an n-rank sum allreduce of `count` floats over TCP rings built through `store`.
-std::vector<RankResult> RunJob(Store* store, int n, size_t count, const AuthConfig& auth, absl::Duration timeout) {
+std::vector<RankResult> RunJob(Store* store, int n, size_t count, const AuthConfig& auth,
+                               absl::Duration timeout) {
   std::vector<RankResult> out(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
@@ -100,18 +105,20 @@ bool ExactSum(const std::vector<float>& data, int n) {
   return true;
 }
 
-constexpr size_t kCount = 1 << 20;            // 4 MB: blocks of 1.4 MB, several 512 KB segments each
-constexpr int64_t kFlipAt = 300000;           // inside the first data segment on the link 0 -> 1
+constexpr size_t kCount = 1 << 20;   // 4 MB: blocks of 1.4 MB, several 512 KB segments each
+constexpr int64_t kFlipAt = 300000;  // inside the first data segment on the link 0 -> 1
 constexpr absl::Duration kTimeout = absl::Seconds(20);
 
 TEST(RingIntegrityTest, AFlippedByteFailsTheJobNamingTheLink) {
   RelayedStore store(/*victim=*/1, TamperOptions{kFlipAt, true});
   const absl::Time start = absl::Now();
-  std::vector<RankResult> ranks = RunJob(&store, 3, kCount, AuthConfig{"ring-integrity-token", "job"}, kTimeout);
+  std::vector<RankResult> ranks =
+      RunJob(&store, 3, kCount, AuthConfig{"ring-integrity-token", "job"}, kTimeout);
   const absl::Duration took = absl::Now() - start;
   ASSERT_EQ(store.flipped(), 1) << "the relay did not reach the byte it was to flip";
   for (int r = 0; r < 3; ++r) {
-    EXPECT_FALSE(ranks[r].status.ok()) << "rank " << r << " returned a result after the link was tampered with";
+    EXPECT_FALSE(ranks[r].status.ok())
+        << "rank " << r << " returned a result after the link was tampered with";
   }
   EXPECT_EQ(ranks[1].status.code(), absl::StatusCode::kDataLoss) << ranks[1].status;
   EXPECT_TRUE(absl::StrContains(ranks[1].status.message(), "ring link rank 0 -> rank 1")) << ranks[1].status;
@@ -137,7 +144,8 @@ TEST(RingIntegrityTest, WithoutIntegrityTheFlipGoesThroughAsAWrongSum) {
 
 TEST(RingIntegrityTest, AnUntouchedRelayChangesNothing) {
   RelayedStore store(/*victim=*/1, TamperOptions{});
-  std::vector<RankResult> ranks = RunJob(&store, 3, kCount, AuthConfig{"ring-integrity-token", "job"}, kTimeout);
+  std::vector<RankResult> ranks =
+      RunJob(&store, 3, kCount, AuthConfig{"ring-integrity-token", "job"}, kTimeout);
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(ranks[r].status.ok()) << "rank " << r << ": " << ranks[r].status;
     EXPECT_TRUE(ExactSum(ranks[r].data, 3)) << "rank " << r;
@@ -167,7 +175,8 @@ TEST(RingIntegrityTest, ASilentFloodOnTheRingPortDoesNotKeepTheNeighbourOut) {
     std::thread rank1([&] { connect(1); });
     absl::StatusOr<std::string> published = store.Get("ring/addr/1", absl::Seconds(10));
     ASSERT_TRUE(published.ok()) << published.status();
-    absl::StatusOr<HostPort> addr = ParseHostPort(std::vector<std::string>(absl::StrSplit(*published, ' '))[0], "");
+    absl::StatusOr<HostPort> addr =
+        ParseHostPort(std::vector<std::string>(absl::StrSplit(*published, ' '))[0], "");
     ASSERT_TRUE(addr.ok()) << addr.status();
     std::atomic<bool> stop{false};
     std::atomic<int> opened{0};
@@ -182,7 +191,8 @@ TEST(RingIntegrityTest, ASilentFloodOnTheRingPortDoesNotKeepTheNeighbourOut) {
             seed = seed * 1103515245u + 12345u;
             if (s.valid() && seed % 8 != 0) continue;  // refresh about one in eight per round
             s.Close();
-            absl::StatusOr<Socket> c = ConnectTcp(addr->host, addr->port, absl::Now() + absl::Milliseconds(200));
+            absl::StatusOr<Socket> c =
+                ConnectTcp(addr->host, addr->port, absl::Now() + absl::Milliseconds(200));
             if (c.ok()) {
               s = std::move(*c);
               ++opened;
