@@ -267,7 +267,8 @@ absl::StatusOr<std::pair<double, double>> RunGloo(const Programs& programs, int 
 
 // The "# integrity" lines of --integrity_compare.
 absl::Status CompareIntegrity() {
-  ASSIGN_OR_RETURN(std::vector<int> worlds, ParseInts(absl::GetFlag(FLAGS_integrity_ranks), "integrity_ranks"));
+  ASSIGN_OR_RETURN(std::vector<int> worlds,
+                   ParseInts(absl::GetFlag(FLAGS_integrity_ranks), "integrity_ranks"));
   const size_t bytes = ParseSize(absl::GetFlag(FLAGS_integrity_bytes));
   const int reps = absl::GetFlag(FLAGS_integrity_reps);
   if (bytes < sizeof(float) || reps < 1) {
@@ -277,16 +278,17 @@ absl::Status CompareIntegrity() {
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
   };
-  std::cout << "# integrity: ranks as threads, TCP on 127.0.0.1, with a token; busbw (GB/s) of " << bytes
-            << " B with --data_integrity=off and =on, runs interleaved; cost = 1 - median(on) / median(off)\n";
+  std::cout
+      << "# integrity: ranks as threads, TCP on 127.0.0.1, with a token; busbw (GB/s) of " << bytes
+      << " B with --data_integrity=off and =on, runs interleaved; cost = 1 - median(on) / median(off)\n";
   for (int n : worlds) {
     std::vector<double> busbw[2];
     for (int rep = 0; rep < reps; ++rep) {
       for (int on = 0; on < 2; ++on) {
         std::ostringstream discard;
         Table table(&discard, {});
-        RETURN_IF_ERROR(RunWorld(n, {bytes}, &table,
-                                 AuthConfig{"allreduce-bench-token", "allreduce-bench", on == 1}));
+        RETURN_IF_ERROR(
+            RunWorld(n, {bytes}, &table, AuthConfig{"allreduce-bench-token", "allreduce-bench", on == 1}));
         if (table.rows().size() != 1 || table.rows()[0].wrong != 0) {
           return absl::InternalError(absl::StrCat("N=", n, ": the integrity run gave wrong results"));
         }
@@ -294,10 +296,10 @@ absl::Status CompareIntegrity() {
       }
     }
     const double off = median(busbw[0]), on = median(busbw[1]);
-    std::cout << absl::StrFormat("# integrity N=%d S=%d off %s (median %.3f) on %s (median %.3f) cost %.1f %%\n",
-                                 n, bytes, absl::StrJoin(busbw[0], ",", absl::StreamFormatter()), off,
-                                 absl::StrJoin(busbw[1], ",", absl::StreamFormatter()), on,
-                                 100.0 * (1.0 - on / off));
+    std::cout << absl::StrFormat(
+        "# integrity N=%d S=%d off %s (median %.3f) on %s (median %.3f) cost %.1f %%\n", n, bytes,
+        absl::StrJoin(busbw[0], ",", absl::StreamFormatter()), off,
+        absl::StrJoin(busbw[1], ",", absl::StreamFormatter()), on, 100.0 * (1.0 - on / off));
   }
   return absl::OkStatus();
 }

@@ -26,7 +26,7 @@ struct HelloWire {
   uint32_t has_token;
   uint32_t job_id_len;
   uint32_t reserved;
-  int32_t peer_rank;       // HandshakeHello::peer_rank
+  int32_t peer_rank;        // HandshakeHello::peer_rank
   uint32_t data_integrity;  // 1: tags every message after the handshake (with a token)
   uint8_t nonce[32];
 };
@@ -41,7 +41,7 @@ struct VerdictWire {
 
 constexpr uint32_t kHelloMagic = 0x50534155;    // "PSAU"
 constexpr uint32_t kVerdictMagic = 0x50535644;  // "PSVD"
-constexpr uint32_t kVersion = 2;  // 2: peer_rank, data integrity
+constexpr uint32_t kVersion = 2;                // 2: peer_rank, data integrity
 constexpr size_t kMacBytes = 32;
 constexpr size_t kMaxVerdictMessage = 4096;
 

@@ -35,7 +35,8 @@ absl::string_view Bytes(const void* data, size_t size) {
 // Sends header, payload and (with `mac`) the tag over both.
 absl::Status SendResponse(const Socket& socket, MessageMac* mac, const absl::Status& status,
                           const std::string& value, int64_t number, absl::Time deadline) {
-  const std::string message = status.ok() ? std::string() : std::string(status.message().substr(0, kMaxErrorReply));
+  const std::string message =
+      status.ok() ? std::string() : std::string(status.message().substr(0, kMaxErrorReply));
   const std::string& payload = status.ok() ? value : message;
   ResponseHeader resp{};
   resp.code = static_cast<uint8_t>(status.code());
@@ -100,7 +101,8 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const TcpStoreOptions
 }
 
 absl::Status TcpStore::ConnectClient(bool rejoining) {
-  const absl::Time deadline = absl::Now() + (rejoining ? std::min(options_.timeout, kRejoinWithin) : options_.timeout);
+  const absl::Time deadline =
+      absl::Now() + (rejoining ? std::min(options_.timeout, kRejoinWithin) : options_.timeout);
   const std::string where = absl::StrCat(options_.master_addr, ":", options_.master_port);
   HandshakeHello mine;
   mine.protocol = HandshakeProtocol::kStore;
@@ -132,8 +134,8 @@ absl::Status TcpStore::ConnectClient(bool rejoining) {
     // again until the deadline; any other refusal is final.
     // A rank joining again may find the server still holding its broken connection (it notices the end at
     // its next read): that one goes away, so keep trying too.
-    const bool retry = absl::IsUnavailable(server.status()) ||
-                       (rejoining && absl::IsAlreadyExists(server.status()));
+    const bool retry =
+        absl::IsUnavailable(server.status()) || (rejoining && absl::IsAlreadyExists(server.status()));
     if (!retry || absl::Now() >= deadline) return server.status();
     absl::SleepFor(absl::Milliseconds(100));
   }
@@ -192,10 +194,10 @@ void TcpStore::AcceptLoop() {
     const std::string source = peer.substr(0, peer.rfind(':'));
     absl::MutexLock lock(&clients_mu_);
     if (!MakeRoom(source)) {
-      RecordRefusal(absl::ResourceExhaustedError(absl::StrCat(
-          "a connection from ", peer, ": too many connections are handshaking already (",
-          MaxConnections(), " in all, ", options_.max_connections_per_source,
-          " from one address; TcpStoreOptions::max_connections[_per_source])")));
+      RecordRefusal(absl::ResourceExhaustedError(
+          absl::StrCat("a connection from ", peer, ": too many connections are handshaking already (",
+                       MaxConnections(), " in all, ", options_.max_connections_per_source,
+                       " from one address; TcpStoreOptions::max_connections[_per_source])")));
       continue;  // closed by the Socket's destructor, before any byte is read
     }
     clients_.emplace_back();
@@ -240,8 +242,9 @@ absl::Status TcpStore::AdmitRank(int rank) {
   }
   absl::MutexLock lock(&clients_mu_);
   if (!joined_ranks_.insert(rank).second) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "rank ", rank, " is connected to this job's store already; are two processes using the same --rank?"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("rank ", rank,
+                     " is connected to this job's store already; are two processes using the same --rank?"));
   }
   return absl::OkStatus();
 }
@@ -273,8 +276,8 @@ void TcpStore::Serve(Client* client) {
     client->spoke = true;
   }
   if (evicted) {
-    hello = absl::ResourceExhaustedError(absl::StrCat("a silent connection from ", client->source,
-                                                      " closed to make room for newer ones"));
+    hello = absl::ResourceExhaustedError(
+        absl::StrCat("a silent connection from ", client->source, " closed to make room for newer ones"));
   } else if (!readable.ok()) {
     hello = readable.status();
   } else if (*readable) {
@@ -289,9 +292,10 @@ void TcpStore::Serve(Client* client) {
         client->authenticated = true;
       }
       if (!ServeRequests(client->socket, keys)) {
-        RecordRefusal(absl::InvalidArgumentError(absl::StrCat(
-            client->socket.peer_name(), " broke the store protocol, sent a request over the limits or one that "
-                                        "failed its integrity check")));
+        RecordRefusal(absl::InvalidArgumentError(
+            absl::StrCat(client->socket.peer_name(),
+                         " broke the store protocol, sent a request over the limits or one that "
+                         "failed its integrity check")));
       }
       absl::MutexLock lock(&clients_mu_);
       --active_clients_;
@@ -400,8 +404,10 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
     absl::Status rejoined = ConnectClient(/*rejoining=*/true);
     rejoin_failed_ = !rejoined.ok();
     if (!rejoined.ok()) {
-      return absl::Status(rejoined.code(), absl::StrCat("the store connection broke earlier and joining again "
-                                                        "failed: ", rejoined.message()));
+      return absl::Status(rejoined.code(),
+                          absl::StrCat("the store connection broke earlier and joining again "
+                                       "failed: ",
+                                       rejoined.message()));
     }
   }
   const absl::Time deadline = absl::Now() + wait + options_.timeout;
@@ -420,7 +426,8 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
   }
   ResponseHeader resp{};
   if (io.ok()) io = RecvAll(connection_, &resp, sizeof(resp), deadline);
-  const size_t reply_limit = resp.code == 0 ? std::max(options_.max_value_bytes, kMinReplyLimit) : kMinReplyLimit;
+  const size_t reply_limit =
+      resp.code == 0 ? std::max(options_.max_value_bytes, kMinReplyLimit) : kMinReplyLimit;
   if (io.ok() && (resp.magic != kMagic || resp.len > reply_limit ||
                   resp.code > static_cast<uint8_t>(absl::StatusCode::kUnauthenticated))) {
     io = absl::UnavailableError(absl::StrCat("unexpected reply from ", options_.master_addr, ":",

@@ -8,21 +8,22 @@
 //   o.rank = env.rank; o.world_size = env.world_size; o.auth = auth;  // common/auth.h
 //   ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Create(o));
 //
-// Every connection starts with common/auth.h's handshake: with a token, a client that cannot prove it, or belongs
-// to another job id, can neither read nor write a key. With a token and auth.data_integrity (the default), every
-// request and reply after it carries a Poly1305 tag (common/integrity.h) under a key of its direction and
-// connection: a request changed on the way is refused (kDataLoss, the connection closed), a changed reply fails the
-// client's call with kDataLoss. The server also refuses a rank outside [1, world_size) or one that is connected
-// already (a rank whose connection dropped may join again, with the token; its client reconnects on its next call,
-// trying for up to 2 s once), keys and values over the size limits (before reading or allocating them; the
-// connection is closed), and a Set that would grow the table over max_total_bytes (the request fails). Connections
-// that have not authenticated yet are capped apart from the ranks' own (max_connections in all,
-// max_connections_per_source from one address); over a cap the oldest one that has sent nothing is closed, else the
-// new one. A connection must send its first bytes within first_bytes_timeout and finish its handshake within
-// handshake_timeout, or it is closed. Without a token and without a bind_addr the server listens on 127.0.0.1 only
-// and says so on stderr. The server prints its first 5 refusals on stderr ("rendezvous store: refused ...", the
-// rest are counted), and a Get of rank 0 that times out after a refusal names the last one (e.g. a rank with
-// another --auth_token) instead of blaming a missing rank.
+// Every connection starts with common/auth.h's handshake: with a token, a client that cannot prove it, or
+// belongs to another job id, can neither read nor write a key. With a token and auth.data_integrity (the
+// default), every request and reply after it carries a Poly1305 tag (common/integrity.h) under a key of its
+// direction and connection: a request changed on the way is refused (kDataLoss, the connection closed), a
+// changed reply fails the client's call with kDataLoss. The server also refuses a rank outside [1,
+// world_size) or one that is connected already (a rank whose connection dropped may join again, with the
+// token; its client reconnects on its next call, trying for up to 2 s once), keys and values over the size
+// limits (before reading or allocating them; the connection is closed), and a Set that would grow the table
+// over max_total_bytes (the request fails). Connections that have not authenticated yet are capped apart from
+// the ranks' own (max_connections in all, max_connections_per_source from one address); over a cap the oldest
+// one that has sent nothing is closed, else the new one. A connection must send its first bytes within
+// first_bytes_timeout and finish its handshake within handshake_timeout, or it is closed. Without a token and
+// without a bind_addr the server listens on 127.0.0.1 only and says so on stderr. The server prints its first
+// 5 refusals on stderr ("rendezvous store: refused ...", the rest are counted), and a Get of rank 0 that
+// times out after a refusal names the last one (e.g. a rank with another --auth_token) instead of blaming a
+// missing rank.
 //
 // Destroying the server waits (up to `shutdown_grace`) for connected clients to hang up, so ranks still
 // finishing a Get are answered. Thread-safe: calls from several threads are serialised per connection.

@@ -43,15 +43,17 @@ ABSL_FLAG(std::string, auth_token, "",
           "connection that cannot is refused. Empty: the PSRING_AUTH_TOKEN environment variable (preferred: "
           "not visible in ps), else no authentication, and rank 0's store then listens on 127.0.0.1 only "
           "unless --iface_addr or a non-loopback --master_addr is given. Never printed.");
-ABSL_FLAG(std::string, job_id, "",
-          "Names the job (at most 256 bytes): ranks and stores of another job id refuse each other even with "
-          "the same token. Empty: the PSRING_JOB_ID environment variable, else \"psring-port-<master "
-          "port>\" (every rank of a job reaches the same master port; jobs on one master host differ in it).");
-ABSL_FLAG(std::string, data_integrity, "on",
-          "on or off. With a token: every store message and ring segment after the handshake carries an "
-          "Poly1305 tag under per-connection, per-direction keys derived from the handshake, so a change on the "
-          "way fails the job naming the link (common/integrity.h). Not encryption. off: only the handshake is "
-          "authenticated (measured cost of on: README). Every rank must agree. NCCL links are never covered.");
+ABSL_FLAG(
+    std::string, job_id, "",
+    "Names the job (at most 256 bytes): ranks and stores of another job id refuse each other even with "
+    "the same token. Empty: the PSRING_JOB_ID environment variable, else \"psring-port-<master "
+    "port>\" (every rank of a job reaches the same master port; jobs on one master host differ in it).");
+ABSL_FLAG(
+    std::string, data_integrity, "on",
+    "on or off. With a token: every store message and ring segment after the handshake carries a "
+    "Poly1305 tag under per-connection, per-direction keys derived from the handshake, so a change on the "
+    "way fails the job naming the link (common/integrity.h). Not encryption. off: only the handshake is "
+    "authenticated (measured cost of on: README). Every rank must agree. NCCL links are never covered.");
 
 namespace psring::ring {
 namespace {

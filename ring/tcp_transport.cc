@@ -76,8 +76,9 @@ std::string SourceHost(const std::string& peer_name) {
 // first connection that proves to be the left neighbour wins; the handshakes still running are shut down and
 // joined before this returns. `left_host`: the host the left neighbour published, once known (its
 // connections are exempt from the per-source cap and evicted last). `keys` gets the winner's session keys.
-absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int world_size, const AuthConfig& auth,
-                                  LeftHost& left_host, absl::Time deadline, SessionKeys* keys) {
+absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int world_size,
+                                  const AuthConfig& auth, LeftHost& left_host, absl::Time deadline,
+                                  SessionKeys* keys) {
   HandshakeHello mine;
   mine.protocol = HandshakeProtocol::kRing;
   mine.rank = rank;
@@ -207,8 +208,8 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
       absl::MutexLock lock(&left_host.mu);
       h->preferred = !left_host.host.empty() && h->source == left_host.host;
     }
-    accepted->set_peer_name(absl::StrCat("a connection to rank ", rank, "'s ring port from ",
-                                         accepted->peer_name()));
+    accepted->set_peer_name(
+        absl::StrCat("a connection to rank ", rank, "'s ring port from ", accepted->peer_name()));
     h->socket = std::move(*accepted);
     Handshake* raw = h.get();
     absl::MutexLock lock(&mu);
@@ -252,9 +253,8 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
 // "<prefix>/addr/<r>" from the store: rank r's ring address, after checking its idea of the world size.
 absl::StatusOr<HostPort> PublishedAddress(Store* store, int rank, int peer, int world_size,
                                           const TcpRingOptions& options, absl::Time deadline) {
-  ASSIGN_OR_RETURN(std::string published,
-                   store->Get(absl::StrCat(options.store_prefix, "/addr/", peer),
-                              std::max(deadline - absl::Now(), absl::ZeroDuration())));
+  ASSIGN_OR_RETURN(std::string published, store->Get(absl::StrCat(options.store_prefix, "/addr/", peer),
+                                                     std::max(deadline - absl::Now(), absl::ZeroDuration())));
   std::vector<std::string> parts = absl::StrSplit(published, ' ');
   int peer_world = 0;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &peer_world)) {
@@ -282,7 +282,8 @@ absl::StatusOr<Socket> ConnectRight(const HostPort& right_addr, int rank, int ri
     ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.host, right_addr.port, deadline));
     to_right.set_peer_name(
         absl::StrCat("right neighbour rank ", right, " (", right_addr.host, ":", right_addr.port, ")"));
-    if (options.socket_buffer_bytes > 0) RETURN_IF_ERROR(SetBufferSizes(to_right, options.socket_buffer_bytes));
+    if (options.socket_buffer_bytes > 0)
+      RETURN_IF_ERROR(SetBufferSizes(to_right, options.socket_buffer_bytes));
     absl::StatusOr<HandshakeHello> hello = ClientHandshake(to_right, options.auth, mine, deadline, keys);
     if (hello.ok()) {
       RETURN_IF_ERROR(CheckNeighbour(*hello, right, rank, world_size, "right"));
@@ -328,10 +329,11 @@ absl::Status TcpRingPeer::RecvLeft(void* data, size_t bytes, absl::Time deadline
     const uint64_t sequence = recv_mac_->sequence();
     if (!recv_mac_->Check({absl::string_view(static_cast<const char*>(data), bytes)}, tag)) {
       const int left = (rank_ + world_size_ - 1) % world_size_;
-      return absl::DataLossError(absl::StrCat(
-          "integrity check failed on the ring link rank ", left, " -> rank ", rank_, " (message ", sequence,
-          ", ", bytes, " bytes): the data was changed between the two ranks (a faulty or hostile network "
-          "path); the job stops rather than use it. --data_integrity=off turns the check off"));
+      return absl::DataLossError(
+          absl::StrCat("integrity check failed on the ring link rank ", left, " -> rank ", rank_,
+                       " (message ", sequence, ", ", bytes,
+                       " bytes): the data was changed between the two ranks (a faulty or hostile network "
+                       "path); the job stops rather than use it. --data_integrity=off turns the check off"));
     }
   }
   received_ += bytes;
@@ -374,7 +376,8 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
   // Both neighbours' addresses (each publishes before it connects to anyone); the left one's host is the
   // source address the acceptor prefers from then on.
   absl::StatusOr<Socket> connected = [&]() -> absl::StatusOr<Socket> {
-    ASSIGN_OR_RETURN(HostPort right_addr, PublishedAddress(store, rank, right, world_size, options, deadline));
+    ASSIGN_OR_RETURN(HostPort right_addr,
+                     PublishedAddress(store, rank, right, world_size, options, deadline));
     ASSIGN_OR_RETURN(HostPort left_addr, PublishedAddress(store, rank, left, world_size, options, deadline));
     {
       absl::MutexLock lock(&left_host.mu);
@@ -395,8 +398,8 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
     RETURN_IF_ERROR(to_right.SetBlockingSlice(absl::Milliseconds(100)));
     RETURN_IF_ERROR(from_left.SetBlockingSlice(absl::Milliseconds(100)));
   }
-  return std::make_unique<TcpRingPeer>(rank, world_size, std::move(to_right), std::move(from_left), right_keys,
-                                       left_keys);
+  return std::make_unique<TcpRingPeer>(rank, world_size, std::move(to_right), std::move(from_left),
+                                       right_keys, left_keys);
 }
 
 }  // namespace psring::ring
