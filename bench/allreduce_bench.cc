@@ -15,7 +15,13 @@
 // for psring's ranks as threads (the table) and as processes like Gloo's (//ring:ring_worker --model_bytes),
 // in --gloo_rounds rounds of (psring processes, Gloo) back to back; the median round counts.
 //
+// With --integrity_compare it measures only the cost of the per-segment integrity tags (common/integrity.h):
+// for each world size in --integrity_ranks, --integrity_reps runs of --integrity_bytes with a token and
+// --data_integrity off, then on, interleaved, and one "# integrity" line with each run's busbw, the medians
+// and the cost (1 - on/off).
+//
 //   bazel run -c opt //bench:allreduce_bench
+//   bazel run -c opt //bench:allreduce_bench -- --integrity_compare
 //   bazel run //bench:allreduce_bench -- --ranks=2,4 --max_bytes=64M --phases --json=/tmp/ring.json
 #include <unistd.h>
 
@@ -25,6 +31,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -33,11 +40,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "bench/report.h"
 #include "bench/result_line.h"
+#include "common/auth.h"
 #include "common/flags_usage.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
@@ -78,6 +87,12 @@ ABSL_FLAG(
     "Empty: the copy in this binary's runfiles.");
 ABSL_FLAG(std::string, python, "/usr/bin/python3",
           "Python with Debian's python3-torch for the Gloo comparison.");
+ABSL_FLAG(bool, integrity_compare, false,
+          "Only measure busbw with a token and data integrity off vs on (see the file comment).");
+ABSL_FLAG(std::string, integrity_bytes, "64M", "Message size of --integrity_compare.");
+ABSL_FLAG(std::vector<std::string>, integrity_ranks, std::vector<std::string>({"2", "4"}),
+          "World sizes of --integrity_compare.");
+ABSL_FLAG(int, integrity_reps, 3, "Runs of each setting per world size in --integrity_compare.");
 ABSL_FLAG(double, timeout, 120, "Seconds: bound on each collective and on each Gloo run.");
 
 namespace psring::bench {
@@ -139,9 +154,10 @@ absl::StatusOr<std::vector<double>> MeasureRow(int rank, ProcessGroup* g, std::v
 }
 
 // The ring's table for one world size. Rows are added by rank 0's thread only.
-absl::Status RunWorld(int n, const std::vector<size_t>& sizes, Table* table) {
+absl::Status RunWorld(int n, const std::vector<size_t>& sizes, Table* table, const AuthConfig& auth = {}) {
   ring::ProcessGroupOptions options = ring::LoopbackOptions(
       static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)), absl::Seconds(absl::GetFlag(FLAGS_timeout)));
+  options.tcp.auth = auth;
   options.tcp.socket_buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);
   options.tcp.blocking_io = absl::GetFlag(FLAGS_blocking_io);
   options.tcp.store_prefix = absl::StrCat("bench", n);
@@ -260,7 +276,47 @@ absl::StatusOr<std::pair<double, double>> RunGloo(const Programs& programs, int 
   return std::make_pair(time_s, busbw_mbps / 1e3);
 }
 
+// The "# integrity" lines of --integrity_compare.
+absl::Status CompareIntegrity() {
+  ASSIGN_OR_RETURN(std::vector<int> worlds,
+                   ParseInts(absl::GetFlag(FLAGS_integrity_ranks), "integrity_ranks"));
+  const size_t bytes = ParseSize(absl::GetFlag(FLAGS_integrity_bytes));
+  const int reps = absl::GetFlag(FLAGS_integrity_reps);
+  if (bytes < sizeof(float) || reps < 1) {
+    return absl::InvalidArgumentError("need --integrity_bytes >= 4 and --integrity_reps >= 1");
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  std::cout
+      << "# integrity: ranks as threads, TCP on 127.0.0.1, with a token; busbw (GB/s) of " << bytes
+      << " B with --data_integrity=off and =on, runs interleaved; cost = 1 - median(on) / median(off)\n";
+  for (int n : worlds) {
+    std::vector<double> busbw[2];
+    for (int rep = 0; rep < reps; ++rep) {
+      for (int on = 0; on < 2; ++on) {
+        std::ostringstream discard;
+        Table table(&discard, {});
+        RETURN_IF_ERROR(
+            RunWorld(n, {bytes}, &table, AuthConfig{"allreduce-bench-token", "allreduce-bench", on == 1}));
+        if (table.rows().size() != 1 || table.rows()[0].wrong != 0) {
+          return absl::InternalError(absl::StrCat("N=", n, ": the integrity run gave wrong results"));
+        }
+        busbw[on].push_back(table.rows()[0].busbw_gbs);
+      }
+    }
+    const double off = median(busbw[0]), on = median(busbw[1]);
+    std::cout << absl::StrFormat(
+        "# integrity N=%d S=%d off %s (median %.3f) on %s (median %.3f) cost %.1f %%\n", n, bytes,
+        absl::StrJoin(busbw[0], ",", absl::StreamFormatter()), off,
+        absl::StrJoin(busbw[1], ",", absl::StreamFormatter()), on, 100.0 * (1.0 - on / off));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(const char* argv0) {
+  if (absl::GetFlag(FLAGS_integrity_compare)) return CompareIntegrity();
   ASSIGN_OR_RETURN(std::vector<int> worlds, ParseInts(absl::GetFlag(FLAGS_ranks), "ranks"));
   const size_t min_bytes = ParseSize(absl::GetFlag(FLAGS_min_bytes));
   const size_t max_bytes = ParseSize(absl::GetFlag(FLAGS_max_bytes));

@@ -26,9 +26,11 @@ struct HelloWire {
   uint32_t has_token;
   uint32_t job_id_len;
   uint32_t reserved;
+  int32_t peer_rank;        // HandshakeHello::peer_rank
+  uint32_t data_integrity;  // 1: tags every message after the handshake (with a token)
   uint8_t nonce[32];
 };
-static_assert(sizeof(HelloWire) == 64, "the hello's layout is part of the protocol");
+static_assert(sizeof(HelloWire) == 72, "the hello's layout is part of the protocol");
 
 struct VerdictWire {
   uint32_t magic;
@@ -39,7 +41,7 @@ struct VerdictWire {
 
 constexpr uint32_t kHelloMagic = 0x50534155;    // "PSAU"
 constexpr uint32_t kVerdictMagic = 0x50535644;  // "PSVD"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;                // 2: peer_rank, data integrity
 constexpr size_t kMacBytes = 32;
 constexpr size_t kMaxVerdictMessage = 4096;
 
@@ -55,6 +57,8 @@ std::string EncodeHello(const HandshakeHello& hello, const AuthConfig& auth, con
   w.world_size = hello.world_size;
   w.has_token = auth.token.empty() ? 0 : 1;
   w.job_id_len = static_cast<uint32_t>(auth.job_id.size());
+  w.peer_rank = hello.peer_rank;
+  w.data_integrity = auth.data_integrity ? 1 : 0;
   std::memcpy(w.nonce, nonce, sizeof(nonce));
   std::string out(reinterpret_cast<const char*>(&w), sizeof(w));
   out += auth.job_id;
@@ -102,15 +106,28 @@ absl::StatusOr<HelloWire> ReadHello(const Socket& socket, HandshakeProtocol expe
   return w;
 }
 
+absl::string_view AsView(const Mac& mac) {
+  return absl::string_view(reinterpret_cast<const char*>(mac.data()), mac.size());
+}
+
 Mac TranscriptMac(const AuthConfig& auth, absl::string_view side, const std::string& client_hello,
                   const std::string& server_hello) {
   Mac mac{};
   if (auth.token.empty()) return mac;
-  return HmacSha256(auth.token, absl::StrCat("psring-auth-v1 ", side, client_hello, server_hello));
+  return HmacSha256(auth.token, absl::StrCat("psring-auth-v2 ", side, client_hello, server_hello));
 }
 
-absl::string_view AsView(const Mac& mac) {
-  return absl::string_view(reinterpret_cast<const char*>(mac.data()), mac.size());
+// Fills `keys` (when asked for) after both proofs went through; see auth.h for the derivation.
+void DeriveKeys(const AuthConfig& auth, const std::string& client_hello, const std::string& server_hello,
+                const Mac& server_mac, const Mac& client_mac, SessionKeys* keys) {
+  if (keys == nullptr) return;
+  *keys = SessionKeys{};
+  if (auth.token.empty() || !auth.data_integrity) return;
+  const Mac prk = HmacSha256(auth.token, absl::StrCat("psring-kdf-v2", client_hello, server_hello,
+                                                      AsView(server_mac), AsView(client_mac)));
+  keys->enabled = true;
+  keys->client_to_server = HmacSha256(AsView(prk), "client->server");
+  keys->server_to_client = HmacSha256(AsView(prk), "server->client");
 }
 
 absl::Status SendVerdict(const Socket& socket, const absl::Status& status, absl::Time deadline) {
@@ -129,6 +146,7 @@ HandshakeHello FromWire(const HelloWire& w, std::string job_id) {
   h.rank = w.rank;
   h.world_size = w.world_size;
   h.job_id = std::move(job_id);
+  h.peer_rank = w.peer_rank;
   return h;
 }
 
@@ -173,7 +191,8 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthConfig& auth,
-                                               const HandshakeHello& mine, absl::Time deadline) {
+                                               const HandshakeHello& mine, absl::Time deadline,
+                                               SessionKeys* keys) {
   uint8_t nonce[32];
   RETURN_IF_ERROR(FreshNonce(nonce));
   const std::string client_hello = EncodeHello(mine, auth, nonce);
@@ -198,6 +217,19 @@ absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthC
           kAuthTokenEnv, ") than this rank"));
     }
   }
+  // Checked before this side's proof goes out, so that a server of the wrong rank learns nothing from it.
+  if (mine.peer_rank >= 0 && theirs.rank != mine.peer_rank) {
+    return absl::InvalidArgumentError(absl::StrCat(socket.peer_name(), " is rank ", theirs.rank,
+                                                   ", not rank ", mine.peer_rank,
+                                                   " as this rank expected; are two processes using the same "
+                                                   "rank, or is its published address stale?"));
+  }
+  if (!auth.token.empty() && (theirs.data_integrity != 0) != auth.data_integrity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        socket.peer_name(), " runs with --data_integrity=", theirs.data_integrity != 0 ? "on" : "off",
+        " and this rank with --data_integrity=", auth.data_integrity ? "on" : "off",
+        "; give every rank the same setting"));
+  }
   const Mac my_mac = TranscriptMac(auth, "client", client_hello, server_hello);
   RETURN_IF_ERROR(SendAll(socket, my_mac.data(), my_mac.size(), deadline));
 
@@ -219,12 +251,13 @@ absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthC
                                                     socket.peer_name(), " has '",
                                                     absl::CHexEscape(server_job), "'"));
   }
+  DeriveKeys(auth, client_hello, server_hello, server_mac, my_mac, keys);
   return FromWire(theirs, std::move(server_job));
 }
 
 absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthConfig& auth,
                                                const HandshakeHello& mine, const HelloCheck& check,
-                                               absl::Time deadline) {
+                                               absl::Time deadline, SessionKeys* keys) {
   std::string client_job, client_hello;
   ASSIGN_OR_RETURN(HelloWire theirs, ReadHello(socket, mine.protocol, deadline, &client_job, &client_hello));
   uint8_t nonce[32];
@@ -271,9 +304,21 @@ absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthC
         "job id mismatch: ", RankName(client.rank), " has '", absl::CHexEscape(client.job_id),
         "', this job is '", auth.job_id, "'; give every rank the same --job_id (or ", kJobIdEnv, ")"));
   }
+  if (verdict.ok() && !auth.token.empty() && (theirs.data_integrity != 0) != auth.data_integrity) {
+    verdict = absl::InvalidArgumentError(absl::StrCat(
+        RankName(client.rank), " runs with --data_integrity=", theirs.data_integrity != 0 ? "on" : "off",
+        " and this job with --data_integrity=", auth.data_integrity ? "on" : "off",
+        "; give every rank the same setting"));
+  }
+  if (verdict.ok() && client.peer_rank >= 0 && client.peer_rank != mine.rank) {
+    verdict = absl::InvalidArgumentError(absl::StrCat(RankName(client.rank), " meant to reach rank ",
+                                                      client.peer_rank, " but reached rank ", mine.rank,
+                                                      "; is its published address stale?"));
+  }
   if (verdict.ok() && check) verdict = check(client);
   RETURN_IF_ERROR(SendVerdict(socket, verdict, deadline));
   if (!verdict.ok()) return verdict;
+  DeriveKeys(auth, client_hello, server_hello, my_mac, client_mac, keys);
   return client;
 }
 

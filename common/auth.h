@@ -8,10 +8,19 @@
 //   2. server -> client  hello (same fields, its own fresh nonce) + MAC_s
 //   3. client -> server  MAC_c (sent only when MAC_s is right, or when the client has no token)
 //   4. server -> client  verdict: status code + message (the server's checks: token, job id, rank)
-// MAC_x = HMAC-SHA256(token, "psring-auth-v1 " + x + transcript), x = "server" or "client", transcript =
-// both hellos as sent, so each MAC covers both nonces, ranks, world sizes and job ids. Comparisons are
+// MAC_x = HMAC-SHA256(token, "psring-auth-v2 " + x + transcript), x = "server" or "client", transcript =
+// both hellos as sent, so each MAC covers both nonces, ranks, world sizes, job ids, the rank each side meant
+// to reach (peer_rank: a ring link r -> r+1 cannot be relayed to another rank) and the data-integrity
+// setting. A client that names a peer_rank checks the server's rank before it sends MAC_c. Comparisons are
 // constant-time. Without a token (both sides) the MACs are zeros and the hellos still carry the job id,
 // ranks and world size, which are checked as with one.
+//
+// After the handshake (token set, data integrity on at both ends): one key per direction,
+//   PRK = HMAC-SHA256(token, "psring-kdf-v2" + transcript + MAC_s + MAC_c),
+//   key(client -> server) = HMAC-SHA256(PRK, "client->server"), key(server -> client) likewise,
+// for common/integrity.h's per-message tags. A recorded handshake cannot be replayed into a live connection
+// (fresh nonces on both sides), and what follows it cannot be changed undetected: the token authenticates
+// every store message and ring segment, not only the connection's start. It does not make them secret.
 //
 //   AuthConfig auth{.token = "s3cret", .job_id = "train-42"};
 //   HandshakeHello mine{HandshakeProtocol::kStore, /*rank=*/1, /*world_size=*/4};
@@ -45,8 +54,11 @@ struct AuthConfig {
   // Shared secret of the job; empty: no authentication (every rank must then have none).
   std::string token;
   // Names the job; ranks and stores with different ids refuse each other even with the same token. Empty is a
-  // valid id (the default when --job_id is not given).
+  // valid id here; //ring:ring_worker defaults it to one derived from the master port.
   std::string job_id;
+  // With a token: tag every message after the handshake (common/integrity.h), and derive its keys. Every
+  // rank must agree (the handshake refuses a peer that differs). Ignored without a token.
+  bool data_integrity = true;
 };
 
 // The token from `flag_value`, else from PSRING_AUTH_TOKEN; the job id from `job_flag`, else PSRING_JOB_ID.
@@ -61,6 +73,16 @@ struct HandshakeHello {
   int32_t rank = -1;  // -1: the sender has no rank (a store server)
   int32_t world_size = 0;
   std::string job_id;  // filled from AuthConfig when sending
+  // The rank the sender means to reach; -1: any. A server refuses a client that meant another rank; a
+  // client refuses a server of another rank before proving the token to it.
+  int32_t peer_rank = -1;
+};
+
+// Per-direction keys derived by a handshake with a token and data integrity on (common/integrity.h).
+struct SessionKeys {
+  bool enabled = false;  // false: no token, or --data_integrity=off: messages go untagged
+  std::array<uint8_t, 32> client_to_server{};
+  std::array<uint8_t, 32> server_to_client{};
 };
 
 // Client side of the handshake (steps 1-4). On success: the server's hello, authenticated when the client
@@ -68,8 +90,10 @@ struct HandshakeHello {
 // client's proof; kPermissionDenied / kInvalidArgument / kResourceExhausted with the server's message when it
 // refused this client for another reason (job id, rank); kUnavailable / kDeadlineExceeded when the
 // connection broke or stalled; kInvalidArgument when the peer does not speak this protocol.
+// `keys`, when not null, gets the connection's keys.
 absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthConfig& auth,
-                                               const HandshakeHello& mine, absl::Time deadline);
+                                               const HandshakeHello& mine, absl::Time deadline,
+                                               SessionKeys* keys = nullptr);
 
 // Checks an authenticated client's hello on the server: OK to accept it, else the status sent back to it
 // (the server's own call then returns that status too).
@@ -81,7 +105,7 @@ using HelloCheck = std::function<absl::Status(const HandshakeHello& client)>;
 // wrong proof; kPermissionDenied for another job id.
 absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthConfig& auth,
                                                const HandshakeHello& mine, const HelloCheck& check,
-                                               absl::Time deadline);
+                                               absl::Time deadline, SessionKeys* keys = nullptr);
 
 // HMAC-SHA256 of `message` under `key` (OpenSSL's libcrypto).
 std::array<uint8_t, 32> HmacSha256(absl::string_view key, absl::string_view message);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -70,8 +71,12 @@ absl::StatusOr<int64_t> InMemoryStore::Add(const std::string& key, int64_t delta
   int64_t value = 0;
   auto it = data_.find(key);
   if (it != data_.end() && !absl::SimpleAtoi(it->second, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat("store key '", key, "' holds '", it->second,
-                                                   "', not an integer; Add() needs an integer key"));
+    // At most 32 bytes of the value, escaped: the error goes back over the wire and into logs.
+    constexpr size_t kShown = 32;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "store key '", key, "' holds '", absl::CHexEscape(absl::string_view(it->second).substr(0, kShown)),
+        it->second.size() > kShown ? absl::StrCat("...' (", it->second.size(), " bytes)") : "'",
+        ", not an integer; Add() needs an integer key"));
   }
   if (__builtin_add_overflow(value, delta, &value)) {
     return absl::InvalidArgumentError(

@@ -20,12 +20,23 @@ using store_wire::ResponseHeader;
 
 namespace {
 
-// A client accepts replies up to its own value limit, and error messages (a few hundred bytes) in any case.
+// A client accepts replies up to its own value limit, and error messages in any case; the server cuts its
+// error messages to kMaxErrorReply, so a request's echoed bytes cannot make a reply the client refuses.
 constexpr size_t kMinReplyLimit = 64 << 10;
+constexpr size_t kMaxErrorReply = 4 << 10;
+// How long a client whose connection broke tries to join again (the server may still hold the old
+// connection for a moment).
+constexpr absl::Duration kRejoinWithin = absl::Seconds(2);
 
-absl::Status SendResponse(const Socket& socket, const absl::Status& status, const std::string& value,
-                          int64_t number, absl::Time deadline) {
-  const std::string message = status.ok() ? std::string() : std::string(status.message());
+absl::string_view Bytes(const void* data, size_t size) {
+  return absl::string_view(static_cast<const char*>(data), size);
+}
+
+// Sends header, payload and (with `mac`) the tag over both.
+absl::Status SendResponse(const Socket& socket, MessageMac* mac, const absl::Status& status,
+                          const std::string& value, int64_t number, absl::Time deadline) {
+  const std::string message =
+      status.ok() ? std::string() : std::string(status.message().substr(0, kMaxErrorReply));
   const std::string& payload = status.ok() ? value : message;
   ResponseHeader resp{};
   resp.code = static_cast<uint8_t>(status.code());
@@ -33,7 +44,10 @@ absl::Status SendResponse(const Socket& socket, const absl::Status& status, cons
   resp.number = number;
   resp.magic = kMagic;
   RETURN_IF_ERROR(SendAll(socket, &resp, sizeof(resp), deadline));
-  return SendAll(socket, payload.data(), payload.size(), deadline);
+  RETURN_IF_ERROR(SendAll(socket, payload.data(), payload.size(), deadline));
+  if (mac == nullptr) return absl::OkStatus();
+  const MacTag tag = mac->Next({Bytes(&resp, sizeof(resp)), payload});
+  return SendAll(socket, tag.data(), tag.size(), deadline);
 }
 
 // After a refusal that ends the connection: FIN after the reply, then the bytes the client already sent are
@@ -81,12 +95,14 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const TcpStoreOptions
     return store;
   }
   store->port_ = options.master_port;
-  RETURN_IF_ERROR(store->ConnectClient());
+  absl::MutexLock lock(&store->call_mu_);
+  RETURN_IF_ERROR(store->ConnectClient(/*rejoining=*/false));
   return store;
 }
 
-absl::Status TcpStore::ConnectClient() {
-  const absl::Time deadline = absl::Now() + options_.timeout;
+absl::Status TcpStore::ConnectClient(bool rejoining) {
+  const absl::Time deadline =
+      absl::Now() + (rejoining ? std::min(options_.timeout, kRejoinWithin) : options_.timeout);
   const std::string where = absl::StrCat(options_.master_addr, ":", options_.master_port);
   HandshakeHello mine;
   mine.protocol = HandshakeProtocol::kStore;
@@ -100,10 +116,12 @@ absl::Status TcpStore::ConnectClient() {
                                        "; check --master_addr/--master_port and that rank 0 started"));
     }
     conn->set_peer_name(absl::StrCat("rendezvous store at ", where));
-    absl::StatusOr<HandshakeHello> server = ClientHandshake(*conn, options_.auth, mine, deadline);
+    SessionKeys keys;
+    absl::StatusOr<HandshakeHello> server = ClientHandshake(*conn, options_.auth, mine, deadline, &keys);
     if (server.ok()) {
-      absl::MutexLock lock(&call_mu_);
       connection_ = std::move(*conn);
+      send_mac_ = keys.enabled ? std::make_unique<MessageMac>(keys.client_to_server) : nullptr;
+      recv_mac_ = keys.enabled ? std::make_unique<MessageMac>(keys.server_to_client) : nullptr;
       return absl::OkStatus();
     }
     if (absl::IsInvalidArgument(server.status()) &&
@@ -114,7 +132,11 @@ absl::Status TcpStore::ConnectClient() {
     }
     // The server closed the connection before its verdict: at its connection limit, or shutting down. Try
     // again until the deadline; any other refusal is final.
-    if (!absl::IsUnavailable(server.status()) || absl::Now() >= deadline) return server.status();
+    // A rank joining again may find the server still holding its broken connection (it notices the end at
+    // its next read): that one goes away, so keep trying too.
+    const bool retry =
+        absl::IsUnavailable(server.status()) || (rejoining && absl::IsAlreadyExists(server.status()));
+    if (!retry || absl::Now() >= deadline) return server.status();
     absl::SleepFor(absl::Milliseconds(100));
   }
 }
@@ -168,19 +190,47 @@ void TcpStore::AcceptLoop() {
 
     absl::StatusOr<Socket> accepted = AcceptTcp(listener_, absl::Now() + absl::Milliseconds(100));
     if (!accepted.ok()) continue;  // timeout slice, or a transient accept error: keep serving
+    const std::string peer = accepted->peer_name();
+    const std::string source = peer.substr(0, peer.rfind(':'));
     absl::MutexLock lock(&clients_mu_);
-    if (static_cast<int>(clients_.size()) >= MaxConnections()) {
+    if (!MakeRoom(source)) {
       RecordRefusal(absl::ResourceExhaustedError(
-          absl::StrCat("a connection from ", accepted->peer_name(), ": ", MaxConnections(),
-                       " connections are open already (TcpStoreOptions::max_connections)")));
+          absl::StrCat("a connection from ", peer, ": too many connections are handshaking already (",
+                       MaxConnections(), " in all, ", options_.max_connections_per_source,
+                       " from one address; TcpStoreOptions::max_connections[_per_source])")));
       continue;  // closed by the Socket's destructor, before any byte is read
     }
     clients_.emplace_back();
     Client* client = &clients_.back();
+    client->source = source;
     client->socket = std::move(*accepted);
     client->socket.set_peer_name("store client");
     client->thread = std::thread([this, client] { Serve(client); });
   }
+}
+
+bool TcpStore::MakeRoom(const std::string& source) {
+  int handshaking = 0, from_source = 0, authenticated = 0;
+  for (const Client& c : clients_) {
+    if (c.done) continue;
+    if (c.authenticated) {
+      ++authenticated;
+    } else {
+      ++handshaking;
+      from_source += c.source == source ? 1 : 0;
+    }
+  }
+  // Without a world size nothing else bounds the authenticated connections.
+  if (options_.world_size <= 0 && authenticated >= MaxConnections()) return false;
+  const bool source_full = from_source >= options_.max_connections_per_source;
+  if (!source_full && handshaking < MaxConnections()) return true;
+  for (Client& c : clients_) {  // oldest first
+    if (c.done || c.authenticated || c.spoke || (source_full && c.source != source)) continue;
+    c.spoke = true;  // counted once: its thread sees the shut-down socket and ends
+    c.socket.Shutdown();
+    return true;
+  }
+  return false;
 }
 
 absl::Status TcpStore::AdmitRank(int rank) {
@@ -193,7 +243,8 @@ absl::Status TcpStore::AdmitRank(int rank) {
   absl::MutexLock lock(&clients_mu_);
   if (!joined_ranks_.insert(rank).second) {
     return absl::AlreadyExistsError(
-        absl::StrCat("rank ", rank, " already joined this job; are two processes using the same --rank?"));
+        absl::StrCat("rank ", rank,
+                     " is connected to this job's store already; are two processes using the same --rank?"));
   }
   return absl::OkStatus();
 }
@@ -213,28 +264,57 @@ void TcpStore::Serve(Client* client) {
   mine.protocol = HandshakeProtocol::kStore;
   mine.rank = 0;
   mine.world_size = options_.world_size;
-  absl::StatusOr<HandshakeHello> hello = ServerHandshake(
-      client->socket, options_.auth, mine, [this](const HandshakeHello& c) { return AdmitRank(c.rank); },
-      absl::Now() + options_.handshake_timeout);
-  if (!hello.ok()) {
-    RecordRefusal(hello.status());
-  } else {
-    {
-      absl::MutexLock lock(&clients_mu_);
-      ++active_clients_;
-    }
-    if (!ServeRequests(client->socket)) {
-      RecordRefusal(absl::InvalidArgumentError(
-          absl::StrCat(client->socket.peer_name(), " broke the store protocol or sent a request over the limits")));
-    }
+  const absl::Time deadline = absl::Now() + options_.handshake_timeout;
+  absl::StatusOr<HandshakeHello> hello = absl::DeadlineExceededError(absl::StrCat(
+      "a connection from ", client->source, " sent nothing within ",
+      absl::FormatDuration(options_.first_bytes_timeout), " (TcpStoreOptions::first_bytes_timeout)"));
+  absl::StatusOr<bool> readable = WaitReadable(client->socket, options_.first_bytes_timeout);
+  bool evicted = false;
+  {
     absl::MutexLock lock(&clients_mu_);
-    --active_clients_;
+    evicted = client->spoke;  // MakeRoom marks the ones it shut down
+    client->spoke = true;
   }
+  if (evicted) {
+    hello = absl::ResourceExhaustedError(
+        absl::StrCat("a silent connection from ", client->source, " closed to make room for newer ones"));
+  } else if (!readable.ok()) {
+    hello = readable.status();
+  } else if (*readable) {
+    SessionKeys keys;
+    hello = ServerHandshake(
+        client->socket, options_.auth, mine, [this](const HandshakeHello& c) { return AdmitRank(c.rank); },
+        deadline, &keys);
+    if (hello.ok()) {
+      {
+        absl::MutexLock lock(&clients_mu_);
+        ++active_clients_;
+        client->authenticated = true;
+      }
+      if (!ServeRequests(client->socket, keys)) {
+        RecordRefusal(absl::InvalidArgumentError(
+            absl::StrCat(client->socket.peer_name(),
+                         " broke the store protocol, sent a request over the limits or one that "
+                         "failed its integrity check")));
+      }
+      absl::MutexLock lock(&clients_mu_);
+      --active_clients_;
+      // The rank may join again (with the token) on a new connection.
+      if (options_.world_size > 0) joined_ranks_.erase(hello->rank);
+    }
+  }
+  if (!hello.ok()) RecordRefusal(hello.status());
   client->socket.Shutdown();
   client->done = true;
 }
 
-bool TcpStore::ServeRequests(const Socket& socket) {
+bool TcpStore::ServeRequests(const Socket& socket, const SessionKeys& keys) {
+  std::unique_ptr<MessageMac> recv_mac, send_mac;
+  if (keys.enabled) {
+    recv_mac = std::make_unique<MessageMac>(keys.client_to_server);
+    send_mac = std::make_unique<MessageMac>(keys.server_to_client);
+  }
+  MacTag tag;
   std::string key, value;
   while (!force_stop_) {
     absl::StatusOr<bool> readable = WaitReadable(socket, absl::Milliseconds(100));
@@ -247,7 +327,7 @@ bool TcpStore::ServeRequests(const Socket& socket) {
     if (req.key_len > options_.max_key_bytes || req.value_len > options_.max_value_bytes) {
       // Refused before a byte of it is read or allocated; the stream cannot be resynchronised cheaply, so the
       // connection ends here.
-      (void)SendResponse(socket,
+      (void)SendResponse(socket, send_mac.get(),
                          absl::ResourceExhaustedError(absl::StrCat(
                              "store request with a key of ", req.key_len, " bytes and a value of ",
                              req.value_len, " bytes refused: the limits are ", options_.max_key_bytes,
@@ -261,6 +341,18 @@ bool TcpStore::ServeRequests(const Socket& socket) {
     if (!RecvAll(socket, key.data(), key.size(), deadline).ok() ||
         !RecvAll(socket, value.data(), value.size(), deadline).ok()) {
       return false;
+    }
+    if (recv_mac != nullptr) {
+      if (!RecvAll(socket, tag.data(), tag.size(), deadline).ok()) return false;
+      if (!recv_mac->Check({Bytes(&req, sizeof(req)), key, value}, tag)) {
+        (void)SendResponse(socket, send_mac.get(),
+                           absl::DataLossError("the store request failed its integrity check: it was changed "
+                                               "between this rank and the store (a faulty or hostile network "
+                                               "path); the store closed the connection"),
+                           "", 0, deadline);
+        DrainAfterRefusal(socket);
+        return false;
+      }
     }
     absl::Status status;
     std::string payload;
@@ -288,7 +380,7 @@ bool TcpStore::ServeRequests(const Socket& socket) {
       default:
         status = absl::InvalidArgumentError(absl::StrCat("unknown store op ", req.op));
     }
-    if (!SendResponse(socket, status, payload, number, deadline).ok()) return true;
+    if (!SendResponse(socket, send_mac.get(), status, payload, number, deadline).ok()) return true;
   }
   return true;
 }
@@ -303,7 +395,20 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
   }
   absl::MutexLock lock(&call_mu_);
   if (!connection_.valid()) {
-    return absl::FailedPreconditionError("the store connection failed earlier; recreate the store");
+    // The connection broke in an earlier call: join again (a new handshake, with the token), once, and
+    // briefly, so that ranks whose store is gone (rank 0 exited) still fail fast.
+    if (rejoin_failed_) {
+      return absl::FailedPreconditionError(
+          "the store connection broke and joining again failed earlier; recreate the store");
+    }
+    absl::Status rejoined = ConnectClient(/*rejoining=*/true);
+    rejoin_failed_ = !rejoined.ok();
+    if (!rejoined.ok()) {
+      return absl::Status(rejoined.code(),
+                          absl::StrCat("the store connection broke earlier and joining again "
+                                       "failed: ",
+                                       rejoined.message()));
+    }
   }
   const absl::Time deadline = absl::Now() + wait + options_.timeout;
   RequestHeader req{};
@@ -315,9 +420,15 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
   absl::Status io = SendAll(connection_, &req, sizeof(req), deadline);
   if (io.ok()) io = SendAll(connection_, key.data(), key.size(), deadline);
   if (io.ok()) io = SendAll(connection_, value.data(), value.size(), deadline);
+  if (io.ok() && send_mac_ != nullptr) {
+    const MacTag tag = send_mac_->Next({Bytes(&req, sizeof(req)), key, value});
+    io = SendAll(connection_, tag.data(), tag.size(), deadline);
+  }
   ResponseHeader resp{};
   if (io.ok()) io = RecvAll(connection_, &resp, sizeof(resp), deadline);
-  if (io.ok() && (resp.magic != kMagic || resp.len > std::max(options_.max_value_bytes, kMinReplyLimit) ||
+  const size_t reply_limit =
+      resp.code == 0 ? std::max(options_.max_value_bytes, kMinReplyLimit) : kMinReplyLimit;
+  if (io.ok() && (resp.magic != kMagic || resp.len > reply_limit ||
                   resp.code > static_cast<uint8_t>(absl::StatusCode::kUnauthenticated))) {
     io = absl::UnavailableError(absl::StrCat("unexpected reply from ", options_.master_addr, ":",
                                              options_.master_port,
@@ -328,6 +439,15 @@ absl::StatusOr<TcpStore::Response> TcpStore::Call(uint8_t op, const std::string&
   if (io.ok()) {
     out.payload.resize(resp.len);
     io = RecvAll(connection_, out.payload.data(), out.payload.size(), deadline);
+  }
+  if (io.ok() && recv_mac_ != nullptr) {
+    MacTag tag;
+    io = RecvAll(connection_, tag.data(), tag.size(), deadline);
+    if (io.ok() && !recv_mac_->Check({Bytes(&resp, sizeof(resp)), out.payload}, tag)) {
+      io = absl::DataLossError(absl::StrCat(
+          "the reply of the rendezvous store at ", options_.master_addr, ":", options_.master_port,
+          " failed its integrity check: it was changed on the way (a faulty or hostile network path)"));
+    }
   }
   if (!io.ok()) {
     connection_.Close();  // the stream is out of sync now

@@ -9,14 +9,21 @@
 //   ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Create(o));
 //
 // Every connection starts with common/auth.h's handshake: with a token, a client that cannot prove it, or
-// belongs to another job id, can neither read nor write a key. The server also refuses a rank outside
-// [1, world_size) or one that already joined, keys and values over the size limits (before reading or
-// allocating them; the connection is closed), a Set that would grow the table over max_total_bytes (the
-// request fails), and connections beyond max_connections (closed at once); a connection that has not
-// finished its handshake within handshake_timeout is closed. Without a token and without a bind_addr the
-// server listens on 127.0.0.1 only and says so on stderr. The server prints its first 5 refusals on stderr
-// ("rendezvous store: refused ...", the rest are counted), and a Get of rank 0 that times out after a refusal
-// names the last one (e.g. a rank with another --auth_token) instead of blaming a missing rank.
+// belongs to another job id, can neither read nor write a key. With a token and auth.data_integrity (the
+// default), every request and reply after it carries a Poly1305 tag (common/integrity.h) under a key of its
+// direction and connection: a request changed on the way is refused (kDataLoss, the connection closed), a
+// changed reply fails the client's call with kDataLoss. The server also refuses a rank outside [1,
+// world_size) or one that is connected already (a rank whose connection dropped may join again, with the
+// token; its client reconnects on its next call, trying for up to 2 s once), keys and values over the size
+// limits (before reading or allocating them; the connection is closed), and a Set that would grow the table
+// over max_total_bytes (the request fails). Connections that have not authenticated yet are capped apart from
+// the ranks' own (max_connections in all, max_connections_per_source from one address); over a cap the oldest
+// one that has sent nothing is closed, else the new one. A connection must send its first bytes within
+// first_bytes_timeout and finish its handshake within handshake_timeout, or it is closed. Without a token and
+// without a bind_addr the server listens on 127.0.0.1 only and says so on stderr. The server prints its first
+// 5 refusals on stderr ("rendezvous store: refused ...", the rest are counted), and a Get of rank 0 that
+// times out after a refusal names the last one (e.g. a rank with another --auth_token) instead of blaming a
+// missing rank.
 //
 // Destroying the server waits (up to `shutdown_grace`) for connected clients to hang up, so ranks still
 // finishing a Get are answered. Thread-safe: calls from several threads are serialised per connection.
@@ -35,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/integrity.h"
 #include "common/socket.h"
 #include "common/store.h"
 
@@ -65,10 +73,15 @@ struct TcpStoreOptions {
   size_t max_total_bytes = 64 << 20;
   // Refusals the server prints on stderr (the rest are counted); 0: none (tests of floods).
   int refusals_logged = 5;
-  // Connections served at once (handshaking or authenticated); 0: 4 * world_size + 16 (64 when world_size is
-  // 0). Beyond it a new connection is closed at once (a client then retries until its timeout).
+  // Connections handshaking at once; 0: 4 * world_size + 16 (64 when world_size is 0, which also caps the
+  // authenticated ones then; with a world size, each rank holds one connection). Over it, see above (a
+  // client whose connection was closed before the verdict retries until its timeout).
   int max_connections = 0;
-  // A connection must finish its handshake within this long, or it is closed.
+  // Handshaking connections from one source address.
+  int max_connections_per_source = 8;
+  // A connection must send its first bytes within first_bytes_timeout and finish its handshake within
+  // handshake_timeout, or it is closed.
+  absl::Duration first_bytes_timeout = absl::Seconds(1);
   absl::Duration handshake_timeout = absl::Seconds(10);
 };
 
@@ -93,7 +106,7 @@ class TcpStore final : public Store {
   void Abandon() { abandoned_ = true; }
 
   // Server: connections open now (handshaking or authenticated), and connections refused so far (failed
-  // handshake, over a limit, malformed request). Thread-safe.
+  // handshake, over a limit, malformed or tampered request). Thread-safe.
   int open_connections() ABSL_LOCKS_EXCLUDED(clients_mu_);
   int64_t refused_connections() const { return refused_; }
 
@@ -101,19 +114,27 @@ class TcpStore final : public Store {
   struct Response;
   struct Client {
     Socket socket;
+    std::string source;  // the peer's address, without the port
     std::thread thread;
     std::atomic<bool> done{false};  // the thread finished and may be joined
+    bool spoke = false;             // guarded by clients_mu_: its first bytes arrived
+    bool authenticated = false;     // guarded by clients_mu_
   };
   explicit TcpStore(const TcpStoreOptions& options)
       : options_(options), table_(options.is_server ? options.max_total_bytes : 0) {}
-  absl::Status ConnectClient();
+  // Connects, shakes hands and keys the connection, retrying until options_.timeout (see Create).
+  // `rejoining`: after a broken connection, when the server may still count this rank as connected.
+  absl::Status ConnectClient(bool rejoining) ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
   absl::StatusOr<Response> Call(uint8_t op, const std::string& key, const std::string& value, int64_t arg,
                                 absl::Duration wait) ABSL_LOCKS_EXCLUDED(call_mu_);
   void AcceptLoop() ABSL_LOCKS_EXCLUDED(clients_mu_);
   void Serve(Client* client) ABSL_LOCKS_EXCLUDED(clients_mu_);
   // Runs the request loop of an authenticated connection until it closes or the server stops. False when
   // the client broke the protocol (counted as refused).
-  bool ServeRequests(const Socket& socket);
+  bool ServeRequests(const Socket& socket, const SessionKeys& keys);
+  // Over a cap for handshaking connections from `source`: closes the oldest silent one, or returns false
+  // (the new connection is then refused).
+  bool MakeRoom(const std::string& source) ABSL_EXCLUSIVE_LOCKS_REQUIRED(clients_mu_);
   absl::Status AdmitRank(int rank) ABSL_LOCKS_EXCLUDED(clients_mu_);
   // Counts a refused connection, keeps `why` for a Get that times out, prints the first ones.
   void RecordRefusal(const absl::Status& why) ABSL_LOCKS_EXCLUDED(refusal_mu_);
@@ -125,6 +146,9 @@ class TcpStore final : public Store {
   // Client side.
   absl::Mutex call_mu_;
   Socket connection_ ABSL_GUARDED_BY(call_mu_);
+  std::unique_ptr<MessageMac> send_mac_ ABSL_GUARDED_BY(call_mu_);  // null: integrity off
+  std::unique_ptr<MessageMac> recv_mac_ ABSL_GUARDED_BY(call_mu_);
+  bool rejoin_failed_ ABSL_GUARDED_BY(call_mu_) = false;
 
   // Server side.
   InMemoryStore table_;

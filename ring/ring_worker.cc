@@ -43,9 +43,17 @@ ABSL_FLAG(std::string, auth_token, "",
           "connection that cannot is refused. Empty: the PSRING_AUTH_TOKEN environment variable (preferred: "
           "not visible in ps), else no authentication, and rank 0's store then listens on 127.0.0.1 only "
           "unless --iface_addr or a non-loopback --master_addr is given. Never printed.");
-ABSL_FLAG(std::string, job_id, "",
-          "Names the job (at most 256 bytes): ranks and stores of another job id refuse each other even with "
-          "the same token. Empty: the PSRING_JOB_ID environment variable, else the empty id.");
+ABSL_FLAG(
+    std::string, job_id, "",
+    "Names the job (at most 256 bytes): ranks and stores of another job id refuse each other even with "
+    "the same token. Empty: the PSRING_JOB_ID environment variable, else \"psring-port-<master "
+    "port>\" (every rank of a job reaches the same master port; jobs on one master host differ in it).");
+ABSL_FLAG(
+    std::string, data_integrity, "on",
+    "on or off. With a token: every store message and ring segment after the handshake carries a "
+    "Poly1305 tag under per-connection, per-direction keys derived from the handshake, so a change on the "
+    "way fails the job naming the link (common/integrity.h). Not encryption. off: only the handshake is "
+    "authenticated (measured cost of on: README). Every rank must agree. NCCL links are never covered.");
 
 namespace psring::ring {
 namespace {
@@ -104,6 +112,13 @@ absl::StatusOr<trainer::WorkerExchange> ConnectRing(const trainer::WorkerOptions
   options.store_bind_addr = options.group.tcp.iface_addr;
   ASSIGN_OR_RETURN(options.group.tcp.auth,
                    AuthConfigFrom(absl::GetFlag(FLAGS_auth_token), absl::GetFlag(FLAGS_job_id)));
+  AuthConfig& auth = options.group.tcp.auth;
+  if (auth.job_id.empty()) auth.job_id = absl::StrCat("psring-port-", worker.env.master_port);
+  const std::string integrity = absl::GetFlag(FLAGS_data_integrity);
+  if (integrity != "on" && integrity != "off") {
+    return absl::InvalidArgumentError(absl::StrCat("--data_integrity=", integrity, ": must be on or off"));
+  }
+  auth.data_integrity = integrity == "on";
   options.group.fingerprint = WorkerFingerprint(worker);
   ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> ring, RingExchange::Connect(worker.env, options));
   trainer::WorkerExchange made;

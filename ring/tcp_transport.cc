@@ -18,14 +18,22 @@
 namespace psring::ring {
 namespace {
 
-// How long one incoming connection may take to finish its handshake before the rank gives up on it and
-// accepts the next one (a stalled stranger must not use up the whole --timeout).
+// Connection handling against strangers on the ring port (anyone who can reach it): the accept loop never
+// waits for a handshake; a connection must send its first bytes within kFirstBytesWithin and finish its
+// handshake within kHandshakeSlice; at most kMaxUnauthenticated connections shake hands at once, at most
+// kMaxPerSource of them from one address other than the left neighbour's published host. Over a cap, the
+// newest connection stays and the oldest one loses its slot (silent ones first, then those from other
+// hosts): a flood of silent connections cannot keep out the real neighbour, whose hello arrives at once and
+// whose client retries if it was dropped anyway.
+constexpr absl::Duration kFirstBytesWithin = absl::Seconds(1);
 constexpr absl::Duration kHandshakeSlice = absl::Seconds(5);
-
-// How many incoming connections may shake hands with a rank's ring port at once, and how many refusals a
-// rank prints (the rest are counted): a flood of strangers costs bounded threads and log lines.
-constexpr int kMaxHandshakesInFlight = 32;
+constexpr int kMaxUnauthenticated = 32;
+constexpr int kMaxPerSource = 8;
+// How many refusals a rank prints (the rest are counted): a flood costs bounded log lines.
 constexpr int kRefusalsLogged = 5;
+// The client's pause before it connects again after its handshake was cut off (evicted, or the neighbour
+// not listening yet).
+constexpr absl::Duration kReconnectPause = absl::Milliseconds(50);
 
 absl::StatusOr<std::string> DefaultAddress(const TcpRingOptions& o) {
   if (!o.iface_addr.empty()) return o.iface_addr;
@@ -49,15 +57,28 @@ absl::Status CheckNeighbour(const HandshakeHello& h, int expected_rank, int my_r
   return absl::OkStatus();
 }
 
+// The host the left neighbour published, once ConnectTcpRing has read it (the acceptor starts before).
+struct LeftHost {
+  absl::Mutex mu;
+  std::string host ABSL_GUARDED_BY(mu);
+};
+
+// The host part of an accepted socket's "ip:port" peer name.
+std::string SourceHost(const std::string& peer_name) {
+  const size_t colon = peer_name.rfind(':');
+  return colon == std::string::npos ? peer_name : peer_name.substr(0, colon);
+}
+
 // Accepts connections until one proves to be the left neighbour. Each connection shakes hands on its own
-// thread (at most kMaxHandshakesInFlight at once; more wait in the listen backlog), so strangers that stall
-// their handshake cannot keep the real neighbour waiting behind them. A connection that fails the handshake
-// before its hello is authenticated (no or wrong token, another job, not a psring hello, a stall) is refused
-// and the rank keeps waiting; an authenticated neighbour that disagrees (rank, world size) fails the rank.
-// The first connection that proves to be the left neighbour wins; the handshakes still running are shut
-// down and joined before this returns. `listener` is shut down when this returns with a neighbour or an error.
-absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int world_size, const AuthConfig& auth,
-                                  absl::Time deadline) {
+// thread, under the caps above; a connection that fails the handshake before its hello is authenticated (no
+// or wrong token, another job, not a psring hello, silence, a stall, evicted) is refused and the rank keeps
+// waiting; an authenticated neighbour that disagrees (rank, world size, intended peer) fails the rank. The
+// first connection that proves to be the left neighbour wins; the handshakes still running are shut down and
+// joined before this returns. `left_host`: the host the left neighbour published, once known (its
+// connections are exempt from the per-source cap and evicted last). `keys` gets the winner's session keys.
+absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int world_size,
+                                  const AuthConfig& auth, LeftHost& left_host, absl::Time deadline,
+                                  SessionKeys* keys) {
   HandshakeHello mine;
   mine.protocol = HandshakeProtocol::kRing;
   mine.rank = rank;
@@ -65,28 +86,42 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
 
   struct Handshake {
     Socket socket;
+    std::string source;
+    bool preferred = false;  // from left_host
     std::thread thread;
-    bool done = false;  // guarded by mu
+    bool spoke = false;    // guarded by mu: its first bytes arrived
+    bool evicted = false;  // guarded by mu: its slot was given to a newer connection
+    bool done = false;     // guarded by mu
   };
   absl::Mutex mu;
-  std::list<std::unique_ptr<Handshake>> running;  // guarded by mu (the list; each socket is its thread's)
+  std::list<std::unique_ptr<Handshake>> running;  // guarded by mu, oldest first
   std::optional<Socket> winner;                   // guarded by mu
+  SessionKeys winner_keys;                        // guarded by mu
   absl::Status fatal;                             // guarded by mu
   absl::Status last_refused;                      // guarded by mu
   int refused = 0;                                // guarded by mu
-  int in_flight = 0;                              // guarded by mu
 
   auto shake = [&](Handshake* h) {
     bool authenticated = false;
-    absl::StatusOr<HandshakeHello> hello = ServerHandshake(
-        h->socket, auth, mine,
-        [&](const HandshakeHello& hi) {
-          authenticated = true;
-          return CheckNeighbour(hi, left, rank, world_size, "left");
-        },
-        std::min(deadline, absl::Now() + kHandshakeSlice));
+    SessionKeys session;
+    absl::StatusOr<HandshakeHello> hello = absl::DeadlineExceededError(absl::StrCat(
+        h->socket.peer_name(), " sent nothing within ", absl::FormatDuration(kFirstBytesWithin)));
+    absl::StatusOr<bool> readable = WaitReadable(h->socket, kFirstBytesWithin);
+    if (!readable.ok()) hello = readable.status();
+    if (readable.ok() && *readable) {
+      {
+        absl::MutexLock lock(&mu);
+        h->spoke = true;
+      }
+      hello = ServerHandshake(
+          h->socket, auth, mine,
+          [&](const HandshakeHello& hi) {
+            authenticated = true;
+            return CheckNeighbour(hi, left, rank, world_size, "left");
+          },
+          std::min(deadline, absl::Now() + kHandshakeSlice), &session);
+    }
     absl::MutexLock lock(&mu);
-    --in_flight;
     h->done = true;
     if (winner.has_value() || !fatal.ok() || !hello.ok()) {
       h->socket.Close();  // refused, or not needed: the peer sees the connection close now
@@ -94,6 +129,7 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
     if (winner.has_value() || !fatal.ok()) return;
     if (hello.ok()) {
       winner = std::move(h->socket);
+      winner_keys = session;
       listener.Shutdown();  // wakes the accept loop
       return;
     }
@@ -102,26 +138,56 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
       listener.Shutdown();
       return;
     }
-    last_refused = hello.status();
+    last_refused = h->evicted ? absl::ResourceExhaustedError(absl::StrCat(
+                                    h->socket.peer_name(), " lost its handshake slot to newer connections"))
+                              : hello.status();
     if (++refused <= kRefusalsLogged) {
       std::fprintf(stderr, "rank %d: refused a connection to its ring port: %s%s\n", rank,
-                   std::string(hello.status().message()).c_str(),
+                   std::string(last_refused.message()).c_str(),
                    refused == kRefusalsLogged ? " (further refusals are counted, not printed)" : "");
     }
+  };
+
+  // Makes room for one more connection from `source` (mu held): evicts the oldest handshake of that source
+  // over its cap, then the oldest one over the total cap, preferring silent ones and strangers.
+  auto make_room = [&](const std::string& source, bool preferred) {
+    mu.AssertHeld();
+    auto live = [](const std::unique_ptr<Handshake>& h) { return !h->done && !h->evicted; };
+    auto evict = [&](auto match) {
+      for (int pass = 0; pass < 3; ++pass) {  // silent strangers, strangers, anyone
+        for (auto& h : running) {
+          if (!live(h) || !match(*h)) continue;
+          if ((pass == 0 && (h->spoke || h->preferred)) || (pass == 1 && h->preferred)) continue;
+          h->evicted = true;
+          h->socket.Shutdown();  // its thread returns promptly
+          return;
+        }
+      }
+    };
+    if (!preferred) {
+      int same = 0;
+      for (auto& h : running) same += live(h) && h->source == source ? 1 : 0;
+      if (same >= kMaxPerSource) evict([&](const Handshake& h) { return h.source == source; });
+    }
+    int total = 0;
+    for (auto& h : running) total += live(h) ? 1 : 0;
+    if (total >= kMaxUnauthenticated) evict([](const Handshake&) { return true; });
   };
 
   absl::Status accept_error;
   while (true) {
     {
-      // Wait for a free handshake slot (or for the wait to end).
+      // Join the handshakes that ended; wait while evicted ones still hold threads beyond twice the cap (they
+      // return promptly once shut down), so a flood costs bounded threads.
       absl::MutexLock lock(&mu);
-      auto slot_or_over = [&] {
+      auto threads_or_over = [&] {
         mu.AssertHeld();
-        return winner.has_value() || !fatal.ok() || in_flight < kMaxHandshakesInFlight;
+        int alive = 0;
+        for (auto& h : running) alive += h->done ? 0 : 1;
+        return winner.has_value() || !fatal.ok() || alive < 2 * kMaxUnauthenticated;
       };
-      mu.AwaitWithDeadline(absl::Condition(&slot_or_over), deadline);
+      mu.AwaitWithDeadline(absl::Condition(&threads_or_over), deadline);
       if (winner.has_value() || !fatal.ok()) break;
-      // Join the handshakes that ended (the list stays as long as the handshakes in flight).
       for (auto it = running.begin(); it != running.end();) {
         if ((*it)->done) {
           (*it)->thread.join();  // it only returns now: done is set under mu as its last step
@@ -136,14 +202,19 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
       accept_error = accepted.status();
       break;
     }
-    accepted->set_peer_name(absl::StrCat("a connection to rank ", rank, "'s ring port from ",
-                                         accepted->peer_name()));
     auto h = std::make_unique<Handshake>();
+    h->source = SourceHost(accepted->peer_name());
+    {
+      absl::MutexLock lock(&left_host.mu);
+      h->preferred = !left_host.host.empty() && h->source == left_host.host;
+    }
+    accepted->set_peer_name(
+        absl::StrCat("a connection to rank ", rank, "'s ring port from ", accepted->peer_name()));
     h->socket = std::move(*accepted);
     Handshake* raw = h.get();
     absl::MutexLock lock(&mu);
     if (winner.has_value() || !fatal.ok()) break;  // `accepted` came after the winner; dropped
-    ++in_flight;
+    make_room(raw->source, raw->preferred);
     running.push_back(std::move(h));
     raw->thread = std::thread(shake, raw);
   }
@@ -164,6 +235,7 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
       std::fprintf(stderr, "rank %d: refused %d connections to its ring port before its left neighbour's\n",
                    rank, refused);
     }
+    *keys = winner_keys;
     return std::move(*winner);
   }
   if (!fatal.ok()) return fatal;
@@ -178,42 +250,72 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
                                    accept_error.message()));
 }
 
-// Reads the right neighbour's address from the store, connects and proves this rank to it (and it to this
-// rank).
-absl::StatusOr<Socket> ConnectRight(Store* store, int rank, int right, int world_size,
-                                    const TcpRingOptions& options, absl::Time deadline) {
-  // The right neighbour's address, and its idea of the world size.
-  ASSIGN_OR_RETURN(std::string published,
-                   store->Get(absl::StrCat(options.store_prefix, "/addr/", right), options.timeout));
+// "<prefix>/addr/<r>" from the store: rank r's ring address, after checking its idea of the world size.
+absl::StatusOr<HostPort> PublishedAddress(Store* store, int rank, int peer, int world_size,
+                                          const TcpRingOptions& options, absl::Time deadline) {
+  ASSIGN_OR_RETURN(std::string published, store->Get(absl::StrCat(options.store_prefix, "/addr/", peer),
+                                                     std::max(deadline - absl::Now(), absl::ZeroDuration())));
   std::vector<std::string> parts = absl::StrSplit(published, ' ');
-  int right_world = 0;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &right_world)) {
+  int peer_world = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &peer_world)) {
     return absl::InvalidArgumentError(absl::StrCat("malformed ring address '", published, "' in the store"));
   }
-  if (right_world != world_size) {
+  if (peer_world != world_size) {
     return absl::InvalidArgumentError(
-        absl::StrCat("world size mismatch: rank ", rank, " has world size ", world_size, " but rank ", right,
-                     " has world size ", right_world, "; start every rank with the same --world_size"));
+        absl::StrCat("world size mismatch: rank ", rank, " has world size ", world_size, " but rank ", peer,
+                     " has world size ", peer_world, "; start every rank with the same --world_size"));
   }
-  ASSIGN_OR_RETURN(HostPort right_addr,
-                   ParseHostPort(parts[0], absl::StrCat("rank ", right, "'s ring address")));
-  ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.host, right_addr.port, deadline));
-  to_right.set_peer_name(absl::StrCat("right neighbour rank ", right, " (", parts[0], ")"));
-  if (options.socket_buffer_bytes > 0) RETURN_IF_ERROR(SetBufferSizes(to_right, options.socket_buffer_bytes));
+  return ParseHostPort(parts[0], absl::StrCat("rank ", peer, "'s ring address"));
+}
+
+// Connects to the right neighbour and proves this rank to it (and it to this rank). A handshake cut off
+// before the verdict (the neighbour's port evicted it under a flood, or is not accepting yet) is tried again
+// until the deadline; a refusal is final.
+absl::StatusOr<Socket> ConnectRight(const HostPort& right_addr, int rank, int right, int world_size,
+                                    const TcpRingOptions& options, absl::Time deadline, SessionKeys* keys) {
   HandshakeHello mine;
   mine.protocol = HandshakeProtocol::kRing;
   mine.rank = rank;
   mine.world_size = world_size;
-  ASSIGN_OR_RETURN(HandshakeHello right_hello, ClientHandshake(to_right, options.auth, mine, deadline));
-  RETURN_IF_ERROR(CheckNeighbour(right_hello, right, rank, world_size, "right"));
-  return to_right;
+  mine.peer_rank = right;
+  while (true) {
+    ASSIGN_OR_RETURN(Socket to_right, ConnectTcp(right_addr.host, right_addr.port, deadline));
+    to_right.set_peer_name(
+        absl::StrCat("right neighbour rank ", right, " (", right_addr.host, ":", right_addr.port, ")"));
+    if (options.socket_buffer_bytes > 0)
+      RETURN_IF_ERROR(SetBufferSizes(to_right, options.socket_buffer_bytes));
+    absl::StatusOr<HandshakeHello> hello = ClientHandshake(to_right, options.auth, mine, deadline, keys);
+    if (hello.ok()) {
+      RETURN_IF_ERROR(CheckNeighbour(*hello, right, rank, world_size, "right"));
+      return to_right;
+    }
+    if (!absl::IsUnavailable(hello.status()) || absl::Now() + kReconnectPause >= deadline) {
+      return hello.status();
+    }
+    absl::SleepFor(kReconnectPause);
+  }
 }
 
 }  // namespace
 
+TcpRingPeer::TcpRingPeer(int rank, int world_size, Socket right, Socket left, const SessionKeys& right_keys,
+                         const SessionKeys& left_keys)
+    : rank_(rank), world_size_(world_size), right_(std::move(right)), left_(std::move(left)) {
+  // This rank is the client of its right link and the server of its left one; each link carries data one
+  // way only.
+  if (right_keys.enabled) send_mac_ = std::make_unique<MessageMac>(right_keys.client_to_server);
+  if (left_keys.enabled) recv_mac_ = std::make_unique<MessageMac>(left_keys.client_to_server);
+}
+
 absl::Status TcpRingPeer::SendRight(const void* data, size_t bytes, absl::Time deadline) {
   if (aborted_) return absl::UnavailableError("the ring transport was aborted after an earlier error");
-  RETURN_IF_ERROR(SendAll(right_, data, bytes, deadline));
+  if (send_mac_ != nullptr) {
+    const MacTag tag = send_mac_->Next({absl::string_view(static_cast<const char*>(data), bytes)});
+    RETURN_IF_ERROR(SendAll(right_, data, bytes, deadline));
+    RETURN_IF_ERROR(SendAll(right_, tag.data(), tag.size(), deadline));
+  } else {
+    RETURN_IF_ERROR(SendAll(right_, data, bytes, deadline));
+  }
   sent_ += bytes;
   return absl::OkStatus();
 }
@@ -221,6 +323,19 @@ absl::Status TcpRingPeer::SendRight(const void* data, size_t bytes, absl::Time d
 absl::Status TcpRingPeer::RecvLeft(void* data, size_t bytes, absl::Time deadline) {
   if (aborted_) return absl::UnavailableError("the ring transport was aborted after an earlier error");
   RETURN_IF_ERROR(RecvAll(left_, data, bytes, deadline));
+  if (recv_mac_ != nullptr) {
+    MacTag tag;
+    RETURN_IF_ERROR(RecvAll(left_, tag.data(), tag.size(), deadline));
+    const uint64_t sequence = recv_mac_->sequence();
+    if (!recv_mac_->Check({absl::string_view(static_cast<const char*>(data), bytes)}, tag)) {
+      const int left = (rank_ + world_size_ - 1) % world_size_;
+      return absl::DataLossError(
+          absl::StrCat("integrity check failed on the ring link rank ", left, " -> rank ", rank_,
+                       " (message ", sequence, ", ", bytes,
+                       " bytes): the data was changed between the two ranks (a faulty or hostile network "
+                       "path); the job stops rather than use it. --data_integrity=off turns the check off"));
+    }
+  }
   received_ += bytes;
   return absl::OkStatus();
 }
@@ -253,9 +368,23 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
   // left side is accepted on its own thread from now on, or each rank would wait for the server hello of a
   // neighbour that waits for its own right neighbour's.
   absl::StatusOr<Socket> accepted = absl::UnknownError("not accepted");
-  std::thread acceptor(
-      [&] { accepted = AcceptLeft(listener, rank, left, world_size, options.auth, deadline); });
-  absl::StatusOr<Socket> connected = ConnectRight(store, rank, right, world_size, options, deadline);
+  SessionKeys left_keys, right_keys;
+  LeftHost left_host;
+  std::thread acceptor([&] {
+    accepted = AcceptLeft(listener, rank, left, world_size, options.auth, left_host, deadline, &left_keys);
+  });
+  // Both neighbours' addresses (each publishes before it connects to anyone); the left one's host is the
+  // source address the acceptor prefers from then on.
+  absl::StatusOr<Socket> connected = [&]() -> absl::StatusOr<Socket> {
+    ASSIGN_OR_RETURN(HostPort right_addr,
+                     PublishedAddress(store, rank, right, world_size, options, deadline));
+    ASSIGN_OR_RETURN(HostPort left_addr, PublishedAddress(store, rank, left, world_size, options, deadline));
+    {
+      absl::MutexLock lock(&left_host.mu);
+      left_host.host = left_addr.host;
+    }
+    return ConnectRight(right_addr, rank, right, world_size, options, deadline, &right_keys);
+  }();
   if (!connected.ok()) listener.Shutdown();  // wakes the acceptor
   acceptor.join();
   RETURN_IF_ERROR(connected.status());
@@ -269,7 +398,8 @@ absl::StatusOr<std::unique_ptr<TcpRingPeer>> ConnectTcpRing(Store* store, int ra
     RETURN_IF_ERROR(to_right.SetBlockingSlice(absl::Milliseconds(100)));
     RETURN_IF_ERROR(from_left.SetBlockingSlice(absl::Milliseconds(100)));
   }
-  return std::make_unique<TcpRingPeer>(rank, world_size, std::move(to_right), std::move(from_left));
+  return std::make_unique<TcpRingPeer>(rank, world_size, std::move(to_right), std::move(from_left),
+                                       right_keys, left_keys);
 }
 
 }  // namespace psring::ring

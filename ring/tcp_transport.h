@@ -6,7 +6,13 @@
 // Each connection starts with common/auth.h's handshake (protocol kRing): with options.auth.token set, both
 // neighbours prove the token (HMAC over fresh nonces) and the job id must match; a connection that fails
 // this is refused and the rank keeps waiting for its real neighbour until the timeout. An authenticated
-// neighbour with another world size, or the wrong rank, is a kInvalidArgument naming both values. Sockets get TCP_NODELAY and large socket buffers
+// neighbour with another world size, or the wrong rank, is a kInvalidArgument naming both values. The
+// client names the rank it means to reach (r -> r+1), which the handshake binds into its MACs. With a token
+// and auth.data_integrity (the default), every segment carries a Poly1305 tag under a per-link key derived
+// from the handshake (common/integrity.h): a changed, dropped or injected segment fails the receiving rank
+// with kDataLoss naming the link. The ring port keeps accepting under a flood of strangers (caps on
+// unauthenticated connections, in total and per source address, and a 1 s deadline for their first bytes;
+// see tcp_transport.cc). Sockets get TCP_NODELAY and large socket buffers
 // (autotuned, or sized by TcpRingOptions::socket_buffer_bytes).
 //
 //   TcpRingOptions o; o.iface_addr = "10.0.0.3"; o.timeout = absl::Seconds(60);
@@ -21,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/integrity.h"
 #include "common/socket.h"
 #include "common/store.h"
 #include "ring/peer.h"
@@ -47,8 +54,11 @@ struct TcpRingOptions {
 
 class TcpRingPeer final : public Peer {
  public:
-  TcpRingPeer(int rank, int world_size, Socket right, Socket left)
-      : rank_(rank), world_size_(world_size), right_(std::move(right)), left_(std::move(left)) {}
+  // `right_keys` / `left_keys`: the links' session keys (common/auth.h); when enabled, every segment sent
+  // right carries a tag and every segment received from the left is checked (kDataLoss naming the link when
+  // it was changed on the way).
+  TcpRingPeer(int rank, int world_size, Socket right, Socket left, const SessionKeys& right_keys = {},
+              const SessionKeys& left_keys = {});
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -63,6 +73,8 @@ class TcpRingPeer final : public Peer {
   const int world_size_;
   Socket right_;
   Socket left_;
+  std::unique_ptr<MessageMac> send_mac_;  // used by the sending thread only
+  std::unique_ptr<MessageMac> recv_mac_;  // used by the receiving thread only
   std::atomic<bool> aborted_{false};
   std::atomic<uint64_t> sent_{0};
   std::atomic<uint64_t> received_{0};

@@ -50,11 +50,13 @@ TEST(AuthConfigTest, FlagWinsOverTheEnvironment) {
 struct Outcome {
   absl::StatusOr<HandshakeHello> client = absl::UnknownError("not run");
   absl::StatusOr<HandshakeHello> server = absl::UnknownError("not run");
+  SessionKeys client_keys, server_keys;
 };
 
-// One handshake over a real loopback connection: the client is rank 3 of 4, the server rank 0.
+// One handshake over a real loopback connection: the client is rank 3 of 4 and means to reach `peer_rank`,
+// the server rank 0.
 Outcome Handshake(const AuthConfig& client_auth, const AuthConfig& server_auth,
-                  const HelloCheck& check = nullptr) {
+                  const HelloCheck& check = nullptr, int peer_rank = -1) {
   Outcome out;
   absl::StatusOr<Socket> listener = ListenTcp("127.0.0.1", 0);
   EXPECT_TRUE(listener.ok()) << listener.status();
@@ -66,13 +68,15 @@ Outcome Handshake(const AuthConfig& client_auth, const AuthConfig& server_auth,
       out.server = s.status();
       return;
     }
-    out.server =
-        ServerHandshake(*s, server_auth, HandshakeHello{HandshakeProtocol::kStore, 0, 4}, check, deadline);
+    out.server = ServerHandshake(*s, server_auth, HandshakeHello{HandshakeProtocol::kStore, 0, 4}, check,
+                                 deadline, &out.server_keys);
   });
   absl::StatusOr<Socket> c = ConnectTcp("127.0.0.1", *LocalPort(*listener), deadline);
   EXPECT_TRUE(c.ok()) << c.status();
   if (c.ok()) {
-    out.client = ClientHandshake(*c, client_auth, HandshakeHello{HandshakeProtocol::kStore, 3, 4}, deadline);
+    HandshakeHello mine{HandshakeProtocol::kStore, 3, 4};
+    mine.peer_rank = peer_rank;
+    out.client = ClientHandshake(*c, client_auth, mine, deadline, &out.client_keys);
   }
   c = absl::UnknownError("closed");  // hang up, so a server waiting for the client's proof sees it
   server.join();
@@ -167,6 +171,60 @@ TEST(HandshakeTest, GarbageInsteadOfAHelloIsRefused) {
   ASSERT_TRUE(SendAll(*c, garbage.data(), garbage.size(), deadline).ok());
   t.join();
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << server.status();
+}
+
+// Issue 22: the keys for common/integrity.h's tags. Both ends get the same ones, one per direction, new for
+// every connection; none without a token or with --data_integrity=off; ends that disagree are refused.
+TEST(SessionKeysTest, BothEndsGetTheSameKeysOnePerDirectionNewPerConnection) {
+  const AuthConfig auth{"integrity-token", "job"};
+  Outcome one = Handshake(auth, auth);
+  ASSERT_TRUE(one.client.ok()) << one.client.status();
+  ASSERT_TRUE(one.server.ok()) << one.server.status();
+  ASSERT_TRUE(one.client_keys.enabled);
+  ASSERT_TRUE(one.server_keys.enabled);
+  EXPECT_EQ(one.client_keys.client_to_server, one.server_keys.client_to_server);
+  EXPECT_EQ(one.client_keys.server_to_client, one.server_keys.server_to_client);
+  EXPECT_NE(one.client_keys.client_to_server, one.client_keys.server_to_client);
+  Outcome two = Handshake(auth, auth);
+  ASSERT_TRUE(two.client.ok()) << two.client.status();
+  EXPECT_NE(two.client_keys.client_to_server, one.client_keys.client_to_server);
+}
+
+TEST(SessionKeysTest, NoKeysWithoutATokenOrWithIntegrityOff) {
+  Outcome none = Handshake(AuthConfig{"", "job"}, AuthConfig{"", "job"});
+  ASSERT_TRUE(none.client.ok()) << none.client.status();
+  EXPECT_FALSE(none.client_keys.enabled);
+  EXPECT_FALSE(none.server_keys.enabled);
+  AuthConfig off{"integrity-token", "job"};
+  off.data_integrity = false;
+  Outcome both_off = Handshake(off, off);
+  ASSERT_TRUE(both_off.client.ok()) << both_off.client.status();
+  EXPECT_FALSE(both_off.client_keys.enabled);
+  EXPECT_FALSE(both_off.server_keys.enabled);
+}
+
+TEST(SessionKeysTest, EndsThatDisagreeOnIntegrityAreRefusedNamingTheFlag) {
+  AuthConfig off{"integrity-token", "job"};
+  off.data_integrity = false;
+  Outcome mixed = Handshake(AuthConfig{"integrity-token", "job"}, off);
+  ASSERT_FALSE(mixed.client.ok());
+  EXPECT_TRUE(absl::StrContains(mixed.client.status().message(), "--data_integrity=off")) << mixed.client.status();
+  EXPECT_FALSE(mixed.server.ok());
+}
+
+// A client that means to reach rank 2 and reaches rank 0 (a stale or forged address) stops before it sends
+// its proof; one that means rank 0 gets through, and the server sees whom it meant.
+TEST(PeerBindingTest, TheClientChecksTheServersRankBeforeProvingItself) {
+  const AuthConfig auth{"integrity-token", "job"};
+  Outcome wrong = Handshake(auth, auth, nullptr, /*peer_rank=*/2);
+  ASSERT_FALSE(wrong.client.ok());
+  EXPECT_EQ(wrong.client.status().code(), absl::StatusCode::kInvalidArgument) << wrong.client.status();
+  EXPECT_TRUE(absl::StrContains(wrong.client.status().message(), "not rank 2")) << wrong.client.status();
+  EXPECT_FALSE(wrong.server.ok()) << "the server accepted a client that never proved the token";
+  Outcome right = Handshake(auth, auth, nullptr, /*peer_rank=*/0);
+  EXPECT_TRUE(right.client.ok()) << right.client.status();
+  ASSERT_TRUE(right.server.ok()) << right.server.status();
+  EXPECT_EQ(right.server->peer_rank, 0);
 }
 
 }  // namespace
