@@ -152,6 +152,39 @@ TEST(HostileCheckpointTest, DamagedArchivesGetTheRightError) {
   }
 }
 
+// Issue 22: a shape whose element count overflows int64 (2^62 x 4 wraps to 0) must not pass as an empty
+// array.
+TEST(HostileCheckpointTest, ShapeWhoseElementCountOverflowsIsRefused) {
+  const std::string npy = EncodeNpy(NpyArray{"<f4", {int64_t{1} << 62, 4}, ""});
+  absl::StatusOr<NpyArray> decoded = DecodeNpy(npy, "overflow");
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << decoded.status();
+  EXPECT_THAT(decoded.status().message(), HasSubstr("too many elements"));
+  const std::string bytes_npy = EncodeNpy(NpyArray{"<f4", {int64_t{1} << 61, 1}, ""});  // 2^61 x 4 bytes
+  decoded = DecodeNpy(bytes_npy, "bytes");
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << decoded.status();
+}
+
+// Issue 22: the zip bomb of many directory entries pointing at one (highly compressed) blob is refused
+// before anything is inflated: every entry's data must be its own.
+TEST(HostileCheckpointTest, DirectoryEntriesSharingOneBlobAreRefused) {
+  NpzWriter w;
+  w.AddFloat32("params", {1, 2, 3, 4}, {4});
+  absl::StatusOr<std::string> bytes = w.Serialize();
+  ASSERT_TRUE(bytes.ok());
+  const size_t dir = CentralDirectory(*bytes);
+  const size_t end = bytes->size() - 22;
+  const std::string entry = bytes->substr(dir, end - dir);
+  std::string twice = bytes->substr(0, end) + entry;
+  std::string record = bytes->substr(end);
+  record[8] = record[10] = 2;  // entries on this disk, and in all
+  const size_t dir_size = 2 * entry.size();
+  for (int i = 0; i < 4; ++i) record[12 + i] = static_cast<char>((dir_size >> (8 * i)) & 0xff);
+  twice += record;
+  absl::StatusOr<NpzReader> r = NpzReader::Parse(twice, "bomb.npz");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("overlaps another entry's data"));
+}
+
 TEST(HostileCheckpointTest, StaleTemporariesOfKilledRunsAreRemovedAtStart) {
   const std::string dir = TempDir("ckpt_stale");
   ASSERT_TRUE(PrepareCheckpointDir(dir).ok());
