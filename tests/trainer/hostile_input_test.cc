@@ -3,6 +3,7 @@
 // errors, never a crash or a silent resume.
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -95,9 +96,21 @@ TEST(HostileCheckpointTest, NonFiniteValuesWithAValidCrcAreRefused) {
   for (const bool in_momentum : {false, true}) {
     for (const float bad : {NAN, INFINITY, -INFINITY}) {
       const std::string path = LatestCheckpointPath(TempDir("ckpt_nonfinite"));
-      CheckpointState s = State();
-      (in_momentum ? s.momentum_buffer : s.params)[1] = bad;
-      ASSERT_TRUE(SaveCheckpoint(path, s).ok());  // the file itself is valid (CRC and all)
+      // SaveCheckpoint refuses non-finite values, so the file is rewritten by hand: valid, CRC and all.
+      ASSERT_TRUE(SaveCheckpoint(path, State()).ok());
+      absl::StatusOr<NpzReader> saved = NpzReader::Open(path);
+      ASSERT_TRUE(saved.ok()) << saved.status();
+      NpzWriter w;
+      for (const char* name : {"params", "momentum_buffer", "step", "epoch", "hidden", "batch_size", "world_size",
+                               "seed", "dataset", "lr", "momentum", "weight_decay"}) {
+        absl::StatusOr<NpyArray> array = saved->Get(name);
+        ASSERT_TRUE(array.ok()) << array.status();
+        if (std::string(name) == (in_momentum ? "momentum_buffer" : "params")) {
+          std::memcpy(array->data.data() + sizeof(float), &bad, sizeof(float));
+        }
+        w.Add(name, *array);
+      }
+      ASSERT_TRUE(w.WriteAtomically(path).ok());
       absl::StatusOr<CheckpointState> loaded = LoadCheckpoint(path);
       EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
       EXPECT_THAT(loaded.status().message(), HasSubstr(in_momentum ? "'momentum_buffer'[1]" : "'params'[1]"));
@@ -150,6 +163,20 @@ TEST(HostileCheckpointTest, DamagedArchivesGetTheRightError) {
     }
     EXPECT_FALSE(NpzReader::Parse(bytes->substr(0, i), "cut.npz").ok()) << "cut at " << i;
   }
+}
+
+// Issue 22: a diverged state (an update that overflowed) never replaces the last good checkpoint.
+TEST(HostileCheckpointTest, NonFiniteStateIsNotSavedOverAGoodCheckpoint) {
+  const std::string path = TempDir("nonfinite_save.npz");
+  ASSERT_TRUE(SaveCheckpoint(path, State()).ok());
+  CheckpointState diverged = State();
+  diverged.params[1] = -INFINITY;
+  absl::Status refused = SaveCheckpoint(path, diverged);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("parameter 1 is -inf (the run diverged); the previous checkpoint is kept"));
+  absl::StatusOr<CheckpointState> loaded = LoadCheckpoint(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->params, State().params);
 }
 
 // Issue 22: a shape whose element count overflows int64 (2^62 x 4 wraps to 0) must not pass as an empty
