@@ -106,6 +106,7 @@ class HostileCalls {
   // Starts `count` PushPull calls without the token that never send a message.
   void StartSilentPushPulls(proto::ParameterServer::Stub* stub, int count) {
     for (int i = 0; i < count; ++i) {
+      absl::MutexLock lock(&mu_);  // Run() may already handle the events of earlier calls
       Call& call = NewCall();
       call.push_pull = stub->AsyncPushPull(call.context.get(), &cq_, Tag(call.id, kStarted));
     }
@@ -119,18 +120,21 @@ class HostileCalls {
     offer_.mutable_header()->set_offers_parameters(true);
     offer_.mutable_header()->mutable_hyperparameters()->set_lr(0.1f);
     for (int i = 0; i < count; ++i) {
+      absl::MutexLock lock(&mu_);
       Call& call = NewCall();
       call.context->AddMetadata(kAuthMetadataKey, kToken);
       call.registration = stub->AsyncRegister(call.context.get(), &cq_, Tag(call.id, kStarted));
     }
   }
-  // Drives the queue until every call ended (or `deadline`); true when all ended.
-  bool Run(std::chrono::system_clock::time_point deadline) {
+  // Drives the queue until `total` calls (those started so far and later) ended, or `deadline`; true when
+  // all ended.
+  bool Run(int total, std::chrono::system_clock::time_point deadline) {
     int ended = 0;
     void* tag = nullptr;
     bool ok = false;
-    while (ended < static_cast<int>(calls_.size())) {
+    while (ended < total) {
       if (cq_.AsyncNext(&tag, &ok, deadline) != grpc::CompletionQueue::GOT_EVENT) return false;
+      absl::MutexLock lock(&mu_);
       const size_t id = reinterpret_cast<uintptr_t>(tag) >> 2;
       Call& call = *calls_[id];
       switch (reinterpret_cast<uintptr_t>(tag) & 3) {
@@ -152,6 +156,7 @@ class HostileCalls {
     return true;
   }
   void CancelAll() {
+    absl::MutexLock lock(&mu_);
     for (auto& call : calls_) call->context->TryCancel();
   }
   void Drain() {
@@ -162,12 +167,14 @@ class HostileCalls {
     }
   }
   // How many calls ended with `code`.
-  int Count(grpc::StatusCode code) const {
+  int Count(grpc::StatusCode code) {
+    absl::MutexLock lock(&mu_);
     int n = 0;
     for (const auto& call : calls_) n += call->status.error_code() == code;
     return n;
   }
-  std::string FirstMessage(grpc::StatusCode code) const {
+  std::string FirstMessage(grpc::StatusCode code) {
+    absl::MutexLock lock(&mu_);
     for (const auto& call : calls_) {
       if (call->status.error_code() == code) return call->status.error_message();
     }
@@ -184,7 +191,7 @@ class HostileCalls {
     grpc::Status status;
   };
   static void* Tag(size_t id, Step step) { return reinterpret_cast<void*>((id << 2) | step); }
-  Call& NewCall() {
+  Call& NewCall() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     calls_.push_back(std::make_unique<Call>());
     Call& call = *calls_.back();
     call.id = calls_.size() - 1;
@@ -198,7 +205,8 @@ class HostileCalls {
   }
 
   grpc::CompletionQueue cq_;
-  std::vector<std::unique_ptr<Call>> calls_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);
   proto::RegisterRequest offer_;
 };
 
@@ -220,10 +228,12 @@ TEST(HostileClientTest, SilentStreamsAndHugeOffersStayBoundedAndTheJobFinishes) 
   auto register_stub = OwnConnection(address);
   HostileCalls hostile;
   hostile.StartSilentOffers(register_stub.get(), kHugeOffers, kMaxParams);
-  hostile.StartSilentPushPulls(push_stub.get(), kSilentPushPulls);
   bool all_ended = false;
-  std::thread driver([&] { all_ended = hostile.Run(std::chrono::system_clock::now() + std::chrono::seconds(90)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the first offers are in before the job
+  std::thread driver([&] {
+    all_ended = hostile.Run(kHugeOffers + kSilentPushPulls, std::chrono::system_clock::now() + std::chrono::seconds(90));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the offers are in before the job
+  hostile.StartSilentPushPulls(push_stub.get(), kSilentPushPulls);
 
   constexpr size_t kBytes = 4 * 1001;
   constexpr int kSteps = 3;
