@@ -137,6 +137,8 @@ absl::StatusOr<bool> ParameterServerService::ReceiveOffer(grpc::ServerContext* c
     if (!decided) {
       decided = true;
       keeping = !core_->has_parameters() && TakeOfferSlot();
+      // Address space only (pages are touched as chunks are copied in), so no reallocation copies.
+      if (keeping) initial.reserve(range.size());
     }
     const uint64_t before = filled;
     if (keeping) {
