@@ -59,7 +59,19 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& pat
   if (error)
     return FileError(error.value(), absl::StrCat("cannot create the folder ", folder, " for ", path));
   std::string temp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new file or nothing: O_EXCL never opens what is there already, O_NOFOLLOW never a symlink that
+  // someone else (sharing the folder) planted to make us clobber another file; 0600, so only this user
+  // reads the parameters.
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(temp.c_str(), kFlags, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    // Left by an earlier process with our pid (RemoveStaleTemporaries spares it while we run), or planted.
+    // unlink() removes the name, never what a symlink points to; then try once more, exclusively.
+    if (::unlink(temp.c_str()) != 0 && errno != ENOENT) {
+      return FileError(errno, absl::StrCat("cannot remove the old temporary file ", temp));
+    }
+    fd = ::open(temp.c_str(), kFlags, 0600);
+  }
   if (fd < 0) return FileError(errno, absl::StrCat("cannot create ", temp));
   return AtomicFileWriter(path, std::move(temp), fd);
 }

@@ -8,8 +8,9 @@
 //
 //   RETURN_IF_ERROR(WriteFileAtomically("/ckpt/latest.npz", bytes));  // the same for bytes in memory
 //
-// The bytes go to "<path>.tmp.<pid>" in the same folder (created when missing), which is fsynced and renamed
-// over `path`, and the folder is fsynced: a crash, a full disk or an error at any point leaves either the
+// The bytes go to "<path>.tmp.<pid>" in the same folder (created when missing; a new file of mode 0600,
+// created exclusively and never through a symlink, so a shared folder cannot redirect the write), which is
+// fsynced and renamed over `path`, and the folder is fsynced: a crash, a full disk or an error at any point leaves either the
 // previous file at `path` or the complete new one, and at most a stale temporary file (removed on errors).
 // Two processes may write the same path; two threads of one process must not.
 //

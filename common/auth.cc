@@ -5,9 +5,12 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -320,6 +323,36 @@ absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthC
   if (!verdict.ok()) return verdict;
   DeriveKeys(auth, client_hello, server_hello, my_mac, client_mac, keys);
   return client;
+}
+
+absl::StatusOr<std::string> LoadAuthToken(const std::string& token_flag, const std::string& file_flag) {
+  if (!token_flag.empty() && !file_flag.empty()) {
+    return absl::InvalidArgumentError("give --auth_token or --auth_token_file, not both");
+  }
+  std::string token = token_flag;
+  std::string source = "--auth_token";
+  if (!file_flag.empty()) {
+    source = absl::StrCat("--auth_token_file=", file_flag);
+    std::ifstream in(file_flag, std::ios::binary);
+    if (!in) {
+      const int err = errno;
+      const std::string message = absl::StrCat("cannot read ", source, ": ", std::strerror(err));
+      return err == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
+    }
+    token.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!token.empty() && token.back() == '\n') token.pop_back();  // as `echo secret > file` writes it
+    if (token.empty()) return absl::InvalidArgumentError(absl::StrCat(source, " is empty; put the token in it"));
+  } else if (token.empty()) {
+    const char* env = std::getenv(kAuthTokenEnv);
+    if (env != nullptr) token = env;
+    source = kAuthTokenEnv;
+  }
+  if (!token.empty() && token.size() < kMinAuthTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the token from ", source, " has ", token.size(), " bytes; use at least ", kMinAuthTokenBytes,
+        " random bytes (e.g. `openssl rand -hex 16`), a short one can be guessed offline"));
+  }
+  return token;
 }
 
 }  // namespace psring

@@ -113,6 +113,17 @@ std::array<uint8_t, 32> HmacSha256(absl::string_view key, absl::string_view mess
 // Constant-time equality of two byte strings (the time depends only on their lengths).
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
+// Shortest token LoadAuthToken accepts: the MACs of the handshake (and a captured PS call) allow offline
+// guessing, which a short token does not survive.
+inline constexpr size_t kMinAuthTokenBytes = 16;
+
+// The job's token, from the first source that is set: `token_flag` (--auth_token), the file `file_flag`
+// names (--auth_token_file; its contents without one trailing newline), else PSRING_AUTH_TOKEN. Empty when
+// none is set (no authentication). kInvalidArgument naming the source for a token shorter than
+// kMinAuthTokenBytes, for both flags at once, or an empty file; kNotFound / kPermissionDenied for a file it
+// cannot read. Never prints the token. Blocks on reading the file.
+absl::StatusOr<std::string> LoadAuthToken(const std::string& token_flag, const std::string& file_flag);
+
 }  // namespace psring
 
 #endif  // PSRING_COMMON_AUTH_H_

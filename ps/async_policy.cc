@@ -8,7 +8,7 @@
 namespace psring::ps {
 
 StalenessPolicy::StalenessPolicy(int workers, int staleness)
-    : staleness_(staleness), clocks_(workers, 0), receiving_(workers, false) {}
+    : staleness_(staleness), clocks_(workers, 0), receiving_(workers, 0) {}
 
 void StalenessPolicy::RestoreClocks(const std::vector<int64_t>& clocks) {
   for (size_t r = 0; r < clocks_.size() && r < clocks.size(); ++r) clocks_[r] = clocks[r];

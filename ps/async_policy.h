@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
@@ -27,9 +28,10 @@ class StalenessPolicy {
   // Restores clocks saved in a checkpoint (extra entries are ignored, missing ones stay 0).
   void RestoreClocks(const std::vector<int64_t>& clocks);
 
-  // A push of `rank` is streaming in (at most one per rank).
-  bool receiving(int rank) const { return receiving_[rank]; }
-  void set_receiving(int rank, bool receiving) { receiving_[rank] = receiving; }
+  // The session whose push of `rank` is streaming in (at most one per session; 0: none). Tied to the
+  // session, so a push that hangs does not block the rank's next session (a re-registered worker).
+  absl::uint128 receiving(int rank) const { return receiving_[rank]; }
+  void set_receiving(int rank, absl::uint128 session) { receiving_[rank] = session; }
 
   // `rank`'s push of its next step was applied: its clock moves on.
   void Advance(int rank) { ++clocks_[rank]; }
@@ -42,7 +44,7 @@ class StalenessPolicy {
  private:
   const int staleness_;
   std::vector<int64_t> clocks_;
-  std::vector<bool> receiving_;
+  std::vector<absl::uint128> receiving_;
 };
 
 }  // namespace psring::ps

@@ -58,6 +58,15 @@ absl::Status WriteShardCheckpoint(const std::string& path, const ShardCheckpoint
                                             momentum.size(), " do not match the range [", h.begin, ", ",
                                             h.end, ")"));
   }
+  // The file at `path` is the last good state: a non-finite one (which the server would refuse to resume)
+  // must never replace it.
+  for (const auto& [name, values] : {std::pair{"parameter", params}, std::pair{"momentum", momentum}}) {
+    if (const size_t bad = trainer::FirstNonFinite(values.data(), values.size()); bad < values.size()) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, " not written: ", name, " ",
+                                                        h.begin + bad, " is ", values[bad],
+                                                        "; the previous checkpoint is kept"));
+    }
+  }
   ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Create(path));
   const auto put = [&w](const auto& value) { return w.Append(&value, sizeof(value)); };
   RETURN_IF_ERROR(w.Append(kMagic, sizeof(kMagic)));
@@ -149,6 +158,21 @@ absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path) {
   if (Crc32(absl::string_view(bytes).substr(0, body)) != stored_crc || r.pos() != bytes.size()) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", path, " is corrupt (CRC mismatch or trailing bytes)"));
+  }
+  // Clocks count each rank's applied pushes and the version all of them (sync: steps, clocks stay 0), so
+  // none can be negative or pass the version; the version is cast to a step (int64) by the server.
+  if (c.version > kMaxCheckpointVersion) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, " has version ", c.version,
+                                            ", beyond any run; remove the file to start afresh"));
+  }
+  uint64_t pushes = 0;
+  for (size_t r = 0; r < c.clocks.size(); ++r) {
+    if (c.clocks[r] < 0 || static_cast<uint64_t>(c.clocks[r]) > c.version - pushes) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", path, ": the clock of rank ", r, " (", c.clocks[r],
+                                              ") does not fit version ", c.version,
+                                              " (inconsistent or edited file); remove it to start afresh"));
+    }
+    pushes += static_cast<uint64_t>(c.clocks[r]);
   }
   // A valid file of a diverged run (or a hand-edited one) must not be resumed silently.
   RETURN_IF_ERROR(Annotate(trainer::ValidateSgdOptions(c.hyperparameters), absl::StrCat("checkpoint ", path)));

@@ -39,17 +39,22 @@ struct ShardCheckpoint {
   std::vector<float> momentum;
 };
 
+// The largest version a checkpoint may hold (steps are int64 on the wire).
+inline constexpr uint64_t kMaxCheckpointVersion = uint64_t{1} << 62;
+
 // "<dir>/ps-shard-<shard>-of-<num_shards>.ckpt".
 std::string ShardCheckpointPath(const std::string& dir, int shard, int num_shards);
 
 // Writes `header`'s metadata with the given params and momentum (header.params/momentum are ignored, so the
 // server need not copy its tensors). Creates the folder when missing. Blocks on disk I/O. On failure the
-// error of common/atomic_file.h, naming the file.
+// error of common/atomic_file.h, naming the file; kFailedPrecondition (nothing written, the old file kept)
+// when a parameter or momentum value is not finite.
 absl::Status WriteShardCheckpoint(const std::string& path, const ShardCheckpoint& header,
                                   absl::Span<const float> params, absl::Span<const float> momentum);
 
-// kNotFound when there is no file; kDataLoss when it is truncated, corrupt or inconsistent (the layout is
-// checked against the range by ShardCore, which knows the shard).
+// kNotFound when there is no file; kDataLoss when it is truncated, corrupt or inconsistent: non-finite
+// values, a version past kMaxCheckpointVersion, clocks that are negative or add up to more than the version
+// (the layout is checked against the range by ShardCore, which knows the shard).
 absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& path);
 
 }  // namespace psring::ps

@@ -20,8 +20,11 @@ namespace {
 
 // A shard that restarted or went away: re-register and carry on. CANCELLED counts too: this client never
 // cancels its calls, so it comes from a server that stopped in the middle of one.
+// RESOURCE_EXHAUSTED: the server had no thread for the call (its ResourceQuota, ps/server.h); nothing was
+// done, so registering and pushing again is safe.
 bool NeedsReregistration(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsNotFound(status) || absl::IsCancelled(status);
+  return absl::IsUnavailable(status) || absl::IsNotFound(status) || absl::IsCancelled(status) ||
+         absl::IsResourceExhausted(status);
 }
 
 }  // namespace
@@ -220,7 +223,7 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
       received = ReadChunks<proto::RegisterReply>(stream.get(), params.data + range.begin, range.size(),
                                                   &shard->bytes_received, "registered parameters");
       if (received.ok()) {
-        shard->session = h.session();
+        shard->session = GetSession(h);
         shard->next_step = h.next_step();
         shard->version = h.version();
         shard->range = range;
@@ -345,7 +348,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     proto::PushHeader header;
     *header.mutable_address() = Address(*shard);
     header.set_rank(options_.rank);
-    header.set_session(shard->session);
+    SetSession(shard->session, &header);
     header.set_step(shard->next_step);
     header.set_num_elements(shard->range.size());
     header.set_trainer_step(trainer_step);
@@ -608,7 +611,7 @@ absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
   proto::PullRequest request;
   *request.mutable_address() = Address(*shard);
   request.set_rank(options_.rank);
-  request.set_session(shard->session);
+  SetSession(shard->session, &request);
   auto stream = shard->stub->Pull(&context, request);
   proto::PullReply reply;
   absl::Status received = absl::UnavailableError("stream ended without parameters");
@@ -641,7 +644,7 @@ absl::Status PsExchange::AverageMetrics(absl::Span<double> values) {
   proto::MetricsRequest request;
   *request.mutable_address() = Address(shard);
   request.set_rank(options_.rank);
-  request.set_session(shard.session);
+  SetSession(shard.session, &request);
   for (double v : values) request.add_values(v);
   proto::MetricsReply reply;
   RETURN_IF_ERROR(FromCall(shard.stub->AverageMetrics(&context, request, &reply), deadline,

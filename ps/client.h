@@ -54,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -163,7 +164,7 @@ class PsExchange final : public trainer::GradientExchange {
     std::unique_ptr<proto::ParameterServer::Stub> stub;
     std::unique_ptr<grpc::internal::RpcMethod> push_pull;  // PushPull on TensorFrame messages
     ShardRange range;  // of the wire order (ShardLayout::WireRange)
-    uint64_t session = 0;
+    absl::uint128 session = 0;
     int64_t next_step = 0;
     uint64_t version = 0;
     // Sync shards: the most elements they gather before streaming a range back during the push; 0 for

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/auth.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -44,7 +45,10 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "from it. Empty: no server checkpoints. (The workers' own --checkpoint_dir goes after the second "
           "--.)");
 ABSL_FLAG(std::string, auth_token, "",
-          "Shared secret passed as --auth_token to every server and worker. Empty: no authentication.");
+          "Shared secret (at least 16 bytes) for every server and worker, passed to them in the environment "
+          "(PSRING_AUTH_TOKEN), never on their command lines. Empty: --auth_token_file, else this process's "
+          "PSRING_AUTH_TOKEN, else no authentication.");
+ABSL_FLAG(std::string, auth_token_file, "", "File holding the shared secret (instead of --auth_token).");
 ABSL_FLAG(double, job_timeout, 3600,
           "Seconds after which the whole job is killed and the launcher fails (> 0).");
 ABSL_FLAG(std::string, server_bin, "",
@@ -155,7 +159,15 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
     }
   } remove_dir{dir};
   const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_job_timeout));
-  const std::string token = absl::GetFlag(FLAGS_auth_token);
+  ASSIGN_OR_RETURN(const std::string token,
+                   LoadAuthToken(absl::GetFlag(FLAGS_auth_token), absl::GetFlag(FLAGS_auth_token_file)));
+  // Children inherit the environment: /proc/<pid>/cmdline, readable by every local user, never holds it
+  // (the environment is readable only by the same user).
+  if (token.empty()) {
+    ::unsetenv(kAuthTokenEnv);
+  } else if (::setenv(kAuthTokenEnv, token.c_str(), 1) != 0) {
+    return absl::InternalError(absl::StrCat("cannot set ", kAuthTokenEnv, " for the children"));
+  }
 
   Job job;
   std::vector<size_t> servers;
@@ -172,8 +184,7 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
                                      "--mode=" + mode,
                                      absl::StrCat("--staleness=", absl::GetFlag(FLAGS_staleness)),
                                      absl::StrCat("--step_timeout=", absl::GetFlag(FLAGS_step_timeout)),
-                                     "--checkpoint_dir=" + absl::GetFlag(FLAGS_checkpoint_dir),
-                                     "--auth_token=" + token};
+                                     "--checkpoint_dir=" + absl::GetFlag(FLAGS_checkpoint_dir)};
     ASSIGN_OR_RETURN(size_t server, job.Spawn(argv, absl::StrCat("server shard ", shard)));
     servers.push_back(server);
   }
@@ -207,8 +218,7 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
                                      "--servers=" + absl::StrJoin(addresses, ","),
                                      absl::StrCat("--rank=", rank),
                                      absl::StrCat("--world_size=", n),
-                                     "--shutdown_servers",
-                                     "--auth_token=" + token};
+                                     "--shutdown_servers"};
     argv.insert(argv.end(), worker_args.begin(), worker_args.end());
     ASSIGN_OR_RETURN(size_t worker, job.Spawn(argv, absl::StrCat("worker rank ", rank)));
     workers.push_back(worker);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/resource_quota.h"
 #include "common/exit_codes.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
@@ -76,6 +77,18 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
   // gRPC sets SO_REUSEPORT by default: a second server on a busy port would start and silently share the
   // port's connections with the first (two shards on one port). Make it fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Bounded whatever callers do (ps/service.h, CheckAuth): threads, calls per connection, connections that
+  // idle or die, handshakes that never finish. Messages are bounded by kMaxMessageBytes above and a call's
+  // first message by ServiceOptions::first_message_timeout.
+  grpc::ResourceQuota quota("psring-ps-server");
+  quota.SetMaxThreads(options.max_threads > 0 ? options.max_threads : 64 + 8 * s.workers);
+  builder.SetResourceQuota(quota);
+  const auto ms = [](absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); };
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(options.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(options.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(options.keepalive_timeout));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, ms(options.handshake_timeout));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) return WhyNotListening(options, address);
   return server;

@@ -28,6 +28,18 @@ struct ServerOptions {
   // TLS when both are set (PEM files); otherwise plaintext.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // Resource bounds against callers that open calls and hold them (a sync server spends a thread per call):
+  // at most this many server threads (0: 64 + 8 per worker; a call beyond it fails at once with
+  // RESOURCE_EXHAUSTED, which clients retry), and at most this many concurrent calls per connection
+  // (more wait in the client). Idle connections are closed after max_connection_idle, dead peers found by
+  // keepalive pings, and a connection that has not finished its TLS/HTTP2 handshake within
+  // handshake_timeout is dropped.
+  int max_threads = 0;
+  int max_streams_per_connection = 32;
+  absl::Duration max_connection_idle = absl::Minutes(5);
+  absl::Duration keepalive_time = absl::Seconds(60);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  absl::Duration handshake_timeout = absl::Seconds(10);
 };
 
 class PsServer {

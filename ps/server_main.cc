@@ -13,6 +13,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "common/flags_usage.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
@@ -50,7 +51,17 @@ ABSL_FLAG(int64_t, checkpoint_every, 100,
           "Versions (optimizer steps) between checkpoints; 0: only at shutdown.");
 ABSL_FLAG(
     std::string, auth_token, psring::ps::ServiceOptions{}.auth_token,
-    "Shared secret: calls without metadata x-psring-token=<token> fail with UNAUTHENTICATED. Empty: off.");
+    "Shared secret (at least 16 bytes): calls without metadata x-psring-token=<token> fail with "
+    "UNAUTHENTICATED. Empty: --auth_token_file, else the environment's PSRING_AUTH_TOKEN, else off. Prefer "
+    "those two: a flag is readable by every local user in /proc/<pid>/cmdline.");
+ABSL_FLAG(std::string, auth_token_file, "", "File holding the shared secret (instead of --auth_token).");
+ABSL_FLAG(bool, insecure, false,
+          "Allow a token without TLS on an address other than loopback (the token and the tensors then cross "
+          "the network in clear; only on a trusted network).");
+ABSL_FLAG(double, first_message_timeout,
+          absl::ToDoubleSeconds(psring::ps::ServiceOptions{}.first_message_timeout),
+          "Seconds a call may wait for its first message (and an offer of initial parameters for each next "
+          "chunk) before the server cancels it: a client that opens calls and sends nothing gets no thread.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS (with --tls_key). Empty: plaintext.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS (with --tls_cert).");
 ABSL_FLAG(int64_t, chunk_bytes, psring::ps::ServiceOptions{}.chunk_bytes,
@@ -67,9 +78,11 @@ namespace {
 
 absl::Status Run() {
   ServerOptions options;
+  ASSIGN_OR_RETURN(const std::string token,
+                   LoadAuthToken(absl::GetFlag(FLAGS_auth_token), absl::GetFlag(FLAGS_auth_token_file)));
   options.bind_addr = absl::GetFlag(FLAGS_bind_addr);
   if (options.bind_addr.empty()) {
-    if (absl::GetFlag(FLAGS_auth_token).empty()) {
+    if (token.empty()) {
       options.bind_addr = "127.0.0.1";
       std::fprintf(stderr,
                    "ps server: no --auth_token, so listening on loopback only; give --auth_token (or "
@@ -85,13 +98,17 @@ absl::Status Run() {
   }
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
-  if (!absl::GetFlag(FLAGS_auth_token).empty() && options.tls_cert_file.empty() &&
-      !IsLoopbackHost(options.bind_addr)) {
+  if (!token.empty() && options.tls_cert_file.empty() && !IsLoopbackHost(options.bind_addr)) {
     // The token is gRPC metadata: it proves who calls, but without TLS anyone on the path can read it.
+    if (!absl::GetFlag(FLAGS_insecure)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a token without TLS on ", options.bind_addr,
+          " would send the token and the tensors in clear, so anyone who captures the traffic could join; "
+          "give --tls_cert/--tls_key (and --tls_ca to the workers), --bind_addr=127.0.0.1, or --insecure on a "
+          "trusted network"));
+    }
     std::fprintf(stderr,
-                 "ps server: warning: --auth_token without TLS on %s: the token and the tensors cross the "
-                 "network in clear, so anyone who can capture the traffic can read the token and join; give "
-                 "--tls_cert/--tls_key (and --tls_ca to the workers) unless the network is trusted\n",
+                 "ps server: warning: --insecure: the token and the tensors cross the network to %s in clear\n",
                  options.bind_addr.c_str());
   }
   ServiceOptions& s = options.service;
@@ -118,7 +135,9 @@ absl::Status Run() {
     return absl::InvalidArgumentError(absl::StrCat("--checkpoint_every=", s.checkpoint_every,
                                                    " must be >= 0 (0: only at shutdown)"));
   }
-  s.auth_token = absl::GetFlag(FLAGS_auth_token);
+  s.auth_token = token;
+  ASSIGN_OR_RETURN(s.first_message_timeout, trainer::TimeoutFromSeconds("first_message_timeout",
+                                                                        absl::GetFlag(FLAGS_first_message_timeout)));
   if (absl::GetFlag(FLAGS_chunk_bytes) <= 0) return absl::InvalidArgumentError("--chunk_bytes must be > 0");
   s.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_bytes));
   if (absl::GetFlag(FLAGS_max_lead_bytes) < 0) {

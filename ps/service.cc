@@ -26,6 +26,12 @@ grpc::Status ClientGone() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "
 
 }  // namespace
 
+absl::Status ParameterServerService::FirstMessageMissing(const char* method) const {
+  return absl::DeadlineExceededError(absl::StrCat(method, ": no message within --first_message_timeout=",
+                                                  absl::FormatDuration(options_.first_message_timeout),
+                                                  "; the server cancelled the call"));
+}
+
 absl::StatusOr<std::unique_ptr<ParameterServerService>> ParameterServerService::Create(
     const ServiceOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<ShardCore> core, ShardCore::Create(options));
@@ -71,11 +77,14 @@ absl::Status ParameterServerService::CheckAddress(const proto::ShardAddress& add
 absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
     grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) {
   RETURN_IF_ERROR(CheckAuth(context));
+  CallWatchdog::Guard guard(&watchdog_, context, options_.first_message_timeout);
   proto::RegisterRequest first;
   if (!stream->Read(&first) || !first.has_header()) {
+    if (guard.fired()) return FirstMessageMissing("Register");
     return absl::InvalidArgumentError("Register must start with a RegisterHeader");
   }
   const proto::RegisterHeader& h = first.header();
+  guard.Extend();  // now for the first chunk
   RETURN_IF_ERROR(CheckAddress(h.address()));
   Registration registration;
   registration.rank = h.rank();
@@ -86,20 +95,17 @@ absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
   registration.layout_buckets.assign(h.layout().bucket_elements().begin(), h.layout().bucket_elements().end());
   registration.layout_settings = h.layout().settings();
   ASSIGN_OR_RETURN(const ShardRange range, core_->BeginRegistration(registration));
+  bool offer_was_kept = false;
   if (h.offers_parameters()) {
-    std::vector<float> initial(range.size());
-    uint64_t received = 0;
-    absl::Status status = ReadChunks<proto::RegisterRequest>(stream, initial.data(), initial.size(), &received,
-                                                             "initial parameters");
-    bytes_received_ += received;
-    RETURN_IF_ERROR(status);
-    RETURN_IF_ERROR(core_->OfferInitialParameters(registration, std::move(initial)));
+    ASSIGN_OR_RETURN(offer_was_kept, ReceiveOffer(context, registration, range, stream, &guard));
   } else {
     proto::RegisterRequest extra;
     if (stream->Read(&extra)) {
       return absl::InvalidArgumentError("chunks after a RegisterHeader without offers_parameters");
     }
   }
+  guard.Disarm();
+  if (h.offers_parameters() && !offer_was_kept) RETURN_IF_ERROR(AwaitOtherOffer(context));
   ASSIGN_OR_RETURN(RegisteredRank registered, core_->CompleteRegistration(registration));
   // One line per registration: an operator sees workers (re)joining, e.g. after a restart.
   if (options_.log_registrations) {
@@ -109,6 +115,79 @@ absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
   return registered;
 }
 
+absl::StatusOr<bool> ParameterServerService::ReceiveOffer(grpc::ServerContext* context,
+                                                          const Registration& registration, ShardRange range,
+                                                          RegisterStream* stream, CallWatchdog::Guard* guard) {
+  // Memory grows with what arrives, and only one offer at a time keeps what it receives: a caller that
+  // announces the largest model and sends nothing costs nothing, and any number of concurrent offers cost
+  // one shard, not one each. The others (and every offer once the shard has parameters) are checked chunk
+  // by chunk and dropped.
+  std::vector<float> initial;
+  bool keeping = false;
+  bool decided = false;
+  uint64_t filled = 0;
+  absl::Status status;
+  proto::RegisterRequest message;
+  while (status.ok() && stream->Read(&message)) {
+    guard->Extend();
+    if (!message.has_chunk()) {
+      status = absl::InvalidArgumentError("initial parameters: expected only chunks after the header");
+      break;
+    }
+    if (!decided) {
+      decided = true;
+      keeping = !core_->has_parameters() && TakeOfferSlot();
+      // Address space only (pages are touched as chunks are copied in), so no reallocation copies.
+      if (keeping) initial.reserve(range.size());
+    }
+    const uint64_t before = filled;
+    if (keeping) {
+      initial.resize(std::min<uint64_t>(range.size(), filled + message.chunk().data().size() / sizeof(float)));
+    }
+    status = AcceptChunk(message.chunk(), keeping ? initial.data() : nullptr, range.size(), &filled,
+                         "initial parameters");
+    bytes_received_ += (filled - before) * sizeof(float);
+  }
+  if (status.ok() && guard->fired()) {
+    status = absl::DeadlineExceededError(absl::StrCat("initial parameters: no chunk for --first_message_timeout=",
+                                                      absl::FormatDuration(options_.first_message_timeout)));
+  }
+  if (status.ok() && filled != range.size()) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("initial parameters: stream ended after ", filled, " of ", range.size(), " elements"));
+  }
+  if (keeping && status.ok()) status = core_->OfferInitialParameters(registration, std::move(initial));
+  if (keeping) ReleaseOfferSlot();
+  RETURN_IF_ERROR(status);
+  return keeping;
+}
+
+bool ParameterServerService::TakeOfferSlot() {
+  absl::MutexLock lock(&offer_mu_);
+  if (offer_busy_) return false;
+  offer_busy_ = true;
+  return true;
+}
+
+void ParameterServerService::ReleaseOfferSlot() {
+  absl::MutexLock lock(&offer_mu_);
+  offer_busy_ = false;
+}
+
+absl::Status ParameterServerService::AwaitOtherOffer(grpc::ServerContext* context) {
+  if (core_->has_parameters()) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.step_timeout;
+  absl::MutexLock lock(&offer_mu_);
+  const auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(offer_mu_) { return !offer_busy_; };
+  while (!offer_mu_.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(100))) {
+    if (context->IsCancelled() || absl::Now() > deadline) break;
+  }
+  if (core_->has_parameters()) return absl::OkStatus();
+  // Its offer failed (or is still streaming): this caller dropped its own, so it must offer again.
+  return absl::UnavailableError(
+      "another worker was offering the initial parameters and did not finish; register again to offer them");
+}
+
 grpc::Status ParameterServerService::Register(
     grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) {
   absl::StatusOr<RegisteredRank> registered = DoRegister(context, stream);
@@ -116,7 +195,7 @@ grpc::Status ParameterServerService::Register(
 
   proto::RegisterReply reply;
   proto::RegisterReplyHeader* header = reply.mutable_header();
-  header->set_session(registered->session);
+  SetSession(registered->session, header);
   header->set_total_params(registered->total_params);
   header->set_shard_begin(registered->range.begin);
   header->set_shard_end(registered->range.end);
@@ -135,18 +214,24 @@ grpc::Status ParameterServerService::Register(
 // ---- PushPull ---------------------------------------------------------------------------------------------
 
 grpc::Status ParameterServerService::PushPullFrames(grpc::ServerContext* context, FrameStream* stream) {
+  // Nothing of the call is read before the token is checked (see CheckAuth in service.h).
+  absl::Status status = CheckAuth(context);
+  if (!status.ok()) return ToGrpc(status);
   TensorFrame first;
   proto::PushHeader header;
-  if (!stream->Read(&first) || !first.error().ok() || !first.is_header() ||
-      !header.ParseFromString(first.header_bytes())) {
-    return ToGrpc(absl::InvalidArgumentError("a push must start with a PushHeader"));
+  {
+    CallWatchdog::Guard guard(&watchdog_, context, options_.first_message_timeout);
+    if (!stream->Read(&first) || !first.error().ok() || !first.is_header() ||
+        !header.ParseFromString(first.header_bytes())) {
+      if (guard.fired()) return ToGrpc(FirstMessageMissing("PushPull"));
+      return ToGrpc(absl::InvalidArgumentError("a push must start with a PushHeader"));
+    }
   }
-  absl::Status status = CheckAuth(context);
-  if (status.ok()) status = CheckAddress(header.address());
+  status = CheckAddress(header.address());
   if (!status.ok()) return ToGrpc(status);
   PushInfo info;
   info.rank = header.rank();
-  info.session = header.session();
+  info.session = GetSession(header);
   info.step = header.step();
   info.num_elements = header.num_elements();
   info.trainer_step = header.trainer_step();
@@ -262,7 +347,7 @@ grpc::Status ParameterServerService::Pull(grpc::ServerContext* context, const pr
   absl::Status status = CheckAuth(context);
   if (status.ok()) status = CheckAddress(request->address());
   if (!status.ok()) return ToGrpc(status);
-  absl::StatusOr<ParameterSnapshot> snapshot = core_->Pull(request->rank(), request->session());
+  absl::StatusOr<ParameterSnapshot> snapshot = core_->Pull(request->rank(), GetSession(*request));
   if (!snapshot.ok()) return ToGrpc(snapshot.status());
   proto::PullReply header;
   header.mutable_header()->set_version(snapshot->version);
@@ -282,7 +367,7 @@ grpc::Status ParameterServerService::AverageMetrics(grpc::ServerContext* context
   if (status.ok()) status = CheckAddress(request->address());
   if (!status.ok()) return ToGrpc(status);
   absl::StatusOr<std::vector<double>> mean = core_->AverageMetrics(
-      request->rank(), request->session(), std::vector<double>(request->values().begin(), request->values().end()));
+      request->rank(), GetSession(*request), std::vector<double>(request->values().begin(), request->values().end()));
   if (!mean.ok()) return ToGrpc(mean.status());
   for (double v : *mean) reply->add_values(v);
   return grpc::Status::OK;

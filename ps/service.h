@@ -61,6 +61,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/ps.grpc.pb.h"
+#include "absl/synchronization/mutex.h"
+#include "ps/call_watchdog.h"
 #include "ps/shard_core.h"
 #include "ps/tensor_frame.h"
 
@@ -69,6 +71,9 @@ namespace psring::ps {
 // The core's options plus what only the transport needs.
 struct ServiceOptions : ShardOptions {
   std::string auth_token;  // empty: no authentication
+  // Longest wait for a call's first message (and, while initial parameters stream in, for each next chunk):
+  // a caller that opens a stream and sends nothing gives its thread back after this (DEADLINE_EXCEEDED).
+  absl::Duration first_message_timeout = absl::Seconds(10);
   // One stderr line per registration ("ps shard 0: rank 3 registered at version 12"): an operator sees
   // workers (re)join. Benchmarks that start hundreds of short-lived servers turn it off.
   bool log_registrations = true;
@@ -114,8 +119,25 @@ class ParameterServerService final : public proto::ParameterServer::Service {
  private:
   ParameterServerService(const ServiceOptions& options, std::unique_ptr<ShardCore> core);
 
+  // The first statement of every handler, before anything of the call is read: its metadata arrived with
+  // the call, and gRPC's sync server reads a streaming call's messages only when the handler asks. (Not an
+  // AuthMetadataProcessor: gRPC 1.51 aborts when one is set on insecure credentials, the loopback case;
+  // nor an interceptor: a C++ server interceptor cannot end a call.) Threads are bounded by the server's
+  // ResourceQuota and per-connection stream limit (ps/server.cc), so a refused caller costs a thread for
+  // one metadata lookup.
   absl::Status CheckAuth(grpc::ServerContext* context) const;
+  absl::Status FirstMessageMissing(const char* method) const;
   absl::Status CheckAddress(const proto::ShardAddress& address) const;
+  using RegisterStream = grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>;
+  // Reads the offered initial parameters of `range`; true when this offer was the one kept (it then fixed
+  // the shard's parameters, or failed).
+  absl::StatusOr<bool> ReceiveOffer(grpc::ServerContext* context, const Registration& registration,
+                                    ShardRange range, RegisterStream* stream, CallWatchdog::Guard* guard);
+  bool TakeOfferSlot();
+  void ReleaseOfferSlot();
+  // An offer that was not kept: waits (at most step_timeout) for the one being kept, OK once the shard
+  // has parameters, UNAVAILABLE (register again) when that offer failed.
+  absl::Status AwaitOtherOffer(grpc::ServerContext* context);
   absl::StatusOr<RegisteredRank> DoRegister(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream);
@@ -136,6 +158,9 @@ class ParameterServerService final : public proto::ParameterServer::Service {
 
   const ServiceOptions options_;
   const std::unique_ptr<ShardCore> core_;
+  CallWatchdog watchdog_;
+  absl::Mutex offer_mu_;
+  bool offer_busy_ ABSL_GUARDED_BY(offer_mu_) = false;  // an offer of initial parameters is being kept
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
 };

@@ -1,13 +1,15 @@
 #include "ps/shard_core.h"
 
+#include <openssl/rand.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
 
 #include "absl/base/macros.h"
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
@@ -28,6 +30,16 @@ std::string Describe(const trainer::SgdOptions& h) {
 // "flat (--bucket_mb=0)", "5 buckets (--bucket_mb=25)".
 std::string DescribeLayout(const ShardLayout& layout, const std::string& settings) {
   return settings.empty() ? layout.Describe() : absl::StrCat(layout.Describe(), " (", settings, ")");
+}
+
+// 128 bits from OpenSSL's CSPRNG, never 0 (which means "no session").
+absl::uint128 NewSessionId() {
+  uint64_t halves[2] = {0, 0};
+  while (halves[0] == 0 && halves[1] == 0) {
+    // RAND_bytes fails only when the CSPRNG cannot be seeded, which nothing here can fix.
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(halves), sizeof(halves)) != 1) std::abort();
+  }
+  return absl::MakeUint128(halves[1], halves[0]);
 }
 
 // What an old checkpoint without layout fields holds (ps/checkpoint.h).
@@ -109,8 +121,6 @@ ShardCore::ShardCore(const ShardOptions& options)
       aggregating_(options.mode == Mode::kSync || options.staleness == 0),
       chunk_elements_(options.chunk_bytes / sizeof(float)),
       sessions_(options.workers, 0),
-      // Sessions from a restarted server must not collide with old ones: start at a random point.
-      next_session_(absl::Uniform<uint64_t>(absl::BitGen(), 1, uint64_t{1} << 62)),
       sync_(options.workers, &tensors_, &tensors_mu_),
       staleness_(options.workers, options.staleness),
       metrics_(options.workers) {}
@@ -120,12 +130,12 @@ absl::Status ShardCore::CheckServingLocked() const {
   return absl::OkStatus();
 }
 
-absl::Status ShardCore::CheckSessionLocked(int rank, uint64_t session) const {
+absl::Status ShardCore::CheckSessionLocked(int rank, absl::uint128 session) const {
   if (rank < 0 || rank >= options_.workers) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown worker rank ", rank, ": this server expects ranks 0..", options_.workers - 1));
   }
-  const uint64_t current = sessions_[rank];
+  const absl::uint128 current = sessions_[rank];
   if (current == session && session != 0) return absl::OkStatus();
   if (current == 0) {
     return absl::NotFoundError(absl::StrCat("rank ", rank, " is not registered with shard ", options_.shard,
@@ -244,7 +254,7 @@ absl::StatusOr<RegisteredRank> ShardCore::CompleteRegistration(const Registratio
   // partly applied below: one is applied only once every rank, this one included, delivered.
   if (aggregating_) WithdrawLocked(rank, absl::StrCat("rank ", rank, " registered again during step ", version_));
   metrics_.Withdraw(rank);
-  sessions_[rank] = next_session_++;
+  sessions_[rank] = NewSessionId();
   cv_.SignalAll();
   RegisteredRank registered;
   registered.session = sessions_[rank];
@@ -256,6 +266,11 @@ absl::StatusOr<RegisteredRank> ShardCore::CompleteRegistration(const Registratio
   absl::ReaderMutexLock tensors_lock(&tensors_mu_);
   registered.params = tensors_.params;
   return registered;
+}
+
+bool ShardCore::has_parameters() {
+  absl::MutexLock lock(&mu_);
+  return initialized_;
 }
 
 // ---- Pushes -----------------------------------------------------------------------------------------------
@@ -270,7 +285,7 @@ absl::Status ShardCore::ValidatePushLocked(const PushInfo& info) {
                                                    range_.begin, ", ", range_.end, "))"));
   }
   const int64_t expected = aggregating_ ? static_cast<int64_t>(version_) : staleness_.next_step(r);
-  const bool receiving = aggregating_ ? sync_.Receiving(r) : staleness_.receiving(r);
+  const bool receiving = aggregating_ ? sync_.Receiving(r) : staleness_.receiving(r) == info.session;
   if (receiving || (info.step == expected && aggregating_ && sync_.HasPush(r))) {
     return absl::AlreadyExistsError(
         absl::StrCat("rank ", r, " already pushed step ", info.step, " to shard ", options_.shard));
@@ -337,8 +352,10 @@ absl::Status ShardCore::Delivered(SyncPush* push_ptr, uint64_t filled, absl::Fun
   {
     absl::MutexLock lock(&mu_);
     if (!sync_.Owns(push.ticket)) return DroppedStatusLocked(push);
-    if (sync_.Deliver(push.ticket, filled, hyperparameters_)) checkpoint_due = BumpVersionLocked();
+    absl::StatusOr<bool> completed = sync_.Deliver(push.ticket, filled, hyperparameters_);
     cv_.SignalAll();
+    if (!completed.ok()) return completed.status();
+    if (*completed) checkpoint_due = BumpVersionLocked();
     // Fair share: hold this push while it is too far ahead of the slowest one (see max_lead_bytes). The
     // wait ends when the others catch up, the step is dropped (AwaitApplied's step_timeout does that) or
     // the client cancels, which is polled.
@@ -405,7 +422,7 @@ void ShardCore::FinishSyncPush(SyncPush push, const absl::Status& why) {
 absl::StatusOr<AsyncPush> ShardCore::StartAsyncPush(const PushInfo& info) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(ValidatePushLocked(info));
-  staleness_.set_receiving(info.rank, true);
+  staleness_.set_receiving(info.rank, info.session);
   AsyncPush push;
   push.rank = info.rank;
   push.session = info.session;
@@ -419,7 +436,7 @@ absl::StatusOr<uint64_t> ShardCore::FinishAsyncPush(AsyncPush push, const absl::
   {
     const uint64_t bad = trainer::FirstNonFinite(push.gradient.data(), push.gradient.size());  // before the lock
     absl::MutexLock lock(&mu_);
-    staleness_.set_receiving(push.rank, false);
+    if (staleness_.receiving(push.rank) == push.session) staleness_.set_receiving(push.rank, 0);
     absl::Status status = received;
     if (status.ok() && bad < push.gradient.size()) {
       status = absl::InvalidArgumentError(absl::StrCat("gradient element ", bad, " of rank ", push.rank,
@@ -430,7 +447,14 @@ absl::StatusOr<uint64_t> ShardCore::FinishAsyncPush(AsyncPush push, const absl::
     if (status.ok()) status = CheckSessionLocked(push.rank, push.session);
     if (status.ok()) {
       absl::WriterMutexLock tensors_lock(&tensors_mu_);
-      ApplyAsyncStep(hyperparameters_, options_.workers, absl::MakeSpan(push.gradient), &tensors_);
+      const uint64_t bad_update =
+          ApplyAsyncStep(hyperparameters_, options_.workers, absl::MakeSpan(push.gradient), &tensors_);
+      if (bad_update < push.gradient.size()) {
+        status = absl::InvalidArgumentError(absl::StrCat(
+            "the update of element ", bad_update, " by the push of rank ", push.rank, " at step ", push.step,
+            " is not finite (gradient ", push.gradient[bad_update], " after the division by ", options_.workers,
+            ", lr=", hyperparameters_.lr, "); the push was refused: lower --lr or clip the gradients"));
+      }
     }
     ReturnBufferLocked(std::move(push.gradient));
     if (!status.ok()) return status;
@@ -443,7 +467,7 @@ absl::StatusOr<uint64_t> ShardCore::FinishAsyncPush(AsyncPush push, const absl::
   return AwaitStalenessLocked(push.rank, push.session, push.step);
 }
 
-absl::StatusOr<uint64_t> ShardCore::AwaitStalenessLocked(int rank, uint64_t session, int64_t step) {
+absl::StatusOr<uint64_t> ShardCore::AwaitStalenessLocked(int rank, absl::uint128 session, int64_t step) {
   const absl::Time deadline = absl::Now() + options_.step_timeout;
   const auto waiting = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !staleness_.MayProceed(step) && !shutting_down_ && sessions_[rank] == session;
@@ -460,7 +484,7 @@ absl::StatusOr<uint64_t> ShardCore::AwaitStalenessLocked(int rank, uint64_t sess
 
 // ---- Pull, metrics, stats ---------------------------------------------------------------------------------
 
-absl::StatusOr<ParameterSnapshot> ShardCore::Pull(int rank, uint64_t session) {
+absl::StatusOr<ParameterSnapshot> ShardCore::Pull(int rank, absl::uint128 session) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
   RETURN_IF_ERROR(CheckSessionLocked(rank, session));
@@ -481,7 +505,7 @@ absl::StatusOr<ParameterSnapshot> ShardCore::Pull(int rank, uint64_t session) {
   return snapshot;
 }
 
-absl::StatusOr<std::vector<double>> ShardCore::AverageMetrics(int rank, uint64_t session,
+absl::StatusOr<std::vector<double>> ShardCore::AverageMetrics(int rank, absl::uint128 session,
                                                               std::vector<double> values) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckServingLocked());
@@ -514,7 +538,7 @@ absl::StatusOr<std::vector<double>> ShardCore::AverageMetrics(int rank, uint64_t
 ShardStats ShardCore::Stats() {
   absl::MutexLock lock(&mu_);
   ShardStats stats;
-  for (uint64_t session : sessions_) stats.registered_workers += session != 0;
+  for (absl::uint128 session : sessions_) stats.registered_workers += session != 0;
   stats.version = version_;
   stats.total_params = total_params_;
   stats.range = range_;

@@ -31,6 +31,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
+#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -87,7 +88,7 @@ inline constexpr size_t kMaxLayoutSettingsBytes = 256;
 
 // What a registered worker gets back.
 struct RegisteredRank {
-  uint64_t session = 0;
+  absl::uint128 session = 0;
   uint64_t total_params = 0;
   ShardRange range;
   uint64_t version = 0;
@@ -99,7 +100,7 @@ struct RegisteredRank {
 // The header of a push (proto PushHeader without the shard address, which the transport checks).
 struct PushInfo {
   int rank = 0;
-  uint64_t session = 0;
+  absl::uint128 session = 0;
   int64_t step = 0;
   uint64_t num_elements = 0;
   int64_t trainer_step = 0;
@@ -110,7 +111,7 @@ struct PushInfo {
 // resized or freed before FinishSyncPush, which takes it back.
 struct SyncPush {
   SyncStep::Ticket ticket;
-  uint64_t session = 0;
+  absl::uint128 session = 0;
   int64_t step = 0;
   std::vector<float> gradient;
   uint64_t checked = 0;  // gradient[0, checked) was found finite by Delivered()
@@ -119,7 +120,7 @@ struct SyncPush {
 // An admitted asynchronous push: the caller fills `gradient`, then hands it to FinishAsyncPush.
 struct AsyncPush {
   int rank = 0;
-  uint64_t session = 0;
+  absl::uint128 session = 0;
   int64_t step = 0;
   std::vector<float> gradient;
 };
@@ -166,6 +167,8 @@ class ShardCore {
   // it starts from; fails when the shard has no parameters yet or `registration` does not match them. A
   // part of the pending synchronous step the old session pushed is withdrawn.
   absl::StatusOr<RegisteredRank> CompleteRegistration(const Registration& registration);
+  // Whether the shard's parameters are fixed (by a checkpoint or an accepted offer). Non-blocking.
+  bool has_parameters();
 
   // ---- The synchronous step (aggregating mode).
   // Validates the push and enters it into the pending step. Non-blocking.
@@ -199,10 +202,10 @@ class ShardCore {
 
   // The shard's parameters and their version, never half a synchronous step: waits (at most step_timeout)
   // while a step is partly applied.
-  absl::StatusOr<ParameterSnapshot> Pull(int rank, uint64_t session);
+  absl::StatusOr<ParameterSnapshot> Pull(int rank, absl::uint128 session);
 
   // Blocks until all ranks called it (a round), then returns the element-wise mean of their values.
-  absl::StatusOr<std::vector<double>> AverageMetrics(int rank, uint64_t session, std::vector<double> values);
+  absl::StatusOr<std::vector<double>> AverageMetrics(int rank, absl::uint128 session, std::vector<double> values);
 
   ShardStats Stats();
   // A copy of the shard's parameters (empty before the first registration). For tests and tools.
@@ -223,7 +226,7 @@ class ShardCore {
   explicit ShardCore(const ShardOptions& options);
 
   absl::Status CheckServingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckSessionLocked(int rank, uint64_t session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckSessionLocked(int rank, absl::uint128 session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The registration's checks that need no state; returns its element layout.
   absl::StatusOr<ShardLayout> CheckRegistration(const Registration& registration) const;
   // Whether `registration` (of element layout `layout`) agrees with the fixed layout and hyperparameters
@@ -235,7 +238,7 @@ class ShardCore {
   absl::Status DroppedStatusLocked(const SyncPush& push) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WithdrawLocked(int rank, absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropStepLocked(absl::StatusCode code, std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<uint64_t> AwaitStalenessLocked(int rank, uint64_t session, int64_t step)
+  absl::StatusOr<uint64_t> AwaitStalenessLocked(int rank, absl::uint128 session, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The version moved on; true when a checkpoint is due (snapshotted into pending_checkpoint_).
   bool BumpVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -265,8 +268,9 @@ class ShardCore {
   ShardRange range_ ABSL_GUARDED_BY(mu_);  // this shard's range of the layout's wire order
   trainer::SgdOptions hyperparameters_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<uint64_t> sessions_ ABSL_GUARDED_BY(mu_);  // per rank; 0: no live registration
-  uint64_t next_session_ ABSL_GUARDED_BY(mu_);
+  // Per rank; 0: no live registration. 128 random bits each (not a counter: a caller that knows its own
+  // session must not be able to guess another rank's, nor one of a restarted server).
+  std::vector<absl::uint128> sessions_ ABSL_GUARDED_BY(mu_);
   SyncStep sync_ ABSL_GUARDED_BY(mu_);
   StalenessPolicy staleness_ ABSL_GUARDED_BY(mu_);
   MetricsBarrier metrics_ ABSL_GUARDED_BY(mu_);

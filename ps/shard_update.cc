@@ -1,8 +1,12 @@
 #include "ps/shard_update.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <thread>
+#include <vector>
+
+#include "trainer/limits.h"
 
 namespace psring::ps {
 namespace {
@@ -20,15 +24,39 @@ void ParallelFor(size_t n, const std::function<void(size_t, size_t)>& fn) {
   for (std::thread& w : workers) w.join();
 }
 
+constexpr size_t kBlock = 2048;
+
+// The first index in [0, len) where p or v is not finite; len when there is none.
+size_t NonFiniteIn(const float* p, const float* v, size_t len) {
+  return std::min(trainer::FirstNonFinite(p, len), trainer::FirstNonFinite(v, len));
+}
+
+// The smallest element index any thread reported as not finite; `none` when none did.
+class FirstBad {
+ public:
+  explicit FirstBad(uint64_t none) : first_(none) {}
+  // Block [b, b + len) found its first bad element at offset `at` (len: none).
+  void Note(uint64_t b, size_t at, size_t len) {
+    if (at >= len) return;
+    uint64_t seen = first_.load();
+    while (b + at < seen && !first_.compare_exchange_weak(seen, b + at)) {
+    }
+  }
+  uint64_t get() const { return first_.load(); }
+
+ private:
+  std::atomic<uint64_t> first_;
+};
+
 }  // namespace
 
-void ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<float* const> grads, uint64_t begin,
-                   uint64_t end, ShardTensors* tensors, ShardTensors* undo) {
-  // Fused in cache-sized blocks so the range streams through memory once: save, sum, divide, step.
+uint64_t ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<float* const> grads,
+                       uint64_t begin, uint64_t end, ShardTensors* tensors, ShardTensors* undo) {
+  // Fused in cache-sized blocks so the range streams through memory once: save, sum, divide, step, check.
   float* sum = grads[0];
   const float count = static_cast<float>(grads.size());
+  FirstBad first_bad(end);
   const auto apply = [&](size_t from, size_t to) {
-    constexpr size_t kBlock = 2048;
     for (size_t b = begin + from; b < begin + to; b += kBlock) {
       const size_t len = std::min(kBlock, begin + to - b);
       std::copy_n(tensors->params.data() + b, len, undo->params.data() + b);
@@ -42,24 +70,44 @@ void ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<float*
       if (grads.size() > 1) {
         for (size_t i = 0; i < len; ++i) s[i] /= count;
       }
-      trainer::SgdMomentumStep(hyperparameters, s, tensors->params.data() + b, tensors->momentum.data() + b,
-                               len);
+      float* p = tensors->params.data() + b;
+      float* v = tensors->momentum.data() + b;
+      trainer::SgdMomentumStep(hyperparameters, s, p, v, len);
+      first_bad.Note(b, NonFiniteIn(p, v, len), len);
     }
   };
   ParallelFor(end - begin, apply);
+  return first_bad.get();
 }
 
-void ApplyAsyncStep(const trainer::SgdOptions& hyperparameters, int workers, absl::Span<float> gradient,
-                    ShardTensors* tensors) {
+uint64_t ApplyAsyncStep(const trainer::SgdOptions& hyperparameters, int workers, absl::Span<float> gradient,
+                        ShardTensors* tensors) {
   const float count = static_cast<float>(workers);
   trainer::SgdOptions scaled = hyperparameters;
   scaled.weight_decay = hyperparameters.weight_decay / count;
   float* g = gradient.data();
-  ParallelFor(gradient.size(), [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) g[i] /= count;
+  const size_t n = gradient.size();
+  // First on copies, block by block, so a push whose update would not be finite changes nothing (there is
+  // no undo buffer in this mode); then for real, which gives the same values.
+  FirstBad first_bad(n);
+  ParallelFor(n, [&](size_t begin, size_t end) {
+    std::vector<float> p(kBlock);
+    std::vector<float> v(kBlock);
+    for (size_t b = begin; b < end; b += kBlock) {
+      const size_t len = std::min(kBlock, end - b);
+      for (size_t i = b; i < b + len; ++i) g[i] /= count;
+      std::copy_n(tensors->params.data() + b, len, p.data());
+      std::copy_n(tensors->momentum.data() + b, len, v.data());
+      trainer::SgdMomentumStep(scaled, g + b, p.data(), v.data(), len);
+      first_bad.Note(b, NonFiniteIn(p.data(), v.data(), len), len);
+    }
+  });
+  if (first_bad.get() < n) return first_bad.get();
+  ParallelFor(n, [&](size_t begin, size_t end) {
     trainer::SgdMomentumStep(scaled, g + begin, tensors->params.data() + begin,
                              tensors->momentum.data() + begin, end - begin);
   });
+  return n;
 }
 
 }  // namespace psring::ps

@@ -27,14 +27,18 @@ struct ShardTensors {
 // Applies the synchronous step to elements [begin, end) of `tensors`. grads[r] is rank r's gradient for
 // the whole shard; grads[0][begin, end) is overwritten with the mean. The old values of params and momentum
 // over [begin, end) are first copied into `undo` (same length as `tensors`), so the caller can roll back.
-// Blocks until done. The caller owns every buffer and must keep other threads off them meanwhile.
-void ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<float* const> grads, uint64_t begin,
-                   uint64_t end, ShardTensors* tensors, ShardTensors* undo);
+// Returns the first element of [begin, end) whose new parameter or momentum is not finite (finite
+// gradients can still overflow: near FLT_MAX with a large lr), `end` when all are; the caller must then
+// roll back. Blocks until done. The caller owns every buffer and must keep other threads off them meanwhile.
+uint64_t ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<float* const> grads,
+                       uint64_t begin, uint64_t end, ShardTensors* tensors, ShardTensors* undo);
 
 // Applies one asynchronous push of one of `workers` ranks to the whole shard; `gradient` (the shard's
-// length) is overwritten with gradient / workers. Blocks until done; same ownership rules.
-void ApplyAsyncStep(const trainer::SgdOptions& hyperparameters, int workers, absl::Span<float> gradient,
-                    ShardTensors* tensors);
+// length) is overwritten with gradient / workers. All or nothing: when some new parameter or momentum
+// would not be finite, nothing changes and that element is returned; the shard's length when applied.
+// Blocks until done; same ownership rules.
+uint64_t ApplyAsyncStep(const trainer::SgdOptions& hyperparameters, int workers, absl::Span<float> gradient,
+                        ShardTensors* tensors);
 
 }  // namespace psring::ps
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace psring::ps {
 
@@ -36,22 +37,36 @@ SyncStep::Ticket SyncStep::Enter(int rank, float* gradient, int64_t trainer_step
   return Ticket{rank, slot.id, generation_};
 }
 
-bool SyncStep::Deliver(const Ticket& ticket, uint64_t filled, const trainer::SgdOptions& hyperparameters) {
+absl::StatusOr<bool> SyncStep::Deliver(const Ticket& ticket, uint64_t filled,
+                                       const trainer::SgdOptions& hyperparameters) {
   slots_[ticket.rank].delivered = filled;
   uint64_t ready = size_;
   for (const Slot& slot : slots_) ready = std::min(ready, slot.id != 0 ? slot.delivered : 0);
   if (ready <= applied_) return false;
   std::vector<float*> grads;
   for (const Slot& slot : slots_) grads.push_back(slot.gradient);
+  uint64_t bad = ready;
   {
     absl::WriterMutexLock lock(tensors_mu_);
     if (undo_.params.size() != tensors_->params.size()) {
       undo_.params.resize(tensors_->params.size());
       undo_.momentum.resize(tensors_->momentum.size());
     }
-    ApplyMeanStep(hyperparameters, grads, applied_, ready, tensors_, &undo_);
+    bad = ApplyMeanStep(hyperparameters, grads, applied_, ready, tensors_, &undo_);
   }
-  applied_ = ready;
+  applied_ = ready;  // undo_ holds [0, ready): Drop() restores all of it
+  if (bad < ready) {
+    // Finite gradients whose update overflows (near FLT_MAX with a large lr): refused like any failed step,
+    // so no Inf/NaN is ever served or checkpointed.
+    std::vector<int> ranks;
+    for (int r = 0; r < static_cast<int>(slots_.size()); ++r) ranks.push_back(r);
+    const std::string reason = absl::StrCat(
+        "the update of element ", bad, " is not finite (mean gradient ", grads[0][bad], " with lr=",
+        hyperparameters.lr, ", pushed by ranks ", absl::StrJoin(ranks, ","),
+        "); the step was refused and rolled back: lower --lr or clip the gradients");
+    Drop(absl::StatusCode::kInvalidArgument, reason);
+    return absl::InvalidArgumentError(reason);
+  }
   if (applied_ < size_) return false;
   Reset();
   return true;

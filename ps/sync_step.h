@@ -30,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "ps/shard_update.h"
@@ -71,7 +72,8 @@ class SyncStep {
 
   // Records that gradient[0, filled) of an owned push arrived and applies every range all ranks delivered
   // (blocks on the arithmetic). True when this completed the step: the state is reset for the next one.
-  bool Deliver(const Ticket& ticket, uint64_t filled, const trainer::SgdOptions& hyperparameters);
+  // kInvalidArgument when the update is not finite somewhere: the step is dropped (rolled back) with it.
+  absl::StatusOr<bool> Deliver(const Ticket& ticket, uint64_t filled, const trainer::SgdOptions& hyperparameters);
 
   // Elements of the pending step applied so far (0: the tensors hold exactly the last complete version).
   uint64_t applied() const { return applied_; }

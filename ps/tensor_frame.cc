@@ -201,7 +201,13 @@ Status SerializationTraits<psring::ps::TensorFrame, void>::Deserialize(ByteBuffe
     return Status::OK;
   }
   const size_t start = cursor.consumed();
-  if (len > static_cast<uint64_t>(psring::ps::kMaxMessageBytes)) {
+  size_t total = 0;
+  for (const Slice& slice : slices) total += slice.size();
+  // The declared length is checked against the bytes that arrived before anything is allocated for it: a
+  // 6-byte message must not buy an 8 MiB buffer.
+  if (len > total - start) {
+    frame->error_ = Malformed(absl::StrCat("field of ", len, " bytes in a message of ", total, " bytes"));
+  } else if (len > static_cast<uint64_t>(psring::ps::kMaxMessageBytes)) {
     frame->error_ = Malformed("field longer than the message size limit");
   } else if (tag == psring::ps::kHeaderTag) {
     frame->is_header_ = true;

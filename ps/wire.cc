@@ -88,7 +88,7 @@ absl::Status AcceptChunk(const proto::Chunk& chunk, float* dst, uint64_t count, 
     return absl::InvalidArgumentError(absl::StrCat(what, ": chunk [", *filled, ", ", *filled + len,
                                                    ") overflows the tensor of ", count, " elements"));
   }
-  std::memcpy(dst + *filled, data.data(), data.size());
+  if (dst != nullptr) std::memcpy(dst + *filled, data.data(), data.size());
   *filled += len;
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,18 @@ namespace psring::ps {
 
 // Call metadata carrying --auth_token (gRPC metadata keys are lower case).
 inline constexpr char kAuthMetadataKey[] = "x-psring-token";
+
+// A session id (proto/ps.proto): 128 random bits, the low half in `session`, the high half in
+// `session_high` of the message.
+template <typename Message>
+absl::uint128 GetSession(const Message& message) {
+  return absl::MakeUint128(message.session_high(), message.session());
+}
+template <typename Message>
+void SetSession(absl::uint128 session, Message* message) {
+  message->set_session(absl::Uint128Low64(session));
+  message->set_session_high(absl::Uint128High64(session));
+}
 
 // The full name ("/package.Service/Method") and the index in the service of the PushPull method, both
 // from the generated descriptor of proto/ps.proto (the server installs its TensorFrame handler at that
@@ -72,7 +85,8 @@ bool WriteChunks(Writer* writer, const float* data, uint64_t count, uint64_t chu
 }
 
 // Copies one chunk into dst[0, count), which must continue exactly at *filled (chunks arrive in order and
-// never overlap or overflow). kInvalidArgument otherwise; `what` names the tensor in messages.
+// never overlap or overflow). kInvalidArgument otherwise; `what` names the tensor in messages. dst nullptr:
+// checks and counts the chunk without keeping it.
 absl::Status AcceptChunk(const proto::Chunk& chunk, float* dst, uint64_t count, uint64_t* filled,
                          const char* what);
 

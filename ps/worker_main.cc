@@ -10,6 +10,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "common/flags_usage.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
@@ -22,7 +23,11 @@ ABSL_FLAG(std::string, servers, "127.0.0.1:50051",
 ABSL_FLAG(bool, shutdown_servers, false,
           "At the end, rank 0 (after a barrier) asks every server to checkpoint and exit.");
 ABSL_FLAG(std::string, auth_token, psring::ps::PsClientOptions{}.auth_token,
-          "Shared secret sent as x-psring-token metadata (the servers' --auth_token).");
+          "Shared secret sent as x-psring-token metadata (the servers' token, at least 16 bytes). Empty: "
+          "--auth_token_file, else the environment's PSRING_AUTH_TOKEN (both keep it off the command line).");
+ABSL_FLAG(std::string, auth_token_file, "", "File holding the shared secret (instead of --auth_token).");
+ABSL_FLAG(bool, insecure, false,
+          "Allow sending the token without TLS (--tls_ca) to servers off loopback (only on a trusted network).");
 ABSL_FLAG(std::string, tls_ca, psring::ps::PsClientOptions{}.tls_ca_file,
           "PEM root certificate to verify the servers' TLS certificates. Empty: plaintext.");
 ABSL_FLAG(std::string, tls_target_name, psring::ps::PsClientOptions{}.tls_target_name,
@@ -64,17 +69,22 @@ absl::StatusOr<trainer::WorkerExchange> ConnectServers(const trainer::WorkerOpti
                    NonNegativeBytes("push_window_bytes", absl::GetFlag(FLAGS_push_window_bytes)));
   ASSIGN_OR_RETURN(options.receive_window_bytes,
                    NonNegativeBytes("receive_window_bytes", absl::GetFlag(FLAGS_receive_window_bytes)));
-  options.auth_token = absl::GetFlag(FLAGS_auth_token);
+  ASSIGN_OR_RETURN(options.auth_token,
+                   LoadAuthToken(absl::GetFlag(FLAGS_auth_token), absl::GetFlag(FLAGS_auth_token_file)));
   options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls_target_name = absl::GetFlag(FLAGS_tls_target_name);
-  if (!options.auth_token.empty() && options.tls_ca_file.empty() && worker.env.rank == 0) {
+  if (!options.auth_token.empty() && options.tls_ca_file.empty()) {
     for (const std::string& server : options.servers) {
       absl::StatusOr<HostPort> address = ParseHostPort(server, "--servers entry");
       if (address.ok() && IsLoopbackHost(address->host)) continue;
-      std::fprintf(stderr,
-                   "ps worker: warning: --auth_token without --tls_ca: the token is sent in clear to %s, where "
-                   "anyone who can capture the traffic can read it; use TLS unless the network is trusted\n",
-                   server.c_str());
+      if (!absl::GetFlag(FLAGS_insecure)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the token would be sent in clear to ", server, ", where anyone who captures the traffic can read "
+            "it; give --tls_ca (servers with --tls_cert/--tls_key), or --insecure on a trusted network"));
+      }
+      if (worker.env.rank == 0) {
+        std::fprintf(stderr, "ps worker: warning: --insecure: the token is sent in clear to %s\n", server.c_str());
+      }
       break;
     }
   }

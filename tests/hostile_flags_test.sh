@@ -56,6 +56,12 @@ expect "out of range" "$ring_worker" --rank=5 --world_size=2
 expect "--workers=2000000000" "$ps_server" --port=0 --workers=2000000000
 expect "--step_timeout=nan" "$ps_server" --port=0 --workers=1 --step_timeout=nan
 expect "--port=99999" "$ps_server" --port=99999 --workers=1
+# Issue 22: tokens of at least 16 bytes, and never in clear off loopback without --insecure.
+expect "has 5 bytes; use at least 16 random bytes" "$ps_server" --port=0 --workers=1 --auth_token=short
+expect "--insecure on a trusted network" "$ps_server" --port=0 --workers=1 --bind_addr=0.0.0.0 \
+  --auth_token=0123456789abcdef
+expect "give --tls_ca" "$ps_worker" --servers=192.0.2.1:1 --rank=0 --world_size=1 --model_bytes=1024 \
+  --auth_token=0123456789abcdef
 
 ps=(--servers=127.0.0.1:1 --rank=0 --world_size=1)
 expect "above the limit" "$ps_worker" "${ps[@]}" --model_bytes=1000000000000

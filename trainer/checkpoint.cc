@@ -38,6 +38,15 @@ absl::Status SaveCheckpoint(const std::string& path, const CheckpointState& s) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint has ", s.params.size(), " parameters but ",
                                                    s.momentum_buffer.size(), " momentum values"));
   }
+  // The file at `path` is the last good state: an update that overflowed (finite gradients, large lr) must
+  // not replace it with one --resume refuses.
+  for (const auto& [name, values] : {std::pair{"parameter", &s.params}, std::pair{"momentum", &s.momentum_buffer}}) {
+    if (const size_t bad = FirstNonFinite(values->data(), values->size()); bad < values->size()) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, " not written: ", name, " ", bad,
+                                                        " is ", (*values)[bad],
+                                                        " (the run diverged); the previous checkpoint is kept"));
+    }
+  }
   NpzWriter w;
   const int64_t n = static_cast<int64_t>(s.params.size());
   w.AddFloat32("params", s.params, {n});

@@ -41,7 +41,8 @@ std::string LatestCheckpointPath(const std::string& dir);
 // fails before training instead of at the first save. kPermissionDenied naming the folder otherwise.
 absl::Status PrepareCheckpointDir(const std::string& dir);
 
-// Writes `state` atomically (never a half-written file at `path`).
+// Writes `state` atomically (never a half-written file at `path`). kFailedPrecondition, writing nothing,
+// when a parameter or momentum value is not finite.
 absl::Status SaveCheckpoint(const std::string& path, const CheckpointState& state);
 
 // kNotFound when missing; kDataLoss naming the file and array when corrupt or inconsistent.

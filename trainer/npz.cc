@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -160,12 +161,20 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
       return absl::DataLossError(absl::StrCat("array ", name, ": bad shape ", shape));
     }
     array.shape.push_back(v);
-    elements *= v;
+    // Checked: a header's shape must not overflow into a small count that matches the data.
+    if (__builtin_mul_overflow(elements, v, &elements)) {
+      return absl::DataLossError(absl::StrCat("array ", name, ": shape ", shape, " has too many elements"));
+    }
   }
   const int64_t element_size = ElementSize(array.descr);
   if (element_size < 0) return absl::DataLossError(absl::StrCat("array ", name, ": bad dtype ", array.descr));
   const size_t data_start = header_start + header_len;
-  const size_t want = static_cast<size_t>(elements * element_size);
+  int64_t want_bytes = 0;
+  if (__builtin_mul_overflow(elements, element_size, &want_bytes)) {
+    return absl::DataLossError(absl::StrCat("array ", name, ": shape ", shape, " and dtype ", array.descr,
+                                            " make more bytes than any file holds"));
+  }
+  const size_t want = static_cast<size_t>(want_bytes);
   if (bytes.size() - data_start != want) {
     return absl::DataLossError(absl::StrCat("array ", name, " of shape ", shape, " and dtype ", array.descr,
                                             " needs ", want, " data bytes but has ",
@@ -296,6 +305,11 @@ absl::StatusOr<NpzReader> NpzReader::Parse(const std::string& bytes, const std::
   if (static_cast<uint64_t>(at) + dir_size > end) return corrupt("central directory out of range");
   NpzReader reader;
   reader.path_ = path;
+  // Every entry's data must be its own: a zip bomb points many directory entries at one highly compressed
+  // blob (65,535 x 1032:1 of a few MB is tens of GB). With disjoint data and a bound on the declared total,
+  // what the archive can make us allocate stays below kMaxNpzUncompressedBytes.
+  std::map<uint64_t, uint64_t> extents;  // data start -> end, of the entries seen so far
+  uint64_t declared = 0;
   for (uint16_t e = 0; e < entries; ++e) {
     if (at + 46 > end || Get32(bytes, at) != kCentralHeaderSignature) return corrupt("bad central directory");
     const uint16_t method = Get16(bytes, at + 10);
@@ -326,6 +340,17 @@ absl::StatusOr<NpzReader> NpzReader::Parse(const std::string& bytes, const std::
     if (method == 8 && static_cast<uint64_t>(size) > uint64_t{kMaxDeflateRatio} * compressed + 64) {
       return corrupt(absl::StrCat("deflated entry ", name, " claims ", size, " bytes from ", compressed,
                                   " compressed ones, more than deflate can expand (damaged file?)"));
+    }
+    auto next = extents.lower_bound(local);
+    if ((next != extents.end() && next->first < data + compressed) ||
+        (next != extents.begin() && std::prev(next)->second > local)) {
+      return corrupt(absl::StrCat("entry ", name, " overlaps another entry's data (a zip bomb?)"));
+    }
+    extents[local] = data + compressed;
+    declared += size;
+    if (declared > kMaxNpzUncompressedBytes) {
+      return corrupt(absl::StrCat("its entries declare more than ", kMaxNpzUncompressedBytes >> 30,
+                                  " GiB of arrays (at entry ", name, "); psring never writes such archives"));
     }
     std::string content = bytes.substr(data, compressed);
     if (method == 8) {

@@ -58,6 +58,10 @@ class NpzWriter {
   std::vector<std::pair<std::string, NpyArray>> arrays_;
 };
 
+// The most array bytes an archive's entries may declare together (NpzReader refuses more, and entries
+// whose data overlap, before inflating anything).
+inline constexpr uint64_t kMaxNpzUncompressedBytes = uint64_t{4} << 30;
+
 // Reads a whole archive into memory. Typed getters check dtype and shape and say what they found.
 class NpzReader {
  public:

@@ -1,11 +1,14 @@
 #include "common/atomic_file.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
 
@@ -67,6 +70,23 @@ TEST(AtomicFileTest, AbandonedWriteKeepsTheOldFileAndRemovesTheTemporary) {
   }                                    // destroyed without Commit(), e.g. an error return between two Appends
   EXPECT_EQ(Contents(path), "old");
   EXPECT_EQ(Files(dir), std::vector<std::string>{"ckpt"});
+}
+
+// Issue 22: in a folder others can write to, a symlink planted at the temporary name must not make the
+// writer clobber the file it points to, and the new file is readable by its owner only.
+TEST(AtomicFileTest, PlantedSymlinkIsNotFollowedAndTheFileIsPrivate) {
+  const std::string dir = testing::FreshTempPath("atomic_symlink");
+  std::filesystem::create_directories(dir);
+  const std::string victim = dir + "/victim";
+  { std::ofstream(victim) << "precious"; }
+  const std::string path = dir + "/ckpt.bin";
+  std::filesystem::create_symlink(victim, absl::StrCat(path, ".tmp.", ::getpid()));
+  ASSERT_TRUE(WriteFileAtomically(path, "new contents").ok());
+  EXPECT_EQ(Contents(victim), "precious");
+  EXPECT_EQ(Contents(path), "new contents");
+  EXPECT_FALSE(std::filesystem::is_symlink(path));
+  const std::filesystem::perms perms = std::filesystem::status(path).permissions();
+  EXPECT_EQ(perms & std::filesystem::perms::all, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 TEST(AtomicFileTest, ErrorsNameTheFile) {

@@ -2,8 +2,10 @@
 // damage detected; a server resumes from its checkpoint and refuses one of another layout.
 #include "ps/checkpoint.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -31,7 +33,7 @@ ShardCheckpoint Sample() {
   c.hyperparameters = {0.1f, 0.9f, 1e-3f};
   c.layout_buckets = {7};  // flat
   c.layout_settings = "--bucket_mb=0";
-  c.clocks = {42, 41, 43};
+  c.clocks = {14, 13, 15};  // async: each push moved one clock and the version
   c.params = {1.5f, -2.0f, 3.25f, 1e-30f};
   c.momentum = {0.0f, 0.5f, -0.5f, 7.0f};
   return c;
@@ -146,6 +148,46 @@ TEST(CheckpointTest, ServiceCreatesTheCheckpointFolder) {
   absl::Status status = ParameterServerService::Create(options).status();
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
   EXPECT_NE(status.message().find("--checkpoint_dir"), absl::string_view::npos) << status;
+}
+
+// Issue 22: a non-finite state never replaces the last good checkpoint.
+TEST(CheckpointTest, NonFiniteStateIsNotWrittenAndTheOldFileStays) {
+  const std::string dir = TempDir("nonfinite");
+  const std::string path = ShardCheckpointPath(dir, 1, 2);
+  const ShardCheckpoint c = Sample();
+  ASSERT_TRUE(WriteShardCheckpoint(path, c, c.params, c.momentum).ok());
+  std::vector<float> bad = c.params;
+  bad[2] = std::numeric_limits<float>::infinity();
+  absl::Status refused = WriteShardCheckpoint(path, c, bad, c.momentum);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_NE(refused.message().find("parameter 5 is inf; the previous checkpoint is kept"), std::string::npos)
+      << refused;
+  refused = WriteShardCheckpoint(path, c, c.params, std::vector<float>(4, std::nanf("")));
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  absl::StatusOr<ShardCheckpoint> read = ReadShardCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->params, c.params);
+}
+
+// Issue 22: clocks and version are checked like every other field (a rank cannot have pushed more steps
+// than the shard has versions, nor a negative number).
+TEST(CheckpointTest, InconsistentClocksAndVersionAreRefused) {
+  const std::string dir = TempDir("clocks");
+  const std::string path = ShardCheckpointPath(dir, 1, 2);
+  const auto refused = [&](const ShardCheckpoint& c, const std::string& fragment) {
+    ASSERT_TRUE(WriteShardCheckpoint(path, c, c.params, c.momentum).ok());
+    absl::StatusOr<ShardCheckpoint> read = ReadShardCheckpoint(path);
+    ASSERT_TRUE(absl::IsDataLoss(read.status())) << read.status();
+    EXPECT_NE(read.status().message().find(fragment), std::string::npos) << read.status();
+  };
+  ShardCheckpoint c = Sample();
+  c.clocks = {14, -1, 15};
+  refused(c, "the clock of rank 1 (-1) does not fit version 42");
+  c.clocks = {14, 13, 16};  // 43 pushes in 42 versions
+  refused(c, "the clock of rank 2 (16) does not fit version 42");
+  c = Sample();
+  c.version = (uint64_t{1} << 62) + 1;
+  refused(c, "beyond any run");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -199,11 +200,11 @@ TEST(FaultTest, ARankAheadReplacesTheStepOfARankHeldByThePushWindowAtOnce) {
 }
 
 // //ps:worker processes whose command line contains `token`.
-// The command line of the process whose /proc folder is `proc_dir`; "" once it has exited. Plain read():
+// A file of the process whose /proc folder is `proc_dir` (cmdline, environ); "" once it has exited. Plain read():
 // libstdc++'s streams throw when a process exits while they read its file (ESRCH).
-std::string CommandLine(const std::filesystem::path& proc_dir) {
+std::string ProcFile(const std::filesystem::path& proc_dir, const char* name) {
   std::string cmdline;
-  const int fd = ::open((proc_dir / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open((proc_dir / name).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return cmdline;
   char buf[4096];
   ssize_t n;
@@ -211,6 +212,8 @@ std::string CommandLine(const std::filesystem::path& proc_dir) {
   ::close(fd);
   return cmdline;
 }
+
+std::string CommandLine(const std::filesystem::path& proc_dir) { return ProcFile(proc_dir, "cmdline"); }
 
 int CountProcessesWith(const std::string& token) {
   int count = 0;
@@ -237,6 +240,35 @@ TEST(FaultTest, LocalLauncherTearsDownOnCtrlC) {
   ASSERT_TRUE(local.Wait(absl::Seconds(20))) << "the launcher did not exit after SIGINT";
   EXPECT_EQ(local.exit_code(), 1) << "the launcher " << local.ExitDescription();
   EXPECT_EQ(CountProcessesWith(token), 0) << "workers survived the launcher";
+}
+
+// Issue 22: //ps:local hands the token to its servers and workers in the environment; no command line
+// (readable by every local user in /proc/<pid>/cmdline) holds it.
+TEST(FaultTest, LocalLauncherKeepsTheTokenOffCommandLines) {
+  const std::string token = absl::StrCat("local-token-", ::getpid(), "-0123456789abcdef");
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string token_file = dir + "/local.token";
+  { std::ofstream(token_file) << token << "\n"; }
+  const std::string marker = absl::StrCat("--synthetic_samples=", 200000 + ::getpid() % 100000);
+  Subprocess local = StartChild(
+      {Runfile("ps/local"), "--workers=2", "--num_shards=1", "--server_bin=" + Runfile("ps/server"),
+       "--worker_bin=" + Runfile("ps/worker"), "--job_timeout=50", "--auth_token_file=" + token_file, "--",
+       "--dataset=synthetic", marker, "--hidden=16", "--epochs=1000", "--log_every=0", "--evaluate=false",
+       "--device=cpu"});
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (CountProcessesWith(marker) < 2 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_EQ(CountProcessesWith(marker), 2) << "the workers did not start (refused by the servers?)";
+  int with_token_in_environment = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    EXPECT_EQ(CommandLine(entry.path()).find(token), std::string::npos) << entry.path();
+    const std::string cmdline = CommandLine(entry.path());
+    if (cmdline.find(marker) == std::string::npos) continue;
+    const std::string env = ProcFile(entry.path(), "environ");
+    with_token_in_environment += env.find(absl::StrCat("PSRING_AUTH_TOKEN=", token)) != std::string::npos;
+  }
+  EXPECT_EQ(with_token_in_environment, 2);
+  local.Signal(SIGINT);
+  ASSERT_TRUE(local.Wait(absl::Seconds(20))) << "the launcher did not exit after SIGINT";
 }
 
 TEST(FaultTest, LocalLauncherRunsAWholeJob) {

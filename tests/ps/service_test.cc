@@ -23,7 +23,7 @@ constexpr uint64_t kTotal = 10;  // 2 shards: 5 + 5 elements
 
 struct RawReply {
   grpc::Status status;
-  uint64_t session = 0;
+  absl::uint128 session = 0;
   int64_t next_step = 0;
   std::vector<float> params;
 };
@@ -57,7 +57,7 @@ class RawClient {
     proto::RegisterReply reply;
     while (stream->Read(&reply)) {
       if (reply.has_header()) {
-        result.session = reply.header().session();
+        result.session = GetSession(reply.header());
         result.next_step = reply.header().next_step();
       } else {
         const std::string& data = reply.chunk().data();
@@ -159,7 +159,7 @@ class ServiceTest : public ::testing::Test {
     h.mutable_address()->set_shard(1);
     h.mutable_address()->set_num_shards(2);
     h.set_rank(rank);
-    h.set_session(sessions_[rank]);
+    SetSession(sessions_[rank], &h);
     h.set_step(step);
     h.set_num_elements(5);
     return h;
@@ -181,7 +181,7 @@ class ServiceTest : public ::testing::Test {
 
   testing::LocalCluster cluster_;
   std::unique_ptr<RawClient> client_;
-  std::vector<uint64_t> sessions_;
+  std::vector<absl::uint128> sessions_;
   std::vector<float> before_;
 };
 
@@ -222,7 +222,7 @@ TEST_F(ServiceTest, UnknownShardOrWorker) {
 
 TEST_F(ServiceTest, UnregisteredOrStaleSession) {
   proto::PushHeader h = Push(0, 0);
-  h.set_session(sessions_[0] + 12345);
+  SetSession(sessions_[0] + 12345, &h);
   ExpectRejected(h, Gradient(), grpc::StatusCode::FAILED_PRECONDITION, "replaced");
   // A fresh server knows no session at all.
   ServiceOptions options;

@@ -122,7 +122,7 @@ class ShardCoreTest : public ::testing::Test {
   }
 
   absl::StatusOr<RegisteredRank> Register(int rank, std::vector<float> initial) {
-    Registration registration{rank, core_->options().workers, n_, kHyper};
+    Registration registration{rank, core_->options().workers, n_, hyper_};
     RETURN_IF_ERROR(core_->BeginRegistration(registration).status());
     if (!initial.empty()) RETURN_IF_ERROR(core_->OfferInitialParameters(registration, std::move(initial)));
     ASSIGN_OR_RETURN(RegisteredRank registered, core_->CompleteRegistration(registration));
@@ -147,8 +147,9 @@ class ShardCoreTest : public ::testing::Test {
   }
 
   uint64_t n_ = 0;
+  trainer::SgdOptions hyper_ = kHyper;  // what Register() announces
   std::unique_ptr<ShardCore> core_;
-  std::vector<uint64_t> sessions_;
+  std::vector<absl::uint128> sessions_;
 };
 
 ShardOptions AsyncOptions(int workers, absl::Duration step_timeout) {
@@ -426,7 +427,7 @@ TEST_F(ShardCoreTest, NewRegistrationReplacesTheSessionAndEndsItsWaits) {
   ASSERT_TRUE(old_push.ok());
   DeliverAll(core_.get(), &*old_push, Gradient(0, 0, 3));
   absl::SleepFor(absl::Milliseconds(100));
-  const uint64_t old_session = sessions_[0];
+  const absl::uint128 old_session = sessions_[0];
   absl::StatusOr<RegisteredRank> again = Register(0, {});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_NE(again->session, old_session);
@@ -598,6 +599,97 @@ TEST(ShardCoreCheckpointTest, PeriodicCheckpointsHoldExactVersionsAndResume) {
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ((*resumed)->version(), 3u);
   EXPECT_EQ((*resumed)->CopyParameters(), params);
+}
+
+// Issue 22: finite gradients near FLT_MAX with lr 10 overflow in the update. The step is refused and rolled
+// back like any failed step (every rank is told, naming the ranks), the checkpoint on disk stays the last
+// good one and loads, and the job can go on with sane gradients.
+TEST_F(ShardCoreTest, SyncUpdateThatOverflowsIsRefusedAndTheCheckpointStaysLoadable) {
+  ShardOptions options = SyncOptions(2);
+  options.checkpoint_dir = psring::testing::FreshTempPath("core_overflow");
+  options.checkpoint_every = 1;
+  hyper_ = {10.0f, 0.9f, 0.0f};
+  Start(options, 6);
+  for (const auto& reply : RunStep(0)) ASSERT_TRUE(reply.ok()) << reply.status();
+  const std::vector<float> good = core_->CopyParameters();
+  const std::string path = ShardCheckpointPath(options.checkpoint_dir, 0, 1);
+
+  const std::vector<float> huge(6, 3.0e38f);  // finite, but lr * g is not
+  std::vector<absl::StatusOr<std::vector<float>>> replies(2, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] { replies[r] = PushPull(core_.get(), Info(r, 1), huge, 6); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(replies[r].ok()) << "rank " << r;
+    EXPECT_TRUE(absl::IsInvalidArgument(replies[r].status())) << replies[r].status();
+    EXPECT_TRUE(Contains(replies[r].status(), "is not finite")) << replies[r].status();
+    EXPECT_TRUE(Contains(replies[r].status(), "ranks 0,1")) << replies[r].status();
+    EXPECT_TRUE(Contains(replies[r].status(), "lower --lr")) << replies[r].status();
+  }
+  EXPECT_EQ(core_->version(), 1u);
+  EXPECT_EQ(core_->CopyParameters(), good);
+  absl::StatusOr<ShardCheckpoint> saved = ReadShardCheckpoint(path);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->version, 1u);
+  EXPECT_EQ(saved->params, good);
+
+  // The job goes on: the same step with sane gradients is applied, and saved.
+  for (const auto& reply : RunStep(1)) ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(core_->version(), 2u);
+  saved = ReadShardCheckpoint(path);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->version, 2u);
+}
+
+TEST_F(ShardCoreTest, AsyncPushWhoseUpdateOverflowsChangesNothing) {
+  hyper_ = {10.0f, 0.9f, 0.0f};
+  Start(AsyncOptions(1, absl::Seconds(20)), 5);
+  const std::vector<float> before = core_->CopyParameters();
+  uint64_t version = 0;
+  std::vector<float> huge(5, 1.0f);
+  huge[3] = 3.0e38f;
+  absl::StatusOr<std::vector<float>> refused = AsyncPushPull(core_.get(), Info(0, 0), huge, &version);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_TRUE(Contains(refused.status(), "update of element 3 by the push of rank 0")) << refused.status();
+  EXPECT_EQ(core_->CopyParameters(), before);  // not even the finite elements moved
+  EXPECT_EQ(core_->version(), 0u);
+  // The rank's clock did not move: it pushes the same step again.
+  ASSERT_TRUE(AsyncPushPull(core_.get(), Info(0, 0), Gradient(0, 0, 5), &version).ok());
+  EXPECT_EQ(version, 1u);
+}
+
+// Issue 22: an asynchronous push that hangs must not keep the rank's next session (a re-registered
+// worker) from pushing; the hung push then fails as stale and changes nothing.
+TEST_F(ShardCoreTest, HungAsyncPushDoesNotBlockTheRanksNextSession) {
+  Start(AsyncOptions(2, absl::Seconds(20)), 4);
+  absl::StatusOr<AsyncPush> hung = core_->StartAsyncPush(Info(0, 0));
+  ASSERT_TRUE(hung.ok()) << hung.status();
+  ASSERT_TRUE(Register(0, {}).ok());
+  absl::StatusOr<AsyncPush> fresh = core_->StartAsyncPush(Info(0, 0));
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  // The same session still cannot have two pushes in flight.
+  EXPECT_TRUE(absl::IsAlreadyExists(core_->StartAsyncPush(Info(0, 0)).status()));
+  std::fill(hung->gradient.begin(), hung->gradient.end(), 1.0f);
+  EXPECT_TRUE(absl::IsFailedPrecondition(core_->FinishAsyncPush(std::move(*hung), absl::OkStatus()).status()));
+  std::fill(fresh->gradient.begin(), fresh->gradient.end(), 1.0f);
+  // Staleness 1 lets rank 0 go one step ahead of rank 1, which has not pushed.
+  absl::StatusOr<uint64_t> applied = core_->FinishAsyncPush(std::move(*fresh), absl::OkStatus());
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(*applied, 1u);
+}
+
+TEST_F(ShardCoreTest, SessionIdsAreRandomAcrossRegistrations) {
+  Start(SyncOptions(2), 3);
+  const absl::uint128 first = sessions_[0];
+  ASSERT_TRUE(Register(0, {}).ok());
+  const absl::uint128 second = sessions_[0];
+  // Not a counter: both halves differ (2^-64 chance each of a false failure).
+  EXPECT_NE(absl::Uint128High64(first), absl::Uint128High64(second));
+  EXPECT_NE(absl::Uint128Low64(first), absl::Uint128Low64(second));
+  EXPECT_NE(absl::Uint128Low64(second) - absl::Uint128Low64(first), 1u);
 }
 
 }  // namespace

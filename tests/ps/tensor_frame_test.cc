@@ -99,5 +99,22 @@ TEST(TensorFrameTest, RejectsBadChunks) {
   EXPECT_TRUE(absl::IsInvalidArgument(frame.error()));
 }
 
+// A header field that declares more bytes than the message holds is refused before anything is allocated
+// for it (6 bytes on the wire must not buy 8 MiB).
+TEST(TensorFrameTest, HeaderLengthIsCheckedBeforeAllocating) {
+  std::string message = "\x0a";  // field 1 (the header), length-delimited
+  for (uint64_t len = 8 << 20; len >= 0x80; len >>= 7) message.push_back(static_cast<char>((len & 0x7f) | 0x80));
+  message.push_back(static_cast<char>((8 << 20) >> 21));
+  message += "a";
+  ASSERT_LE(message.size(), 6u);
+  TensorFrame frame;
+  grpc::ByteBuffer buffer = FromString(message);
+  EXPECT_TRUE(grpc::SerializationTraits<TensorFrame>::Deserialize(&buffer, &frame).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(frame.error())) << frame.error();
+  EXPECT_NE(frame.error().message().find("field of 8388608 bytes in a message of"), std::string::npos)
+      << frame.error();
+  EXPECT_LT(frame.header_bytes().capacity(), 4096u);
+}
+
 }  // namespace
 }  // namespace psring::ps

@@ -3,6 +3,7 @@
 // errors, never a crash or a silent resume.
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -114,9 +115,21 @@ TEST(HostileCheckpointTest, NonFiniteValuesWithAValidCrcAreRefused) {
   for (const bool in_momentum : {false, true}) {
     for (const float bad : {NAN, INFINITY, -INFINITY}) {
       const std::string path = LatestCheckpointPath(TempDir("ckpt_nonfinite"));
-      CheckpointState s = State();
-      (in_momentum ? s.momentum_buffer : s.params)[1] = bad;
-      ASSERT_TRUE(SaveCheckpoint(path, s).ok());  // the file itself is valid (CRC and all)
+      // SaveCheckpoint refuses non-finite values, so the file is rewritten by hand: valid, CRC and all.
+      ASSERT_TRUE(SaveCheckpoint(path, State()).ok());
+      absl::StatusOr<NpzReader> saved = NpzReader::Open(path);
+      ASSERT_TRUE(saved.ok()) << saved.status();
+      NpzWriter w;
+      for (const char* name : {"params", "momentum_buffer", "step", "epoch", "hidden", "batch_size", "world_size",
+                               "seed", "dataset", "lr", "momentum", "weight_decay"}) {
+        absl::StatusOr<NpyArray> array = saved->Get(name);
+        ASSERT_TRUE(array.ok()) << array.status();
+        if (std::string(name) == (in_momentum ? "momentum_buffer" : "params")) {
+          std::memcpy(array->data.data() + sizeof(float), &bad, sizeof(float));
+        }
+        w.Add(name, *array);
+      }
+      ASSERT_TRUE(w.WriteAtomically(path).ok());
       absl::StatusOr<CheckpointState> loaded = LoadCheckpoint(path);
       EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
       EXPECT_THAT(loaded.status().message(), HasSubstr(in_momentum ? "'momentum_buffer'[1]" : "'params'[1]"));
@@ -169,6 +182,53 @@ TEST(HostileCheckpointTest, DamagedArchivesGetTheRightError) {
     }
     EXPECT_FALSE(NpzReader::Parse(bytes->substr(0, i), "cut.npz").ok()) << "cut at " << i;
   }
+}
+
+// Issue 22: a diverged state (an update that overflowed) never replaces the last good checkpoint.
+TEST(HostileCheckpointTest, NonFiniteStateIsNotSavedOverAGoodCheckpoint) {
+  const std::string path = TempDir("nonfinite_save.npz");
+  ASSERT_TRUE(SaveCheckpoint(path, State()).ok());
+  CheckpointState diverged = State();
+  diverged.params[1] = -INFINITY;
+  absl::Status refused = SaveCheckpoint(path, diverged);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("parameter 1 is -inf (the run diverged); the previous checkpoint is kept"));
+  absl::StatusOr<CheckpointState> loaded = LoadCheckpoint(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->params, State().params);
+}
+
+// Issue 22: a shape whose element count overflows int64 (2^62 x 4 wraps to 0) must not pass as an empty
+// array.
+TEST(HostileCheckpointTest, ShapeWhoseElementCountOverflowsIsRefused) {
+  const std::string npy = EncodeNpy(NpyArray{"<f4", {int64_t{1} << 62, 4}, ""});
+  absl::StatusOr<NpyArray> decoded = DecodeNpy(npy, "overflow");
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << decoded.status();
+  EXPECT_THAT(decoded.status().message(), HasSubstr("too many elements"));
+  const std::string bytes_npy = EncodeNpy(NpyArray{"<f4", {int64_t{1} << 61, 1}, ""});  // 2^61 x 4 bytes
+  decoded = DecodeNpy(bytes_npy, "bytes");
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << decoded.status();
+}
+
+// Issue 22: the zip bomb of many directory entries pointing at one (highly compressed) blob is refused
+// before anything is inflated: every entry's data must be its own.
+TEST(HostileCheckpointTest, DirectoryEntriesSharingOneBlobAreRefused) {
+  NpzWriter w;
+  w.AddFloat32("params", {1, 2, 3, 4}, {4});
+  absl::StatusOr<std::string> bytes = w.Serialize();
+  ASSERT_TRUE(bytes.ok());
+  const size_t dir = CentralDirectory(*bytes);
+  const size_t end = bytes->size() - 22;
+  const std::string entry = bytes->substr(dir, end - dir);
+  std::string twice = bytes->substr(0, end) + entry;
+  std::string record = bytes->substr(end);
+  record[8] = record[10] = 2;  // entries on this disk, and in all
+  const size_t dir_size = 2 * entry.size();
+  for (int i = 0; i < 4; ++i) record[12 + i] = static_cast<char>((dir_size >> (8 * i)) & 0xff);
+  twice += record;
+  absl::StatusOr<NpzReader> r = NpzReader::Parse(twice, "bomb.npz");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("overlaps another entry's data"));
 }
 
 TEST(HostileCheckpointTest, StaleTemporariesOfKilledRunsAreRemovedAtStart) {
