@@ -46,7 +46,7 @@ TEST(WorkerResultTest, WorkerLineParsesBackToTheSameMessage) {
   EXPECT_TRUE(absl::StrContains(*line, "\"bytes_sent\":123456789012,")) << *line;
   // The keys added for train mode's timing contract follow the original ones.
   EXPECT_TRUE(absl::StrContains(*line, "\"test_accuracy\":-1,\"forward_s\":0,")) << *line;
-  EXPECT_TRUE(absl::StrContains(*line, "\"bucket_mb\":0,\"measured_start_unix_s\":0,\"measured_end_unix_s\":0}"))
+  EXPECT_TRUE(absl::StrContains(*line, "\"bucket_mb\":0,\"measured_start_unix_s\":0,\"measured_end_unix_s\":0,\"step_spread\":0}"))
       << *line;
   EXPECT_FALSE(absl::StrContains(*line, "\n"));
   ExpectRoundTrip(r, *line);
