@@ -160,10 +160,12 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
     v.reason = absl::StrFormat("box CPU >= %.0f%% busy with every link under %.0f%% for %.0f%% of the measured time",
                                100 * kSaturatedCpu, 100 * kLinkUsed, 100 * in.cpu_bound_share);
   }
-  if (!v.emulator_bound && in.cpu_stall >= kMaxCpuStall) {
+  if (!v.emulator_bound && in.cpu_stall >= kMaxCpuStall && in.link_util >= 0 && in.link_util < kLinkUsed) {
     v.emulator_bound = true;
-    v.reason = absl::StrFormat("runnable tasks waited for a core %.0f%% of the measured time (CPU pressure >= %.0f%%)",
-                               100 * in.cpu_stall, 100 * kMaxCpuStall);
+    v.reason = absl::StrFormat(
+        "runnable tasks waited for a core %.0f%% of the measured time while the busiest link carried data %.0f%% "
+        "of the exchange time",
+        100 * in.cpu_stall, 100 * in.link_util);
   }
   if (in.delayed_packets > 0 &&
       static_cast<double>(in.late_packets) >= kLateShare * static_cast<double>(in.delayed_packets)) {
