@@ -34,7 +34,6 @@
 #include "bench/scaling.h"
 #include "bench/scaling_flags.h"
 #include "bench/validation.h"
-#include "common/atomic_file.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -162,12 +161,10 @@ absl::Status ModelParts(const char* argv0, const ScalingOptions& base, const std
       RETURN_IF_ERROR(MakeDirectories(dir));
       const std::string report = FormatValidationReport(*v);
       std::cout << report << FormatHeldOutChecks(v->summary);
-      RETURN_IF_ERROR(WriteFileAtomically(dir + "/validation.txt", report));
-      RETURN_IF_ERROR(WriteFileAtomically(
-          dir + "/validation.svg",
-          ValidationScatterSvg(v->rows, absl::StrFormat("model of %s, %s; held-out part of //bench:compare",
-                                                        model.host(), model.date()))));
-      std::cout << "# wrote " << dir << "/validation.txt, " << dir << "/validation.svg\n";
+      RETURN_IF_ERROR(WriteValidationFiles(
+          dir, report, v->rows,
+          absl::StrFormat("model of %s, %s; held-out part of //bench:compare", model.host(), model.date()),
+          &std::cout));
     }
   }
   std::cout << "#\n# PART 5: what " << which << " projects for ResNet-50 (real size, 25 MB buckets)\n";

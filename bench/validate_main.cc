@@ -21,7 +21,6 @@
 #include "bench/model/model_file.h"
 #include "bench/scaling_flags.h"
 #include "bench/validation.h"
-#include "common/atomic_file.h"
 #include "common/binary_main.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
@@ -137,14 +136,10 @@ absl::Status Run(const char* argv0) {
   ASSIGN_OR_RETURN(const Validation validation, RunValidation(held_out.plan, model, base, &std::cout, &std::cerr));
   const std::string report = FormatValidationReport(validation);
   std::cout << report;
-  const std::string svg = out_dir + "/validation.svg";
-  const std::string txt = out_dir + "/validation.txt";
-  RETURN_IF_ERROR(WriteFileAtomically(
-      svg, ValidationScatterSvg(validation.rows, absl::StrFormat("model of %s, %s; %s; usable runs only",
-                                                                 model.host(), model.date(),
-                                                                 validation.summary.band.Describe()))));
-  RETURN_IF_ERROR(WriteFileAtomically(txt, report));
-  std::cout << "# wrote " << txt << ", " << svg << "\n";
+  RETURN_IF_ERROR(WriteValidationFiles(out_dir, report, validation.rows,
+                                       absl::StrFormat("model of %s, %s; %s; usable runs only", model.host(),
+                                                       model.date(), validation.summary.band.Describe()),
+                                       &std::cout));
   return absl::OkStatus();
 }
 

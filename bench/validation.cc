@@ -15,6 +15,7 @@
 #include "bench/model/model_file.h"
 #include "bench/model/workload_step.h"
 #include "bench/plot.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "trainer/workload.h"
 
@@ -282,6 +283,17 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
                    conditions.end());
   ASSIGN_OR_RETURN(s.winners, model::ScoreWinners(conditions, s.band.band));
   return s;
+}
+
+absl::Status WriteValidationFiles(const std::string& dir, const std::string& report,
+                                  const std::vector<ValidationRow>& rows, const std::string& subtitle,
+                                  std::ostream* out) {
+  const std::string txt = dir + "/validation.txt";
+  const std::string svg = dir + "/validation.svg";
+  RETURN_IF_ERROR(WriteFileAtomically(svg, ValidationScatterSvg(rows, subtitle)));
+  RETURN_IF_ERROR(WriteFileAtomically(txt, report));
+  *out << "# wrote " << txt << ", " << svg << "\n";
+  return absl::OkStatus();
 }
 
 std::string FormatHeldOutChecks(const ValidationSummary& s) {

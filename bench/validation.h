@@ -151,6 +151,12 @@ struct Validation {
 // tie band and winner per condition. Lines start with "# " except the table rows. Pure.
 std::string FormatValidationReport(const Validation& validation);
 
+// Writes <dir>/validation.txt (`report`, FormatValidationReport's) and <dir>/validation.svg
+// (ValidationScatterSvg of `rows` under `subtitle`), then "# wrote <txt>, <svg>" on `out`. The writes' errors.
+absl::Status WriteValidationFiles(const std::string& dir, const std::string& report,
+                                  const std::vector<ValidationRow>& rows, const std::string& subtitle,
+                                  std::ostream* out);
+
 // The issue-21 targets a held-out validation is judged against, fixed before any run: step time median
 // |error| <= 5 %, p90 <= 10 %; exposed exchange time median <= 10 %; winner accuracy 100 % outside the tie band.
 inline constexpr double kTargetStepMedian = 0.05;
