@@ -1,7 +1,10 @@
 #include "bench/calibration.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -79,6 +82,9 @@ std::string CalibrationCondition::Name() const {
 CalibrationPlan QuickCalibrationPlan() {
   CalibrationPlan plan;
   plan.conditions = LinkConditions({"100mbit", "200mbit"}, {"1ms", "5ms"}, {1 * kMiB, 4 * kMiB}, {2, 4, 8});
+  // A long round trip, where flow-control windows (TCP, HTTP/2) bind: the window term is fitted here.
+  const std::vector<CalibrationCondition> far = LinkConditions({"100mbit"}, {"20ms"}, {1 * kMiB, 4 * kMiB}, {2, 4, 8});
+  plan.conditions.insert(plan.conditions.end(), far.begin(), far.end());
   plan.conditions.push_back({"", "", true, {16 * kMiB, 64 * kMiB}, {2, 4}});
   return plan;
 }
@@ -90,6 +96,8 @@ CalibrationPlan DefaultCalibrationPlan() {
   const std::vector<CalibrationCondition> large =
       LinkConditions({"100mbit", "200mbit"}, {"1ms", "5ms"}, {16 * kMiB}, {2, 4});
   plan.conditions.insert(plan.conditions.end(), large.begin(), large.end());
+  const std::vector<CalibrationCondition> far = LinkConditions({"100mbit"}, {"20ms"}, {1 * kMiB, 4 * kMiB}, {2, 4, 8});
+  plan.conditions.insert(plan.conditions.end(), far.begin(), far.end());
   plan.conditions.push_back({"", "", true, {16 * kMiB, 64 * kMiB, 100 * kMiB}, {2, 4, 8}});
   return plan;
 }
@@ -140,8 +148,15 @@ double EstimateSeconds(const CalibrationPlan& plan) {
   return total;
 }
 
+double BoxCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 ConvertedRuns ConvertRecords(const std::vector<RunRecord>& records, double link_bytes_per_second,
-                             double latency_s) {
+                             double latency_s, double link_burst_bytes, double box_cores) {
   ConvertedRuns out;
   for (const RunRecord& r : records) {
     const std::string what = absl::StrFormat("%s N=%d S=%d", ExchangeName(r.exchange), r.nodes, r.bytes);
@@ -166,6 +181,8 @@ ConvertedRuns ConvertRecords(const std::vector<RunRecord>& records, double link_
     run.conditions.bytes = static_cast<double>(r.bytes);
     run.conditions.link_bytes_per_second = link_bytes_per_second;
     run.conditions.latency_s = latency_s;
+    run.conditions.link_burst_bytes = link_burst_bytes;
+    run.conditions.box_cores = box_cores;
     run.seconds = r.step_s;
     out.runs.push_back(run);
   }
@@ -208,7 +225,10 @@ absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const Sc
           "calibration condition ", c.Name(), " ran on loopback (", result->fallback_reason,
           "): the link terms need the emulated cluster; run as root (CAP_NET_ADMIN)"));
     }
-    ConvertedRuns converted = ConvertRecords(result->records, result->link_bytes_per_second, result->latency_s);
+    ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(o.cluster.burst));
+    ConvertedRuns converted =
+        ConvertRecords(result->records, result->link_bytes_per_second, result->latency_s,
+                       model::EmulatedBurstBytes(result->link_bytes_per_second, burst_s), BoxCores());
     out.total_runs += static_cast<int>(result->records.size());
     out.failed += converted.failed;
     out.emulator_bound += converted.emulator_bound;

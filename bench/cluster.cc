@@ -102,6 +102,16 @@ absl::StatusOr<double> ParseLatency(const std::string& latency) {
   return absl::ToDoubleSeconds(d);
 }
 
+absl::StatusOr<double> ParseLinkBurst(const std::string& burst) {
+  absl::Duration d;
+  if (!absl::ParseDuration(burst, &d) || d <= absl::ZeroDuration() || d > absl::Seconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad link burst '", burst, "': use a duration in (0, 1s] like 10ms (the token bucket's depth as the ",
+        "time its bytes take at the link rate)"));
+  }
+  return absl::ToDoubleSeconds(d);
+}
+
 absl::StatusOr<DelayCounters> ParseDelayCounters(const std::string& line) {
   DelayCounters c;
   int found = 0;
@@ -163,6 +173,7 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> EmulatedCluster::Create(const C
     ASSIGN_OR_RETURN(bits, ParseLinkRate(options.link));
   }
   ASSIGN_OR_RETURN(cluster->latency_seconds_, ParseLatency(options.latency));
+  if (absl::Status s = ParseLinkBurst(options.burst).status(); !s.ok()) return s;
   if (options.latency_method != "auto" && options.latency_method != "netem" && options.latency_method != "nfqueue") {
     return absl::InvalidArgumentError(absl::StrCat("latency method '", options.latency_method,
                                                    "' is not one of auto, netem, nfqueue"));
@@ -369,8 +380,9 @@ absl::Status EmulatedCluster::ShapeLink(const std::string& ns, const std::string
     parent = "1:1";
   }
   if (bits <= 0) return absl::OkStatus();
-  // Burst: 10 ms of traffic (at least 10 full frames), so TCP can fill the link; queue: --queue (50 ms).
-  const int64_t burst = std::max<int64_t>(static_cast<int64_t>(bits / 8 / 100), 15140);
+  // Burst: --link_burst of traffic (10 ms; at least 10 full frames), queue: --queue (50 ms).
+  ASSIGN_OR_RETURN(const double depth_s, ParseLinkBurst(options_.burst));
+  const int64_t burst = std::max<int64_t>(static_cast<int64_t>(bits / 8 * depth_s), 15140);
   std::vector<std::string> argv = {Tc(), "-n", ns, "qdisc", "add", "dev", dev};
   if (parent == "root") {
     argv.push_back("root");

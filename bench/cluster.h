@@ -61,6 +61,11 @@ struct ClusterOptions {
   // Path of //bench:netdelay (the NFQUEUE method); the bench binaries find it in their runfiles.
   std::string delay_program;
   std::string queue = "50ms";    // tbf queue of every link end, as the time its bytes take at the link rate
+  // tbf burst (token bucket depth) of every link end, as the time its bytes take at the link rate; at least
+  // 10 full frames. A real port never sends above its rate: an idle link passes this many bytes at memory
+  // speed, which the model's ring term counts (bench/model/collective.h). Shallower buckets cost this 2-core
+  // box more timer wake-ups than it has (1 ms: EMULATOR-BOUND runs), see PERFORMANCE.md 1.
+  std::string burst = "10ms";
   std::string family = "psr";    // name prefix family; the pid and '-' follow
   bool allow_loopback_fallback = true;  // without CAP_NET_ADMIN: loopback (true) or an error (false)
   bool force_loopback = false;           // loopback even where namespaces would work
@@ -71,6 +76,9 @@ absl::StatusOr<double> ParseLinkRate(const std::string& rate);
 
 // One-way latency in seconds of a duration like "5ms", "250us", "0" or "" (none); kInvalidArgument otherwise.
 absl::StatusOr<double> ParseLatency(const std::string& latency);
+
+// The token-bucket depth --link_burst in seconds of link time, in (0, 1]; kInvalidArgument otherwise.
+absl::StatusOr<double> ParseLinkBurst(const std::string& burst);
 
 // Runs argv (argv[0] looked up in PATH) and waits; kInternal with the command and its stderr unless it exits 0.
 // Returns its stdout.

@@ -45,14 +45,14 @@ ABSL_FLAG(bool, replay, true,
 ABSL_FLAG(std::string, model, "",
           "The frozen cost model (JSON written by //bench:calibrate) that parts 4 and 5 use. Empty: the "
           "calibration of psring's development machine committed with the source "
-          "(bench/results/calibration_quick_2026-11-25.json; its host and date are printed: run "
+          "(bench/results/calibration_quick_2026-11-26.json; its host and date are printed: run "
           "//bench:calibrate for a model of your own machine). 'none': skip parts 4 and 5.");
 ABSL_FLAG(bool, held_out, true,
           "Part 4: run a few conditions the model never saw (150 Mbit/s, 2 ms) and show its error and winner "
           "accuracy (about 2 minutes).");
 
 // The committed calibration part 4 uses without --model (a runfile of this binary).
-constexpr char kCommittedModel[] = "psring/bench/results/calibration_quick_2026-11-25.json";
+constexpr char kCommittedModel[] = "psring/bench/results/calibration_quick_2026-11-26.json";
 
 namespace psring::bench {
 namespace {

@@ -230,6 +230,8 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     at.servers = ps_servers;
     at.link_bytes_per_second = condition.link_bytes_per_second;
     at.latency_s = condition.latency_s;
+    at.link_burst_bytes = condition.link_burst_bytes;
+    at.box_cores = condition.box_cores;
     ASSIGN_OR_RETURN(const model::StepTime step, model::PredictStep(topology, params, at, shape));
     ValidationRow row;
     row.condition = condition.Name();
@@ -450,7 +452,12 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
   std::map<std::pair<std::string, Exchange>, std::vector<double>> repeated;
   for (size_t i = 0; i < plan.sweeps.size(); ++i) {
     const HeldOutSweep& sweep = plan.sweeps[i];
-    ASSIGN_OR_RETURN(const std::vector<HeldOutCondition> conditions, ExpandSweep(sweep));
+    ASSIGN_OR_RETURN(std::vector<HeldOutCondition> conditions, ExpandSweep(sweep));
+    ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(base.cluster.burst));
+    for (HeldOutCondition& c : conditions) {
+      c.link_burst_bytes = model::EmulatedBurstBytes(c.link_bytes_per_second, burst_s);
+      c.box_cores = BoxCores();
+    }
     std::vector<std::vector<ValidationRow>> predicted;
     for (const HeldOutCondition& c : conditions) {
       ASSIGN_OR_RETURN(const model::StepShape shape, ShapeOf(c));

@@ -66,6 +66,8 @@ struct HeldOutCondition {
   std::string link, latency;
   double link_bytes_per_second = 0;
   double latency_s = 0;
+  double link_burst_bytes = 0;  // the emulated links' token bucket (RunValidation sets it from --link_burst)
+  double box_cores = 0;         // the cores all its processes share (RunValidation: this machine's)
   int nodes = 0;
   size_t bytes = 0;          // gradient mode
   std::string workload;      // replay mode ("" in gradient mode)

@@ -77,6 +77,15 @@ absl::Status ValidateConditions(Topology topology, const Conditions& c) {
   if (auto s = NonNegativeFinite("latency_s", c.latency_s, "pass the one-way latency in seconds"); !s.ok()) {
     return s;
   }
+  if (auto s = NonNegativeFinite("box_cores", c.box_cores, "pass the shared box's cores (0: a real cluster)");
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = NonNegativeFinite("link_burst_bytes", c.link_burst_bytes,
+                                 "pass the emulated link's burst in bytes (0 for a real port)");
+      !s.ok()) {
+    return s;
+  }
   if (!(std::isfinite(c.cpu_speedup) && c.cpu_speedup > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cpu_speedup must be finite and > 0 (1 = this host's CPU), got ", c.cpu_speedup));
@@ -118,19 +127,51 @@ Counts CountsOf(Topology topology, int nodes, int servers, double s) {
   return {};
 }
 
+int ProcessesOf(Topology topology, int nodes, int servers) {
+  switch (topology) {
+    case Topology::kRing: return nodes;
+    case Topology::kPsOne: return nodes + 1;
+    case Topology::kPsColocated: return 2 * nodes;
+    case Topology::kPsDedicated: return nodes + std::max(servers, 1);
+  }
+  return nodes;
+}
+
+double CpuShareOf(Topology topology, const Conditions& c) {
+  if (!(c.box_cores > 0)) return 1;
+  return std::min(1.0, c.box_cores / ProcessesOf(topology, c.nodes, c.servers));
+}
+
+double EmulatedBurstBytes(double link_bytes_per_second, double burst_s) {
+  if (!(link_bytes_per_second > 0) || !(burst_s > 0)) return 0;
+  return std::max(link_bytes_per_second * burst_s, 15140.0);
+}
+
 CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParams& p, const Conditions& c) {
   const Counts counts = CountsOf(topology, c.nodes, ServersOf(topology, c.nodes, c.servers), c.bytes);
   CollectiveTime t;
   if (topology == Topology::kRing && c.nodes == 1) return t;  // nothing to exchange
-  t.latency_s = counts.hops * c.latency_s;
+  const double latency = c.latency_s;
+  t.latency_s = counts.hops * latency;
   t.software_s = counts.messages * p.software_s;
   if (c.link_bytes_per_second > 0 && counts.link_bytes > 0) {
-    t.link_s = counts.link_bytes / (p.efficiency * c.link_bytes_per_second);
+    const double eb = p.efficiency * c.link_bytes_per_second;
+    double wire = t.latency_s + counts.link_bytes / eb;
+    if (topology == Topology::kRing) {
+      const double chunk = c.bytes / c.nodes;
+      const double unit = std::min(chunk, kRingSegmentBytes);
+      const double credit = std::min(c.link_burst_bytes, latency * eb);
+      const double chain = counts.hops * (latency + std::max(0.0, unit - credit) / eb);
+      wire = std::max(chain, counts.hops * chunk / eb + latency);
+    }
+    t.link_s = wire - t.latency_s;
   }
-  if (p.window_bytes > 0 && c.latency_s > 0 && counts.link_bytes > 0) {
-    t.window_s = counts.flow_bytes * 2 * c.latency_s / p.window_bytes;
+  if (p.window_bytes > 0 && latency > 0 && counts.link_bytes > 0) {
+    t.window_s = counts.flow_bytes * 2 * latency / p.window_bytes;
   }
-  if (p.cpu_bytes_per_second > 0) t.cpu_s = counts.cpu_bytes / (p.cpu_bytes_per_second * c.cpu_speedup);
+  if (p.cpu_bytes_per_second > 0) {
+    t.cpu_s = counts.cpu_bytes / (p.cpu_bytes_per_second * c.cpu_speedup * CpuShareOf(topology, c));
+  }
   const double throughput_s = std::max({t.link_s, t.window_s, t.cpu_s});
   t.seconds = t.latency_s + t.software_s + throughput_s;
   if (t.latency_s + t.software_s >= throughput_s) {

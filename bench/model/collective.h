@@ -1,14 +1,24 @@
 // The time of one collective (a flat exchange or one bucket) of S bytes over N workers, from terms that each
 // mean something (derived in bench/PERFORMANCE.md 9):
 //
-//   T = hops(N) * L                          wire latency: one-way latency L per latency-bound step
-//     + messages(N) * software_s             per-message software cost on the busiest host
-//     + max( link_bytes(N,K,S) / (efficiency * B),           the busiest link, efficiency <= 1
-//            flow_bytes(N,K,S) * RTT / window,                one flow's flow-control window per RTT
-//            cpu_bytes(N,K,S) / (cpu_bytes_per_second * x) )  the busiest host's CPU ceiling, x = speedup
+//   T = messages(N) * software_s                     per-message software cost on the busiest host
+//     + max( wire(N,K,S),                            latency and the busiest link, efficiency <= 1
+//            hops * L + flow_bytes * RTT / window,   one flow's flow-control window per RTT
+//            hops * L + cpu_bytes / (cpu_bytes_per_second * x * share) )  the busiest host's CPU ceiling
+//                                                    (share < 1 where N processes share this box's cores)
 //
-// with RTT = 2L. The three throughput limits are bottlenecks of one pipeline, so the slowest of them sets the
-// pace (max), while latency and per-message costs are paid in addition. The counts per exchange:
+// with RTT = 2L, eB = efficiency * B. The wire term is where PS and ring differ:
+//
+//   PS:    wire = hops * L + link_bytes / eB         one round trip, the busiest link's bytes streamed
+//   ring:  wire = max( hops * (L + (u - credit)+ / eB),   the dependency chain: a step forwards a segment
+//                      hops * c / eB + L )                 only once it arrived; the link's own bytes
+//          c = S/N (a step's chunk), u = min(c, segment) (what must arrive before the next step can send;
+//          the ring pipelines 512 KiB segments, ring/ring_allreduce.h), credit = min(burst, L * eB): the
+//          bytes an emulated link (tbf, bench/cluster.h) passes at once after idling L, 0 on a real port.
+//          Small chunks pay latency plus bytes per step; large ones keep the link busy and hide it.
+//
+// The three limits are bottlenecks of one pipeline, so the slowest sets the pace (max), while per-message
+// costs are paid in addition. The counts per exchange:
 //
 //   exchange       K       hops     messages  link_bytes        flow_bytes   cpu_bytes
 //   ring           0       2(N-1)   2(N-1)    2(N-1)/N * S      2(N-1)/N*S   2(N-1)/N * S
@@ -71,7 +81,26 @@ struct Conditions {
   double link_bytes_per_second = 0;   // B per host and direction; 0: unlimited (loopback)
   double latency_s = 0;               // L, one-way host-to-host latency (>= 0)
   double cpu_speedup = 1;             // the target host's CPU over the calibration host's (> 0)
+  // The emulated link's token-bucket depth in bytes (bench/cluster.h --link_burst): what an idle link
+  // passes at once. 0: a real port, which never sends above its rate (projections, crossover maps).
+  double link_burst_bytes = 0;
+  // The cores of the one box every process of the run shared (calibration and validation here: all ranks
+  // and servers on this machine); 0: every host has its own cores (a real cluster, projections). The CPU
+  // term then gives the busiest process min(1, box_cores / processes) of a core's throughput.
+  double box_cores = 0;
 };
+
+// The processes a run of `topology` starts: ring N, ps-1 N + 1, ps-colocated 2N, ps-dedicated N + K.
+int ProcessesOf(Topology topology, int nodes, int servers);
+// The share of its own host's CPU the busiest process gets: min(1, box_cores / processes), 1 without a box.
+double CpuShareOf(Topology topology, const Conditions& conditions);
+
+// The segment the TCP ring pipelines (ring/ring_allreduce.h RingOptions::segment_bytes).
+constexpr double kRingSegmentBytes = 512 << 10;
+
+// The emulated cluster's burst in bytes for a link of `link_bytes_per_second` and a depth of `burst_s`
+// seconds: as bench/cluster.cc sets tbf (at least 10 full frames); 0 without a link limit.
+double EmulatedBurstBytes(double link_bytes_per_second, double burst_s);
 
 // kInvalidArgument naming the field (nodes < 1, K < 1 for ps-dedicated, negative or non-finite values).
 absl::Status ValidateConditions(Topology topology, const Conditions& conditions);
@@ -88,8 +117,9 @@ Counts CountsOf(Topology topology, int nodes, int servers, double bytes);
 // K as the topology places it: ring 0, ps-1 1, ps-colocated N, ps-dedicated `servers`.
 int ServersOf(Topology topology, int nodes, int servers);
 
-// One collective's time and its parts (seconds). seconds = latency_s + software_s + max(link_s, window_s,
-// cpu_s).
+// One collective's time and its parts (seconds). seconds = software_s + latency_s + max(link_s, window_s,
+// cpu_s), where link_s is the wire term beyond the hops' latency (for the ring, less than link_bytes / eB
+// where pipelining hides latency).
 struct CollectiveTime {
   double seconds = 0;
   double latency_s = 0;   // hops * L

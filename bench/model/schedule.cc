@@ -25,6 +25,9 @@ absl::StatusOr<StepTime> PredictStep(Topology topology, const ExchangeParams& pa
   StepTime step;
   double end = 0, previous_ready = 0;
   size_t chain_start = 0;  // first bucket after the stream last waited for backward
+  // The PS streams its buckets through one round trip per step (see schedule.h); the ring pays each.
+  const bool streamed = topology != Topology::kRing;
+  double fixed = 0;
   for (size_t i = 0; i < shape.buckets.size(); ++i) {
     const BucketRelease& bucket = shape.buckets[i];
     if (!(bucket.ready_s >= previous_ready && bucket.ready_s <= shape.backward_s)) {
@@ -42,19 +45,25 @@ absl::StatusOr<StepTime> PredictStep(Topology topology, const ExchangeParams& pa
     b.collective = PredictCollectiveUnchecked(topology, params, c);
     if (bucket.ready_s >= end) chain_start = i;
     b.start_s = std::max(bucket.ready_s, end);
-    b.end_s = end = b.start_s + b.collective.seconds;
-    step.exchange_s += b.collective.seconds;
+    const CollectiveTime& t = b.collective;
+    const double charged = streamed ? std::max({t.link_s, t.window_s, t.cpu_s}) : t.seconds;
+    b.end_s = end = b.start_s + charged;
+    step.exchange_s += charged;
+    if (streamed && i + 1 == shape.buckets.size()) fixed = t.latency_s + t.software_s;
     step.buckets.push_back(b);
   }
+  end += fixed;
+  step.exchange_s += fixed;
   step.step_s = shape.forward_s + std::max(shape.backward_s, end);
   step.exposed_s = step.step_s - shape.forward_s - shape.backward_s;
   if (end <= shape.backward_s) return step;  // bound stays compute
 
   // Time per bound along the chain that ends last; the throughput part counts under its own limit.
   std::array<double, 5> per_bound{};
+  per_bound[static_cast<int>(Bound::kLatency)] += fixed;
   for (size_t i = chain_start; i < step.buckets.size(); ++i) {
     const CollectiveTime& t = step.buckets[i].collective;
-    per_bound[static_cast<int>(Bound::kLatency)] += t.latency_s + t.software_s;
+    if (!streamed) per_bound[static_cast<int>(Bound::kLatency)] += t.latency_s + t.software_s;
     const double throughput = std::max({t.link_s, t.window_s, t.cpu_s});
     if (throughput > 0) {
       const Bound limit = throughput == t.link_s     ? Bound::kLink

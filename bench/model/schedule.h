@@ -1,11 +1,17 @@
 // A training step with its gradient buckets exchanged as backward releases them (DDP's overlap), each bucket
-// one collective of bench/model/collective.h (every term charged per bucket):
+// one collective of bench/model/collective.h:
 //
-//   e_0 = 0,   e_i = max(r_i, e_{i-1}) + x_i          r_i: when backward releases bucket i (from its start)
-//   step = forward + max(backward, e_last)            x_i: bucket i's collective time
+//   ring:  e_i = max(r_i, e_{i-1}) + x_i             r_i: when backward releases bucket i (from its start)
+//   PS:    e_i = max(r_i, e_{i-1}) + thr_i,  end = e_last + fixed
+//   step = forward + max(backward, end)              x_i: bucket i's collective time
 //
-// Buckets run one after another on one communication stream, in release order. One bucket released when
-// backward ends (r = backward) is the flat exchange: step = forward + backward + x.
+// The ring runs one collective per bucket, one after another on one communication thread, in release order:
+// every term (latency, software) is charged per bucket. The PS opens one PushPull stream per shard and step
+// and streams every bucket's slice into it as it is released (ps/client.h): the buckets only gate when bytes
+// can enter the stream, so each bucket adds its throughput time thr_i = max(link, window, cpu) and the
+// stream's round trip and per-message software (fixed = hops * L + messages * software_s) are paid once,
+// after its last byte. One bucket released when backward ends (r = backward) is the flat exchange for both:
+// step = forward + backward + x.
 //
 //   StepShape shape{0.03, 0.06, {{0.01, 4e6}, {0.06, 90e6}}};  // forward, backward, (release, bytes)
 //   ASSIGN_OR_RETURN(StepTime t, PredictStep(Topology::kRing, params, conditions, shape));
@@ -37,13 +43,13 @@ StepShape FlatStep(double forward_s, double backward_s, double bytes);
 
 struct BucketTime {
   double start_s = 0;  // max(r_i, e_{i-1}), from backward's start
-  double end_s = 0;    // e_i
+  double end_s = 0;    // e_i (PS: when its bytes have entered the stream; the stream's fixed part follows)
   CollectiveTime collective;
 };
 
 struct StepTime {
   double step_s = 0;      // forward + max(backward, e_last)
-  double exchange_s = 0;  // sum of x_i: every collective, hidden or not
+  double exchange_s = 0;  // ring: sum of x_i; PS: sum of thr_i + fixed: every collective, hidden or not
   double exposed_s = 0;   // step_s - forward - backward: what the step waits for
   // compute when the exchange ends within backward (exposed 0); otherwise the bound with the most time in
   // the collectives after the stream last waited for backward (the chain that sets e_last).

@@ -24,13 +24,14 @@ RunRecord Record(Exchange exchange, int nodes, size_t bytes, double step_s) {
 TEST(ConvertRecordsTest, KeepsUsableRunsWithTheClusterConditions) {
   std::vector<RunRecord> records = {Record(Exchange::kRing, 4, 4 << 20, 0.61),
                                     Record(Exchange::kPsDedicated, 8, 1 << 20, 0.37)};
-  const ConvertedRuns out = ConvertRecords(records, 12.5e6, 5e-3);
+  const ConvertedRuns out = ConvertRecords(records, 12.5e6, 5e-3, 125e3);
   ASSERT_EQ(out.runs.size(), 2u);
   EXPECT_EQ(out.runs[0].topology, model::Topology::kRing);
   EXPECT_EQ(out.runs[0].conditions.nodes, 4);
   EXPECT_EQ(out.runs[0].conditions.bytes, 4 << 20);
   EXPECT_EQ(out.runs[0].conditions.link_bytes_per_second, 12.5e6);
   EXPECT_EQ(out.runs[0].conditions.latency_s, 5e-3);
+  EXPECT_EQ(out.runs[0].conditions.link_burst_bytes, 125e3);  // the emulated links' token bucket
   EXPECT_EQ(out.runs[0].conditions.cpu_speedup, 1);
   EXPECT_EQ(out.runs[0].seconds, 0.61);
   EXPECT_EQ(out.runs[1].topology, model::Topology::kPsDedicated);
@@ -79,7 +80,9 @@ TEST(CalibrationPlanTest, PresetsAreValidAndWithinTheirBudgets) {
     EXPECT_GE(link_rates, 4);  // at least two rates x two latencies
     EXPECT_EQ(plan.exchanges.size(), 4u);
   }
-  EXPECT_LE(EstimateSeconds(QuickCalibrationPlan()), 12 * 60);
+  // 20 ms at N = 8 (2026-11-26) took it to 13 min by the estimate, which runs high: 12 min estimated for
+  // a plan that took 8.5 min.
+  EXPECT_LE(EstimateSeconds(QuickCalibrationPlan()), 15 * 60);
   EXPECT_LE(EstimateSeconds(DefaultCalibrationPlan()), 25 * 60);
   EXPECT_LT(EstimateSeconds(QuickCalibrationPlan()), EstimateSeconds(DefaultCalibrationPlan()));
 }

@@ -1,6 +1,7 @@
 #include "bench/model/collective.h"
 
 #include "gtest/gtest.h"
+#include "ring/ring_allreduce.h"
 
 namespace psring::bench::model {
 namespace {
@@ -11,17 +12,72 @@ constexpr double kMB = 1e6;
 ExchangeParams Hand() { return {1e-4, 0.5}; }
 
 TEST(CollectiveTest, RingByHand) {
-  // N = 4, S = 8 MB, B = 10 MB/s, L = 1 ms: 6 hops, 6 messages, 2*3/4*8 = 12 MB over the busiest link.
+  // N = 4, S = 8 MB, B = 10 MB/s at efficiency 0.5 (eB = 5 MB/s), L = 1 ms: 6 hops, 6 messages, chunks
+  // c = 2 MB, larger than the 512 KiB segment: the link (6 chunks = 12 MB, 2.4 s) binds and the segments
+  // pipeline the latency away but for the last one: wire = 2.4 s + 1 ms.
   const Conditions c{4, 0, 8 * kMB, 10 * kMB, 1e-3};
   absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, Hand(), c);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_DOUBLE_EQ(t->latency_s, 6e-3);
   EXPECT_DOUBLE_EQ(t->software_s, 6e-4);
-  EXPECT_DOUBLE_EQ(t->link_s, 12.0 / (0.5 * 10));
+  EXPECT_DOUBLE_EQ(t->link_s, 12.0 / (0.5 * 10) + 1e-3 - 6e-3);
   EXPECT_EQ(t->window_s, 0);
   EXPECT_EQ(t->cpu_s, 0);
-  EXPECT_DOUBLE_EQ(t->seconds, 6e-3 + 6e-4 + 2.4);
+  EXPECT_DOUBLE_EQ(t->seconds, 6e-4 + 2.4 + 1e-3);
   EXPECT_EQ(t->bound, Bound::kLink);
+}
+
+TEST(CollectiveTest, RingSmallChunksPayLatencyAndBytesPerStep) {
+  // N = 4, S = 400 kB: chunks of 100 kB (< one segment) must arrive whole before the next step sends:
+  // 6 * (10 ms + 100 kB / 5 MB/s) = 6 * 30 ms.
+  const Conditions c{4, 0, 0.4 * kMB, 10 * kMB, 10e-3};
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, Hand(), c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(t->latency_s + t->link_s, 6 * 30e-3, 1e-12);
+  // An emulated link with a token bucket of 30 kB passes min(30 kB, L * eB = 50 kB) of each chunk at once
+  // after idling L: 6 * (10 ms + 70 kB / 5 MB/s) = 6 * 24 ms.
+  Conditions burst = c;
+  burst.link_burst_bytes = 30e3;
+  t = PredictCollective(Topology::kRing, Hand(), burst);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(t->latency_s + t->link_s, 6 * 24e-3, 1e-12);
+  // A bucket deeper than L * eB: only L * eB refills while the step waits (6 * (10 ms + 10 ms)), and the
+  // link's own bytes (6 * 20 ms + 10 ms) bind.
+  burst.link_burst_bytes = 1e6;
+  t = PredictCollective(Topology::kRing, Hand(), burst);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(t->latency_s + t->link_s, 6 * 20e-3 + 10e-3, 1e-12);
+  // The PS's wire term ignores the burst (one stream per step keeps its links busy).
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kPsOne, Hand(), burst)->seconds,
+                   PredictCollective(Topology::kPsOne, Hand(), c)->seconds);
+}
+
+TEST(CollectiveTest, CpuCeilingIsSharedByTheProcessesOfOneBox) {
+  // Loopback (no link), ring N = 4 on a 2-core box: four ranks share two cores, so the busiest gets half of
+  // its 1 GB/s: cpu_bytes 2*3/4 * 100 MB = 150 MB in 0.3 s, not 0.15 s. A cluster (box_cores 0) gets all.
+  const ExchangeParams p{0, 1, 0, 1e9};
+  Conditions c{4, 0, 100 * kMB, 0, 0};
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->cpu_s, 0.15);
+  c.box_cores = 2;
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->cpu_s, 0.3);
+  // ps-dedicated N = 4, K = 2: 6 processes on 2 cores; ps-1: 5; co-located: 8; N = 1 ring: 1 (share 1).
+  c.servers = 2;
+  EXPECT_DOUBLE_EQ(CpuShareOf(Topology::kPsDedicated, c), 2.0 / 6);
+  EXPECT_DOUBLE_EQ(CpuShareOf(Topology::kPsOne, c), 2.0 / 5);
+  EXPECT_DOUBLE_EQ(CpuShareOf(Topology::kPsColocated, c), 2.0 / 8);
+  c.nodes = 1;
+  EXPECT_DOUBLE_EQ(CpuShareOf(Topology::kRing, c), 1);
+}
+
+TEST(CollectiveTest, RingSegmentIsTheRingsOwn) {
+  EXPECT_EQ(kRingSegmentBytes, static_cast<double>(ring::RingOptions().segment_bytes));
+}
+
+TEST(CollectiveTest, EmulatedBurstBytesMatchesTheCluster) {
+  // bench/cluster.cc: burst seconds of the link rate, at least 10 full frames; nothing without a limit.
+  EXPECT_DOUBLE_EQ(EmulatedBurstBytes(18.75e6, 10e-3), 187.5e3);
+  EXPECT_DOUBLE_EQ(EmulatedBurstBytes(1e6, 1e-3), 15140);
+  EXPECT_EQ(EmulatedBurstBytes(0, 10e-3), 0);
 }
 
 TEST(CollectiveTest, PsOneByHand) {

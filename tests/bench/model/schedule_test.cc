@@ -42,17 +42,42 @@ TEST(ScheduleTest, HiddenExchangeIsComputeBound) {
   EXPECT_EQ(t->bound, Bound::kCompute);
 }
 
-TEST(ScheduleTest, EveryTermChargedPerBucket) {
-  // Four buckets, each paying 2 hops of 1 ms and 4 messages of 0.1 ms (ps-1 at N = 2): 4 * 2.4 ms of fixed
-  // cost, not once per step. Tiny buckets: latency binds.
-  const ExchangeParams p{1e-4};
+// 1 ms one-way, 0.1 ms per message; four buckets of 10 bytes released when backward (10 ms) ends.
+const ExchangeParams kSoftware{1e-4};
+Conditions OneMillisecond() {
   Conditions c = kTwoNodes;
   c.latency_s = 1e-3;
-  const StepShape shape{0, 0.01, {{0.01, 10}, {0.01, 10}, {0.01, 10}, {0.01, 10}}};
-  absl::StatusOr<StepTime> t = PredictStep(Topology::kPsOne, p, c, shape);
+  return c;
+}
+const StepShape kFourTinyBuckets{0, 0.01, {{0.01, 10}, {0.01, 10}, {0.01, 10}, {0.01, 10}}};
+
+TEST(ScheduleTest, RingChargesEveryTermPerBucket) {
+  // Four buckets of 10 bytes at N = 2 (one chunk of 5 bytes, 2 hops of 1 ms, 2 messages of 0.1 ms each):
+  // every collective is a ring of its own, so 4 * (2 * (1 ms + 5 B / 1 MB/s) + 0.2 ms), not once per step.
+  // Tiny buckets: latency binds.
+  absl::StatusOr<StepTime> t = PredictStep(Topology::kRing, kSoftware, OneMillisecond(), kFourTinyBuckets);
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_NEAR(t->exchange_s, 4 * (2.4e-3 + 20 / 1e6), 1e-12);
+  EXPECT_NEAR(t->exchange_s, 4 * (2 * (1e-3 + 5 / 1e6) + 2e-4), 1e-12);
+  EXPECT_NEAR(t->exposed_s, t->exchange_s, 1e-12);
   EXPECT_EQ(t->bound, Bound::kLatency);
+}
+
+TEST(ScheduleTest, PsStreamsBucketsThroughOneRoundTrip) {
+  // ps-1 at N = 2, 1 ms one-way, 0.1 ms per message: the server link carries N * S of each bucket (20 B at
+  // 1 MB/s = 20 us), and the stream's round trip (2 ms) and 4 messages (0.4 ms) are paid once per step.
+  absl::StatusOr<StepTime> t = PredictStep(Topology::kPsOne, kSoftware, OneMillisecond(), kFourTinyBuckets);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(t->exchange_s, 4 * 20e-6 + 2.4e-3, 1e-12);
+  EXPECT_NEAR(t->buckets[3].end_s, 0.01 + 4 * 20e-6, 1e-12);
+  EXPECT_NEAR(t->step_s, 0.01 + 4 * 20e-6 + 2.4e-3, 1e-12);
+  EXPECT_EQ(t->bound, Bound::kLatency);
+  // A bucket released while the stream is busy waits for the bytes before it, not for a round trip:
+  // r = 0, 0.001 with 2000 B each (4 ms of N*S each): e1 = 4 ms, e2 = 8 ms, end = 8 + 2.4 ms.
+  const StepShape busy{0, 0.001, {{0, 2000}, {0.001, 2000}}};
+  t = PredictStep(Topology::kPsOne, kSoftware, OneMillisecond(), busy);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(t->step_s, 8e-3 + 2.4e-3, 1e-12);
+  EXPECT_EQ(t->bound, Bound::kLink);
 }
 
 TEST(ScheduleTest, RejectsBadShapes) {
