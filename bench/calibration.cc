@@ -64,16 +64,6 @@ std::string JoinScaled(const google::protobuf::RepeatedField<T>& values, double 
 
 }  // namespace
 
-model::Topology TopologyOf(Exchange exchange) {
-  switch (exchange) {
-    case Exchange::kRing: return model::Topology::kRing;
-    case Exchange::kPsOne: return model::Topology::kPsOne;
-    case Exchange::kPsColocated: return model::Topology::kPsColocated;
-    case Exchange::kPsDedicated: return model::Topology::kPsDedicated;
-  }
-  return model::Topology::kRing;
-}
-
 std::string CalibrationCondition::Name() const {
   if (loopback) return "loopback";
   return absl::StrCat(link, " ", latency.empty() ? "0" : latency);

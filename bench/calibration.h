@@ -30,8 +30,6 @@
 
 namespace psring::bench {
 
-// The model's name for a harness exchange (the names are the same).
-model::Topology TopologyOf(Exchange exchange);
 
 // One cluster of the sweep: a link rate and latency (namespaces), or loopback (every host on 127.0.0.1,
 // unlimited links, no latency: only the CPU binds).

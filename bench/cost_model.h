@@ -32,6 +32,7 @@
 #define PSRING_BENCH_COST_MODEL_H_
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -111,7 +112,10 @@ StepShape FlatShape(double forward_s, double backward_s, double total_bytes);
 // A target cluster for the projection.
 struct ProjectionTarget {
   double link_bytes_per_second = 0;  // per host and direction, e.g. 25 Gbit/s = 3.125e9
-  double latency_s = 0;              // per message
+  double latency_s = 0;              // per message (alpha-beta) or one-way (calibrated model)
+  // The frozen calibrated model (bench/model/, a //bench:calibrate JSON file) that projects, each exchange
+  // capped by its measured CPU ceiling; empty: the run's own alpha-beta fit carried over (no CPU ceiling).
+  std::string model_path;
 };
 
 // `fit` (measured on links of `fitted_link_bytes_per_second`) carried to `target`: alpha = target latency,

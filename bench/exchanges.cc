@@ -188,6 +188,16 @@ const ExchangePlugin& PluginFor(Exchange exchange) {
   return *Registry().front();  // unreachable: every Exchange value is registered
 }
 
+model::Topology TopologyOf(Exchange exchange) {
+  switch (exchange) {
+    case Exchange::kRing: return model::Topology::kRing;
+    case Exchange::kPsOne: return model::Topology::kPsOne;
+    case Exchange::kPsColocated: return model::Topology::kPsColocated;
+    case Exchange::kPsDedicated: return model::Topology::kPsDedicated;
+  }
+  return model::Topology::kRing;
+}
+
 std::string ExchangeName(Exchange exchange) { return PluginFor(exchange).name(); }
 
 absl::StatusOr<Exchange> ParseExchange(const std::string& name) {

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "bench/cluster.h"
 #include "bench/cost_model.h"
+#include "bench/model/collective.h"
 
 namespace psring::bench {
 
@@ -95,6 +96,8 @@ class ExchangePlugin {
 std::vector<Exchange> AllExchanges();
 const ExchangePlugin& PluginFor(Exchange exchange);
 std::string ExchangeName(Exchange exchange);
+// The cost model's name for the same placement (bench/model/collective.h).
+model::Topology TopologyOf(Exchange exchange);
 // kInvalidArgument listing the known names.
 absl::StatusOr<Exchange> ParseExchange(const std::string& name);
 

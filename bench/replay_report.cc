@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -13,10 +14,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/gantt.h"
+#include "bench/model/model_file.h"
+#include "bench/model/project.h"
+#include "bench/model/workload_step.h"
 #include "bench/report.h"
 #include "bench/scaling.h"
 #include "bench/trace_merge.h"
 #include "trainer/exchange.h"
+#include "trainer/workload.h"
 
 namespace psring::bench {
 namespace {
@@ -316,9 +321,41 @@ std::string RateText(double bytes_per_second) {
   return bits >= 1e9 ? absl::StrFormat("%g Gbit/s", bits / 1e9) : absl::StrFormat("%g Mbit/s", bits / 1e6);
 }
 
+// The calibrated model at `path`, read once per path (the report is single-threaded).
+absl::StatusOr<proto::CostModelFile> ProjectionModel(const std::string& path) {
+  static auto* cache = new std::map<std::string, absl::StatusOr<proto::CostModelFile>>();
+  auto it = cache->find(path);
+  if (it == cache->end()) it = cache->emplace(path, model::ReadModelFile(path)).first;
+  return it->second;
+}
+
+// The calibrated model's step of `workload` at its real size and real bucket caps (DDP's first bucket too)
+// on the target cluster with N = nodes, or -1 where it cannot say (the error is printed with the table).
+double CalibratedProjection(const ScalingResult& result, Exchange e, int nodes, const std::string& workload,
+                            double bucket_mb) {
+  const ProjectionTarget& target = result.options.projection;
+  absl::StatusOr<proto::CostModelFile> file = ProjectionModel(target.model_path);
+  absl::StatusOr<proto::Workload> profile = trainer::LoadWorkload(workload);
+  if (!file.ok() || !profile.ok()) return -1;
+  absl::StatusOr<model::StepShape> shape =
+      model::WorkloadStep(*profile, bucket_mb, trainer::kDefaultFirstBucketMb);
+  absl::StatusOr<model::ExchangeParams> params = model::ParamsOf(*file, TopologyOf(e));
+  if (!shape.ok() || !params.ok()) return -1;
+  model::Conditions at;
+  at.nodes = nodes;
+  at.servers = result.options.ps_servers;
+  at.link_bytes_per_second = target.link_bytes_per_second;
+  at.latency_s = target.latency_s;
+  absl::StatusOr<model::StepTime> step = model::PredictStep(TopologyOf(e), *params, at, *shape);
+  return step.ok() ? step->step_s : -1;
+}
+
 // Projected step time (s) of `workload` at its real size and compute, or -1.
 double ProjectedSeconds(const ScalingResult& result, Exchange e, int nodes, const std::string& workload,
                         double bucket_mb) {
+  if (!result.options.projection.model_path.empty()) {
+    return CalibratedProjection(result, e, nodes, workload, bucket_mb);
+  }
   auto fit = result.fits.find(e);
   auto profile = result.workload_layers.find(workload);
   if (fit == result.fits.end() || profile == result.workload_layers.end()) return -1;
@@ -331,6 +368,42 @@ double ProjectedSeconds(const ScalingResult& result, Exchange e, int nodes, cons
 void PrintProjection(const ScalingResult& result, const std::string& workload, std::ostream& out) {
   const ProjectionTarget& target = result.options.projection;
   if (target.link_bytes_per_second <= 0) return;
+  if (!target.model_path.empty()) {
+    absl::StatusOr<proto::CostModelFile> file = ProjectionModel(target.model_path);
+    if (!file.ok()) {
+      out << "# PROJECTION skipped: " << file.status().message() << "\n#\n";
+      return;
+    }
+    out << absl::StrFormat(
+        "# PROJECTION (model, NOT measured) of %s onto a cluster with %s links and %s one-way latency: the "
+        "calibrated model of %s, %s (%s), at the profile's real size and bucket caps, each exchange capped by "
+        "its CPU ceiling measured there; step time (s)\n",
+        workload, RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s), file->host(),
+        file->date(), target.model_path);
+    PrintStepTable(
+        result, "PROJECTION",
+        [&](Exchange e, int n, double mb) { return ProjectedSeconds(result, e, n, workload, mb); }, out);
+    // Which bound binds, at the largest N of the table, bucketed as the run was.
+    const std::vector<int> nodes = ModelNodeList(result);
+    absl::StatusOr<proto::Workload> profile = trainer::LoadWorkload(workload);
+    if (!nodes.empty() && profile.ok()) {
+      absl::StatusOr<model::StepShape> shape =
+          model::WorkloadStep(*profile, OverlapCap(result), trainer::kDefaultFirstBucketMb);
+      model::Conditions at;
+      at.nodes = nodes.back();
+      at.servers = result.options.ps_servers;
+      at.link_bytes_per_second = target.link_bytes_per_second;
+      at.latency_s = target.latency_s;
+      absl::StatusOr<model::Projection> p =
+          shape.ok() ? model::Project(*file, at, *shape) : absl::StatusOr<model::Projection>(shape.status());
+      if (p.ok()) {
+        out << model::FormatProjection(*file, at, *p,
+                                       absl::StrFormat("%s, %g MB buckets", workload, OverlapCap(result)));
+      }
+    }
+    out << "#\n";
+    return;
+  }
   if (result.link_bytes_per_second <= 0) {
     out << "# PROJECTION skipped: the fit was measured without a link rate (loopback); nothing to scale "
            "from\n#\n";
@@ -341,8 +414,8 @@ void PrintProjection(const ScalingResult& result, const std::string& workload, s
       "own "
       "compute and gradient size, the fitted exchanges' link efficiency (beta * B) carried over; step time "
       "(s)\n# It assumes every exchange keeps that efficiency however fast the link: each exchange's CPU "
-      "ceiling is not in it (//bench/model:crossover_maps or //bench:compare part 5 project with the "
-      "calibrated model, which caps each exchange by its measured CPU ceiling)\n",
+      "ceiling is not in it (--project_model, the default, projects with the calibrated model, which caps "
+      "each exchange by its measured CPU ceiling)\n",
       workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
   PrintStepTable(
       result, "PROJECTION",

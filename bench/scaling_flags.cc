@@ -28,8 +28,15 @@ ABSL_FLAG(std::string, project_link, "",
           "(tc units, like --link): replay mode prints '# PROJECTION' lines and writes projection-<workload>.svg "
           "for the workload's own gradient size and compute (its profile's device times), NOT measured. Empty: "
           "no projection (//bench:compare's replay part then projects onto 25gbit).");
+ABSL_FLAG(std::string, project_model, "",
+          "The frozen cost model --project_link projects with (JSON written by //bench:calibrate): each exchange "
+          "at the profile's real size and bucket caps, capped by its CPU ceiling measured on the calibration "
+          "host. Empty: the calibration of psring's development machine committed with the source "
+          "(bench/results/calibration_quick_2026-11-26.json). 'alpha-beta': this run's own alpha-beta fit "
+          "carried to the faster link instead (no CPU ceiling: it over-states what fast links give).");
 ABSL_FLAG(std::string, project_latency, "5us",
-          "Per-message latency of the --project_link cluster (a duration: 5us, 0.1ms); replaces the fitted alpha.");
+          "Latency of the --project_link cluster (a duration: 5us, 0.1ms): one-way host to host for the calibrated "
+          "model, per message (replacing the fitted alpha) for --project_model=alpha-beta.");
 ABSL_FLAG(std::string, out_dir, "",
           "Directory for scaling.csv, scaling.json and scaling.svg. Default: $BUILD_WORKSPACE_DIRECTORY/out/<name> "
           "under `bazel run`, else /tmp/psring-<name>.");
@@ -70,7 +77,7 @@ absl::StatusOr<std::string> Locate(const BinaryFlag& binary, Runfiles* runfiles)
 }
 
 // --project_link and --project_latency; `fallback` when --project_link is empty.
-absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fallback) {
+absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fallback, Runfiles* runfiles) {
   const std::string link = absl::GetFlag(FLAGS_project_link);
   if (link.empty()) return fallback;
   ProjectionTarget target;
@@ -85,6 +92,18 @@ absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fal
                                                    ": not a duration >= 0 (use e.g. 5us)"));
   }
   target.latency_s = absl::ToDoubleSeconds(latency);
+  const std::string model = absl::GetFlag(FLAGS_project_model);
+  if (model != "alpha-beta") {
+    target.model_path = model;
+    if (model.empty() && runfiles != nullptr) {
+      target.model_path = runfiles->Rlocation("psring/bench/results/calibration_quick_2026-11-26.json");
+    }
+    if (target.model_path.empty() || access(target.model_path.c_str(), R_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat(
+          "--project_model: cannot read the cost model '", target.model_path,
+          "': pass a //bench:calibrate model file, or --project_model=alpha-beta for this run's own fit"));
+    }
+  }
   return target;
 }
 
@@ -99,7 +118,7 @@ absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
     }
   }
   options->cluster = ClusterOptionsFromFlags(argv0);
-  ASSIGN_OR_RETURN(options->projection, ProjectionFromFlags(options->projection));
+  ASSIGN_OR_RETURN(options->projection, ProjectionFromFlags(options->projection, runfiles.get()));
   options->verbose = absl::GetFlag(FLAGS_verbose);
   return absl::OkStatus();
 }

@@ -6,9 +6,14 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/model/model_file.h"
+#include "bench/model/schedule.h"
+#include "bench/model/workload_step.h"
 #include "bench/scaling.h"
 #include "gtest/gtest.h"
+#include "tests/bench/model/synthetic_runs.h"
 #include "tests/bench/svg_checks.h"
+#include "trainer/workload.h"
 
 namespace psring::bench {
 namespace {
@@ -231,6 +236,52 @@ TEST(ReplayReportTest, ProjectionUsesTheProfilesOwnComputeAndSize) {
   std::ostringstream loopback;
   PrintReport(result, loopback);
   EXPECT_NE(loopback.str().find("# PROJECTION skipped"), std::string::npos);
+}
+
+TEST(ReplayReportTest, ProjectionWithTheCalibratedModelUsesTheRealProfileAndItsCeilings) {
+  // The same run, projected with a frozen model file instead of its own alpha-beta fit: the table takes the
+  // named preset at its real size with DDP's buckets (resnet50, 2 MB here), the model's parameters (a
+  // CPU ceiling included) and the target's one-way latency.
+  ScalingResult result = Synthetic();
+  result.options.workloads = {"resnet50"};
+  result.workload_layers = {{"resnet50", Profile()}};
+  for (RunRecord& r : result.records) r.workload = "resnet50";
+  std::vector<model::ExchangeParams> params;
+  for (model::Topology t : model::AllTopologies()) params.push_back(model::TruthFor(t));
+  params[0].cpu_bytes_per_second = 1e9;  // the ring: 1 GB/s, below the 3.125 GB/s link
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/model.json";
+  ASSERT_TRUE(model::WriteModelFile(path, model::ModelFileOf(params)).ok());
+  result.options.projection.model_path = path;
+  std::ostringstream out;
+  PrintReport(result, out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("# PROJECTION (model, NOT measured) of resnet50 onto a cluster with 25 Gbit/s links and 5 "
+                      "us one-way latency"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("fitted exchanges' link efficiency"), std::string::npos);
+  // Ring, N = 2, flat, from the model directly: forward + backward of ResNet-50 + its 102 MB ring, CPU-bound.
+  absl::StatusOr<proto::Workload> resnet = trainer::LoadWorkload("resnet50");
+  ASSERT_TRUE(resnet.ok()) << resnet.status();
+  absl::StatusOr<model::StepShape> shape = model::WorkloadStep(*resnet, 0, 1);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  model::Conditions at;
+  at.nodes = 2;
+  at.link_bytes_per_second = 25e9 / 8;
+  at.latency_s = 5e-6;
+  absl::StatusOr<model::StepTime> expected = model::PredictStep(model::Topology::kRing, params[0], at, *shape);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(expected->bound, model::Bound::kCpu);
+  const size_t row = text.find("# PROJECTION      2");
+  ASSERT_NE(row, std::string::npos) << text;
+  EXPECT_NEAR(std::stod(text.substr(row + 19, 17)), expected->step_s, 1e-4);
+  // The per-exchange table names the bound and the ceiling.
+  EXPECT_NE(text.find("cpu"), std::string::npos);
+  // A missing file: the projection says why instead of printing numbers.
+  result.options.projection.model_path = path + ".missing";
+  std::ostringstream missing;
+  PrintReport(result, missing);
+  EXPECT_NE(missing.str().find("# PROJECTION skipped"), std::string::npos) << missing.str();
 }
 
 TEST(ReplayReportTest, FiguresAreWellFormedAndTheProjectionIsMarked) {
