@@ -36,7 +36,6 @@
 #include "bench/validation.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
-#include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(bool, gradient, true, "Compare the exchanges on a 4 MiB gradient exchange (part 1).");
 ABSL_FLAG(bool, train, true, "Also compare the exchanges while training the MLP (part 2).");
@@ -51,8 +50,6 @@ ABSL_FLAG(bool, held_out, true,
           "Part 4: run a few conditions the model never saw (150 Mbit/s, 2 ms) and show its error and winner "
           "accuracy (about 2 minutes).");
 
-// The committed calibration part 4 uses without --model (a runfile of this binary).
-constexpr char kCommittedModel[] = "psring/bench/results/calibration_quick_2026-11-26.json";
 
 namespace psring::bench {
 namespace {
@@ -123,15 +120,8 @@ ValidationPlan HeldOutPart() {
 absl::StatusOr<std::string> ModelPath(const char* argv0) {
   const std::string flag = absl::GetFlag(FLAGS_model);
   if (!flag.empty()) return flag;
-  std::string error;
-  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
-      bazel::tools::cpp::runfiles::Runfiles::Create(argv0, &error));
-  const std::string path = runfiles != nullptr ? runfiles->Rlocation(kCommittedModel) : "";
-  if (path.empty() || access(path.c_str(), R_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat("cannot find the committed model ", kCommittedModel,
-                                            ": run through `bazel run`, or pass --model=PATH (a file from "
-                                            "//bench:calibrate) or --model=none"));
-  }
+  absl::StatusOr<std::string> path = CommittedModelPath(argv0, "--model");
+  if (!path.ok()) return absl::NotFoundError(absl::StrCat(path.status().message(), " or --model=none"));
   return path;
 }
 

@@ -95,9 +95,7 @@ absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fal
   const std::string model = absl::GetFlag(FLAGS_project_model);
   if (model != "alpha-beta") {
     target.model_path = model;
-    if (model.empty() && runfiles != nullptr) {
-      target.model_path = runfiles->Rlocation("psring/bench/results/calibration_quick_2026-11-26.json");
-    }
+    if (model.empty() && runfiles != nullptr) target.model_path = runfiles->Rlocation(kCommittedModelRunfile);
     if (target.model_path.empty() || access(target.model_path.c_str(), R_OK) != 0) {
       return absl::NotFoundError(absl::StrCat(
           "--project_model: cannot read the cost model '", target.model_path,
@@ -108,6 +106,18 @@ absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fal
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> CommittedModelPath(const char* argv0, const std::string& flag) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::Create(argv0, &error));
+  const std::string path = runfiles != nullptr ? runfiles->Rlocation(kCommittedModelRunfile) : "";
+  if (path.empty() || access(path.c_str(), R_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot find the committed model ", kCommittedModelRunfile,
+                                            ": run through `bazel run`, or pass ", flag,
+                                            "=PATH (a file from //bench:calibrate)"));
+  }
+  return path;
+}
 
 absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
   std::string error;
