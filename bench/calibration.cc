@@ -218,7 +218,7 @@ absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const Sc
     ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(o.cluster.burst));
     ConvertedRuns converted =
         ConvertRecords(result->records, result->link_bytes_per_second, result->latency_s,
-                       model::EmulatedBurstBytes(result->link_bytes_per_second, burst_s), BoxCores());
+                       static_cast<double>(TbfBurstBytes(result->link_bytes_per_second, burst_s)), BoxCores());
     out.total_runs += static_cast<int>(result->records.size());
     out.failed += converted.failed;
     out.emulator_bound += converted.emulator_bound;

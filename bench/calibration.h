@@ -81,7 +81,7 @@ struct ConvertedRuns {
 // server of a calibration or validation run shares them.
 double BoxCores();
 
-// `link_burst_bytes`: the links' token bucket (model::EmulatedBurstBytes), 0 on loopback; `box_cores`: the
+// `link_burst_bytes`: the links' token bucket (TbfBurstBytes, bench/cluster.h), 0 on loopback; `box_cores`: the
 // cores every process of the runs shared (this machine's; 0: hosts of their own).
 ConvertedRuns ConvertRecords(const std::vector<RunRecord>& records, double link_bytes_per_second,
                              double latency_s, double link_burst_bytes = 0, double box_cores = 0);

@@ -112,6 +112,11 @@ absl::StatusOr<double> ParseLinkBurst(const std::string& burst) {
   return absl::ToDoubleSeconds(d);
 }
 
+int64_t TbfBurstBytes(double link_bytes_per_second, double burst_s) {
+  if (!(link_bytes_per_second > 0) || !(burst_s > 0)) return 0;
+  return std::max<int64_t>(static_cast<int64_t>(link_bytes_per_second * burst_s), 15140);
+}
+
 absl::StatusOr<DelayCounters> ParseDelayCounters(const std::string& line) {
   DelayCounters c;
   int found = 0;
@@ -173,7 +178,7 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> EmulatedCluster::Create(const C
     ASSIGN_OR_RETURN(bits, ParseLinkRate(options.link));
   }
   ASSIGN_OR_RETURN(cluster->latency_seconds_, ParseLatency(options.latency));
-  if (absl::Status s = ParseLinkBurst(options.burst).status(); !s.ok()) return s;
+  ASSIGN_OR_RETURN(cluster->burst_seconds_, ParseLinkBurst(options.burst));
   if (options.latency_method != "auto" && options.latency_method != "netem" && options.latency_method != "nfqueue") {
     return absl::InvalidArgumentError(absl::StrCat("latency method '", options.latency_method,
                                                    "' is not one of auto, netem, nfqueue"));
@@ -381,8 +386,7 @@ absl::Status EmulatedCluster::ShapeLink(const std::string& ns, const std::string
   }
   if (bits <= 0) return absl::OkStatus();
   // Burst: --link_burst of traffic (10 ms; at least 10 full frames), queue: --queue (50 ms).
-  ASSIGN_OR_RETURN(const double depth_s, ParseLinkBurst(options_.burst));
-  const int64_t burst = std::max<int64_t>(static_cast<int64_t>(bits / 8 * depth_s), 15140);
+  const int64_t burst = TbfBurstBytes(bits / 8, burst_seconds_);
   std::vector<std::string> argv = {Tc(), "-n", ns, "qdisc", "add", "dev", dev};
   if (parent == "root") {
     argv.push_back("root");

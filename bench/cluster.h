@@ -80,6 +80,11 @@ absl::StatusOr<double> ParseLatency(const std::string& latency);
 // The token-bucket depth --link_burst in seconds of link time, in (0, 1]; kInvalidArgument otherwise.
 absl::StatusOr<double> ParseLinkBurst(const std::string& burst);
 
+// The tbf burst in bytes of every link end of `link_bytes_per_second` with a depth of `burst_s` seconds: that
+// much of the link's traffic, at least 10 full frames; 0 without a link limit. What ShapeLink gives tc and
+// what the cost model counts as the emulated link's burst (model::Conditions::link_burst_bytes).
+int64_t TbfBurstBytes(double link_bytes_per_second, double burst_s);
+
 // Runs argv (argv[0] looked up in PATH) and waits; kInternal with the command and its stderr unless it exits 0.
 // Returns its stdout.
 absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv);
@@ -166,6 +171,7 @@ class EmulatedCluster {
   std::string fallback_reason_;
   double link_bytes_per_second_ = 0;
   double latency_seconds_ = 0;
+  double burst_seconds_ = 0;  // options_.burst, parsed once
   std::string latency_method_;
   std::string netem_delay_;     // netem's delay at each link end (latency / 2), "" without netem
   Subprocess delay_program_;     // the NFQUEUE method's netdelay, in the switch namespace

@@ -450,13 +450,15 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
   const absl::Time start = absl::Now();
   // (condition, exchange) -> step times of every run of the noise sweep.
   std::map<std::pair<std::string, Exchange>, std::vector<double>> repeated;
+  // Every sweep runs on this machine's emulated links: their burst and the cores all processes share.
+  ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(base.cluster.burst));
+  const double box_cores = BoxCores();
   for (size_t i = 0; i < plan.sweeps.size(); ++i) {
     const HeldOutSweep& sweep = plan.sweeps[i];
     ASSIGN_OR_RETURN(std::vector<HeldOutCondition> conditions, ExpandSweep(sweep));
-    ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(base.cluster.burst));
     for (HeldOutCondition& c : conditions) {
-      c.link_burst_bytes = model::EmulatedBurstBytes(c.link_bytes_per_second, burst_s);
-      c.box_cores = BoxCores();
+      c.link_burst_bytes = static_cast<double>(TbfBurstBytes(c.link_bytes_per_second, burst_s));
+      c.box_cores = box_cores;
     }
     std::vector<std::vector<ValidationRow>> predicted;
     for (const HeldOutCondition& c : conditions) {

@@ -142,11 +142,6 @@ double CpuShareOf(Topology topology, const Conditions& c) {
   return std::min(1.0, c.box_cores / ProcessesOf(topology, c.nodes, c.servers));
 }
 
-double EmulatedBurstBytes(double link_bytes_per_second, double burst_s) {
-  if (!(link_bytes_per_second > 0) || !(burst_s > 0)) return 0;
-  return std::max(link_bytes_per_second * burst_s, 15140.0);
-}
-
 CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParams& p, const Conditions& c) {
   const Counts counts = CountsOf(topology, c.nodes, ServersOf(topology, c.nodes, c.servers), c.bytes);
   CollectiveTime t;

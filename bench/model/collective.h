@@ -98,10 +98,6 @@ double CpuShareOf(Topology topology, const Conditions& conditions);
 // The segment the TCP ring pipelines (ring/ring_allreduce.h RingOptions::segment_bytes).
 constexpr double kRingSegmentBytes = 512 << 10;
 
-// The emulated cluster's burst in bytes for a link of `link_bytes_per_second` and a depth of `burst_s`
-// seconds: as bench/cluster.cc sets tbf (at least 10 full frames); 0 without a link limit.
-double EmulatedBurstBytes(double link_bytes_per_second, double burst_s);
-
 // kInvalidArgument naming the field (nodes < 1, K < 1 for ps-dedicated, negative or non-finite values).
 absl::Status ValidateConditions(Topology topology, const Conditions& conditions);
 

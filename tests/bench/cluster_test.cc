@@ -55,6 +55,16 @@ TEST(ClusterTest, ParsesLatencies) {
   EXPECT_FALSE(ParseLatency("1h").ok());      // beyond 10 s
 }
 
+TEST(ClusterTest, TbfBurstIsTheDepthOfTrafficAtLeastTenFrames) {
+  // What tc gets and what the cost model counts (model::Conditions::link_burst_bytes).
+  EXPECT_EQ(TbfBurstBytes(18.75e6, 10e-3), 187500);
+  EXPECT_EQ(TbfBurstBytes(1e6, 1e-3), 15140);
+  EXPECT_EQ(TbfBurstBytes(0, 10e-3), 0);
+  EXPECT_DOUBLE_EQ(*ParseLinkBurst("10ms"), 0.01);
+  EXPECT_FALSE(ParseLinkBurst("0").ok());
+  EXPECT_FALSE(ParseLinkBurst("2s").ok());
+}
+
 TEST(ClusterTest, ParsesDelayCounters) {
   auto c = ParseDelayCounters("packets=120 late_over_100us=7 late_over_1ms=2 max_late_us=1500 max_held=14\n");
   ASSERT_TRUE(c.ok()) << c.status();

@@ -73,13 +73,6 @@ TEST(CollectiveTest, RingSegmentIsTheRingsOwn) {
   EXPECT_EQ(kRingSegmentBytes, static_cast<double>(ring::RingOptions().segment_bytes));
 }
 
-TEST(CollectiveTest, EmulatedBurstBytesMatchesTheCluster) {
-  // bench/cluster.cc: burst seconds of the link rate, at least 10 full frames; nothing without a limit.
-  EXPECT_DOUBLE_EQ(EmulatedBurstBytes(18.75e6, 10e-3), 187.5e3);
-  EXPECT_DOUBLE_EQ(EmulatedBurstBytes(1e6, 1e-3), 15140);
-  EXPECT_EQ(EmulatedBurstBytes(0, 10e-3), 0);
-}
-
 TEST(CollectiveTest, PsOneByHand) {
   // The server link carries N*S = 32 MB; one round trip (2 hops), 2N = 8 messages.
   const Conditions c{4, 0, 8 * kMB, 10 * kMB, 1e-3};
