@@ -6,7 +6,6 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
-#include <map>
 #include <set>
 #include <sstream>
 
@@ -321,40 +320,50 @@ std::string RateText(double bytes_per_second) {
   return bits >= 1e9 ? absl::StrFormat("%g Gbit/s", bits / 1e9) : absl::StrFormat("%g Mbit/s", bits / 1e6);
 }
 
-// The calibrated model at `path`, read once per path (the report is single-threaded).
-absl::StatusOr<proto::CostModelFile> ProjectionModel(const std::string& path) {
-  static auto* cache = new std::map<std::string, absl::StatusOr<proto::CostModelFile>>();
-  auto it = cache->find(path);
-  if (it == cache->end()) it = cache->emplace(path, model::ReadModelFile(path)).first;
-  return it->second;
+// What a calibrated projection of one workload reads: the frozen model file and the workload's real profile,
+// read once per table or figure (empty when the run projects with its own alpha-beta fit).
+struct CalibratedInputs {
+  absl::StatusOr<proto::CostModelFile> file = absl::NotFoundError("no --project_model");
+  absl::StatusOr<proto::Workload> profile = absl::NotFoundError("no workload");
+};
+
+CalibratedInputs ReadCalibratedInputs(const ScalingResult& result, const std::string& workload) {
+  CalibratedInputs in;
+  if (result.options.projection.model_path.empty()) return in;
+  in.file = model::ReadModelFile(result.options.projection.model_path);
+  in.profile = trainer::LoadWorkload(workload);
+  return in;
 }
 
-// The calibrated model's step of `workload` at its real size and real bucket caps (DDP's first bucket too)
-// on the target cluster with N = nodes, or -1 where it cannot say (the error is printed with the table).
-double CalibratedProjection(const ScalingResult& result, Exchange e, int nodes, const std::string& workload,
-                            double bucket_mb) {
-  const ProjectionTarget& target = result.options.projection;
-  absl::StatusOr<proto::CostModelFile> file = ProjectionModel(target.model_path);
-  absl::StatusOr<proto::Workload> profile = trainer::LoadWorkload(workload);
-  if (!file.ok() || !profile.ok()) return -1;
-  absl::StatusOr<model::StepShape> shape =
-      model::WorkloadStep(*profile, bucket_mb, trainer::kDefaultFirstBucketMb);
-  absl::StatusOr<model::ExchangeParams> params = model::ParamsOf(*file, TopologyOf(e));
-  if (!shape.ok() || !params.ok()) return -1;
+// The projection's cluster at N = nodes.
+model::Conditions TargetAt(const ScalingResult& result, int nodes) {
   model::Conditions at;
   at.nodes = nodes;
   at.servers = result.options.ps_servers;
-  at.link_bytes_per_second = target.link_bytes_per_second;
-  at.latency_s = target.latency_s;
-  absl::StatusOr<model::StepTime> step = model::PredictStep(TopologyOf(e), *params, at, *shape);
+  at.link_bytes_per_second = result.options.projection.link_bytes_per_second;
+  at.latency_s = result.options.projection.latency_s;
+  return at;
+}
+
+// The calibrated model's step of the workload at its real size and real bucket caps (DDP's first bucket too)
+// on the target cluster with N = nodes, or -1 where it cannot say (PrintProjection prints why).
+double CalibratedProjection(const CalibratedInputs& in, const ScalingResult& result, Exchange e, int nodes,
+                            double bucket_mb) {
+  if (!in.file.ok() || !in.profile.ok()) return -1;
+  absl::StatusOr<model::StepShape> shape =
+      model::WorkloadStep(*in.profile, bucket_mb, trainer::kDefaultFirstBucketMb);
+  absl::StatusOr<model::ExchangeParams> params = model::ParamsOf(*in.file, TopologyOf(e));
+  if (!shape.ok() || !params.ok()) return -1;
+  absl::StatusOr<model::StepTime> step = model::PredictStep(TopologyOf(e), *params, TargetAt(result, nodes), *shape);
   return step.ok() ? step->step_s : -1;
 }
 
-// Projected step time (s) of `workload` at its real size and compute, or -1.
-double ProjectedSeconds(const ScalingResult& result, Exchange e, int nodes, const std::string& workload,
-                        double bucket_mb) {
+// Projected step time (s) of `workload` at its real size and compute, or -1: with the calibrated model when
+// the run has one (`calibrated`, read for this workload), else with the run's own alpha-beta fit.
+double ProjectedSeconds(const ScalingResult& result, const CalibratedInputs& calibrated, Exchange e, int nodes,
+                        const std::string& workload, double bucket_mb) {
   if (!result.options.projection.model_path.empty()) {
-    return CalibratedProjection(result, e, nodes, workload, bucket_mb);
+    return CalibratedProjection(calibrated, result, e, nodes, bucket_mb);
   }
   auto fit = result.fits.find(e);
   auto profile = result.workload_layers.find(workload);
@@ -368,36 +377,35 @@ double ProjectedSeconds(const ScalingResult& result, Exchange e, int nodes, cons
 void PrintProjection(const ScalingResult& result, const std::string& workload, std::ostream& out) {
   const ProjectionTarget& target = result.options.projection;
   if (target.link_bytes_per_second <= 0) return;
+  const CalibratedInputs calibrated = ReadCalibratedInputs(result, workload);
+  const auto projected = [&](Exchange e, int n, double mb) {
+    return ProjectedSeconds(result, calibrated, e, n, workload, mb);
+  };
   if (!target.model_path.empty()) {
-    absl::StatusOr<proto::CostModelFile> file = ProjectionModel(target.model_path);
-    if (!file.ok()) {
-      out << "# PROJECTION skipped: " << file.status().message() << "\n#\n";
-      return;
+    for (const absl::Status& s : {calibrated.file.status(), calibrated.profile.status()}) {
+      if (!s.ok()) {
+        out << "# PROJECTION skipped: " << s.message() << "\n#\n";
+        return;
+      }
     }
+    const proto::CostModelFile& file = *calibrated.file;
     out << absl::StrFormat(
         "# PROJECTION (model, NOT measured) of %s onto a cluster with %s links and %s one-way latency: the "
         "calibrated model of %s, %s (%s), at the profile's real size and bucket caps, each exchange capped by "
         "its CPU ceiling measured there; step time (s)\n",
-        workload, RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s), file->host(),
-        file->date(), target.model_path);
-    PrintStepTable(
-        result, "PROJECTION",
-        [&](Exchange e, int n, double mb) { return ProjectedSeconds(result, e, n, workload, mb); }, out);
+        workload, RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s), file.host(),
+        file.date(), target.model_path);
+    PrintStepTable(result, "PROJECTION", projected, out);
     // Which bound binds, at the largest N of the table, bucketed as the run was.
     const std::vector<int> nodes = ModelNodeList(result);
-    absl::StatusOr<proto::Workload> profile = trainer::LoadWorkload(workload);
-    if (!nodes.empty() && profile.ok()) {
+    if (!nodes.empty()) {
+      const model::Conditions at = TargetAt(result, nodes.back());
       absl::StatusOr<model::StepShape> shape =
-          model::WorkloadStep(*profile, OverlapCap(result), trainer::kDefaultFirstBucketMb);
-      model::Conditions at;
-      at.nodes = nodes.back();
-      at.servers = result.options.ps_servers;
-      at.link_bytes_per_second = target.link_bytes_per_second;
-      at.latency_s = target.latency_s;
+          model::WorkloadStep(*calibrated.profile, OverlapCap(result), trainer::kDefaultFirstBucketMb);
       absl::StatusOr<model::Projection> p =
-          shape.ok() ? model::Project(*file, at, *shape) : absl::StatusOr<model::Projection>(shape.status());
+          shape.ok() ? model::Project(file, at, *shape) : absl::StatusOr<model::Projection>(shape.status());
       if (p.ok()) {
-        out << model::FormatProjection(*file, at, *p,
+        out << model::FormatProjection(file, at, *p,
                                        absl::StrFormat("%s, %g MB buckets", workload, OverlapCap(result)));
       }
     }
@@ -417,9 +425,7 @@ void PrintProjection(const ScalingResult& result, const std::string& workload, s
       "ceiling is not in it (--project_model, the default, projects with the calibrated model, which caps "
       "each exchange by its measured CPU ceiling)\n",
       workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
-  PrintStepTable(
-      result, "PROJECTION",
-      [&](Exchange e, int n, double mb) { return ProjectedSeconds(result, e, n, workload, mb); }, out);
+  PrintStepTable(result, "PROJECTION", projected, out);
 }
 
 std::vector<std::string> Workloads(const ScalingResult& result) { return result.options.workloads; }
@@ -502,6 +508,7 @@ Figure WorkloadFigure(const ScalingResult& result, const std::string& workload) 
 // The projection alone, dashed only, and titled as what it is.
 Figure ProjectionFigure(const ScalingResult& result, const std::string& workload) {
   const ProjectionTarget& target = result.options.projection;
+  const CalibratedInputs calibrated = ReadCalibratedInputs(result, workload);
   const double cap = OverlapCap(result);
   Figure figure;
   figure.title = absl::StrFormat("PROJECTION (model, NOT measured): %s on %s links, %g us per message",
@@ -515,7 +522,7 @@ Figure ProjectionFigure(const ScalingResult& result, const std::string& workload
     for (double mb : {0.0, cap}) {
       Series s{SeriesName(e, mb) + " projection", ExchangeColor(e, mb > 0), {}, Style::kDashedLine};
       for (int n : ModelNodeList(result)) {
-        const double t = ProjectedSeconds(result, e, n, workload, mb);
+        const double t = ProjectedSeconds(result, calibrated, e, n, workload, mb);
         if (t > 0) s.points.push_back({static_cast<double>(n), t});
       }
       step.series.push_back(s);
