@@ -69,11 +69,16 @@ std::string CalibrationCondition::Name() const {
   return absl::StrCat(link, " ", latency.empty() ? "0" : latency);
 }
 
+// A long round trip, where flow-control windows (TCP, HTTP/2) bind: the window term is fitted here. Both
+// presets run it.
+std::vector<CalibrationCondition> LongRoundTripConditions() {
+  return LinkConditions({"100mbit"}, {"20ms"}, {1 * kMiB, 4 * kMiB}, {2, 4, 8});
+}
+
 CalibrationPlan QuickCalibrationPlan() {
   CalibrationPlan plan;
   plan.conditions = LinkConditions({"100mbit", "200mbit"}, {"1ms", "5ms"}, {1 * kMiB, 4 * kMiB}, {2, 4, 8});
-  // A long round trip, where flow-control windows (TCP, HTTP/2) bind: the window term is fitted here.
-  const std::vector<CalibrationCondition> far = LinkConditions({"100mbit"}, {"20ms"}, {1 * kMiB, 4 * kMiB}, {2, 4, 8});
+  const std::vector<CalibrationCondition> far = LongRoundTripConditions();
   plan.conditions.insert(plan.conditions.end(), far.begin(), far.end());
   plan.conditions.push_back({"", "", true, {16 * kMiB, 64 * kMiB}, {2, 4}});
   return plan;
@@ -86,7 +91,7 @@ CalibrationPlan DefaultCalibrationPlan() {
   const std::vector<CalibrationCondition> large =
       LinkConditions({"100mbit", "200mbit"}, {"1ms", "5ms"}, {16 * kMiB}, {2, 4});
   plan.conditions.insert(plan.conditions.end(), large.begin(), large.end());
-  const std::vector<CalibrationCondition> far = LinkConditions({"100mbit"}, {"20ms"}, {1 * kMiB, 4 * kMiB}, {2, 4, 8});
+  const std::vector<CalibrationCondition> far = LongRoundTripConditions();
   plan.conditions.insert(plan.conditions.end(), far.begin(), far.end());
   plan.conditions.push_back({"", "", true, {16 * kMiB, 64 * kMiB, 100 * kMiB}, {2, 4, 8}});
   return plan;

@@ -76,6 +76,17 @@ absl::StatusOr<std::string> Locate(const BinaryFlag& binary, Runfiles* runfiles)
   return path;
 }
 
+// The committed model's path in `runfiles` (may be null); kNotFound naming `flag` otherwise.
+absl::StatusOr<std::string> CommittedModelIn(Runfiles* runfiles, const std::string& flag) {
+  const std::string path = runfiles != nullptr ? runfiles->Rlocation(kCommittedModelRunfile) : "";
+  if (path.empty() || access(path.c_str(), R_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot find the committed model ", kCommittedModelRunfile,
+                                            ": run through `bazel run`, or pass ", flag,
+                                            "=PATH (a file from //bench:calibrate)"));
+  }
+  return path;
+}
+
 // --project_link and --project_latency; `fallback` when --project_link is empty.
 absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fallback, Runfiles* runfiles) {
   const std::string link = absl::GetFlag(FLAGS_project_link);
@@ -93,14 +104,15 @@ absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fal
   }
   target.latency_s = absl::ToDoubleSeconds(latency);
   const std::string model = absl::GetFlag(FLAGS_project_model);
-  if (model != "alpha-beta") {
-    target.model_path = model;
-    if (model.empty() && runfiles != nullptr) target.model_path = runfiles->Rlocation(kCommittedModelRunfile);
-    if (target.model_path.empty() || access(target.model_path.c_str(), R_OK) != 0) {
+  if (model.empty()) {
+    ASSIGN_OR_RETURN(target.model_path, CommittedModelIn(runfiles, "--project_model"));
+  } else if (model != "alpha-beta") {
+    if (access(model.c_str(), R_OK) != 0) {
       return absl::NotFoundError(absl::StrCat(
-          "--project_model: cannot read the cost model '", target.model_path,
+          "--project_model: cannot read the cost model '", model,
           "': pass a //bench:calibrate model file, or --project_model=alpha-beta for this run's own fit"));
     }
+    target.model_path = model;
   }
   return target;
 }
@@ -110,13 +122,7 @@ absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fal
 absl::StatusOr<std::string> CommittedModelPath(const char* argv0, const std::string& flag) {
   std::string error;
   std::unique_ptr<Runfiles> runfiles(Runfiles::Create(argv0, &error));
-  const std::string path = runfiles != nullptr ? runfiles->Rlocation(kCommittedModelRunfile) : "";
-  if (path.empty() || access(path.c_str(), R_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat("cannot find the committed model ", kCommittedModelRunfile,
-                                            ": run through `bazel run`, or pass ", flag,
-                                            "=PATH (a file from //bench:calibrate)"));
-  }
-  return path;
+  return CommittedModelIn(runfiles.get(), flag);
 }
 
 absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
