@@ -3,6 +3,9 @@
 #
 #   ./bazelw build //...  &&  tools/gpu_check.sh          # a GPU host that can build: runs from bazel-bin/
 #   tools/gpu_check.sh --bundle DIR                        # the build host: DIR = binaries + shared libraries
+#   tools/gpu_check.sh --bundle DIR --without-cuda-libs    # the same without cuBLAS and NCCL (about 760 MB less):
+#                                                          # the GPU host's own are used (CUDA toolkit or
+#                                                          # python3's nvidia-* wheels, e.g. PyTorch's)
 #   DIR/gpu_check.sh                                       # a GPU host with only a driver: runs the bundle
 #
 # Sections (every one runs; the exit status is 1 when any failed). G is the number of GPUs nvidia-smi lists.
@@ -11,7 +14,10 @@
 #   2. the CUDA engine against the CPU engine (//tests/trainer:cuda_parity_test);
 #   3. the NCCL transport at world size 1 (//tests/ring:nccl_test), with NCCL_DEBUG=VERSION;
 #   4. two NCCL ranks on one GPU through sockets (distinct NCCL_HOSTID per rank, P2P/SHM/IB off) — NCCL
-#      normally refuses two ranks on one GPU; this says whether the workaround is accepted on this host;
+#      normally refuses two ranks on one GPU; this says whether the workaround is accepted on this host.
+#      On a host with ONE GPU where it is, sections 5-7 and 9 run their N = 2 cases with both ranks on that
+#      GPU through the same workaround (their lines say "(2 ranks share 1 GPU)"): real NCCL, real device
+#      buffers, a real kill -9, but socket transport, so the table's busbw is not a GPU-to-GPU figure;
 #   5. training the MLP over NCCL with device buffers, one GPU per rank (--local_rank=r), for N = 2 .. G:
 #      the transport must be ring-nccl, every rank must end with bit-identical parameters, and those must
 #      match one rank with batch N*b within 1e-4 of the largest parameter;
@@ -39,8 +45,10 @@ worker_timeout=30  # ring_worker --timeout: every wait for another rank, NCCL's 
 # except glibc's and the driver's (those must come from the GPU host), into DIR. Fails when a binary is
 # missing, a library is "not found", a copy fails, or a bundled binary does not resolve every library from
 # the bundle (what the GPU host will see).
+# Libraries --without-cuda-libs leaves to the GPU host (find_host_cuda_libs looks for them there).
+HOST_CUDA_LIBS='libcublas\.so|libcublasLt\.so|libnccl\.so'
 bundle() {
-  local dir="$1" root b lib bad=0
+  local dir="$1" slim="${2:-}" root b lib bad=0 left=""
   root="$(cd "$here/.." && pwd)"
   mkdir -p "$dir/bin" "$dir/lib" || return 1
   for b in "${BINARIES[@]}"; do
@@ -54,7 +62,13 @@ bundle() {
     while read -r lib; do
       case "$(basename "$lib")" in
         libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libnvidia-*) ;;
-        *) cp -fL "$lib" "$dir/lib/" || { echo "cannot copy $lib"; bad=1; } ;;
+        *)
+          if [[ -n "$slim" ]] && grep -q -E "^($HOST_CUDA_LIBS)" <<<"$(basename "$lib")"; then
+            left+=" $(basename "$lib")"
+          else
+            cp -fL "$lib" "$dir/lib/" || { echo "cannot copy $lib"; bad=1; }
+          fi
+          ;;
       esac
     done < <(ldd "$root/bazel-bin/$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3}')
   done
@@ -62,8 +76,10 @@ bundle() {
   cp -f "$root/bench/torch_mlp_step.py" "$dir/bin/bench/" || bad=1
   cp -f "$here/gpu_check.sh" "$dir/gpu_check.sh" || bad=1
   # What the GPU host's loader will do: everything but glibc and the driver from the bundle.
+  local host_only="libcuda\.so|libnvidia-"
+  [[ -n "$slim" ]] && host_only+="|$HOST_CUDA_LIBS"
   for b in "${BINARIES[@]}"; do
-    if LD_LIBRARY_PATH="$dir/lib" ldd "$dir/bin/$b" | grep -v -E "libcuda\.so|libnvidia-" | grep "not found"; then
+    if LD_LIBRARY_PATH="$dir/lib" ldd "$dir/bin/$b" | grep -v -E "$host_only" | grep "not found"; then
       echo "bundled $b does not find the libraries above in $dir/lib"
       bad=1
     fi
@@ -71,12 +87,22 @@ bundle() {
   if [[ $bad -ne 0 ]]; then echo "bundle in $dir is INCOMPLETE (see above)"; return 1; fi
   echo "bundle in $dir ($(du -sh "$dir" | cut -f1)); libraries carried:"
   ls "$dir/lib" | sed 's/^/  /'
+  if [[ -n "$slim" ]]; then
+    echo "left to the GPU host (--without-cuda-libs):$(tr ' ' '\n' <<<"$left" | sort -u | tr '\n' ' ')"
+    echo "  gpu_check.sh finds them in LD_LIBRARY_PATH, the loader's cache, /usr/local/cuda*/lib64 or python3's nvidia-* wheels"
+  fi
   echo "on the GPU host: $dir/gpu_check.sh"
 }
 
 if [[ "${1:-}" == "--bundle" ]]; then
-  [[ $# -eq 2 ]] || { echo "usage: $0 --bundle DIR"; exit 2; }
-  bundle "$2"
+  if [[ $# -eq 2 ]]; then
+    bundle "$2"
+  elif [[ $# -eq 3 && "$3" == "--without-cuda-libs" ]]; then
+    bundle "$2" slim
+  else
+    echo "usage: $0 --bundle DIR [--without-cuda-libs]"
+    exit 2
+  fi
   exit $?
 fi
 
@@ -88,6 +114,29 @@ if [[ -d "$here/bin" ]]; then
 else
   bin="$(cd "$here/.." && pwd)/bazel-bin"
 fi
+# A bundle made --without-cuda-libs: cuBLAS and NCCL come from this host. Where the loader would not find
+# them, the first folder that holds each (the CUDA toolkit's, or python3's nvidia-* wheels, which PyTorch
+# installs) is added to the path psring's binaries get.
+find_host_cuda_libs() {
+  local want dir found
+  for want in libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
+    [[ -e "$psring_libs/$want" ]] && continue
+    ldconfig -p 2>/dev/null | grep -q "$want" && continue
+    found=""
+    for dir in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib \
+      $(python3 -c 'import nvidia, sys; print(" ".join(nvidia.__path__))' 2>/dev/null); do
+      found=$(find "$dir" -maxdepth 3 -name "$want" 2>/dev/null | head -1)
+      [[ -n "$found" ]] && break
+    done
+    if [[ -n "$found" ]]; then
+      echo "$want from this host: $found"
+      [[ ":$psring_libs:" == *":$(dirname "$found"):"* ]] || psring_libs+=":$(dirname "$found")"
+    else
+      echo "$want: not in the bundle and not found on this host (section 1's ldd will say so)"
+    fi
+  done
+}
+[[ -n "$psring_libs" ]] && find_host_cuda_libs
 torch_script="$bin/bench/torch_mlp_step.py"
 [[ -f "$torch_script" ]] || torch_script="$here/../bench/torch_mlp_step.py"
 work="$(mktemp -d)"
@@ -142,6 +191,7 @@ device=cuda transport=nccl rehearsal=""
 if [[ -n "${PSRING_GPU_CHECK_CPU_REHEARSAL:-}" ]]; then
   gpus="$PSRING_GPU_CHECK_CPU_REHEARSAL" device=cpu transport=tcp rehearsal=" (CPU rehearsal)"
 fi
+ranks_max=$gpus  # the most ranks sections 5-7 and 9 start: one per GPU, or 2 when they share one (section 4)
 
 # ---- 2. CUDA parity ------------------------------------------------------------------------------------
 section "2. CUDA engine vs CPU engine (cuda_parity_test)"
@@ -156,8 +206,17 @@ rc=$?
 if [[ $rc -eq 0 ]]; then record "nccl_test" PASS; else record "nccl_test" FAIL "$(why $rc)"; fi
 
 port=29600
-# ranks N LOGDIR ARGS...: N ring_worker ranks (rank r gets --local_rank=r unless ARGS say otherwise), each
-# under timeout; their logs in LOGDIR/<rank>. Returns 0 when every
+# shared=1 once section 4 found that two NCCL ranks may share this host's only GPU: every rank then runs on
+# GPU 0 with section 4's environment (its own NCCL_HOSTID, socket transport).
+shared=0
+# share_env R: the environment rank R gets when ranks share the GPU (nothing otherwise).
+share_env() {
+  [[ $shared -eq 1 ]] || return 0
+  echo "NCCL_HOSTID=psring-rank-$1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo"
+}
+local_rank_of() { if [[ $shared -eq 1 ]]; then echo 0; else echo "$1"; fi; }
+# ranks N LOGDIR ARGS...: N ring_worker ranks (rank r gets --local_rank=r, or 0 with share_env when the GPU is
+# shared, unless ARGS say otherwise), each under timeout; their logs in LOGDIR/<rank>. Returns 0 when every
 # rank exited 0, else the first failing rank's exit code.
 ranks() {
   local n="$1" logs="$2" r p rc=0 one
@@ -165,8 +224,9 @@ ranks() {
   mkdir -p "$logs"
   local pids=()
   for ((r = 0; r < n; r++)); do
-    run "$step_timeout" "$bin/ring/ring_worker" --rank="$r" --world_size="$n" --local_rank="$r" \
-      --master_addr=127.0.0.1 --master_port="$port" --timeout="$worker_timeout" "$@" \
+    # shellcheck disable=SC2046  # share_env's words are separate assignments
+    run "$step_timeout" env $(share_env "$r") "$bin/ring/ring_worker" --rank="$r" --world_size="$n" \
+      --local_rank="$(local_rank_of "$r")" --master_addr=127.0.0.1 --master_port="$port" --timeout="$worker_timeout" "$@" \
       >"$logs/$r" 2>&1 &
     pids+=($!)
   done
@@ -200,10 +260,16 @@ out=$(cat "$work/one_gpu.0" "$work/one_gpu.1" | grep PSRING_RESULT)
 echo "$out"
 if [[ $rc -eq 0 && $(grep -c '"wrong":0' <<<"$out") -eq 2 ]] && grep -q '"exchange":"ring-nccl"' <<<"$out"; then
   record "nccl 2 ranks on one GPU" PASS
+  if [[ -z "$rehearsal" && $gpus -eq 1 ]]; then
+    shared=1
+    echo "# one GPU on this host: sections 5-7 and 9 run their N = 2 cases with both ranks on it, as here"
+  fi
 else
   tail -n 3 "$work/one_gpu.0" "$work/one_gpu.1" | sed 's/^/# /'
   record "nccl 2 ranks on one GPU" FAIL "$(why $rc); multi-rank NCCL on one GPU not accepted here"
 fi
+
+if [[ $shared -eq 1 ]]; then ranks_max=2 rehearsal=" (2 ranks share 1 GPU)"; fi
 
 # ---- 5./6. training over NCCL with device buffers, one GPU per rank -------------------------------------
 # max |a - b| over two raw float32 files, and max |b|: "worst scale".
@@ -243,22 +309,22 @@ train_check() {
     record "$name N=$n" FAIL "max diff $worst > 1e-4 * $scale"
   fi
 }
-section "5. training over NCCL, device buffers, one GPU per rank (N = 2 .. $gpus)"
-if [[ $gpus -lt 2 ]]; then
+section "5. training over NCCL, device buffers, one GPU per rank (N = 2 .. $ranks_max)$rehearsal"
+if [[ $ranks_max -lt 2 ]]; then
   record "nccl training (flat)$rehearsal" FAIL "needs 2 GPUs, this host has $gpus"
 else
-  for ((n = 2; n <= gpus; n++)); do train_check "nccl training (flat)" "$n"; done
+  for ((n = 2; n <= ranks_max; n++)); do train_check "nccl training (flat)" "$n"; done
 fi
-section "6. the same with --bucket_mb=1 (buckets overlapped with backward)"
-if [[ $gpus -lt 2 ]]; then
+section "6. the same with --bucket_mb=1 (buckets overlapped with backward)$rehearsal"
+if [[ $ranks_max -lt 2 ]]; then
   record "nccl training (--bucket_mb=1)$rehearsal" FAIL "needs 2 GPUs, this host has $gpus"
 else
-  for ((n = 2; n <= gpus; n++)); do train_check "nccl training (--bucket_mb=1)" "$n" --bucket_mb=1 --first_bucket_mb=1; done
+  for ((n = 2; n <= ranks_max; n++)); do train_check "nccl training (--bucket_mb=1)" "$n" --bucket_mb=1 --first_bucket_mb=1; done
 fi
 
 # ---- 7. a rank dies ------------------------------------------------------------------------------------
-section "7. kill -9 of rank 1 mid-run: rank 0 must exit non-zero within --timeout + 30 s"
-if [[ $gpus -lt 2 ]]; then
+section "7. kill -9 of rank 1 mid-run: rank 0 must exit non-zero within --timeout + 30 s$rehearsal"
+if [[ $ranks_max -lt 2 ]]; then
   record "kill -9 of rank 1$rehearsal" FAIL "needs 2 GPUs, this host has $gpus"
 else
   kill_dir="$work/kill"
@@ -266,7 +332,9 @@ else
   pids=()
   # Each rank's shell writes its pid and becomes the ring_worker (exec), so kill -9 hits the worker itself.
   for r in 0 1; do
-    run $((worker_timeout + 60)) sh -c 'echo $$ >"$0"; exec "$@"' "$kill_dir/pid.$r" "$bin/ring/ring_worker" --rank="$r" --world_size=2 --local_rank="$r" \
+    # shellcheck disable=SC2046  # share_env's words are separate assignments
+    run $((worker_timeout + 60)) sh -c 'echo $$ >"$0"; exec "$@"' "$kill_dir/pid.$r" env $(share_env "$r") \
+      "$bin/ring/ring_worker" --rank="$r" --world_size=2 --local_rank="$(local_rank_of "$r")" \
       --master_addr=127.0.0.1 --master_port="$port" --timeout="$worker_timeout" "${train_flags[@]}" \
       --max_steps=-1 --epochs=1000 --batch_size=$batch --log_every=1 >"$kill_dir/$r" 2>&1 &
     pids+=($!)
@@ -325,12 +393,12 @@ else
 fi
 
 # ---- 9. allreduce table from device buffers --------------------------------------------------------------
-section "9. NCCL allreduce from device buffers (ring_worker --model_bytes --device=cuda, one GPU per rank)"
+section "9. NCCL allreduce from device buffers (ring_worker --model_bytes --device=cuda, one GPU per rank)$rehearsal"
 printf '%12s %4s %12s %10s %10s %7s\n' "size(B)" "N" "time(us)" "algbw" "busbw" "#wrong"
 ok=1
 rows=0
 for n in 1 2 4 8; do
-  [[ $n -le $gpus ]] || continue
+  [[ $n -le $ranks_max ]] || continue
   for bytes in 1048576 16777216 268435456; do
     out=$(ranks "$n" "$work/table.$n.$bytes" --ring_transport="$transport" --device="$device" --model_bytes="$bytes" --max_steps=20)
     rc=$?
