@@ -38,6 +38,15 @@ absl::StatusOr<std::unique_ptr<ParameterServerService>> ParameterServerService::
   return std::unique_ptr<ParameterServerService>(new ParameterServerService(options, std::move(core)));
 }
 
+ParameterServerService::~ParameterServerService() {
+  // gRPC may still hold reply slices over the core's buffers when the last call ended; they go when its
+  // write completes. Never free the buffers under them: wait, and keep the core alive if that fails.
+  if (!reply_slices_.WaitReleased(absl::Seconds(30))) {
+    std::fprintf(stderr, "psring ps: gRPC still holds parameter slices 30 s after shutdown; keeping them\n");
+    static_cast<void>(const_cast<std::unique_ptr<ShardCore>&>(core_).release());
+  }
+}
+
 ParameterServerService::ParameterServerService(const ServiceOptions& options, std::unique_ptr<ShardCore> core)
     : options_(options), core_(std::move(core)) {
   MarkMethodStreamed(PushPullMethodIndex(),
@@ -243,9 +252,13 @@ bool ParameterServerService::WriteParameterFrames(FrameStream* stream, uint64_t 
   for (uint64_t offset = begin; offset < end; offset += chunk) {
     const uint64_t len = std::min(chunk, end - offset);
     TensorFrame frame;
-    // A copy taken under the lock (a dropped step may restore these values right after), written without it.
-    core_->ReadParameters(offset, len,
-                          [&](const float* data) { frame = TensorFrame::CopiedChunk(offset, data, len); });
+    core_->ReadParameters(offset, len, [&](const float* data) {
+      // Aggregating mode: straight from the shard's buffers, which nothing writes again before this rank has
+      // received the reply and pushed the next step (ps/sync_step.h). Asynchronous pushes update the
+      // parameters in place at any time: a copy taken under the lock.
+      frame = core_->aggregating() ? TensorFrame::Chunk(offset, data, len, &reply_slices_)
+                                   : TensorFrame::CopiedChunk(offset, data, len);
+    });
     if (!stream->Write(frame)) return false;
     bytes_sent_ += len * sizeof(float);
   }

@@ -12,9 +12,10 @@
 //     local step) to the new range, and every PushPull of step t streams the updated range back while later
 //     chunks are still being pushed. A rank's share of a step costs about N*S/B on a full-duplex link instead
 //     of 2*N*S/B. Once the whole shard is applied the version becomes t + 1.
-//     A step is all or nothing: before a range is updated its old parameters and momentum are saved, and a
-//     step that is dropped (timeout, a push that breaks or is refused after part of the step was applied, a
-//     re-registration mid-step, shutdown) restores them, so the shard stays exactly at version t. PushPulls
+//     A step is all or nothing: it is applied out of place (ps/sync_step.h) and becomes the shard's version
+//     only when complete, and a step that is dropped (timeout, a push that breaks or is refused after part
+//     of the step was applied, a re-registration mid-step, shutdown) is forgotten, so the shard stays
+//     exactly at version t. Replies are sent straight from those buffers (zero copy). PushPulls
 //     that already received part of the new values then fail; UNAVAILABLE tells them to re-register (which
 //     returns the shard's version-t parameters) and push the step again. A push that breaks before anything
 //     was applied is simply forgotten (the other ranks keep waiting for that rank, as before).
@@ -84,6 +85,7 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   // Validates options and resumes from the shard's checkpoint in checkpoint_dir when there is one
   // (kDataLoss when it is corrupt, kFailedPrecondition when it belongs to another shard layout).
   static absl::StatusOr<std::unique_ptr<ParameterServerService>> Create(const ServiceOptions& options);
+  ~ParameterServerService() override;
 
   grpc::Status Register(
       grpc::ServerContext* context,
@@ -151,8 +153,8 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   absl::Status ReceiveSyncPush(grpc::ServerContext* context, SyncPush* push,
                                grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
   absl::Status StreamStepReplies(const SyncPush& push, grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
-  // Writes parameters [begin, end) as chunk frames, each copied under the core's lock. False when the
-  // stream broke.
+  // Writes parameters [begin, end) as chunk frames: zero-copy slices over the shard's buffers in aggregating
+  // mode, copies taken under the core's lock in asynchronous mode. False when the stream broke.
   bool WriteParameterFrames(grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream, uint64_t begin,
                             uint64_t end);
 
@@ -163,6 +165,7 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   bool offer_busy_ ABSL_GUARDED_BY(offer_mu_) = false;  // an offer of initial parameters is being kept
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
+  SliceTracker reply_slices_;  // zero-copy reply slices gRPC still holds (the destructor waits for them)
 };
 
 }  // namespace psring::ps

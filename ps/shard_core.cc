@@ -121,7 +121,7 @@ ShardCore::ShardCore(const ShardOptions& options)
       aggregating_(options.mode == Mode::kSync || options.staleness == 0),
       chunk_elements_(options.chunk_bytes / sizeof(float)),
       sessions_(options.workers, 0),
-      sync_(options.workers, &tensors_, &tensors_mu_),
+      sync_(options.workers, &tensors_, &pending_, &tensors_mu_),
       staleness_(options.workers, options.staleness),
       metrics_(options.workers) {}
 
@@ -399,7 +399,7 @@ absl::StatusOr<uint64_t> ShardCore::AwaitApplied(const SyncPush& push, uint64_t 
 void ShardCore::ReadParameters(uint64_t offset, uint64_t count, absl::FunctionRef<void(const float*)> read) {
   absl::ReaderMutexLock lock(&tensors_mu_);
   ABSL_ASSERT(offset + count <= tensors_.params.size());
-  read(tensors_.params.data() + offset);
+  read(NewestParameters(tensors_, pending_, offset + count) + offset);
 }
 
 void ShardCore::AbandonSyncPush(const SyncPush& push, const absl::Status& why) {

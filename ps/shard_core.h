@@ -183,8 +183,11 @@ class ShardCore {
   // shard once the step completed). Fails when the step is dropped, and drops it (DEADLINE_EXCEEDED) when
   // it made no progress within step_timeout.
   absl::StatusOr<uint64_t> AwaitApplied(const SyncPush& push, uint64_t want);
-  // Calls read(params + offset) with the parameters held still, so `read` can copy [offset, offset +
-  // count) (which must lie in the shard) consistently. Blocks only while an update is being applied.
+  // Calls read(params + offset) with the newest applied parameters of [offset, offset + count) (which must
+  // lie in the shard) held still: the pending step's output where it has applied that range, else the last
+  // complete version. Blocks only while an update is being applied. Aggregating mode: those bytes are not
+  // written again until two steps later (ps/sync_step.h), so `read` may keep the pointer for a reply that a
+  // rank must receive before it can push the next step; it stays valid as long as this core.
   void ReadParameters(uint64_t offset, uint64_t count, absl::FunctionRef<void(const float*)> read);
   // The push broke (`why`): takes it out of the step at once (rolling the step back when part of it was
   // applied), so the other waiters end now. The buffer stays valid.
@@ -284,6 +287,7 @@ class ShardCore {
   // out hold tensors_mu_ shared (without mu_, so copying a reply never blocks other calls' checks).
   absl::Mutex tensors_mu_ ABSL_ACQUIRED_AFTER(mu_);
   ShardTensors tensors_ ABSL_GUARDED_BY(tensors_mu_);
+  PendingTensors pending_ ABSL_GUARDED_BY(tensors_mu_);  // the pending synchronous step's output
 };
 
 }  // namespace psring::ps

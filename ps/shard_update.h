@@ -24,14 +24,16 @@ struct ShardTensors {
   std::vector<float> momentum;
 };
 
-// Applies the synchronous step to elements [begin, end) of `tensors`. grads[r] is rank r's gradient for
-// the whole shard; grads[0][begin, end) is overwritten with the mean. The old values of params and momentum
-// over [begin, end) are first copied into `undo` (same length as `tensors`), so the caller can roll back.
-// Returns the first element of [begin, end) whose new parameter or momentum is not finite (finite
-// gradients can still overflow: near FLT_MAX with a large lr), `end` when all are; the caller must then
-// roll back. Blocks until done. The caller owns every buffer and must keep other threads off them meanwhile.
+// Applies the synchronous step to elements [begin, end), out of place: reads the parameters and momentum
+// of `current` and writes the updated ones into `next` (same length), leaving `current` as it was, so a
+// step that is dropped costs nothing to roll back and the last complete version stays readable while the
+// step is applied. grads[r] is rank r's gradient for the whole shard; grads[0][begin, end) is overwritten
+// with the mean. Returns the first element of [begin, end) whose new parameter or momentum is not finite
+// (finite gradients can still overflow: near FLT_MAX with a large lr), `end` when all are; the caller must
+// then drop the step. Blocks until done. The caller owns every buffer and must keep other threads off
+// `next` and the gradients meanwhile (readers of `current` may go on).
 uint64_t ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<float* const> grads,
-                       uint64_t begin, uint64_t end, ShardTensors* tensors, ShardTensors* undo);
+                       uint64_t begin, uint64_t end, const ShardTensors& current, ShardTensors* next);
 
 // Applies one asynchronous push of one of `workers` ranks to the whole shard; `gradient` (the shard's
 // length) is overwritten with gradient / workers. All or nothing: when some new parameter or momentum

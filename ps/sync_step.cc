@@ -9,8 +9,8 @@
 
 namespace psring::ps {
 
-SyncStep::SyncStep(int workers, ShardTensors* tensors, absl::Mutex* tensors_mu)
-    : tensors_mu_(tensors_mu), tensors_(tensors), slots_(workers) {}
+SyncStep::SyncStep(int workers, ShardTensors* tensors, PendingTensors* pending, absl::Mutex* tensors_mu)
+    : tensors_mu_(tensors_mu), tensors_(tensors), pending_(pending), slots_(workers) {}
 
 absl::Status SyncStep::AlignTrainerStep(int rank, int64_t trainer_step) {
   std::optional<int64_t> pending;
@@ -47,14 +47,24 @@ absl::StatusOr<bool> SyncStep::Deliver(const Ticket& ticket, uint64_t filled,
   for (const Slot& slot : slots_) grads.push_back(slot.gradient);
   uint64_t bad = ready;
   {
+    // Readers of the shard's tensors (replies, pulls, checkpoints) wait only while a range is applied.
     absl::WriterMutexLock lock(tensors_mu_);
-    if (undo_.params.size() != tensors_->params.size()) {
-      undo_.params.resize(tensors_->params.size());
-      undo_.momentum.resize(tensors_->momentum.size());
+    ShardTensors& next = pending_->next;
+    if (next.params.size() != tensors_->params.size()) {
+      next.params.resize(tensors_->params.size());
+      next.momentum.resize(tensors_->momentum.size());
     }
-    bad = ApplyMeanStep(hyperparameters, grads, applied_, ready, tensors_, &undo_);
+    bad = ApplyMeanStep(hyperparameters, grads, applied_, ready, *tensors_, &next);
+    if (bad == ready && ready == size_) {
+      // Complete: the new version becomes the shard's, the old buffers take the next step.
+      tensors_->params.swap(next.params);
+      tensors_->momentum.swap(next.momentum);
+      pending_->applied = 0;
+    } else {
+      pending_->applied = bad == ready ? ready : 0;
+    }
   }
-  applied_ = ready;  // undo_ holds [0, ready): Drop() restores all of it
+  applied_ = ready;
   if (bad < ready) {
     // Finite gradients whose update overflows (near FLT_MAX with a large lr): refused like any failed step,
     // so no Inf/NaN is ever served or checkpointed.
@@ -82,9 +92,9 @@ absl::Status SyncStep::LeftStatus(const Ticket& ticket, int64_t step, int shard)
 
 void SyncStep::Drop(absl::StatusCode code, std::string reason) {
   if (applied_ > 0) {
+    // The shard's tensors never saw the step: forgetting its output is the whole rollback.
     absl::WriterMutexLock lock(tensors_mu_);
-    std::copy_n(undo_.params.data(), applied_, tensors_->params.data());
-    std::copy_n(undo_.momentum.data(), applied_, tensors_->momentum.data());
+    pending_->applied = 0;
   }
   drop_code_ = code;
   drop_reason_ = std::move(reason);

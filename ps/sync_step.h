@@ -9,10 +9,12 @@
 //
 // Every push streams into its own buffer. As soon as all N ranks delivered elements [0, k), [applied, k) is
 // averaged (ps/shard_update.h) and applied, so the replies can stream it back while the rest is pushed. The
-// old parameters and momentum of every applied range are saved first: a step that is dropped (timeout, a
-// push that breaks after part of it was applied, a re-registration, a trainer-step mismatch) restores them
-// bit for bit, and the pushes still in it learn why through DroppedStatus(). When the whole shard is
-// applied the step is complete and the state resets for the next one.
+// step is applied out of place, into PendingTensors::next, and the shard's tensors keep the last complete
+// version: a step that is dropped (timeout, a push that breaks after part of it was applied, a
+// re-registration, a trainer-step mismatch) is simply forgotten, with nothing to copy back, and the pushes
+// still in it learn why through DroppedStatus(). When the whole shard is applied the step is complete: the
+// two buffers swap (no copy) and the state resets for the next one. So no applied byte is ever written
+// again until two steps later, which lets replies send the parameters straight from these buffers.
 //
 // Trainer-step alignment: all pushes of a step must carry the same trainer step (PushHeader.trainer_step).
 // Ranks differ only after a server restart or a worker replacement; the most advanced wins: a push behind
@@ -38,6 +40,19 @@
 
 namespace psring::ps {
 
+// The pending step's output, beside the shard's tensors and guarded by the same mutex: next[0, applied)
+// holds the pending step's new parameters and momentum (applied = 0: no step is partly applied).
+struct PendingTensors {
+  ShardTensors next;
+  uint64_t applied = 0;
+};
+
+// Where the parameters of [offset, end) of the newest applied values are: the pending step's output when it
+// has applied them, else the shard's last complete version. `tensors_mu` held (shared is enough).
+inline const float* NewestParameters(const ShardTensors& tensors, const PendingTensors& pending, uint64_t end) {
+  return pending.applied >= end ? pending.next.params.data() : tensors.params.data();
+}
+
 class SyncStep {
  public:
   // Identifies one push in one step: a push whose step was dropped or completed no longer owns its slot.
@@ -47,8 +62,9 @@ class SyncStep {
     uint64_t generation = 0;
   };
 
-  // `tensors` (guarded by *tensors_mu) is the shard the steps apply to; both must outlive this object.
-  SyncStep(int workers, ShardTensors* tensors, absl::Mutex* tensors_mu);
+  // `tensors` (guarded by *tensors_mu) is the shard the steps apply to, `pending` (same mutex) where a step
+  // is applied until it completes; all must outlive this object.
+  SyncStep(int workers, ShardTensors* tensors, PendingTensors* pending, absl::Mutex* tensors_mu);
   SyncStep(const SyncStep&) = delete;
   SyncStep& operator=(const SyncStep&) = delete;
 
@@ -84,7 +100,7 @@ class SyncStep {
   // code and reason its step was dropped with.
   absl::Status LeftStatus(const Ticket& ticket, int64_t step, int shard) const;
 
-  // Rolls back what the step applied and ends it; its pushes fail with `code` and `reason`.
+  // Forgets what the step applied and ends it; its pushes fail with `code` and `reason`.
   void Drop(absl::StatusCode code, std::string reason);
   // Takes `rank`'s push out of the step: only its part is forgotten while nothing was applied; otherwise
   // the whole step is dropped with UNAVAILABLE (the shard rolls back to `version`). No-op without a push.
@@ -105,8 +121,7 @@ class SyncStep {
 
   absl::Mutex* const tensors_mu_;
   ShardTensors* const tensors_ ABSL_PT_GUARDED_BY(tensors_mu_);
-  // Values of the tensors over [0, applied_) before the pending step: what Drop() restores.
-  ShardTensors undo_ ABSL_GUARDED_BY(tensors_mu_);
+  PendingTensors* const pending_ ABSL_PT_GUARDED_BY(tensors_mu_);
   std::vector<Slot> slots_;
   uint64_t size_ = 0;
   uint64_t applied_ = 0;

@@ -208,7 +208,12 @@ TEST_F(ShardCoreTest, PushBrokenAfterPartWasAppliedRollsBackParamsAndMomentum) {
   const std::vector<float> g1 = Gradient(1, 1, 6);
   std::copy_n(g1.begin(), 3, broken->gradient.begin());
   ASSERT_TRUE(core_->Delivered(&*broken, 3, [] { return false; }).ok());
-  ASSERT_NE(core_->CopyParameters(), before->params);  // elements [0, 3) of step 1 were applied
+  // Elements [0, 3) of step 1 were applied: a reply reads them, while the shard's complete version (what
+  // pulls and checkpoints see) is still the one before the step.
+  std::vector<float> newest(3);
+  core_->ReadParameters(0, 3, [&](const float* p) { std::copy_n(p, 3, newest.begin()); });
+  ASSERT_NE(newest, std::vector<float>(before->params.begin(), before->params.begin() + 3));
+  EXPECT_EQ(core_->CopyParameters(), before->params);
   core_->AbandonSyncPush(*broken, absl::InvalidArgumentError("gradient: a gap"));
   rank0.join();
   EXPECT_TRUE(absl::IsUnavailable(waiter)) << waiter;
