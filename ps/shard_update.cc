@@ -52,8 +52,8 @@ class FirstBad {
 
 uint64_t ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<float* const> grads,
                        uint64_t begin, uint64_t end, const ShardTensors& current, ShardTensors* next) {
-  // Fused in cache-sized blocks so the range streams through memory once: copy the old values over, sum,
-  // divide, step in place on the copy (the same element-wise arithmetic as a local step), check.
+  // Fused in cache-sized blocks so the range streams through memory once: sum, divide, step from the old
+  // values into the new buffers (the same element-wise arithmetic as a local step), check.
   float* sum = grads[0];
   const float count = static_cast<float>(grads.size());
   FirstBad first_bad(end);
@@ -62,8 +62,6 @@ uint64_t ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<fl
       const size_t len = std::min(kBlock, begin + to - b);
       float* p = next->params.data() + b;
       float* v = next->momentum.data() + b;
-      std::copy_n(current.params.data() + b, len, p);
-      std::copy_n(current.momentum.data() + b, len, v);
       // __restrict: the ranks' buffers never overlap, so the -O3 vectorised loops need no alias checks.
       float* __restrict s = sum + b;
       for (size_t r = 1; r < grads.size(); ++r) {
@@ -73,7 +71,8 @@ uint64_t ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<fl
       if (grads.size() > 1) {
         for (size_t i = 0; i < len; ++i) s[i] /= count;
       }
-      trainer::SgdMomentumStep(hyperparameters, s, p, v, len);
+      trainer::SgdMomentumStepInto(hyperparameters, s, current.params.data() + b, current.momentum.data() + b, p,
+                                   v, len);
       first_bad.Note(b, NonFiniteIn(p, v, len), len);
     }
   };

@@ -16,4 +16,16 @@ void SgdMomentumStep(const SgdOptions& opt, const float* __restrict grads, float
   }
 }
 
+void SgdMomentumStepInto(const SgdOptions& opt, const float* __restrict grads, const float* __restrict params_in,
+                         const float* __restrict momentum_in, float* __restrict params_out,
+                         float* __restrict momentum_out, size_t n) {
+  const float lr = opt.lr, m = opt.momentum, wd = opt.weight_decay;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = grads[i] + wd * params_in[i];
+    const float v = m * momentum_in[i] + g;
+    momentum_out[i] = v;
+    params_out[i] = params_in[i] - lr * v;
+  }
+}
+
 }  // namespace psring::trainer

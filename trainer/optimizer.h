@@ -21,6 +21,12 @@ struct SgdOptions {
 // owns all three buffers, which must not overlap. Thread-compatible (disjoint ranges may run in parallel).
 void SgdMomentumStep(const SgdOptions& opt, const float* grads, float* params, float* momentum, size_t n);
 
+// The same step out of place: reads params_in and momentum_in, writes params_out and momentum_out (the same
+// float operations in the same order, so bit-identical to SgdMomentumStep on copies). No two of the six
+// buffers may overlap. The parameter server applies a step this way, keeping the old version intact.
+void SgdMomentumStepInto(const SgdOptions& opt, const float* grads, const float* params_in,
+                         const float* momentum_in, float* params_out, float* momentum_out, size_t n);
+
 }  // namespace psring::trainer
 
 #endif  // PSRING_TRAINER_OPTIMIZER_H_
