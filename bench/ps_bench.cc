@@ -44,9 +44,9 @@ ABSL_FLAG(int, warmup, 1, "Unmeasured push-pull steps before the measured ones."
 ABSL_FLAG(int, iters, 0,
           "Measured steps per row; 0: automatic (about 256 MB moved per rank per row, between 2 and 50).");
 ABSL_FLAG(std::string, chunk_bytes, "1M", "Tensor chunk size on the wire (at most 4M).");
-ABSL_FLAG(std::string, push_window_bytes, "1M",
+ABSL_FLAG(std::string, push_window_bytes, "8M",
           "Sync: each worker pushes at most this far ahead of the parameters received back (the worker's "
-          "--push_window_bytes; 0: no window).");
+          "--push_window_bytes, same default; 0: no window).");
 ABSL_FLAG(std::string, max_lead_bytes, "1M",
           "Sync servers: how far one push may run ahead of the slowest (the server's --max_lead_bytes; 0: no "
           "limit).");

@@ -90,7 +90,10 @@ struct PsClientOptions {
   // (the server averages a range only once every worker pushed it, so this bounds how far a worker runs
   // ahead of the slowest, end to end, whatever the transport buffers). 0: no window. Never less than one
   // chunk of ours plus one reply range of the server's (smaller would deadlock), so it is raised to that.
-  size_t push_window_bytes = 1 << 20;
+  // The default covers the loop (push a chunk, the server applies it, its reply comes back) of a loopback or
+  // datacenter link at 2-3 GB/s: with 1 MiB a one-shard 64 MiB step on loopback took 70-91 ms against 65-74
+  // with 8 MiB and 59-68 with none (bench/PERFORMANCE.md 10.5). Slow shared links want less (the flag's help).
+  size_t push_window_bytes = 8 << 20;
   // HTTP/2 receive window of each server connection, bytes (gRPC's lookahead, with its BDP probing off): at
   // most this much of our replies is queued for us in the server's transport and socket buffers, so the push
   // window's loop (the reply is its acknowledgement) stays tight on a slow shared link. Must cover the link's
