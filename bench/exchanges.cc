@@ -11,9 +11,9 @@ namespace {
 
 // PS chunks and push window on slow links. A synchronous step pays about 2*N*chunk/B to fill and drain its
 // pipeline (the first range goes back only once every worker pushed it), and N workers pushing into one
-// server link (incast) keep up to N * push window in flight: with the 1 MiB defaults that is 8 MiB against
-// the 625 KB a 50 ms queue holds at 100 Mbit/s, so tail drops and retransmission timeouts stall the whole
-// step. Measured at N = 8, S = 16 MiB on 100 Mbit/s (N*S/B = 10.74 s, 3-step runs): chunk 128 KiB + window
+// server link (incast) keep up to N * push window in flight: with 1 MiB windows (the default then, 8 MiB
+// now) that is 8 MiB against the 625 KB a 50 ms queue holds at 100 Mbit/s, so tail drops and retransmission
+// timeouts stall the whole step. Measured at N = 8, S = 16 MiB on 100 Mbit/s (N*S/B = 10.74 s, 3-step runs): chunk 128 KiB + window
 // 1 MiB 12.0-12.8 s (965-3496 segments retransmitted), 64 KiB + 1 MiB 11.8-12.0 s, 64 KiB + 128-256 KiB
 // 11.6-11.7 s, 32 KiB + 128 KiB 11.38 s (90 segments); the harness with 32 KiB + 128 KiB: 1.05-1.06 x N*S/B
 // for N = 1, 2, 4, 8 (bench/PERFORMANCE.md 7.1). Faster (or unlimited) links keep the defaults, where fewer,
