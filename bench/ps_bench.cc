@@ -253,8 +253,9 @@ absl::Status Run() {
   for (int shards : shard_list) {
     for (int ranks : rank_list) {
       Table table(&std::cout, {"srv_MB", "cpu_ns/B"});
-      table.Comment(absl::StrCat(" nranks ", ranks, "  shards ", shards,
-                                 "  exchange ps-sync (gRPC, loopback, ", "chunk ", chunk_bytes, " B)"));
+      table.Comment(absl::StrCat(" nranks ", ranks, "  shards ", shards, "  exchange ps-sync (gRPC, loopback, chunk ",
+                                 chunk_bytes, " B, push window ", ParseSize(absl::GetFlag(FLAGS_push_window_bytes)),
+                                 " B)"));
       table.Comment(
           "busbw = algbw * N / K (one server link's load per direction); srv_MB per step; cpu_ns/B = "
           "process CPU (ranks + servers) per gradient byte pushed");
