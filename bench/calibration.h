@@ -30,7 +30,6 @@
 
 namespace psring::bench {
 
-
 // One cluster of the sweep: a link rate and latency (namespaces), or loopback (every host on 127.0.0.1,
 // unlimited links, no latency: only the CPU binds).
 struct CalibrationCondition {
@@ -74,15 +73,15 @@ struct ConvertedRuns {
   std::vector<std::string> dropped;  // one line per dropped run, with the reason
 };
 
-// Usable records -> MeasuredRun{topology, {N, K, S, B, L}, seconds = the slowest rank's step time (the
-// collective a synchronous step waits for)}. `link_bytes_per_second` and `latency_s` are the cluster's
-// (ScalingResult's; 0 and 0 on loopback). Pure.
 // The cores this process may run on (sched_getaffinity; hardware_concurrency as a fallback): every rank and
 // server of a calibration or validation run shares them.
 double BoxCores();
 
-// `link_burst_bytes`: the links' token bucket (TbfBurstBytes, bench/cluster.h), 0 on loopback; `box_cores`: the
-// cores every process of the runs shared (this machine's; 0: hosts of their own).
+// Usable records -> MeasuredRun{topology, {N, K, S, B, L}, seconds = the slowest rank's step time (the
+// collective a synchronous step waits for)}. `link_bytes_per_second` and `latency_s` are the cluster's
+// (ScalingResult's; 0 and 0 on loopback); `link_burst_bytes` the links' token bucket (TbfBurstBytes,
+// bench/cluster.h), 0 on loopback; `box_cores` the cores every process of the runs shared (this machine's; 0:
+// hosts of their own). Pure.
 ConvertedRuns ConvertRecords(const std::vector<RunRecord>& records, double link_bytes_per_second,
                              double latency_s, double link_burst_bytes = 0, double box_cores = 0);
 

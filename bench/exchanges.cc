@@ -16,8 +16,8 @@ namespace {
 // timeouts stall the whole step. Measured at N = 8, S = 16 MiB on 100 Mbit/s (N*S/B = 10.74 s, 3-step
 // runs): chunk 128 KiB + window 1 MiB 12.0-12.8 s (965-3496 segments retransmitted), 64 KiB + 1 MiB
 // 11.8-12.0 s, 64 KiB + 128-256 KiB 11.6-11.7 s, 32 KiB + 128 KiB 11.38 s (90 segments); the harness with
-// 32 KiB + 128 KiB: 1.05-1.06 x N*S/B for N = 1, 2, 4, 8 (bench/PERFORMANCE.md 7.1). Faster (or unlimited) links keep the defaults, where fewer,
-// larger messages cost less CPU. Flags in --worker_args/--server_args come later and win.
+// 32 KiB + 128 KiB: 1.05-1.06 x N*S/B for N = 1, 2, 4, 8 (bench/PERFORMANCE.md 7.1). Faster (or unlimited)
+// links keep the defaults, where fewer, larger messages cost less CPU. Flags in --worker_args/--server_args come later and win.
 // The workers keep gRPC's adaptive HTTP/2 receive window: a fixed 256 KiB one (--receive_window_bytes) slows
 // every exchange whose connections each carry a large share of a link (training the MLP, ps-1 at N = 1: 0.25
 // against 0.17 s per step).

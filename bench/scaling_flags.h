@@ -11,10 +11,6 @@
 
 namespace psring::bench {
 
-// Fills options->cluster (the link flags), --verbose, the projection target (--project_link,
-// --project_latency; options->projection stays as it is when --project_link is empty) and the paths of the programs options->exchanges launch
-// (--ring_worker/--ps_server/--ps_worker, else the Bazel runfiles of this binary, found from argv0).
-// kNotFound naming the flag to pass when a program cannot be located. Call after absl::ParseCommandLine.
 // The calibration of psring's development machine committed with the source (bench/results/), as a runfile of
 // //bench:scaling and //bench:compare: the cost model they use unless told otherwise. Recalibrating means
 // changing it here and in bench/BUILD.bazel's data.
@@ -23,6 +19,10 @@ inline constexpr char kCommittedModelRunfile[] = "psring/bench/results/calibrati
 // Its path in `argv0`'s runfiles; kNotFound saying what to pass instead (`flag`: the flag that takes a path).
 absl::StatusOr<std::string> CommittedModelPath(const char* argv0, const std::string& flag);
 
+// Fills options->cluster (the link flags), --verbose, the projection target (--project_link,
+// --project_latency; options->projection stays as it is when --project_link is empty) and the paths of the programs options->exchanges launch
+// (--ring_worker/--ps_server/--ps_worker, else the Bazel runfiles of this binary, found from argv0).
+// kNotFound naming the flag to pass when a program cannot be located. Call after absl::ParseCommandLine.
 absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options);
 
 // --out_dir, or $BUILD_WORKSPACE_DIRECTORY/out/<name> under `bazel run`, or /tmp/psring-<name>.
