@@ -45,7 +45,8 @@ worker_timeout=30  # ring_worker --timeout: every wait for another rank, NCCL's 
 # except glibc's and the driver's (those must come from the GPU host), into DIR. Fails when a binary is
 # missing, a library is "not found", a copy fails, or a bundled binary does not resolve every library from
 # the bundle (what the GPU host will see).
-# Libraries --without-cuda-libs leaves to the GPU host (find_host_cuda_libs looks for them there).
+# Libraries --without-cuda-libs leaves to the GPU host; their names (as ldd printed them) go to DIR/host_libs,
+# which find_host_cuda_libs reads on the GPU host.
 HOST_CUDA_LIBS='libcublas\.so|libcublasLt\.so|libnccl\.so'
 bundle() {
   local dir="$1" slim="${2:-}" root b lib bad=0 left=""
@@ -88,7 +89,8 @@ bundle() {
   echo "bundle in $dir ($(du -sh "$dir" | cut -f1)); libraries carried:"
   ls "$dir/lib" | sed 's/^/  /'
   if [[ -n "$slim" ]]; then
-    echo "left to the GPU host (--without-cuda-libs):$(tr ' ' '\n' <<<"$left" | sort -u | tr '\n' ' ')"
+    tr ' ' '\n' <<<"$left" | sed '/^$/d' | sort -u >"$dir/host_libs" || return 1
+    echo "left to the GPU host (--without-cuda-libs): $(tr '\n' ' ' <"$dir/host_libs")"
     echo "  gpu_check.sh finds them in LD_LIBRARY_PATH, the loader's cache, /usr/local/cuda*/lib64 or python3's nvidia-* wheels"
   fi
   echo "on the GPU host: $dir/gpu_check.sh"
@@ -114,14 +116,17 @@ if [[ -d "$here/bin" ]]; then
 else
   bin="$(cd "$here/.." && pwd)/bazel-bin"
 fi
-# A bundle made --without-cuda-libs: cuBLAS and NCCL come from this host. Where the loader would not find
-# them, the first folder that holds each (the CUDA toolkit's, or python3's nvidia-* wheels, which PyTorch
-# installs) is added to the path psring's binaries get.
+# A bundle made --without-cuda-libs: the libraries its host_libs file names (cuBLAS and NCCL) come from this
+# host. Where the loader would not find one, the first folder that holds it (the CUDA toolkit's, or python3's
+# nvidia-* wheels, which PyTorch installs) is added to the path psring's binaries get.
 find_host_cuda_libs() {
-  local want dir found
-  for want in libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
+  local want dir found cache
+  # Read once, not piped into grep -q: under pipefail, ldconfig killed by SIGPIPE after an early match would
+  # make a library in the cache look missing.
+  cache=$(ldconfig -p 2>/dev/null)
+  for want in $(cat "$here/host_libs"); do
     [[ -e "$psring_libs/$want" ]] && continue
-    ldconfig -p 2>/dev/null | grep -q "$want" && continue
+    grep -qF "$want" <<<"$cache" && continue
     found=""
     for dir in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib \
       $(python3 -c 'import nvidia, sys; print(" ".join(nvidia.__path__))' 2>/dev/null); do
@@ -136,7 +141,7 @@ find_host_cuda_libs() {
     fi
   done
 }
-[[ -n "$psring_libs" ]] && find_host_cuda_libs
+[[ -f "$here/host_libs" ]] && find_host_cuda_libs
 torch_script="$bin/bench/torch_mlp_step.py"
 [[ -f "$torch_script" ]] || torch_script="$here/../bench/torch_mlp_step.py"
 work="$(mktemp -d)"
@@ -209,10 +214,14 @@ port=29600
 # shared=1 once section 4 found that two NCCL ranks may share this host's only GPU: every rank then runs on
 # GPU 0 with section 4's environment (its own NCCL_HOSTID, socket transport).
 shared=0
-# share_env R: the environment rank R gets when ranks share the GPU (nothing otherwise).
+# one_gpu_env R: what lets NCCL rank R share a GPU with other ranks (its own host id, socket transport only).
+one_gpu_env() {
+  echo "NCCL_HOSTID=psring-rank-$1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo"
+}
+# share_env R: one_gpu_env R when ranks share the GPU, nothing otherwise.
 share_env() {
   [[ $shared -eq 1 ]] || return 0
-  echo "NCCL_HOSTID=psring-rank-$1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo"
+  one_gpu_env "$1"
 }
 local_rank_of() { if [[ $shared -eq 1 ]]; then echo 0; else echo "$1"; fi; }
 # ranks N LOGDIR ARGS...: N ring_worker ranks (rank r gets --local_rank=r, or 0 with share_env when the GPU is
@@ -247,8 +256,8 @@ ranks() {
 section "4. two NCCL ranks on one GPU (sockets, distinct NCCL_HOSTID)"
 two=()
 for ((r = 0; r < 2; r++)); do
-  NCCL_HOSTID="psring-rank-$r" NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NET=Socket \
-    NCCL_SOCKET_IFNAME=lo run "$step_timeout" "$bin/ring/ring_worker" --rank="$r" --world_size=2 --local_rank=0 \
+  # shellcheck disable=SC2046  # one_gpu_env's words are separate assignments
+  run "$step_timeout" env $(one_gpu_env "$r") "$bin/ring/ring_worker" --rank="$r" --world_size=2 --local_rank=0 \
     --master_addr=127.0.0.1 --master_port="$port" --ring_transport=nccl --device=cuda --model_bytes=4194304 \
     --timeout="$worker_timeout" >"$work/one_gpu.$r" 2>&1 &
   two+=($!)
