@@ -47,8 +47,8 @@
 //   UNAUTHENTICATED     --auth_token set and the call's "x-psring-token" metadata does not match
 //
 // Thread-safety: all methods may be called concurrently (gRPC's sync server runs each call on its own
-// thread). Replies copy each chunk of parameters under the shard's lock and write it without the lock, so
-// a slow client never holds up other calls.
+// thread). Replies send the shard's parameters without holding its lock (zero-copy slices in aggregating
+// mode, copies taken under the lock in asynchronous mode), so a slow client never holds up other calls.
 #ifndef PSRING_PS_SERVICE_H_
 #define PSRING_PS_SERVICE_H_
 
