@@ -1,6 +1,7 @@
 #include "common/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 
 namespace psring {
@@ -177,6 +179,19 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::Create(path));
   RETURN_IF_ERROR(out.Append(contents.data(), contents.size()));
   return out.Commit();
+}
+
+absl::Status MakeDirectories(const std::string& dir) {
+  std::string path;
+  for (absl::string_view part : absl::StrSplit(dir, '/')) {
+    path += std::string(part) + "/";
+    if (part.empty()) continue;
+    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create output directory ", path, ": ", std::strerror(errno), "; pass --out_dir"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace psring

@@ -72,6 +72,10 @@ absl::StatusOr<int> RemoveStaleTemporaries(const std::string& path);
 // Creates or replaces `path` with `contents` through an AtomicFileWriter.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
+// Creates `dir` and its missing parents (mkdir -p, mode 0755). kPermissionDenied naming the part that could
+// not be created and why (for an output folder the user chose: pass another --out_dir).
+absl::Status MakeDirectories(const std::string& dir);
+
 }  // namespace psring
 
 #endif  // PSRING_COMMON_ATOMIC_FILE_H_

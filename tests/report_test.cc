@@ -1,4 +1,4 @@
-#include "bench/report.h"
+#include "bench/report/table.h"
 
 #include <sstream>
 

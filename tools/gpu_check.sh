@@ -41,7 +41,7 @@ BINARIES=(tests/trainer/cuda_parity_test tests/ring/nccl_test ring/ring_worker b
 step_timeout="${PSRING_GPU_CHECK_TIMEOUT:-300}"
 worker_timeout=30  # ring_worker --timeout: every wait for another rank, NCCL's set-up and each collective
 
-# Copies the binaries, bench/torch_mlp_step.py, this script and every shared library the binaries load,
+# Copies the binaries, bench/micro/torch_mlp_step.py, this script and every shared library the binaries load,
 # except glibc's and the driver's (those must come from the GPU host), into DIR. Fails when a binary is
 # missing, a library is "not found", a copy fails, or a bundled binary does not resolve every library from
 # the bundle (what the GPU host will see).
@@ -73,8 +73,8 @@ bundle() {
       esac
     done < <(ldd "$root/bazel-bin/$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3}')
   done
-  mkdir -p "$dir/bin/bench" || return 1
-  cp -f "$root/bench/torch_mlp_step.py" "$dir/bin/bench/" || bad=1
+  mkdir -p "$dir/bin/bench/micro" || return 1
+  cp -f "$root/bench/micro/torch_mlp_step.py" "$dir/bin/bench/micro/" || bad=1
   cp -f "$here/gpu_check.sh" "$dir/gpu_check.sh" || bad=1
   # What the GPU host's loader will do: everything but glibc and the driver from the bundle.
   local host_only="libcuda\.so|libnvidia-"
@@ -142,8 +142,8 @@ find_host_cuda_libs() {
   done
 }
 [[ -f "$here/host_libs" ]] && find_host_cuda_libs
-torch_script="$bin/bench/torch_mlp_step.py"
-[[ -f "$torch_script" ]] || torch_script="$here/../bench/torch_mlp_step.py"
+torch_script="$bin/bench/micro/torch_mlp_step.py"
+[[ -f "$torch_script" ]] || torch_script="$here/../bench/micro/torch_mlp_step.py"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 

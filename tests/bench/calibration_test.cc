@@ -1,6 +1,6 @@
 // The calibration sweep's pure parts: records -> the model's measured runs (usable only), the presets and
 // their budgets, and the report on fixed data.
-#include "bench/calibration.h"
+#include "bench/cmd/calibration.h"
 
 #include <string>
 #include <vector>

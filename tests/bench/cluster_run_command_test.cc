@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/cluster_flags.h"
+#include "bench/emulator/cluster_flags.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
 

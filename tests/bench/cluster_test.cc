@@ -1,4 +1,4 @@
-#include "bench/cluster.h"
+#include "bench/emulator/cluster.h"
 
 #include "common/subprocess.h"
 
@@ -89,7 +89,7 @@ std::string NetdelayPath() {
   std::string error;
   std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
       bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));
-  return runfiles == nullptr ? "" : runfiles->Rlocation("psring/bench/netdelay");
+  return runfiles == nullptr ? "" : runfiles->Rlocation("psring/bench/emulator/netdelay");
 }
 
 // Two hosts of the test family, namespaces required, with `latency` made by the delay program in runfiles.

@@ -1,8 +1,8 @@
-#include "bench/cost_model.h"
+#include "bench/model/alpha_beta.h"
 
 #include <vector>
 
-#include "bench/exchanges.h"
+#include "bench/core/exchange.h"
 #include "gtest/gtest.h"
 
 namespace psring::bench {

@@ -1,5 +1,6 @@
 // The exchange plug-ins: placement, command lines, bus factor and cost terms (DESIGN.md's formulas).
-#include "bench/exchanges.h"
+#include "bench/core/exchange.h"
+#include "bench/harness/launch.h"
 
 #include <algorithm>
 #include <memory>
@@ -7,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bench/cluster.h"
+#include "bench/emulator/cluster.h"
 #include "gtest/gtest.h"
 
 namespace psring::bench {
@@ -114,7 +115,7 @@ TEST(ExchangesTest, CommandLines) {
   context.ps_mode = "async";
   context.server_args = {"--staleness=3"};
 
-  const ExchangePlugin& ps = PluginFor(Exchange::kPsDedicated);
+  const ExchangeLauncher& ps = LauncherFor(Exchange::kPsDedicated);
   const std::vector<std::string> server = ps.ServerArgv(context, 1);
   EXPECT_EQ(server.front(), "/bin/ps_server");
   for (const char* arg : {"--port=7002", "--workers=2", "--shard=1", "--num_shards=2", "--mode=async"}) {
@@ -130,7 +131,7 @@ TEST(ExchangesTest, CommandLines) {
 
   context.placement = PluginFor(Exchange::kRing).Place(2, 2);
   context.server_ports.clear();
-  const ExchangePlugin& ring = PluginFor(Exchange::kRing);
+  const ExchangeLauncher& ring = LauncherFor(Exchange::kRing);
   EXPECT_TRUE(ring.ServerArgv(context, 0).empty());
   EXPECT_EQ(ring.WorkerArgv(context, 1), (std::vector<std::string>{"/bin/ring_worker", "--iface_addr=127.0.0.1"}));
 }

@@ -1,4 +1,4 @@
-#include "bench/gantt.h"
+#include "bench/report/gantt.h"
 
 #include <string>
 #include <vector>

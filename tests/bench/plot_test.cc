@@ -1,4 +1,4 @@
-#include "bench/plot.h"
+#include "bench/report/plot.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "bench/probes.h"
+#include "bench/emulator/probes.h"
 
 #include <atomic>
 #include <fstream>

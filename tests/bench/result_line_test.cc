@@ -1,4 +1,4 @@
-#include "bench/result_line.h"
+#include "bench/harness/result_line.h"
 
 #include <string>
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
-#include "bench/scaling.h"
+#include "bench/harness/sweep.h"
 #include "common/exit_codes.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
@@ -38,7 +38,7 @@ std::string FakeWorker(const std::string& name, int failures, int code, const st
   return path;
 }
 
-absl::StatusOr<ScalingResult> RunOnce(const std::string& worker, std::ostream* progress) {
+absl::StatusOr<SweepResult> RunOnce(const std::string& worker, std::ostream* progress) {
   ScalingOptions options;
   options.nodes = {1};
   options.exchanges = {Exchange::kRing};

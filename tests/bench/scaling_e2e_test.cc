@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bench/trace_merge.h"
+#include "bench/core/trace_merge.h"
 #include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"

@@ -4,8 +4,9 @@
 #include <string>
 
 #include "absl/strings/str_split.h"
-#include "bench/report.h"
-#include "bench/scaling.h"
+#include "bench/report/table.h"
+#include "bench/model/sweep_fit.h"
+#include "bench/report/scaling_report.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/bench_report.pb.h"

@@ -1,4 +1,4 @@
-#include "bench/trace_merge.h"
+#include "bench/core/trace_merge.h"
 
 #include <set>
 #include <string>

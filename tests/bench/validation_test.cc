@@ -1,12 +1,12 @@
 // //bench:validate's pure parts: the held-out selection (no condition calibration ran), predictions, the
 // statistics and the report on fixed data, the scatter plot.
-#include "bench/validation.h"
+#include "bench/cmd/validation.h"
 
 #include <string>
 #include <vector>
 
-#include "bench/calibration.h"
-#include "bench/cluster.h"
+#include "bench/cmd/calibration.h"
+#include "bench/core/links.h"
 #include "bench/model/collective.h"
 #include "gtest/gtest.h"
 #include "tests/bench/model/synthetic_runs.h"

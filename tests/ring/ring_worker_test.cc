@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "bench/result_line.h"
+#include "bench/harness/result_line.h"
 #include "common/socket.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"

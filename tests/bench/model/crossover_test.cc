@@ -1,6 +1,6 @@
 #include "bench/model/crossover.h"
 
-#include "bench/model/crossover_svg.h"
+#include "bench/report/crossover_svg.h"
 #include "gtest/gtest.h"
 #include "tests/bench/model/synthetic_runs.h"
 #include "tests/bench/svg_checks.h"

@@ -1,0 +1,196 @@
+// //bench:calibrate: the cost model's own sweep (gradient mode, sizes x N x link rates x latencies x the four
+// exchanges, plus loopback runs that measure each exchange's CPU ceiling), fitted once and frozen into a model
+// file (bench/PERFORMANCE.md 9.3). Needs root (network namespaces) for the link conditions.
+//
+//   ./bazelw run //bench:calibrate -- --quick                       # ~10 min on 2 cores
+//   ./bazelw run //bench:calibrate                                  # the default plan, < 25 min
+//   ./bazelw run //bench:calibrate -- --quick --nodes=2 --sizes=1M --links=100mbit --latencies=5ms
+//
+// Writes <out_dir>/model.json (or --model_out) and prints the parameters with their errors and coverage.
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "bench/cmd/calibration.h"
+#include "bench/model/model_file.h"
+#include "bench/report/table.h"
+#include "bench/cmd/scaling_flags.h"
+#include "common/atomic_file.h"
+#include "common/binary_main.h"
+#include "common/flags_usage.h"
+#include "common/status_macros.h"
+
+// The single-condition link flags of cluster_flags.cc: calibration sweeps its own (--links, --latencies).
+ABSL_DECLARE_FLAG(std::string, link);
+ABSL_DECLARE_FLAG(std::string, latency);
+ABSL_DECLARE_FLAG(bool, loopback);
+
+ABSL_FLAG(bool, quick, false,
+          "The quick plan (~10 min on 2 cores): S = 1,4 MiB x N = 2,4,8 x 100,200 Mbit/s x 1,5 ms, loopback "
+          "S = 16,64 MiB x N = 2,4. Default plan (< 25 min): adds S = 16 MiB at N = 2,4 on every link and "
+          "loopback S = 16,64,100 MiB x N = 2,4,8.");
+ABSL_FLAG(std::vector<std::string>, links, {},
+          "Comma-separated link rates (tc units, e.g. 100mbit,200mbit). Non-empty: replaces the plan's link "
+          "conditions by links x --latencies x --sizes x --nodes (the others from the plan where empty).");
+ABSL_FLAG(std::vector<std::string>, latencies, {},
+          "Comma-separated one-way latencies (e.g. 1ms,5ms; 0 for none). See --links.");
+ABSL_FLAG(std::vector<std::string>, sizes, {}, "Comma-separated gradient sizes S (e.g. 1M,4M). See --links.");
+ABSL_FLAG(std::vector<std::string>, nodes, {}, "Comma-separated worker counts N (e.g. 2,4,8). See --links.");
+ABSL_FLAG(bool, cpu_runs, true,
+          "Also run the loopback condition (every host on 127.0.0.1, unlimited links) that measures each "
+          "exchange's CPU ceiling. Without it the file has no CPU ceilings (projections are then unbounded).");
+ABSL_FLAG(std::vector<std::string>, loopback_sizes, {},
+          "Sizes of the loopback condition (real sizes, e.g. 16M,64M,100M). Empty: the plan's.");
+ABSL_FLAG(std::vector<std::string>, loopback_nodes, {}, "Node counts of the loopback condition. Empty: the plan's.");
+ABSL_FLAG(std::vector<std::string>, exchanges, (std::vector<std::string>{"ring", "ps-1", "ps-colocated", "ps-dedicated"}),
+          "Exchanges to calibrate. The model file needs all four; fewer only to try the sweep (the fit then "
+          "fails naming the missing one).");
+ABSL_FLAG(int, steps, psring::bench::CalibrationPlan().steps, "Measured steps per run.");
+ABSL_FLAG(int, warmup_steps, psring::bench::CalibrationPlan().warmup_steps, "Unmeasured steps before them.");
+ABSL_FLAG(int, ps_servers, psring::bench::CalibrationPlan().ps_servers, "K, the server hosts of ps-dedicated.");
+ABSL_FLAG(bool, plan_only, false, "Print the plan and its estimated run time, run nothing.");
+ABSL_FLAG(std::string, model_out, "", "Where the model file goes. Default: <out_dir>/model.json.");
+ABSL_FLAG(std::string, host, "",
+          "The calibration host's name in the file (its CPU ceilings hold for it). Default: the hostname.");
+ABSL_FLAG(std::string, note, "", "Free text stored in the file (default: the plan and the runs' counts).");
+
+namespace psring::bench {
+namespace {
+
+absl::StatusOr<std::vector<int>> ParseNodes(const std::vector<std::string>& items, const char* flag) {
+  std::vector<int> out;
+  for (const std::string& item : items) {
+    int v = 0;
+    if (!absl::SimpleAtoi(item, &v) || v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", item, "' is not a node count >= 1"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<size_t>> ParseSizes(const std::vector<std::string>& items, const char* flag) {
+  std::vector<size_t> out;
+  for (const std::string& item : items) {
+    const size_t bytes = ParseSize(item);
+    if (bytes < 4) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": bad size '", item, "' (use e.g. 4M)"));
+    out.push_back(bytes);
+  }
+  return out;
+}
+
+// The preset with the flags' overrides.
+absl::StatusOr<CalibrationPlan> PlanFromFlags() {
+  CalibrationPlan plan = absl::GetFlag(FLAGS_quick) ? QuickCalibrationPlan() : DefaultCalibrationPlan();
+  std::vector<CalibrationCondition> links, loopback;
+  for (const CalibrationCondition& c : plan.conditions) (c.loopback ? loopback : links).push_back(c);
+
+  std::vector<std::string> rates = absl::GetFlag(FLAGS_links);
+  std::vector<std::string> latencies = absl::GetFlag(FLAGS_latencies);
+  ASSIGN_OR_RETURN(std::vector<size_t> sizes, ParseSizes(absl::GetFlag(FLAGS_sizes), "sizes"));
+  ASSIGN_OR_RETURN(std::vector<int> nodes, ParseNodes(absl::GetFlag(FLAGS_nodes), "nodes"));
+  if (!rates.empty() || !latencies.empty() || !sizes.empty() || !nodes.empty()) {
+    // A grid of the flags; what a flag leaves empty comes from the plan's first link condition.
+    const CalibrationCondition& first = links.front();
+    if (rates.empty()) rates = {"100mbit", "200mbit"};
+    if (latencies.empty()) latencies = {"1ms", "5ms"};
+    if (sizes.empty()) sizes = first.sizes;
+    if (nodes.empty()) nodes = first.nodes;
+    links.clear();
+    for (const std::string& rate : rates) {
+      for (const std::string& latency : latencies) links.push_back({rate, latency, false, sizes, nodes});
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<size_t> loop_sizes, ParseSizes(absl::GetFlag(FLAGS_loopback_sizes), "loopback_sizes"));
+  ASSIGN_OR_RETURN(std::vector<int> loop_nodes, ParseNodes(absl::GetFlag(FLAGS_loopback_nodes), "loopback_nodes"));
+  for (CalibrationCondition& c : loopback) {
+    if (!loop_sizes.empty()) c.sizes = loop_sizes;
+    if (!loop_nodes.empty()) c.nodes = loop_nodes;
+  }
+  plan.conditions = links;
+  if (absl::GetFlag(FLAGS_cpu_runs)) plan.conditions.insert(plan.conditions.end(), loopback.begin(), loopback.end());
+  plan.exchanges.clear();
+  for (const std::string& name : absl::GetFlag(FLAGS_exchanges)) {
+    ASSIGN_OR_RETURN(Exchange e, ParseExchange(name));
+    plan.exchanges.push_back(e);
+  }
+  plan.steps = absl::GetFlag(FLAGS_steps);
+  plan.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  plan.ps_servers = absl::GetFlag(FLAGS_ps_servers);
+  RETURN_IF_ERROR(ValidatePlan(plan));
+  return plan;
+}
+
+std::string HostName() {
+  const std::string flag = absl::GetFlag(FLAGS_host);
+  if (!flag.empty()) return flag;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "unknown-host";
+  return name;
+}
+
+absl::Status Run(const char* argv0) {
+  if (absl::GetFlag(FLAGS_link) != ClusterOptions().link || absl::GetFlag(FLAGS_latency) != ClusterOptions().latency ||
+      absl::GetFlag(FLAGS_loopback)) {
+    return absl::InvalidArgumentError(
+        "calibrate sweeps its own link conditions: use --links=... and --latencies=... (and --cpu_runs for the "
+        "loopback condition) instead of --link/--latency/--loopback");
+  }
+  ASSIGN_OR_RETURN(const CalibrationPlan plan, PlanFromFlags());
+  ScalingOptions base;
+  base.exchanges = plan.exchanges;
+  RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &base));
+  const std::string out_dir = OutDirFromFlags("calibrate");
+  std::string model_out = absl::GetFlag(FLAGS_model_out);
+  if (model_out.empty()) {
+    RETURN_IF_ERROR(MakeDirectories(out_dir));
+    model_out = out_dir + "/model.json";
+  }
+  int runs = 0;
+  for (const CalibrationCondition& c : plan.conditions) {
+    runs += static_cast<int>(c.sizes.size() * c.nodes.size() * plan.exchanges.size());
+    std::cerr << "# plan: " << c.Name() << "\n";
+  }
+  std::cerr << absl::StrFormat("# calibration: %d conditions, %d runs, %d+%d steps each; estimated %.0f min\n",
+                               plan.conditions.size(), runs, plan.warmup_steps, plan.steps,
+                               EstimateSeconds(plan) / 60);
+  if (absl::GetFlag(FLAGS_plan_only)) return absl::OkStatus();
+  model::FileInfo info;
+  info.host = HostName();
+  info.date = absl::FormatTime("%Y-%m-%dT%H:%M:%S%Ez", absl::Now(), absl::LocalTimeZone());
+  info.note = absl::GetFlag(FLAGS_note);
+  if (info.note.empty()) {
+    info.note = absl::StrFormat("//bench:calibrate%s: %d conditions, %d runs, %d+%d steps, K = %d",
+                                absl::GetFlag(FLAGS_quick) ? " --quick" : "", plan.conditions.size(), runs,
+                                plan.warmup_steps, plan.steps, plan.ps_servers);
+  }
+  ASSIGN_OR_RETURN(const Calibration calibration, RunCalibration(plan, base, info, &std::cerr));
+  std::cout << FormatCalibration(calibration);
+  RETURN_IF_ERROR(model::WriteModelFile(model_out, calibration.file));
+  std::cout << "# model file: " << model_out << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psring::bench
+
+int main(int argc, char** argv) {
+  psring::InitFlagsUsage(
+      "Calibrates psring's cost model on this machine: a gradient-mode sweep (sizes x N x link rates x "
+      "latencies x ring, ps-1, ps-colocated, ps-dedicated, each link condition on a fresh emulated cluster) plus "
+      "loopback runs for the CPU ceilings; drops failed and EMULATOR-BOUND runs, fits once and writes the frozen "
+      "model file (JSON). Needs root for the namespaces. Progress on stderr, the parameters on stdout.\n"
+      "  ./bazelw run //bench:calibrate -- --quick --model_out=/tmp/model.json",
+      {"bench/"});
+  return psring::RunMain(argc, argv, "calibrate",
+                         [&](const std::vector<std::string>&) { return psring::bench::Run(argv[0]); });
+}

@@ -1,0 +1,68 @@
+// //bench/model:crossover_maps: a frozen model file and a workload in, the projection table and two crossover maps
+// out (a model, never a measurement; bench/PERFORMANCE.md 9.5).
+//
+//   bazel run //bench/model:crossover_maps -- --model=/path/model.json --workload=resnet50 --out_dir=/tmp
+//
+// writes <out_dir>/crossover-<workload>-link-latency.svg (1-400 Gbit/s x 1 us-10 ms at --nodes) and
+// crossover-<workload>-nodes-link.svg (N = 2..1024 x 1-400 Gbit/s at --map_latency_us), and prints the
+// projection at --project_link_gbit and --project_latency_us.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "bench/report/crossover_report.h"
+#include "bench/model/model_file.h"
+#include "common/binary_main.h"
+#include "common/flags_usage.h"
+#include "common/status_macros.h"
+
+ABSL_FLAG(std::string, model, "", "The frozen model file (JSON, bench/model/cost_model_file.proto). Required.");
+ABSL_FLAG(std::string, workload, "resnet50", "A preset (resnet50, vgg16, bert_base, mlp) or a profile path.");
+ABSL_FLAG(int, nodes, 8, "Workers N of the link x latency map and of the projection.");
+ABSL_FLAG(int, servers, 2, "PS hosts K of ps-dedicated.");
+ABSL_FLAG(double, bucket_mb, 25, "Bucket cap in MiB (DDP's default 25); 0 = flat, one exchange after backward.");
+ABSL_FLAG(double, first_bucket_mb, 1, "The first bucket's cap in MiB (DDP's 1).");
+ABSL_FLAG(double, cpu_speedup, 1, "The target host's CPU speed over the calibration host's (scales C).");
+ABSL_FLAG(double, project_link_gbit, 25, "Link rate of the printed projection, Gbit/s per host and direction.");
+ABSL_FLAG(double, project_latency_us, 5, "One-way latency of the printed projection, microseconds.");
+ABSL_FLAG(double, map_latency_us, 5, "One-way latency of the N x link rate map, microseconds.");
+ABSL_FLAG(std::string, out_dir, ".", "Where the SVG maps go.");
+
+namespace psring::bench::model {
+namespace {
+
+absl::Status Run() {
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  if (model_path.empty()) {
+    return absl::InvalidArgumentError("--model is required: the path of a model file from //bench:calibrate");
+  }
+  ASSIGN_OR_RETURN(const proto::CostModelFile model, ReadModelFile(model_path));
+  CrossoverReportOptions o;
+  o.workload = absl::GetFlag(FLAGS_workload);
+  o.bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
+  o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);
+  o.target.nodes = absl::GetFlag(FLAGS_nodes);
+  o.target.servers = absl::GetFlag(FLAGS_servers);
+  o.target.cpu_speedup = absl::GetFlag(FLAGS_cpu_speedup);
+  o.target.link_bytes_per_second = absl::GetFlag(FLAGS_project_link_gbit) * 1e9 / 8;
+  o.target.latency_s = absl::GetFlag(FLAGS_project_latency_us) * 1e-6;
+  o.map_latency_s = absl::GetFlag(FLAGS_map_latency_us) * 1e-6;
+  o.out_dir = absl::GetFlag(FLAGS_out_dir);
+  ASSIGN_OR_RETURN(const CrossoverReport report, WriteCrossoverReport(model, o, {}));
+  std::cout << report.text;
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psring::bench::model
+
+int main(int argc, char** argv) {
+  psring::InitFlagsUsage(
+      "Projects a frozen psring cost model onto a target cluster for one workload and draws the crossover maps "
+      "(which exchange the model predicts fastest over link rate x latency and N x link rate).\n"
+      "  bazel run //bench/model:crossover_maps -- --model=model.json --workload=resnet50 --nodes=8 --out_dir=/tmp",
+      {"bench/model/"});
+  return psring::RunMain(argc, argv, "crossover_maps",
+                         [](const std::vector<std::string>&) { return psring::bench::model::Run(); });
+}

@@ -1,0 +1,128 @@
+#include "bench/cmd/scaling_flags.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "bench/emulator/cluster_flags.h"
+#include "common/status_macros.h"
+#include "common/runfiles.h"
+
+ABSL_FLAG(std::string, ring_worker, "",
+          "Path of the ring worker binary (//ring:ring_worker). Default: the copy in this binary's Bazel "
+          "runfiles.");
+ABSL_FLAG(std::string, ps_server, "",
+          "Path of the parameter-server binary (//ps:server). Default: the copy in this binary's runfiles.");
+ABSL_FLAG(std::string, ps_worker, "",
+          "Path of the parameter-server worker binary (//ps:worker). Default: the copy in this binary's "
+          "runfiles.");
+ABSL_FLAG(bool, verbose, psring::bench::ScalingOptions().verbose,
+          "Echo every launched process's stderr, with seconds since its job started, while each run goes; rank "
+          "0 of every run prints a line per step (the workers' --log_every=1).");
+ABSL_FLAG(std::string, project_link, "",
+          "Project the fitted model onto a cluster with links of this rate per host and direction, e.g. 25gbit "
+          "(tc units, like --link): replay mode prints '# PROJECTION' lines and writes projection-<workload>.svg "
+          "for the workload's own gradient size and compute (its profile's device times), NOT measured. Empty: "
+          "no projection (//bench:compare's replay part then projects onto 25gbit).");
+ABSL_FLAG(std::string, project_model, "",
+          "The frozen cost model --project_link projects with (JSON written by //bench:calibrate): each exchange "
+          "at the profile's real size and bucket caps, capped by its CPU ceiling measured on the calibration "
+          "host. Empty: the calibration of psring's development machine committed with the source "
+          "(bench/results/calibration_quick_2026-11-26.json). 'alpha-beta': this run's own alpha-beta fit "
+          "carried to the faster link instead (no CPU ceiling: it over-states what fast links give).");
+ABSL_FLAG(std::string, project_latency, "5us",
+          "Latency of the --project_link cluster (a duration: 5us, 0.1ms): one-way host to host for the calibrated "
+          "model, per message (replacing the fitted alpha) for --project_model=alpha-beta.");
+ABSL_FLAG(std::string, out_dir, "",
+          "Directory for scaling.csv, scaling.json and scaling.svg. Default: $BUILD_WORKSPACE_DIRECTORY/out/<name> "
+          "under `bazel run`, else /tmp/psring-<name>.");
+
+namespace psring::bench {
+namespace {
+
+struct BinaryFlag {
+  const absl::Flag<std::string>* flag;
+  const char* name;   // the flag's name
+  const char* label;  // the Bazel target
+};
+
+BinaryFlag FlagFor(Binary binary) {
+  switch (binary) {
+    case Binary::kRingWorker: return {&FLAGS_ring_worker, "ring_worker", "//ring:ring_worker"};
+    case Binary::kPsServer: return {&FLAGS_ps_server, "ps_server", "//ps:server"};
+    case Binary::kPsWorker: return {&FLAGS_ps_worker, "ps_worker", "//ps:worker"};
+  }
+  return {&FLAGS_ring_worker, "ring_worker", "//ring:ring_worker"};
+}
+
+// The flag's path, else the target's runfiles path (psring/ring/ring_worker for //ring:ring_worker).
+absl::StatusOr<std::string> Locate(const BinaryFlag& binary, const char* argv0) {
+  const std::string label = binary.label;
+  std::string rlocation = "psring/" + label.substr(2);
+  rlocation[rlocation.find(':')] = '/';
+  return FindRunfile(argv0, {absl::GetFlag(*binary.flag), rlocation, absl::StrCat("--", binary.name),
+                             absl::StrCat("build it (./bazelw build ", label, ")"), /*executable=*/true});
+}
+
+// --project_link and --project_latency; `fallback` when --project_link is empty.
+absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fallback, const char* argv0) {
+  const std::string link = absl::GetFlag(FLAGS_project_link);
+  if (link.empty()) return fallback;
+  ProjectionTarget target;
+  absl::StatusOr<double> bits = ParseLinkRate(link);
+  if (!bits.ok() || *bits <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--project_link=", link, ": not a link rate (use e.g. 25gbit)"));
+  }
+  target.link_bytes_per_second = *bits / 8;
+  absl::Duration latency;
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_project_latency), &latency) || latency < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("--project_latency=", absl::GetFlag(FLAGS_project_latency),
+                                                   ": not a duration >= 0 (use e.g. 5us)"));
+  }
+  target.latency_s = absl::ToDoubleSeconds(latency);
+  const std::string model = absl::GetFlag(FLAGS_project_model);
+  if (model.empty()) {
+    ASSIGN_OR_RETURN(target.model_path, CommittedModelPath(argv0, "--project_model"));
+  } else if (model != "alpha-beta") {
+    if (access(model.c_str(), R_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat(
+          "--project_model: cannot read the cost model '", model,
+          "': pass a //bench:calibrate model file, or --project_model=alpha-beta for this run's own fit"));
+    }
+    target.model_path = model;
+  }
+  return target;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CommittedModelPath(const char* argv0, const std::string& flag) {
+  return FindRunfile(argv0, {"", kCommittedModelRunfile, flag,
+                             "the committed model (a file from //bench:calibrate) is there under `bazel run`"});
+}
+
+absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
+  for (Exchange e : options->exchanges) {
+    for (Binary b : PluginFor(e).binaries()) {
+      ASSIGN_OR_RETURN(*options->binaries.Mutable(b), Locate(FlagFor(b), argv0));
+    }
+  }
+  options->cluster = ClusterOptionsFromFlags(argv0);
+  ASSIGN_OR_RETURN(options->projection, ProjectionFromFlags(options->projection, argv0));
+  options->verbose = absl::GetFlag(FLAGS_verbose);
+  return absl::OkStatus();
+}
+
+std::string OutDirFromFlags(const std::string& name) {
+  std::string dir = absl::GetFlag(FLAGS_out_dir);
+  if (!dir.empty()) return dir;
+  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  if (workspace != nullptr && *workspace != '\0') return absl::StrCat(workspace, "/out/", name);
+  return absl::StrCat("/tmp/psring-", name);
+}
+
+}  // namespace psring::bench

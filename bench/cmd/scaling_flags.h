@@ -1,0 +1,33 @@
+// The flags //bench:scaling and //bench:compare share, defined once here (the sweep's own flags are in
+// scaling_main.cc, the links' in cluster_flags.cc): where the worker programs are, --verbose and --out_dir.
+#ifndef PSRING_BENCH_SCALING_FLAGS_H_
+#define PSRING_BENCH_SCALING_FLAGS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bench/core/run_record.h"
+
+namespace psring::bench {
+
+// The calibration of psring's development machine committed with the source (bench/results/), as a runfile of
+// //bench:scaling and //bench:compare: the cost model they use unless told otherwise. Recalibrating means
+// changing it here and in bench/BUILD.bazel's data.
+inline constexpr char kCommittedModelRunfile[] = "psring/bench/results/calibration_quick_2026-11-26.json";
+
+// Its path in `argv0`'s runfiles; kNotFound saying what to pass instead (`flag`: the flag that takes a path).
+absl::StatusOr<std::string> CommittedModelPath(const char* argv0, const std::string& flag);
+
+// Fills options->cluster (the link flags), --verbose, the projection target (--project_link,
+// --project_latency; options->projection stays as it is when --project_link is empty) and the paths of the programs options->exchanges launch
+// (--ring_worker/--ps_server/--ps_worker, else the Bazel runfiles of this binary, found from argv0).
+// kNotFound naming the flag to pass when a program cannot be located. Call after absl::ParseCommandLine.
+absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options);
+
+// --out_dir, or $BUILD_WORKSPACE_DIRECTORY/out/<name> under `bazel run`, or /tmp/psring-<name>.
+std::string OutDirFromFlags(const std::string& name);
+
+}  // namespace psring::bench
+
+#endif  // PSRING_BENCH_SCALING_FLAGS_H_

@@ -1,0 +1,89 @@
+// The cluster seam: where a run's processes go, and what the links between them are. The harness
+// (bench/harness/) places and starts every rank and server through this interface only, so the sweep,
+// tables, fits, checks, calibration and validation run unchanged on any cluster that implements it:
+//
+//   implementation                  hosts are               a command starts by         the link is
+//   EmulatedCluster (emulator/)     network namespaces      ip netns exec <ns> argv     tbf rate + delay
+//   loopback (EmulatedCluster's     127.0.0.1               argv as it is               unlimited
+//     fallback)
+//   real hosts (next: mpirun/srun)  hosts of a host list    the launcher (ssh)          measured, not shaped
+//
+//   const Cluster& cluster = ...;
+//   std::vector<std::string> argv = cluster.Command(host, {"/path/ring_worker",
+//                                                          "--iface_addr=" + cluster.HostAddress(host)});
+//
+// Host indices are those of a placement (bench/core/exchange.h): host 0 .. hosts() - 1. Implementations say
+// whether they are thread-safe; the harness uses one from one thread.
+#ifndef PSRING_BENCH_CORE_CLUSTER_H_
+#define PSRING_BENCH_CORE_CLUSTER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bench/core/links.h"
+
+namespace psring::bench {
+
+// Cumulative counters of a latency emulator that holds packets (the NFQUEUE delay program,
+// bench/emulator/netdelay_main.cc); differences between two reads describe what happened in between. A packet
+// released more than 100 us after it was due means the delay program did not get a core in time: the
+// emulator, not the emulated network, set that packet's latency.
+struct DelayCounters {
+  int64_t packets = 0;
+  int64_t late_over_100us = 0;
+  int64_t late_over_1ms = 0;
+  int64_t max_late_us = 0;  // over the program's life (not a difference)
+};
+
+class Cluster {
+ public:
+  virtual ~Cluster() = default;
+
+  virtual int hosts() const = 0;
+  // False when every host is this machine's loopback with unlimited links (no link to measure);
+  // fallback_reason() then says why.
+  virtual bool emulated() const = 0;
+  virtual const std::string& fallback_reason() const = 0;
+  // One line for the progress output: what the hosts are and what the links are.
+  virtual std::string Describe() const = 0;
+
+  // The address processes on `host` bind to and their peers connect to.
+  virtual std::string HostAddress(int host) const = 0;
+  // argv that runs `argv` on `host`.
+  virtual std::vector<std::string> Command(int host, const std::vector<std::string>& argv) const = 0;
+
+  // The link: bytes per second per host and direction (0: unlimited or unknown), the configured one-way
+  // latency in seconds (0: none) and how it is made ("netem", "nfqueue" or "").
+  virtual double link_bytes_per_second() const = 0;
+  virtual double latency_seconds() const = 0;
+  virtual const std::string& latency_method() const = 0;
+
+  // Bytes every host's link has carried so far (index = host; sent, received). kFailedPrecondition where
+  // the cluster has no per-host link counters.
+  virtual absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> AllHostLinkBytes() const = 0;
+  // The delay program's counters so far; kFailedPrecondition where latency_method() is not "nfqueue".
+  virtual absl::StatusOr<DelayCounters> ReadDelayCounters() = 0;
+
+  // One TCP stream's goodput from host `from` to host `to` (bytes/s) after sending `bytes`, and the median
+  // TCP round trip of `rounds` one-byte exchanges (seconds). Each blocks up to 60 s.
+  virtual absl::StatusOr<double> MeasureStream(int from, int to, size_t bytes) const = 0;
+  virtual absl::StatusOr<double> MeasureRtt(int from, int to, int rounds) const = 0;
+
+  // Stops what the cluster started and removes what it created, reporting failures. Idempotent.
+  virtual absl::Status Destroy() = 0;
+};
+
+// Makes the cluster of a sweep: `options` with hosts set to what the sweep's largest run needs. The harness
+// uses the emulated cluster when a sweep gives none.
+using ClusterFactory = std::function<absl::StatusOr<std::unique_ptr<Cluster>>(const ClusterOptions& options)>;
+
+}  // namespace psring::bench
+
+#endif  // PSRING_BENCH_CORE_CLUSTER_H_

@@ -1,0 +1,52 @@
+// The links a bench run is measured on, as the user names them (--link, --latency, --queue, --link_burst,
+// --loopback) and the units they are given in: plain data and pure parsing, shared by the cluster that shapes
+// them (bench/emulator/cluster.h), the harness that records them and the reports and model that read them.
+//
+// Thread-safety: pure functions.
+#ifndef PSRING_BENCH_CORE_LINKS_H_
+#define PSRING_BENCH_CORE_LINKS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace psring::bench {
+
+struct ClusterOptions {
+  int hosts = 2;
+  std::string link = "100mbit";  // tc rate of every host link, each direction ("" or "0": unlimited)
+  // One-way host-to-host latency, e.g. "5ms", "250us" ("" or "0": none). How: `latency_method`.
+  std::string latency;
+  // "auto" (netem where the kernel has it, else the NFQUEUE delay program), "netem" or "nfqueue".
+  std::string latency_method = "auto";
+  // Path of //bench/emulator:netdelay (the NFQUEUE method); the bench binaries find it in their runfiles.
+  std::string delay_program;
+  std::string queue = "50ms";    // tbf queue of every link end, as the time its bytes take at the link rate
+  // tbf burst (token bucket depth) of every link end, as the time its bytes take at the link rate; at least
+  // 10 full frames. A real port never sends above its rate: an idle link passes this many bytes at memory
+  // speed, which the model's ring term counts (bench/model/collective.h). Shallower buckets cost this 2-core
+  // box more timer wake-ups than it has (1 ms: EMULATOR-BOUND runs), see PERFORMANCE.md 1.
+  std::string burst = "10ms";
+  std::string family = "psr";    // name prefix family; the pid and '-' follow
+  bool allow_loopback_fallback = true;  // without CAP_NET_ADMIN: loopback (true) or an error (false)
+  bool force_loopback = false;           // loopback even where namespaces would work
+};
+
+// Bits per second of a tc rate like "100mbit", "1gbit", "500kbit" or "1000000" (bit/s); tc's decimal units.
+absl::StatusOr<double> ParseLinkRate(const std::string& rate);
+
+// One-way latency in seconds of a duration like "5ms", "250us", "0" or "" (none); kInvalidArgument otherwise.
+absl::StatusOr<double> ParseLatency(const std::string& latency);
+
+// The token-bucket depth --link_burst in seconds of link time, in (0, 1]; kInvalidArgument otherwise.
+absl::StatusOr<double> ParseLinkBurst(const std::string& burst);
+
+// The tbf burst in bytes of every link end of `link_bytes_per_second` with a depth of `burst_s` seconds: that
+// much of the link's traffic, at least 10 full frames; 0 without a link limit. What ShapeLink gives tc and
+// what the cost model counts as the emulated link's burst (model::Conditions::link_burst_bytes).
+int64_t TbfBurstBytes(double link_bytes_per_second, double burst_s);
+
+}  // namespace psring::bench
+
+#endif  // PSRING_BENCH_CORE_LINKS_H_

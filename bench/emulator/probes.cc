@@ -1,0 +1,180 @@
+#include "bench/emulator/probes.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace psring::bench {
+
+absl::StatusOr<CpuTimes> ParseProcStat(const std::string& text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "cpu ")) continue;
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    // user nice system idle iowait irq softirq steal [guest guest_nice]
+    uint64_t v[8] = {};
+    if (fields.size() < 8) break;
+    for (int i = 0; i < 8; ++i) {
+      if (!absl::SimpleAtoi(fields[i], &v[i])) {
+        return absl::InvalidArgumentError(absl::StrCat("/proc/stat: bad cpu field '", fields[i], "'"));
+      }
+    }
+    CpuTimes t;
+    t.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    t.total = t.busy + v[3] + v[4];
+    return t;
+  }
+  return absl::InvalidArgumentError("/proc/stat has no well-formed 'cpu ' line");
+}
+
+double BusyFraction(const CpuTimes& from, const CpuTimes& to) {
+  if (to.total <= from.total) return -1;
+  return std::clamp(static_cast<double>(to.busy - from.busy) / static_cast<double>(to.total - from.total),
+                    0.0, 1.0);
+}
+
+absl::StatusOr<uint64_t> ParseCpuPressureTotal(const std::string& text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "some ")) continue;
+    for (absl::string_view field : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      uint64_t total = 0;
+      if (absl::ConsumePrefix(&field, "total=") && absl::SimpleAtoi(field, &total)) return total;
+    }
+    break;
+  }
+  return absl::InvalidArgumentError("/proc/pressure/cpu has no well-formed 'some ... total=<us>' line");
+}
+
+namespace {
+std::string ReadProcFile(const char* path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+}  // namespace
+
+RunSampler::RunSampler(std::function<std::vector<int64_t>()> counters, absl::Duration interval)
+    : counters_(std::move(counters)), interval_(interval) {
+  TakeSample();
+  thread_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(interval_)) TakeSample();
+  });
+}
+
+RunSampler::~RunSampler() { Stop(); }
+
+void RunSampler::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.Notify();
+  thread_.join();
+  TakeSample();
+}
+
+void RunSampler::TakeSample() {
+  absl::StatusOr<CpuTimes> times = ParseProcStat(ReadProcFile("/proc/stat"));
+  if (!times.ok()) return;  // no /proc (then BusyFraction says -1: unknown)
+  // A kernel without PSI (CONFIG_PSI off, or psi=0) has no such file: the stall share is then unknown.
+  absl::StatusOr<uint64_t> stall = ParseCpuPressureTotal(ReadProcFile("/proc/pressure/cpu"));
+  Sample sample{absl::Now(), *times, stall.ok() ? static_cast<int64_t>(*stall) : -1,
+                counters_ ? counters_() : std::vector<int64_t>()};
+  absl::MutexLock lock(&mu_);
+  samples_.push_back(std::move(sample));
+}
+
+std::pair<const RunSampler::Sample*, const RunSampler::Sample*> RunSampler::Window(absl::Time from,
+                                                                                   absl::Time to) const {
+  // The last sample at or before `from` and the first at or after `to`.
+  const Sample* first = nullptr;
+  const Sample* last = nullptr;
+  for (const Sample& s : samples_) {
+    if (s.time <= from || first == nullptr) first = &s;
+    if (s.time >= to) {
+      last = &s;
+      break;
+    }
+  }
+  if (last == nullptr && !samples_.empty()) last = &samples_.back();
+  if (first == nullptr || last == nullptr || first == last) return {nullptr, nullptr};
+  return {first, last};
+}
+
+double RunSampler::BusyFraction(absl::Time from, absl::Time to) const {
+  absl::MutexLock lock(&mu_);
+  const auto [first, last] = Window(from, to);
+  return first == nullptr ? -1 : bench::BusyFraction(first->cpu, last->cpu);
+}
+
+std::vector<int64_t> RunSampler::CounterDeltas(absl::Time from, absl::Time to) const {
+  absl::MutexLock lock(&mu_);
+  const auto [first, last] = Window(from, to);
+  std::vector<int64_t> deltas;
+  if (first == nullptr || first->counters.size() != last->counters.size()) return deltas;
+  for (size_t i = 0; i < first->counters.size(); ++i)
+    deltas.push_back(last->counters[i] - first->counters[i]);
+  return deltas;
+}
+
+double RunSampler::CpuBoundShare(absl::Time from, absl::Time to, double counter_rate) const {
+  if (!(counter_rate > 0)) return -1;
+  absl::MutexLock lock(&mu_);
+  const auto [first, last] = Window(from, to);
+  if (first == nullptr) return -1;
+  double total = 0, bound = 0;
+  for (const Sample* a = first; a != last; ++a) {
+    const Sample* b = a + 1;
+    const double dt = absl::ToDoubleSeconds(b->time - a->time);
+    if (dt <= 0) continue;
+    total += dt;
+    int64_t busiest = 0;
+    for (size_t i = 0; i < a->counters.size() && i < b->counters.size(); ++i) {
+      busiest = std::max(busiest, b->counters[i] - a->counters[i]);
+    }
+    const double cpu = bench::BusyFraction(a->cpu, b->cpu);
+    if (cpu >= kSaturatedCpu && busiest < kLinkUsed * counter_rate * dt) bound += dt;
+  }
+  return total > 0 ? bound / total : -1;
+}
+
+double RunSampler::StallFraction(absl::Time from, absl::Time to) const {
+  absl::MutexLock lock(&mu_);
+  const auto [first, last] = Window(from, to);
+  if (first == nullptr || first->stall_us < 0 || last->stall_us < first->stall_us) return -1;
+  const double window_us = absl::ToDoubleMicroseconds(last->time - first->time);
+  if (window_us <= 0) return -1;
+  return std::clamp(static_cast<double>(last->stall_us - first->stall_us) / window_us, 0.0, 1.0);
+}
+
+BoundVerdict ClassifyRun(const BoundInputs& in) {
+  BoundVerdict v;
+  if (in.box_cpu >= kSaturatedCpu && in.link_util >= 0 && in.link_util < kLinkUsed) {
+    v.emulator_bound = true;
+    v.reason = absl::StrFormat("box CPU %.0f%% busy while the busiest link carried data %.0f%% of the exchange time",
+                               100 * in.box_cpu, 100 * in.link_util);
+  } else if (in.cpu_bound_share >= kBoundShare) {
+    v.emulator_bound = true;
+    v.reason = absl::StrFormat("box CPU >= %.0f%% busy with every link under %.0f%% for %.0f%% of the measured time",
+                               100 * kSaturatedCpu, 100 * kLinkUsed, 100 * in.cpu_bound_share);
+  }
+  if (!v.emulator_bound && in.cpu_stall >= kMaxCpuStall && in.link_util >= 0 && in.link_util < kLinkUsed) {
+    v.emulator_bound = true;
+    v.reason = absl::StrFormat(
+        "runnable tasks waited for a core %.0f%% of the measured time while the busiest link carried data %.0f%% "
+        "of the exchange time",
+        100 * in.cpu_stall, 100 * in.link_util);
+  }
+  if (in.delayed_packets > 0 &&
+      static_cast<double>(in.late_packets) >= kLateShare * static_cast<double>(in.delayed_packets)) {
+    v.emulator_bound = true;
+    if (!v.reason.empty()) v.reason += "; ";
+    v.reason += absl::StrFormat("the delay program released %.1f%% of %d packets > 1 ms late",
+                                100.0 * in.late_packets / in.delayed_packets, in.delayed_packets);
+  }
+  return v;
+}
+
+}  // namespace psring::bench

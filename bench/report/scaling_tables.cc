@@ -1,0 +1,274 @@
+// The scaling report's text (scaling_report.h): the intro, one nccl-tests table per exchange, the model's
+// extrapolation, the acceptance checks and the verdict.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/report/scaling_common.h"
+#include "bench/report/scaling_report.h"
+#include "bench/report/table.h"
+
+namespace psring::bench {
+namespace {
+
+// Acceptance thresholds (bench/PERFORMANCE.md 5).
+constexpr double kRingBusbwFraction = 0.90;
+constexpr double kPsOneLinearTolerance = 0.15;
+constexpr double kModelTolerance = 0.20;
+constexpr double kCheckMinBytes = 4 * kMiB;
+constexpr double kRingCheckBytes = 16 * kMiB;
+
+void PrintIntro(const ScalingResult& result, std::ostream& out) {
+  const ScalingOptions& o = result.options;
+  const double link = result.link_bytes_per_second;
+  Table intro(&out);
+  intro.Comment(absl::StrFormat(
+      "psring scaling: mode %s, %d measured steps per run%s, PS mode %s, ps-dedicated K = %d", o.mode,
+      o.steps, o.mode == "gradient" ? absl::StrFormat(" (+%d warm-up)", o.warmup_steps) : "", o.ps_mode,
+      o.ps_servers));
+  if (result.emulated) {
+    intro.Comment(absl::StrFormat("emulated cluster: one network namespace per host, link %s = %.2f MB/s per "
+                                  "host and direction, queue %s%s",
+                                  o.cluster.link.empty() ? "unlimited" : o.cluster.link, link / 1e6,
+                                  o.cluster.queue,
+                                  o.cluster.latency.empty() ? "" : ", one-way latency " + o.cluster.latency));
+    if (result.stream_bytes_per_second > 0) {
+      intro.Comment(absl::StrFormat("link check: one TCP stream between two hosts carried %.2f MB/s (%.1f%% of the "
+                                    "link); TCP round trip %.3f ms%s",
+                                    result.stream_bytes_per_second / 1e6,
+                                    100 * result.stream_bytes_per_second / std::max(link, 1.0), result.rtt_s * 1e3,
+                                    result.latency_s > 0 ? absl::StrFormat(" (configured one-way latency %.3g ms, %s)",
+                                                                           result.latency_s * 1e3,
+                                                                           result.latency_method)
+                                                         : ""));
+    }
+  } else {
+    intro.Comment("LOOPBACK (" + result.fallback_reason + "): no link limits, figures are not network figures");
+  }
+  intro.Comment("time = exchange time per step; algbw = S/time; busbw = algbw*2(N-1)/N (nccl-tests); "
+                "model = fitted alpha-beta; sent_MB = payload a worker sent per measured step (max over ranks); "
+                "link_MB = busiest host link direction over the whole job (frames, set-up and warm-up included) "
+                "per step");
+  out << "#\n";
+}
+
+Row TableRow(const ScalingResult& result, const RunRecord& r) {
+  Row row = MakeRow(r.bytes, r.bytes / 4, r.exchange_s, PluginFor(r.exchange).BusFactor(r.nodes), r.wrong);
+  row.extra = {static_cast<double>(r.nodes),
+               static_cast<double>(r.servers),
+               r.step_s * 1e3,
+               r.compute_s * 1e3,
+               ModelSeconds(result, r.exchange, r.nodes, r.bytes) * 1e3,
+               100 * ModelRelativeError(result, r),
+               r.bytes_sent_per_step / 1e6,
+               r.link_bytes_per_step / 1e6,
+               r.samples_per_s};
+  if (!result.options.bucket_mbs.empty()) row.extra.push_back(r.bucket_mb);
+  row.extra.push_back(r.box_cpu >= 0 ? 100 * r.box_cpu : -1);
+  row.extra.push_back(r.link_util >= 0 ? 100 * r.link_util : -1);
+  row.extra.push_back(r.cpu_stall >= 0 ? 100 * r.cpu_stall : -1);
+  row.emulator_bound = r.emulator_bound;
+  return row;
+}
+
+std::string FitLine(const ScalingResult& result, Exchange e, const ModelFit& f) {
+  const double link = result.link_bytes_per_second;
+  return absl::StrFormat(
+      "model %s: alpha = %.1f us, beta = %.3f ns/B (1/beta = %.2f MB/s%s), max |error| %.1f%% over %d points",
+      ExchangeName(e), f.alpha * 1e6, f.beta * 1e9, f.beta > 0 ? 1e-6 / f.beta : 0,
+      link > 0 ? absl::StrFormat("; link %.2f MB/s", link / 1e6) : "", 100 * f.max_relative_error, f.points);
+}
+
+// One nccl-tests table per exchange: every run (failed ones as comments), the footer, the fitted model.
+void PrintExchangeTable(const ScalingResult& result, Exchange e, std::ostream& out) {
+  std::vector<std::string> columns = {"N", "K", "step_ms", "comp_ms", "model_ms", "err%", "sent_MB", "link_MB",
+                                      "samples/s"};
+  if (!result.options.bucket_mbs.empty()) columns.push_back("bucket_MB");  // train mode: 0 = flat
+  columns.push_back("cpu%");
+  columns.push_back("link%");
+  columns.push_back("stall%");
+  Table table(&out, columns);
+  table.Comment(absl::StrFormat("exchange %s", ExchangeName(e)));
+  table.Header();
+  for (const auto& r : result.records) {
+    if (r.exchange != e) continue;
+    if (r.ok()) {
+      table.Add(TableRow(result, r));
+    } else {
+      table.Comment(absl::StrFormat("N=%d S=%s FAILED: %s", r.nodes, Size(r.bytes),
+                                    r.error.substr(0, r.error.find('\n'))));
+    }
+  }
+  table.Footer();
+  auto fit = result.fits.find(e);
+  if (fit != result.fits.end()) table.Comment(FitLine(result, e, fit->second));
+  out << "#\n";
+}
+
+// The model at N that were not measured, at the largest S.
+void PrintExtrapolation(const ScalingResult& result, std::ostream& out) {
+  const std::vector<size_t> sizes = Sizes(result);
+  if (sizes.empty() || result.fits.empty()) return;
+  const double s = sizes.back();
+  const std::vector<Exchange> exchanges = ExchangesRun(result);
+  std::string header = absl::StrFormat("# MODEL %8s", "N");
+  for (Exchange e : exchanges) absl::StrAppendFormat(&header, " %14s", ExchangeName(e) + "_s");
+  for (Exchange e : exchanges) absl::StrAppendFormat(&header, " %14s", ExchangeName(e) + "_busMB");
+  out << absl::StrFormat("# MODEL extrapolation (NOT measured): exchange time per step (s) and busbw (MB/s) at "
+                         "S = %s from the fitted alpha-beta model\n",
+                         Size(s))
+      << header << "\n";
+  for (int n : result.options.extrapolate_nodes) {
+    std::string line = absl::StrFormat("# MODEL %8d", n);
+    for (Exchange e : exchanges) absl::StrAppendFormat(&line, " %14.3f", ModelSeconds(result, e, n, s));
+    for (Exchange e : exchanges) {
+      const double t = ModelSeconds(result, e, n, s);
+      absl::StrAppendFormat(&line, " %14.3f", t > 0 ? s / t * PluginFor(e).BusFactor(n) / 1e6 : 0);
+    }
+    out << line << "\n";
+  }
+  out << "#\n";
+}
+
+// Check 1: the ring's busbw against the link.
+void PrintRingBusbwChecks(const ScalingResult& result, std::ostream& out) {
+  const double link = result.link_bytes_per_second;
+  for (const auto& r : result.records) {
+    if (!r.usable() || r.exchange != Exchange::kRing || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
+    const double fraction = r.busbw / link;
+    out << CheckLine(absl::StrFormat("ring busbw N=%d S=%s: %.2f MB/s = %.1f%% of link (>= %.0f%%)", r.nodes,
+                                     Size(r.bytes), r.busbw / 1e6, 100 * fraction, 100 * kRingBusbwFraction),
+                     JudgeCheck(fraction, kRingBusbwFraction, /*at_most=*/false, r.step_spread), r.step_spread);
+  }
+}
+
+// Check 2: one PS shard against N*S/B, then (for information) against its own N = 1 step.
+void PrintPsOneChecks(const ScalingResult& result, std::ostream& out) {
+  for (const auto& r : result.records) {
+    if (!r.usable() || r.exchange != Exchange::kPsOne || r.bytes < kRingCheckBytes) continue;
+    const double ideal = r.nodes * static_cast<double>(r.bytes) / result.link_bytes_per_second;
+    const double ratio = r.exchange_s / ideal;
+    out << CheckLine(absl::StrFormat("ps-1 linear N=%d S=%s: %.3f s vs N*S/B = %.3f s, ratio %.3f (within %.0f%%)",
+                                     r.nodes, Size(r.bytes), r.exchange_s, ideal, ratio, 100 * kPsOneLinearTolerance),
+                     Combine({JudgeCheck(ratio, 1 + kPsOneLinearTolerance, /*at_most=*/true, r.step_spread),
+                              JudgeCheck(ratio, 1 - kPsOneLinearTolerance, /*at_most=*/false, r.step_spread)}),
+                     r.step_spread);
+  }
+  for (const auto& r : result.records) {
+    if (!r.usable() || r.exchange != Exchange::kPsOne || r.nodes < 2 || r.bytes < kRingCheckBytes) continue;
+    const RunRecord* one = Find(result, Exchange::kPsOne, 1, r.bytes);
+    if (one == nullptr || one->exchange_s <= 0) continue;
+    const double ratio = r.exchange_s / (r.nodes * one->exchange_s);
+    out << absl::StrFormat("# info ps-1 growth N=%d S=%s: T(N) / (N * T(1)) = %.3f (1 = exactly linear)\n", r.nodes,
+                           Size(r.bytes), ratio);
+  }
+}
+
+// Information: every exchange's points with S >= 4 MiB against its fitted model.
+void PrintModelFitChecks(const ScalingResult& result, std::ostream& out) {
+  for (Exchange e : ExchangesRun(result)) {
+    double worst = 0;
+    int points = 0;
+    for (const auto& r : result.records) {
+      if (!r.usable() || r.exchange != e || r.bytes < kCheckMinBytes || r.exchange_s <= 0 || !CrossesLink(r)) continue;
+      if (ModelSeconds(result, e, r.nodes, r.bytes) <= 0) continue;
+      worst = std::max(worst, std::abs(ModelRelativeError(result, r)));
+      ++points;
+    }
+    if (points == 0) continue;
+    // In-sample (the fit's own points): information, not a check (a fit scored on its own points cannot
+    // show the model predicts anything). Held-out accuracy: //bench:validate, and compare's held-out part.
+    out << absl::StrFormat(
+        "# info model fit %s S>=4 MiB (in-sample: the points it was fitted on): max |error| %.1f%% over %d "
+        "points%s\n",
+        ExchangeName(e), 100 * worst, points, worst <= kModelTolerance ? "" : " (the alpha-beta form fits badly)");
+  }
+}
+
+}  // namespace
+
+void PrintReport(const ScalingResult& result, std::ostream& out) {
+  PrintIntro(result, out);
+  if (result.options.mode == "replay") {
+    for (Exchange e : ExchangesRun(result)) {
+      auto fit = result.fits.find(e);
+      if (fit != result.fits.end()) out << "# " << FitLine(result, e, fit->second) << " (flat exchanges)\n";
+    }
+    out << "#\n";
+    PrintReplayReport(result, out);
+    return;
+  }
+  for (Exchange e : ExchangesRun(result)) PrintExchangeTable(result, e, out);
+  PrintExtrapolation(result, out);
+  // The acceptance checks mean something only on shaped links.
+  if (result.link_bytes_per_second <= 0) return;
+  std::ostringstream checks;
+  PrintRingBusbwChecks(result, checks);
+  PrintPsOneChecks(result, checks);
+  PrintModelFitChecks(result, checks);
+  out << "# Acceptance checks (bench/PERFORMANCE.md)";
+  if (checks.str().empty()) {
+    // No bare heading: say which sizes the checks need, so the user knows how to get them.
+    size_t largest = 0;
+    for (const RunRecord& r : result.records) largest = std::max(largest, r.bytes);
+    out << absl::StrFormat(
+        ": none applies to this sweep. The ring busbw and ps-1 checks need S >= %s, the model-fit check S >= %s "
+        "with N >= 2; the largest S here is %s (gradient mode with --model_bytes=16M runs them all)\n",
+        Size(kRingCheckBytes), Size(kCheckMinBytes), Size(largest));
+  } else {
+    out << "\n" << checks.str();
+  }
+  out << "#\n";
+}
+
+void PrintVerdict(const ScalingResult& result, std::ostream& out) {
+  if (result.options.mode == "replay") return PrintReplayVerdict(result, out);
+  if (result.options.bucket_mbs.size() > 1) {
+    // Train mode with several bucket caps: one verdict per cap.
+    for (double mb : result.options.bucket_mbs) {
+      ScalingResult slice = result;
+      slice.options.bucket_mbs = {mb};
+      slice.records.clear();
+      for (const RunRecord& r : result.records) {
+        if (r.bucket_mb == mb) slice.records.push_back(r);
+      }
+      out << absl::StrFormat("# --bucket_mb=%g%s\n", mb, mb == 0 ? " (flat exchange after backward)" : "");
+      PrintVerdict(slice, out);
+    }
+    return;
+  }
+  const std::vector<Exchange> exchanges = ExchangesRun(result);
+  for (size_t bytes : Sizes(result)) {
+    out << absl::StrFormat("# VERDICT %s, %s: seconds per step (x slower than the fastest)\n",
+                           result.options.mode == "train" ? "training the MLP" : "gradient exchange",
+                           "S = " + Size(bytes));
+    std::string header = absl::StrFormat("#%5s  %-13s", "N", "fastest");
+    for (Exchange e : exchanges) absl::StrAppendFormat(&header, " %18s", ExchangeName(e));
+    out << header << "\n";
+    for (int n : result.options.nodes) {
+      const RunRecord* best = nullptr;
+      for (Exchange e : exchanges) {
+        const RunRecord* r = Find(result, e, n, bytes);
+        if (r != nullptr && (best == nullptr || r->step_s < best->step_s)) best = r;
+      }
+      std::string line = absl::StrFormat(" %5d  %-13s", n, best ? ExchangeName(best->exchange) : "-");
+      for (Exchange e : exchanges) {
+        const RunRecord* r = Find(result, e, n, bytes);
+        if (r == nullptr) {
+          absl::StrAppendFormat(&line, " %18s", "failed/not run");
+        } else {
+          // The ring on one node exchanges nothing, so its step is ~0 s: no meaningful ratio there.
+          const bool nothing_exchanged = n == 1 && best->exchange == Exchange::kRing;
+          const double ratio = best->step_s > 0 && !nothing_exchanged ? r->step_s / best->step_s : 0;
+          const std::string times = ratio <= 0 ? "-" : ratio < 1000 ? absl::StrFormat("%.1fx", ratio) : ">999x";
+          absl::StrAppendFormat(&line, " %18s", absl::StrFormat("%.3f (%s)", r->step_s, times));
+        }
+      }
+      out << line << "\n";
+    }
+  }
+}
+
+}  // namespace psring::bench
