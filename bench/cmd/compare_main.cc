@@ -7,10 +7,10 @@
 //   3. replaying a real model profile (ResNet-50) with its per-layer gradients and compute, same N and
 //      exchanges, without and with overlap (flat and DDP's 25 MB buckets), its bytes scaled down by one
 //      factor (kReplayBytesScale) so the emulated 100 Mbit/s links stand for a faster real network
-//      (bench/PERFORMANCE.md 7.6); with --model=none its fitted alpha-beta model is projected onto
-//      --project_link (default 25 Gbit/s), else part 5 projects;
+//      (bench/PERFORMANCE.md 7.6); part 5 projects it;
 //   4. how far to trust the model: the frozen cost model (--model; default the calibration of psring's
-//      development machine committed under bench/results/) predicts a few conditions it never saw (another
+//      development machine committed under bench/results/; the one model every part's model figures come
+//      from) predicts a few conditions it never saw (another
 //      link rate and latency; gradient N = 8 and ResNet-50 flat and bucketed at N = 4), each printed before
 //      it runs; then predicted vs measured, the error against issue 21's targets and winner accuracy;
 //   5. the same model's projection of ResNet-50 (25 MB buckets, N = 8) onto --project_link with each
@@ -43,11 +43,6 @@ ABSL_FLAG(bool, gradient, true, "Compare the exchanges on a 4 MiB gradient excha
 ABSL_FLAG(bool, train, true, "Also compare the exchanges while training the MLP (part 2).");
 ABSL_FLAG(bool, replay, true,
           "Also compare them replaying the ResNet-50 profile without and with overlap (part 3).");
-ABSL_FLAG(std::string, model, "",
-          "The frozen cost model (JSON written by //bench:calibrate) that parts 4 and 5 use. Empty: the "
-          "calibration of psring's development machine committed with the source "
-          "(bench/results/calibration_quick_2026-11-26.json; its host and date are printed: run "
-          "//bench:calibrate for a model of your own machine). 'none': skip parts 4 and 5.");
 ABSL_FLAG(bool, held_out, true,
           "Part 4: run a few conditions the model never saw (150 Mbit/s, 2 ms) and show its error and winner "
           "accuracy (about 2 minutes).");
@@ -79,10 +74,6 @@ ProjectionTarget CompareProjection(const ScalingOptions& base) {
   return {25e9 / 8, 5e-6};
 }
 
-// With a calibrated model (parts 4 and 5) the replay part prints no alpha-beta projection of its own: that one
-// carries the 100 Mbit/s efficiency to fast links and ignores the exchanges' CPU ceilings (part 5 does not).
-bool ModelPartsRun() { return absl::GetFlag(FLAGS_model) != "none"; }
-
 ScalingOptions ReplayPart(const ScalingOptions& base, const std::string& out_dir) {
   ScalingOptions replay = base;
   replay.workloads = {"resnet50"};
@@ -91,7 +82,7 @@ ScalingOptions ReplayPart(const ScalingOptions& base, const std::string& out_dir
   replay.steps = 3;
   replay.warmup_steps = 1;
   replay.timeline_dir = out_dir + "/timelines";
-  replay.projection = ModelPartsRun() ? ProjectionTarget{} : CompareProjection(base);
+  replay.projection = ProjectionTarget{};  // part 5 projects
   return replay;
 }
 
@@ -119,23 +110,15 @@ ValidationPlan HeldOutPart() {
   return plan;
 }
 
-absl::StatusOr<std::string> ModelPath(const char* argv0) {
-  const std::string flag = absl::GetFlag(FLAGS_model);
-  if (!flag.empty()) return flag;
-  absl::StatusOr<std::string> path = CommittedModelPath(argv0, "--model");
-  if (!path.ok()) return absl::NotFoundError(absl::StrCat(path.status().message(), " or --model=none"));
-  return path;
-}
-
 // Parts 4 and 5 (see the top of the file).
-absl::Status ModelParts(const char* argv0, const ScalingOptions& base, const std::string& out_dir) {
-  ASSIGN_OR_RETURN(const std::string path, ModelPath(argv0));
+absl::Status ModelParts(const ScalingOptions& base, const std::string& out_dir) {
+  const std::string& path = base.model_path;
   ASSIGN_OR_RETURN(const proto::CostModelFile model, model::ReadModelFile(path));
-  const std::string which =
-      absl::StrFormat("the frozen model of %s, %s (%s)", model.host(), model.date(),
-                      absl::GetFlag(FLAGS_model).empty() ? "committed with psring, calibrated on its development "
-                                                           "machine: run //bench:calibrate for yours"
-                                                         : path);
+  const std::string which = absl::StrFormat(
+      "the frozen model of %s, %s (%s)", model.host(), model.date(),
+      path.find(kCommittedModelRunfile + std::string("psring/").size()) != std::string::npos
+          ? "committed with psring, calibrated on its development machine: run //bench:calibrate for yours"
+          : path);
   absl::Status status = absl::OkStatus();
   if (absl::GetFlag(FLAGS_held_out)) {
     std::cout << "#\n# PART 4: how far to trust the model: " << which
@@ -201,8 +184,8 @@ absl::Status Main(const char* argv0) {
     absl::Status third = RunAndReport(ReplayPart(gradient, replay_dir), replay_dir);
     if (status.ok()) status = third;
   }
-  if (ModelPartsRun()) {
-    absl::Status fourth = ModelParts(argv0, gradient, out_dir);
+  if (!gradient.model_path.empty()) {
+    absl::Status fourth = ModelParts(gradient, out_dir);
     if (status.ok()) status = fourth;
   }
   return status;

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/harness/sweep.h"
-#include "bench/model/sweep_fit.h"
+#include "bench/model/sweep_model.h"
 #include "bench/report/scaling_report.h"
 #include "common/status_macros.h"
 

@@ -23,20 +23,21 @@ ABSL_FLAG(std::string, ps_worker, "",
 ABSL_FLAG(bool, verbose, psring::bench::ScalingOptions().verbose,
           "Echo every launched process's stderr, with seconds since its job started, while each run goes; rank "
           "0 of every run prints a line per step (the workers' --log_every=1).");
+ABSL_FLAG(std::string, model, "",
+          "The frozen cost model (JSON written by //bench:calibrate) every model figure comes from: each run's "
+          "predicted time (model_ms, err%), the '# MODEL' extrapolation, the model curves, '# PROJECTION' and, in "
+          "//bench:compare, parts 4 and 5. Nothing is fitted to the sweep it judges. Empty: the calibration of "
+          "psring's development machine committed with the source "
+          "(bench/results/calibration_quick_2026-11-26.json; its host and date are printed: run //bench:calibrate "
+          "for a model of your own machine). 'none': no model figures (and no parts 4 and 5).");
 ABSL_FLAG(std::string, project_link, "",
-          "Project the fitted model onto a cluster with links of this rate per host and direction, e.g. 25gbit "
-          "(tc units, like --link): replay mode prints '# PROJECTION' lines and writes projection-<workload>.svg "
-          "for the workload's own gradient size and compute (its profile's device times), NOT measured. Empty: "
-          "no projection (//bench:compare's replay part then projects onto 25gbit).");
-ABSL_FLAG(std::string, project_model, "",
-          "The frozen cost model --project_link projects with (JSON written by //bench:calibrate): each exchange "
-          "at the profile's real size and bucket caps, capped by its CPU ceiling measured on the calibration "
-          "host. Empty: the calibration of psring's development machine committed with the source "
-          "(bench/results/calibration_quick_2026-11-26.json). 'alpha-beta': this run's own alpha-beta fit "
-          "carried to the faster link instead (no CPU ceiling: it over-states what fast links give).");
+          "Project the model onto a cluster with links of this rate per host and direction, e.g. 25gbit (tc "
+          "units, like --link): replay mode prints '# PROJECTION' lines and writes projection-<workload>.svg for "
+          "the workload's own gradient size and compute (its profile's device times), each exchange capped by its "
+          "CPU ceiling measured on the calibration host, NOT measured. Empty: no projection (//bench:compare's "
+          "part 5 then projects onto 25gbit).");
 ABSL_FLAG(std::string, project_latency, "5us",
-          "Latency of the --project_link cluster (a duration: 5us, 0.1ms): one-way host to host for the calibrated "
-          "model, per message (replacing the fitted alpha) for --project_model=alpha-beta.");
+          "One-way host-to-host latency of the --project_link cluster (a duration: 5us, 0.1ms).");
 ABSL_FLAG(std::string, out_dir, "",
           "Directory for scaling.csv, scaling.json and scaling.svg. Default: $BUILD_WORKSPACE_DIRECTORY/out/<name> "
           "under `bazel run`, else /tmp/psring-<name>.");
@@ -69,7 +70,7 @@ absl::StatusOr<std::string> Locate(const BinaryFlag& binary, const char* argv0) 
 }
 
 // --project_link and --project_latency; `fallback` when --project_link is empty.
-absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fallback, const char* argv0) {
+absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fallback) {
   const std::string link = absl::GetFlag(FLAGS_project_link);
   if (link.empty()) return fallback;
   ProjectionTarget target;
@@ -84,17 +85,6 @@ absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fal
                                                    ": not a duration >= 0 (use e.g. 5us)"));
   }
   target.latency_s = absl::ToDoubleSeconds(latency);
-  const std::string model = absl::GetFlag(FLAGS_project_model);
-  if (model.empty()) {
-    ASSIGN_OR_RETURN(target.model_path, CommittedModelPath(argv0, "--project_model"));
-  } else if (model != "alpha-beta") {
-    if (access(model.c_str(), R_OK) != 0) {
-      return absl::NotFoundError(absl::StrCat(
-          "--project_model: cannot read the cost model '", model,
-          "': pass a //bench:calibrate model file, or --project_model=alpha-beta for this run's own fit"));
-    }
-    target.model_path = model;
-  }
   return target;
 }
 
@@ -105,6 +95,21 @@ absl::StatusOr<std::string> CommittedModelPath(const char* argv0, const std::str
                              "the committed model (a file from //bench:calibrate) is there under `bazel run`"});
 }
 
+absl::StatusOr<std::string> ModelFromFlags(const char* argv0) {
+  const std::string model = absl::GetFlag(FLAGS_model);
+  if (model == "none") return std::string();
+  if (model.empty()) {
+    absl::StatusOr<std::string> path = CommittedModelPath(argv0, "--model");
+    if (!path.ok()) return absl::NotFoundError(absl::StrCat(path.status().message(), " (or --model=none)"));
+    return path;
+  }
+  if (access(model.c_str(), R_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("--model: cannot read the cost model '", model,
+                                            "': pass a //bench:calibrate model file, or --model=none"));
+  }
+  return model;
+}
+
 absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
   for (Exchange e : options->exchanges) {
     for (Binary b : PluginFor(e).binaries()) {
@@ -112,7 +117,8 @@ absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
     }
   }
   options->cluster = ClusterOptionsFromFlags(argv0);
-  ASSIGN_OR_RETURN(options->projection, ProjectionFromFlags(options->projection, argv0));
+  ASSIGN_OR_RETURN(options->projection, ProjectionFromFlags(options->projection));
+  ASSIGN_OR_RETURN(options->model_path, ModelFromFlags(argv0));
   options->verbose = absl::GetFlag(FLAGS_verbose);
   return absl::OkStatus();
 }

@@ -12,18 +12,23 @@
 namespace psring::bench {
 
 // The calibration of psring's development machine committed with the source (bench/results/), as a runfile of
-// //bench:scaling and //bench:compare: the cost model they use unless told otherwise. Recalibrating means
+// //bench:scaling and //bench:compare: the cost model they use unless told otherwise (--model). Recalibrating means
 // changing it here and in bench/BUILD.bazel's data.
 inline constexpr char kCommittedModelRunfile[] = "psring/bench/results/calibration_quick_2026-11-26.json";
 
 // Its path in `argv0`'s runfiles; kNotFound saying what to pass instead (`flag`: the flag that takes a path).
 absl::StatusOr<std::string> CommittedModelPath(const char* argv0, const std::string& flag);
 
-// Fills options->cluster (the link flags), --verbose, the projection target (--project_link,
-// --project_latency; options->projection stays as it is when --project_link is empty) and the paths of the programs options->exchanges launch
+// Fills options->cluster (the link flags), --verbose, the model (--model: options->model_path, "" for
+// --model=none), the projection target (--project_link, --project_latency; options->projection stays as it is
+// when --project_link is empty) and the paths of the programs options->exchanges launch
 // (--ring_worker/--ps_server/--ps_worker, else the Bazel runfiles of this binary, found from argv0).
 // kNotFound naming the flag to pass when a program cannot be located. Call after absl::ParseCommandLine.
 absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options);
+
+// --model: the committed model's path for "" (kNotFound outside Bazel's runfiles, naming the flag), "" for
+// "none", else the file given (kNotFound when it cannot be read).
+absl::StatusOr<std::string> ModelFromFlags(const char* argv0);
 
 // --out_dir, or $BUILD_WORKSPACE_DIRECTORY/out/<name> under `bazel run`, or /tmp/psring-<name>.
 std::string OutDirFromFlags(const std::string& name);

@@ -1,5 +1,6 @@
 // //bench:scaling: step time, algbw/busbw and bytes per host of the ring and the parameter server for a list of
-// node counts on an emulated cluster; fits the alpha-beta model and extrapolates it. See bench/PERFORMANCE.md.
+// node counts on an emulated cluster, beside the calibrated model's prediction of each run and its
+// extrapolation. See bench/PERFORMANCE.md.
 //
 //   ./bazelw run //bench:scaling -- --nodes=2,4,8 --exchanges=ring,ps-1 --model_bytes=4M,16M
 //
@@ -203,8 +204,9 @@ absl::Status Main(const char* argv0) {
 int main(int argc, char** argv) {
   psring::InitFlagsUsage(
       "Scaling sweep of the ring allreduce and the parameter server on an emulated cluster (network namespaces "
-      "with tc-limited links; loopback without root). Prints nccl-tests-style tables, the fitted alpha-beta "
-      "model and its extrapolation, and writes CSV, JSON and an SVG plot. See bench/PERFORMANCE.md.",
+      "with tc-limited links; loopback without root). Prints nccl-tests-style tables beside the calibrated "
+      "model's predictions (--model) and its extrapolation, and writes CSV, JSON and an SVG plot. See "
+      "bench/PERFORMANCE.md.",
       {"bench/"});
   psring::ParseFlags(argc, argv);
   absl::Status status = psring::bench::Main(argv[0]);

@@ -31,7 +31,6 @@ ABSL_DECLARE_FLAG(std::string, link);
 ABSL_DECLARE_FLAG(std::string, latency);
 ABSL_DECLARE_FLAG(bool, loopback);
 
-ABSL_FLAG(std::string, model, "", "The frozen model file from //bench:calibrate (JSON). Required.");
 ABSL_FLAG(bool, quick, false,
           "The quick plan (~10 min on 2 cores): gradient 4 MiB at 150 Mbit/s 2 ms (N = 4, 12, run twice for the "
           "noise) and 20 ms (N = 8, 16), ResNet-50 bytes/64 flat and 25 MB buckets at 150 Mbit/s 2 ms (N = 4, 8). "
@@ -107,10 +106,11 @@ absl::Status Run(const char* argv0) {
     return absl::InvalidArgumentError(
         "validate runs its own held-out link conditions: leave --link, --latency and --loopback unset");
   }
-  const std::string model_path = absl::GetFlag(FLAGS_model);
+  ASSIGN_OR_RETURN(const std::string model_path, ModelFromFlags(argv0));
   if (model_path.empty()) {
     return absl::InvalidArgumentError(
-        "--model is required: the file //bench:calibrate wrote (e.g. out/calibrate/model.json)");
+        "validate judges a model: pass --model=FILE (e.g. out/calibrate/model.json), or leave it unset for the "
+        "committed one");
   }
   ASSIGN_OR_RETURN(const proto::CostModelFile model, model::ReadModelFile(model_path));
   ASSIGN_OR_RETURN(const ValidationPlan wanted, PlanFromFlags());

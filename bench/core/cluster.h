@@ -54,6 +54,10 @@ class Cluster {
   // One line for the progress output: what the hosts are and what the links are.
   virtual std::string Describe() const = 0;
 
+  // The cores every host's processes share: this machine's for an emulated cluster (all hosts on one box,
+  // which the model's CPU term accounts for); 0 where each host has cores of its own.
+  virtual double box_cores() const = 0;
+
   // The address processes on `host` bind to and their peers connect to.
   virtual std::string HostAddress(int host) const = 0;
   // argv that runs `argv` on `host`.
@@ -79,6 +83,10 @@ class Cluster {
   // Stops what the cluster started and removes what it created, reporting failures. Idempotent.
   virtual absl::Status Destroy() = 0;
 };
+
+// The cores this process may run on (sched_getaffinity; hardware_concurrency as a fallback): what every
+// process of an emulated cluster on this machine shares.
+double BoxCores();
 
 // Makes the cluster of a sweep: `options` with hosts set to what the sweep's largest run needs. The harness
 // uses the emulated cluster when a sweep gives none.

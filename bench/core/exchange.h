@@ -5,7 +5,8 @@
 //   placement       which host runs each worker rank and each PS shard (host indices of bench/core/cluster.h)
 //   programs        the worker and server programs it needs (their command lines: bench/harness/launch.h)
 //   bus factor      busbw = algbw * BusFactor(N)
-//   cost terms      the alpha-beta features (bench/model/alpha_beta.h): messages and busiest-link bytes
+//   cost terms      messages and busiest-link bytes of one step: the harness's time limits (the model's own
+//                   counts per topology are bench/model/collective.h's)
 //
 //   exchange       placement                                       servers K   cost terms (messages, bytes)
 //   ring           rank r on host r                                0           2(N-1), 2(N-1)/N * S
@@ -35,7 +36,7 @@ enum class Exchange { kRing, kPsOne, kPsColocated, kPsDedicated };
 // How an exchange's processes talk: the launcher of its command lines (bench/harness/launch.h) is per family.
 enum class Family { kRing, kParameterServer };
 
-// The cost model's two features of one collective (bench/model/alpha_beta.h).
+// Two features of one collective: what the harness sizes a run's time limits from.
 struct CostTerms {
   double messages = 0;    // latency terms
   double link_bytes = 0;  // bytes through the busiest link direction; 0: nothing crosses a link
@@ -73,9 +74,8 @@ class ExchangePlugin {
 
   // busbw / algbw at N workers.
   virtual double BusFactor(int nodes) const = 0;
-  // The cost model's features of one step of S bytes with K = `servers`; the overlap model (bench/report/
-  // replay_model.cc) charges each bucket of a bucketed step with Terms of the bucket's bytes, so they must
-  // also describe what the exchange does with one bucket.
+  // The messages and busiest-link bytes of one step of S bytes with K = `servers` (also of one bucket: the
+  // PS slices every bucket over all K shards).
   virtual CostTerms Terms(int nodes, int servers, double bytes) const = 0;
 };
 

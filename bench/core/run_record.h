@@ -13,17 +13,16 @@
 #include "bench/core/cluster.h"
 #include "bench/core/exchange.h"
 #include "bench/core/links.h"
+#include "proto/workload.pb.h"
 #include "trainer/exchange.h"
 
 namespace psring::bench {
 
-// A target cluster for the projection.
+// A target cluster for the projection (the calibrated model of ScalingOptions::model_path at the workload's
+// real size, each exchange capped by its CPU ceiling measured on the calibration host).
 struct ProjectionTarget {
   double link_bytes_per_second = 0;  // per host and direction, e.g. 25 Gbit/s = 3.125e9
-  double latency_s = 0;              // per message (alpha-beta) or one-way (calibrated model)
-  // The frozen calibrated model (bench/model/, a //bench:calibrate JSON file) that projects, each exchange
-  // capped by its measured CPU ceiling; empty: the run's own alpha-beta fit carried over (no CPU ceiling).
-  std::string model_path;
+  double latency_s = 0;              // one-way host to host
 };
 
 struct ScalingOptions {
@@ -70,7 +69,11 @@ struct ScalingOptions {
   // --timeline=<dir>/<run>/rank<r>.json and the harness merges each run's ranks into <dir>/<run>.json (one
   // pid per rank).
   std::string timeline_dir;
-  // The cluster to project the fitted model onto (link 0: no projection).
+  // The frozen calibrated model (bench/model/, a //bench:calibrate JSON file) every model figure of the
+  // reports comes from: each run's predicted time at its own conditions, the extrapolation, the projection.
+  // "": no model figures.
+  std::string model_path;
+  // The cluster to project the model onto (link 0: no projection).
   ProjectionTarget projection;
   std::vector<std::string> worker_args;     // extra flags for every worker
   std::vector<std::string> server_args;     // extra flags for every PS server
@@ -136,12 +139,17 @@ struct SweepResult {
   double latency_s = 0;                // configured one-way latency (0: none)
   std::string latency_method;          // "netem", "nfqueue" or "" (bench/core/cluster.h)
   double rtt_s = 0;                    // the link check's TCP round trip between two hosts (0: not measured)
+  double box_cores = 0;                // the cores all the sweep's processes shared (0: hosts of their own)
   std::vector<RunRecord> records;
 };
 
 // A bucket cap as the workers get it: `real_mb` (a --bucket_mb or --first_bucket_mb of the real model) divided
 // by --bytes_scale in replay mode, where the workers replay the scaled copy; unchanged otherwise.
 double WorkerBucketMb(const ScalingOptions& options, double real_mb);
+
+// What replaying workers get under --bytes_scale: every layer's parameter count divided by `bytes_scale`
+// (rounded, at least 1), compute unchanged; the workload itself when bytes_scale is 1.
+proto::Workload ScaledWorkload(proto::Workload workload, double bytes_scale);
 
 }  // namespace psring::bench
 

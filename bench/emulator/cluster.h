@@ -89,6 +89,8 @@ class EmulatedCluster final : public Cluster {
   // "4 hosts (network namespaces psr123-h0...), links 100mbit each way, one-way latency 5ms (nfqueue)", or
   // the loopback fallback and its reason.
   std::string Describe() const override;
+  // BoxCores(): every host is a namespace of this machine.
+  double box_cores() const override { return BoxCores(); }
 
   // IPv4 address of host i (198.18.x.y, or 127.0.0.1 on loopback).
   std::string HostAddress(int host) const override;

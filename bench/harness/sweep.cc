@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ScalingOptions& o, S
   } else {
     ASSIGN_OR_RETURN(cluster, EmulatedCluster::Create(cluster_options));
   }
+  result->box_cores = cluster->box_cores();
   if (!cluster->emulated()) {
     *progress << "# WARNING: no emulated cluster (" << cluster->fallback_reason()
               << "); running every host on 127.0.0.1 without link limits. Figures are loopback speeds.\n";
@@ -166,14 +167,6 @@ void PrintOutcome(const RunRecord& record, std::ostream* progress) {
 
 }  // namespace
 
-proto::Workload ScaledWorkload(proto::Workload workload, double bytes_scale) {
-  if (bytes_scale == 1) return workload;
-  for (proto::WorkloadLayer& l : *workload.mutable_layers()) {
-    l.set_params(std::max<int64_t>(1, std::llround(static_cast<double>(l.params()) / bytes_scale)));
-  }
-  workload.set_source(absl::StrCat(workload.source(), "; parameters divided by ", bytes_scale, " (--bytes_scale)"));
-  return workload;
-}
 
 absl::StatusOr<SweepResult> RunScaling(const ScalingOptions& options, std::ostream* progress) {
   SweepResult result;

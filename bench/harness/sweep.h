@@ -21,15 +21,10 @@
 
 #include "absl/status/statusor.h"
 #include "bench/core/run_record.h"
-#include "proto/workload.pb.h"
 
 namespace psring::bench {
 
 absl::StatusOr<SweepResult> RunScaling(const ScalingOptions& options, std::ostream* progress);
-
-// What replaying workers get under --bytes_scale: every layer's parameter count divided by `bytes_scale`
-// (rounded, at least 1), compute unchanged; the workload itself when bytes_scale is 1.
-proto::Workload ScaledWorkload(proto::Workload workload, double bytes_scale);
 
 }  // namespace psring::bench
 

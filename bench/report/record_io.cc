@@ -200,15 +200,6 @@ proto::ClusterInfo ClusterMessage(const ScalingResult& result) {
   return cluster;
 }
 
-proto::ModelFitRecord FitMessage(const ModelFit& f) {
-  proto::ModelFitRecord fit;
-  SetFinite(&fit, &proto::ModelFitRecord::set_alpha_s, f.alpha);
-  SetFinite(&fit, &proto::ModelFitRecord::set_beta_s_per_byte, f.beta);
-  fit.set_points(f.points);
-  SetFinite(&fit, &proto::ModelFitRecord::set_max_relative_error, f.max_relative_error);
-  return fit;
-}
-
 proto::RunReport RunMessage(const ScalingResult& result, const RunRecord& r) {
   using proto::RunReport;
   RunReport run;
@@ -259,7 +250,7 @@ absl::StatusOr<std::string> ToJson(const ScalingResult& result) {
   proto::ScalingReport report;
   *report.mutable_config() = ConfigMessage(result.options);
   *report.mutable_cluster() = ClusterMessage(result);
-  for (const auto& [e, fit] : result.fits) (*report.mutable_fits())[ExchangeName(e)] = FitMessage(fit);
+  if (result.model.has_value()) report.set_model_source(ModelSource(result));
   for (const RunRecord& r : result.records) *report.add_runs() = RunMessage(result, r);
   for (const ModelPoint& m : Extrapolation(result)) {
     proto::ModelPoint* point = report.add_model();

@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/core/trace_merge.h"
 #include "bench/model/project.h"
-#include "bench/model/sweep_fit.h"
+#include "bench/model/sweep_model.h"
 #include "bench/model/workload_step.h"
 #include "bench/report/gantt.h"
 #include "bench/report/scaling_common.h"
@@ -120,11 +120,11 @@ void PrintModelCheck(const ScalingResult& result, const std::string& workload, s
       ++points;
     }
     if (points == 0) continue;
-    // Fitted on the flat runs of this sweep and scored on them and their bucketed twins: in-sample, so
-    // information only; the frozen model's held-out accuracy is //bench:validate's (and compare's part 4).
+    // A prediction of the frozen model with the measured compute, not fitted on these runs: information
+    // (its held-out accuracy with targets fixed before the runs is //bench:validate's, and compare's part 4).
     out << absl::StrFormat(
-        "# info model fit %s %s step (compute + overlap; in-sample: fitted on these flat runs): max |error| "
-        "%.1f%% over %d points\n",
+        "# info model %s %s step (the calibrated model with the measured compute, not fitted on these runs): "
+        "max |error| %.1f%% over %d points\n",
         workload, ExchangeName(e), 100 * worst, points);
   }
 }
@@ -200,13 +200,17 @@ void PrintStepTable(const ScalingResult& result, const std::string& prefix,
 }
 
 void PrintExtrapolation(const ScalingResult& result, const std::string& workload, std::ostream& out) {
+  if (!result.model.has_value()) return;
   out << absl::StrFormat(
-      "# MODEL %s (NOT measured): step time (s) from the fitted alpha-beta model with the "
-      "measured compute, flat and bucketed\n",
+      "# MODEL %s (NOT measured): step time (s) from the calibrated model with the measured compute, flat and "
+      "bucketed, on these links with every host on cores of its own\n",
       workload);
   PrintStepTable(
       result, "MODEL",
-      [&](Exchange e, int n, double mb) { return ReplayModelSeconds(result, e, n, workload, mb); }, out);
+      [&](Exchange e, int n, double mb) {
+        return ReplayModelSeconds(result, e, n, workload, mb, /*on_this_box=*/false);
+      },
+      out);
 }
 
 std::string RateText(double bytes_per_second) {
@@ -217,55 +221,34 @@ std::string RateText(double bytes_per_second) {
 void PrintProjection(const ScalingResult& result, const std::string& workload, std::ostream& out) {
   const ProjectionTarget& target = result.options.projection;
   if (target.link_bytes_per_second <= 0) return;
-  const CalibratedInputs calibrated = ReadCalibratedInputs(result, workload);
-  const auto projected = [&](Exchange e, int n, double mb) {
-    return ProjectedSeconds(result, calibrated, e, n, workload, mb);
-  };
-  if (!target.model_path.empty()) {
-    for (const absl::Status& s : {calibrated.file.status(), calibrated.profile.status()}) {
-      if (!s.ok()) {
-        out << "# PROJECTION skipped: " << s.message() << "\n#\n";
-        return;
-      }
-    }
-    const proto::CostModelFile& file = *calibrated.file;
-    out << absl::StrFormat(
-        "# PROJECTION (model, NOT measured) of %s onto a cluster with %s links and %s one-way latency: the "
-        "calibrated model of %s, %s (%s), at the profile's real size and bucket caps, each exchange capped by "
-        "its CPU ceiling measured there; step time (s)\n",
-        workload, RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s), file.host(),
-        file.date(), target.model_path);
-    PrintStepTable(result, "PROJECTION", projected, out);
-    // Which bound binds, at the largest N of the table, bucketed as the run was.
-    const std::vector<int> nodes = ModelNodeList(result);
-    if (!nodes.empty()) {
-      const model::Conditions at = TargetAt(result, nodes.back());
-      absl::StatusOr<model::StepShape> shape =
-          model::WorkloadStep(*calibrated.profile, OverlapCap(result), trainer::kDefaultFirstBucketMb);
-      absl::StatusOr<model::Projection> p =
-          shape.ok() ? model::Project(file, at, *shape) : absl::StatusOr<model::Projection>(shape.status());
-      if (p.ok()) {
-        out << model::FormatProjection(file, at, *p,
-                                       absl::StrFormat("%s, %g MB buckets", workload, OverlapCap(result)));
-      }
-    }
-    out << "#\n";
+  auto profile = result.workloads.find(workload);
+  if (!result.model.has_value() || profile == result.workloads.end()) {
+    out << "# PROJECTION skipped: " << (result.model.has_value() ? "no profile of " + workload : "no model (--model=none)")
+        << "\n#\n";
     return;
   }
-  if (result.link_bytes_per_second <= 0) {
-    out << "# PROJECTION skipped: the fit was measured without a link rate (loopback); nothing to scale "
-           "from\n#\n";
-    return;
-  }
+  const proto::CostModelFile& file = *result.model;
   out << absl::StrFormat(
-      "# PROJECTION (NOT measured) of %s onto a cluster with %s links and %g us per message: the profile's "
-      "own "
-      "compute and gradient size, the fitted exchanges' link efficiency (beta * B) carried over; step time "
-      "(s)\n# It assumes every exchange keeps that efficiency however fast the link: each exchange's CPU "
-      "ceiling is not in it (--project_model, the default, projects with the calibrated model, which caps "
-      "each exchange by its measured CPU ceiling)\n",
-      workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
-  PrintStepTable(result, "PROJECTION", projected, out);
+      "# PROJECTION (model, NOT measured) of %s onto a cluster with %s links and %s one-way latency: %s, at the "
+      "profile's real size and bucket caps, each exchange capped by its CPU ceiling measured there; step time "
+      "(s)\n",
+      workload, RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s), ModelSource(result));
+  PrintStepTable(
+      result, "PROJECTION",
+      [&](Exchange e, int n, double mb) { return ProjectedSeconds(result, e, n, workload, mb); }, out);
+  // Which bound binds, at the largest N of the table, bucketed as the run was.
+  const std::vector<int> nodes = ModelNodeList(result);
+  if (!nodes.empty()) {
+    const model::Conditions at = TargetAt(result, nodes.back());
+    absl::StatusOr<model::StepShape> shape =
+        model::WorkloadStep(profile->second, OverlapCap(result), trainer::kDefaultFirstBucketMb);
+    absl::StatusOr<model::Projection> p =
+        shape.ok() ? model::Project(file, at, *shape) : absl::StatusOr<model::Projection>(shape.status());
+    if (p.ok()) {
+      out << model::FormatProjection(file, at, *p, absl::StrFormat("%s, %g MB buckets", workload, OverlapCap(result)));
+    }
+  }
+  out << "#\n";
 }
 
 std::vector<std::string> Workloads(const ScalingResult& result) { return result.options.workloads; }
@@ -300,8 +283,8 @@ Figure WorkloadFigure(const ScalingResult& result, const std::string& workload) 
                           ? absl::StrFormat(", B = %s (emulated)", RateText(result.link_bytes_per_second))
                           : " (LOOPBACK, not a network)");
   figure.subtitle =
-      "dots: measured; dashed: model (fitted alpha-beta + measured compute, buckets overlapped with "
-      "backward), extrapolated";
+      "dots: measured; dashed: the calibrated model (measured compute, buckets overlapped with backward), on "
+      "this box to the largest N measured, beyond it every host with cores of its own";
   Panel step = StepPanel("Step time vs nodes");
   Panel speedup;
   speedup.title = "Overlap speedup: flat step / bucketed step";
@@ -319,7 +302,7 @@ Figure WorkloadFigure(const ScalingResult& result, const std::string& workload) 
         }
       }
       for (int n : nodes) {
-        const double t = ReplayModelSeconds(result, e, n, workload, mb);
+        const double t = ReplayModelSeconds(result, e, n, workload, mb, /*on_this_box=*/n <= MaxMeasuredNodes(result));
         if (t > 0) model.points.push_back({static_cast<double>(n), t});
       }
       step.series.push_back(measured);
@@ -334,8 +317,9 @@ Figure WorkloadFigure(const ScalingResult& result, const std::string& workload) 
         measured.points.push_back({static_cast<double>(r.nodes), flat->step_s / r.step_s});
     }
     for (int n : nodes) {
-      const double flat = ReplayModelSeconds(result, e, n, workload, 0);
-      const double bucketed = ReplayModelSeconds(result, e, n, workload, cap);
+      const bool on_this_box = n <= MaxMeasuredNodes(result);
+      const double flat = ReplayModelSeconds(result, e, n, workload, 0, on_this_box);
+      const double bucketed = ReplayModelSeconds(result, e, n, workload, cap, on_this_box);
       if (flat > 0 && bucketed > 0) model.points.push_back({static_cast<double>(n), flat / bucketed});
     }
     speedup.series.push_back(measured);
@@ -348,21 +332,18 @@ Figure WorkloadFigure(const ScalingResult& result, const std::string& workload) 
 // The projection alone, dashed only, and titled as what it is.
 Figure ProjectionFigure(const ScalingResult& result, const std::string& workload) {
   const ProjectionTarget& target = result.options.projection;
-  const CalibratedInputs calibrated = ReadCalibratedInputs(result, workload);
   const double cap = OverlapCap(result);
   Figure figure;
-  figure.title = absl::StrFormat("PROJECTION (model, NOT measured): %s on %s links, %g us per message",
-                                 workload, RateText(target.link_bytes_per_second), target.latency_s * 1e6);
+  figure.title = absl::StrFormat("PROJECTION (model, NOT measured): %s on %s links, %s one-way latency", workload,
+                                 RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s));
   figure.subtitle = absl::StrFormat(
-      "the profile's own compute and gradient size; exchanges fitted on the emulated %s links; flat vs %g MB "
-      "buckets",
-      RateText(result.link_bytes_per_second), cap);
+      "the profile's own compute and gradient size; %s; flat vs %g MB buckets", ModelSource(result), cap);
   Panel step = StepPanel("Projected step time vs nodes");
   for (Exchange e : result.options.exchanges) {
     for (double mb : {0.0, cap}) {
       Series s{SeriesName(e, mb) + " projection", ExchangeColor(e, mb > 0), {}, Style::kDashedLine};
       for (int n : ModelNodeList(result)) {
-        const double t = ProjectedSeconds(result, calibrated, e, n, workload, mb);
+        const double t = ProjectedSeconds(result, e, n, workload, mb);
         if (t > 0) s.points.push_back({static_cast<double>(n), t});
       }
       step.series.push_back(s);
@@ -461,7 +442,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReplayFigures(c
   for (const std::string& workload : Workloads(result)) {
     const std::string name = FileSafe(workload);
     files.push_back({absl::StrCat("scaling-", name, ".svg"), RenderSvg(WorkloadFigure(result, workload))});
-    if (result.options.projection.link_bytes_per_second > 0 && result.link_bytes_per_second > 0) {
+    if (result.options.projection.link_bytes_per_second > 0 && result.model.has_value()) {
       files.push_back(
           {absl::StrCat("projection-", name, ".svg"), RenderSvg(ProjectionFigure(result, workload))});
     }

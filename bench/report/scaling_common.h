@@ -1,4 +1,4 @@
-// What the scaling reports share (with Sizes and ExchangesRun of bench/model/sweep_fit.h) (tables, verdicts, figures, files and the replay report): finding runs,
+// What the scaling reports share (with Sizes and ExchangesRun of bench/model/sweep_model.h) (tables, verdicts, figures, files and the replay report): finding runs,
 // sizes and exchanges of a result, and the units they are printed in. Pure functions.
 #ifndef PSRING_BENCH_REPORT_SCALING_COMMON_H_
 #define PSRING_BENCH_REPORT_SCALING_COMMON_H_
@@ -9,7 +9,7 @@
 
 #include "bench/core/exchange.h"
 #include "bench/core/run_record.h"
-#include "bench/model/sweep_fit.h"
+#include "bench/model/sweep_model.h"
 
 namespace psring::bench {
 

@@ -40,8 +40,9 @@ class FigureBuilder {
         link_ > 0 ? absl::StrFormat("%s (%.1f MB/s)", LinkText(result_), link_ / 1e6) : "unlimited",
         result_.emulated ? " (emulated cluster)" : " (LOOPBACK, not a network)");
     figure.subtitle = absl::StrFormat(
-        "dots: measured (N = %s); dashed: fitted alpha-beta model, extrapolated to N = %d; ps-dedicated K = %d",
-        absl::StrJoin(o_.nodes, ","), max_model_nodes_, o_.ps_servers);
+        "dots: measured (N = %s); dashed: the calibrated model, on this box to N = %d, then every host with "
+        "cores of its own to N = %d; ps-dedicated K = %d",
+        absl::StrJoin(o_.nodes, ","), MaxMeasuredNodes(result_), max_model_nodes_, o_.ps_servers);
     Panel time = TimePanel();
     Panel efficiency = EfficiencyPanel();
     for (Exchange e : ExchangesRun(result_)) {
@@ -124,12 +125,18 @@ class FigureBuilder {
   void AddModel(Exchange e, Panel* time, Panel* efficiency) const {
     Series step{ExchangeName(e) + " model", ExchangeColor(e), {}, Style::kDashedLine};
     Series eff = step;
-    auto fit = result_.fits.find(e);
-    const ExchangePlugin& plugin = PluginFor(e);
-    for (int nodes : fit == result_.fits.end() ? std::vector<int>() : ModelNodes(max_model_nodes_)) {
-      const CostTerms terms = plugin.Terms(nodes, plugin.Servers(nodes, o_.ps_servers), bytes_);
-      if (terms.link_bytes == 0) continue;  // nothing on a link: outside the model
-      const double t = PredictSeconds(fit->second, terms);
+    const int measured = MaxMeasuredNodes(result_);
+    for (int nodes : result_.model.has_value() ? ModelNodes(max_model_nodes_) : std::vector<int>()) {
+      RunRecord shape;
+      shape.exchange = e;
+      shape.nodes = nodes;
+      shape.servers = PluginFor(e).Servers(nodes, o_.ps_servers);
+      shape.bytes = bytes_;
+      if (!CrossesLink(shape)) continue;  // nothing on a link: outside the model
+      // The measured range on this box (its cores shared), beyond it hosts of their own.
+      const double t = nodes <= measured ? ModelSeconds(result_, e, nodes, bytes_)
+                                         : ExtrapolatedSeconds(result_, e, nodes, bytes_);
+      if (t < 0) continue;
       const double seconds = (compute_based_ ? compute_ : 0) + t;
       if (seconds > 0) step.points.push_back({static_cast<double>(nodes), seconds});
       if (HasEfficiency(nodes)) eff.points.push_back({static_cast<double>(nodes), Efficiency(e, t, seconds, nodes)});

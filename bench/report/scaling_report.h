@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "bench/model/sweep_fit.h"
+#include "bench/model/sweep_model.h"
 #include "bench/report/plot.h"
 
 namespace psring::bench {

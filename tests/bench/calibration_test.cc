@@ -1,10 +1,10 @@
 // The calibration sweep's pure parts: records -> the model's measured runs (usable only), the presets and
 // their budgets, and the report on fixed data.
-#include "bench/cmd/calibration.h"
-
 #include <string>
 #include <vector>
 
+#include "bench/model/calibration_plan.h"
+#include "bench/report/calibration_report.h"
 #include "gtest/gtest.h"
 
 namespace psring::bench {

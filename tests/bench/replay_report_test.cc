@@ -1,15 +1,17 @@
-// Replay mode's report (bench/replay_report.cc) on records synthesised from known compute and a known
-// alpha-beta exchange: the overlapped-step model, its check, the projection, the verdict, the figures and the
-// CSV round trip. The end-to-end run with real workers is in scaling_e2e_test.
+// Replay mode's report (bench/report/replay_report.cc) on records synthesised from known compute and a known
+// calibrated model (bench/model/sweep_model.h predicts with it): the overlapped-step model, its check, the
+// projection, the verdict, the figures and the CSV round trip. The end-to-end run with real workers is in
+// scaling_e2e_test.
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "bench/model/exchange_topology.h"
 #include "bench/model/model_file.h"
 #include "bench/model/schedule.h"
 #include "bench/model/workload_step.h"
-#include "bench/model/sweep_fit.h"
+#include "bench/model/sweep_model.h"
 #include "bench/report/scaling_report.h"
 #include "gtest/gtest.h"
 #include "tests/bench/model/synthetic_runs.h"
@@ -20,17 +22,30 @@ namespace psring::bench {
 namespace {
 
 constexpr double kLink = 12.5e6;
-constexpr double kAlpha = 1e-3;
 constexpr double kForward = 0.05, kBackward = 0.10, kOptimizer = 0.01;
 constexpr double kBytes = 8e6;  // the workers' S
+// 1 ms per message, the whole link, no window or CPU limit.
+const model::ExchangeParams kParams = {1e-3, 1, 0, 0};
 
-// The profile: three layers, times on its own device 10x the measured (scaled) ones, bytes at full size.
-std::vector<LayerCost> Profile() { return {{40e6, 0.2, 0.4}, {30e6, 0.2, 0.4}, {10e6, 0.1, 0.2}}; }
+// The profile: three layers (40, 30, 10 MB of gradients), times on its own device 10x the measured (scaled)
+// ones, bytes at full size; the workers replay it with its bytes divided by 10.
+proto::Workload Profile() {
+  proto::Workload w;
+  w.set_name("toy");
+  for (const auto& [params, forward_ms, backward_ms] :
+       std::vector<std::tuple<int64_t, double, double>>{{10000000, 200, 400}, {7500000, 200, 400}, {2500000, 100, 200}}) {
+    proto::WorkloadLayer* l = w.add_layers();
+    l->set_params(params);
+    l->set_forward_ms(forward_ms);
+    l->set_backward_ms(backward_ms);
+  }
+  return w;
+}
 
+// The model's flat exchange of the workers' 8 MB at N.
 double FlatExchange(Exchange e, int n) {
-  const ExchangePlugin& plugin = PluginFor(e);
-  const CostTerms terms = plugin.Terms(n, plugin.Servers(n, 2), kBytes);
-  return kAlpha * terms.messages + terms.link_bytes / kLink;
+  const model::Conditions at{n, 2, kBytes, kLink, 0};
+  return model::PredictCollectiveUnchecked(TopologyOf(e), kParams, at).seconds;
 }
 
 // `bucket_mb`: the bucketed runs' cap, a size of the real (profile's) model.
@@ -45,7 +60,9 @@ ScalingResult Synthetic(double bucket_mb = 2) {
   result.options.projection = {25e9 / 8, 5e-6};
   result.emulated = true;
   result.link_bytes_per_second = kLink;
-  result.workload_layers["toy"] = Profile();
+  result.model = model::ModelFileOf({kParams, kParams, kParams, kParams});
+  result.options.model_path = "synthetic.json";
+  result.workloads["toy"] = Profile();
   for (int n : result.options.nodes) {
     for (Exchange e : result.options.exchanges) {
       for (double mb : result.options.bucket_mbs) {
@@ -66,7 +83,6 @@ ScalingResult Synthetic(double bucket_mb = 2) {
       }
     }
   }
-  FitModels(&result);
   // The bucketed steps as the model has them (their check then passes); the flat ones stay closed-form.
   for (RunRecord& r : result.records) {
     if (r.bucket_mb > 0) r.step_s = ReplayModelSeconds(result, r.exchange, r.nodes, "toy", r.bucket_mb);
@@ -74,19 +90,19 @@ ScalingResult Synthetic(double bucket_mb = 2) {
   return result;
 }
 
-TEST(ReplayReportTest, FlatModelIsComputePlusTheFittedExchange) {
-  const ScalingResult result = Synthetic();
-  ASSERT_EQ(result.fits.size(), 2u);
+TEST(ReplayReportTest, FlatModelIsComputePlusTheModelsExchange) {
+  ScalingResult result = Synthetic();
   for (Exchange e : result.options.exchanges) {
     for (int n : {2, 4, 16}) {
-      // The measured compute (not the profile's 10x), the fit's exchange for all 8 MB.
+      // The measured compute (not the profile's 10x), the model's exchange of all 8 MB.
       EXPECT_NEAR(ReplayModelSeconds(result, e, n, "toy", 0),
                   kForward + kBackward + kOptimizer + FlatExchange(e, n), 1e-9)
           << ExchangeName(e) << " N=" << n;
     }
   }
-  EXPECT_EQ(ReplayModelSeconds(result, Exchange::kPsOne, 2, "toy", 0), -1);   // no fit
   EXPECT_EQ(ReplayModelSeconds(result, Exchange::kRing, 2, "other", 0), -1);  // no profile
+  result.model.reset();
+  EXPECT_EQ(ReplayModelSeconds(result, Exchange::kRing, 2, "toy", 0), -1);  // no model
 }
 
 TEST(ReplayReportTest, BucketsHideExchangeBehindBackward) {
@@ -116,7 +132,7 @@ TEST(ReplayReportTest, ModelCutsTheScaledLayersWithTheScaledCaps) {
   const ScalingResult real = Synthetic(35);
   ScalingResult scaled = Synthetic(3.5);
   scaled.options.first_bucket_mb = 0.1;
-  for (LayerCost& l : scaled.workload_layers["toy"]) l.bytes /= 10;
+  for (proto::WorkloadLayer& l : *scaled.workloads["toy"].mutable_layers()) l.set_params(l.params() / 10);
   for (int n : {2, 4, 16}) {
     EXPECT_DOUBLE_EQ(ReplayModelSeconds(real, Exchange::kRing, n, "toy", 35),
                      ReplayModelSeconds(scaled, Exchange::kRing, n, "toy", 3.5))
@@ -124,7 +140,7 @@ TEST(ReplayReportTest, ModelCutsTheScaledLayersWithTheScaledCaps) {
   }
   // The unscaled caps on the scaled layers would group them [1 3] [4] instead: a different step.
   ScalingResult unscaled_caps = Synthetic(35);
-  for (LayerCost& l : unscaled_caps.workload_layers["toy"]) l.bytes /= 10;
+  for (proto::WorkloadLayer& l : *unscaled_caps.workloads["toy"].mutable_layers()) l.set_params(l.params() / 10);
   EXPECT_NE(ReplayModelSeconds(real, Exchange::kRing, 4, "toy", 35),
             ReplayModelSeconds(unscaled_caps, Exchange::kRing, 4, "toy", 35));
 }
@@ -159,12 +175,14 @@ TEST(ReplayReportTest, ReportHasTablesChecksProjectionAndVerdict) {
   const std::string text = out.str();
   EXPECT_NE(text.find("# workload toy: S = 8.00 MB"), std::string::npos) << text;
   EXPECT_NE(text.find("# workload toy, exchange ring"), std::string::npos);
-  EXPECT_NE(text.find("# info model fit toy ring step (compute + overlap; in-sample: fitted on these flat runs): max |error| 0.0% over 4 points"),
+  EXPECT_NE(text.find("# info model toy ring step (the calibrated model with the measured compute, not fitted on "
+                      "these runs): max |error| 0.0% over 4 points"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("# PROJECTION (NOT measured) of toy onto a cluster with 25 Gbit/s links and 5 us"),
+  EXPECT_NE(text.find("# PROJECTION (model, NOT measured) of toy onto a cluster with 25 Gbit/s links and 5 us"),
             std::string::npos);
-  EXPECT_EQ(Count(text, "\n# PROJECTION "), 1 + 1 + 4);  // title, header, N = 1, 2, 4, 16
+  // Title, header, N = 1, 2, 4, 16, and the bound table at the largest N (model::FormatProjection).
+  EXPECT_EQ(Count(text, "\n# PROJECTION "), 1 + 1 + 4 + 1);
   EXPECT_EQ(Count(text, "\n# MODEL "), 1 + 1 + 4);
   EXPECT_NE(text.find("overlap toy ring N=4 bucket 2 MB"), std::string::npos);
   EXPECT_NE(text.find("# VERDICT toy"), std::string::npos);
@@ -225,45 +243,53 @@ TEST(ReplayReportTest, ProjectionUsesTheProfilesOwnComputeAndSize) {
   ScalingResult result = Synthetic();
   std::ostringstream out;
   PrintReport(result, out);
-  // Ring at N = 2, flat, on 25 Gbit/s with 5 us: the profile's forward + backward (1.5 s) + 2 messages * 5 us
-  // + 80 MB at the fitted efficiency (beta * B = 1).
-  const double expected = 0.5 + 1.0 + 2 * 5e-6 + 80e6 / (25e9 / 8);
-  const size_t at = out.str().find("# PROJECTION      2");
-  ASSERT_NE(at, std::string::npos) << out.str();
-  const double printed = std::stod(out.str().substr(at + 19, 17));
-  EXPECT_NEAR(printed, expected, 1e-4);
-  // Without a link rate to scale from there is no projection.
-  result.link_bytes_per_second = 0;
-  std::ostringstream loopback;
-  PrintReport(result, loopback);
-  EXPECT_NE(loopback.str().find("# PROJECTION skipped"), std::string::npos);
+  // Ring at N = 2, flat, on 25 Gbit/s with 5 us: the profile's own forward and backward (0.5 + 1.0 s) and its
+  // 80 MB, from the model directly.
+  absl::StatusOr<model::StepShape> shape = model::WorkloadStep(Profile(), 0, 1);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_NEAR(shape->forward_s + shape->backward_s, 1.5, 1e-12);
+  model::Conditions at;
+  at.nodes = 2;
+  at.link_bytes_per_second = 25e9 / 8;
+  at.latency_s = 5e-6;
+  absl::StatusOr<model::StepTime> expected = model::PredictStep(model::Topology::kRing, kParams, at, *shape);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  const size_t row = out.str().find("# PROJECTION      2");
+  ASSERT_NE(row, std::string::npos) << out.str();
+  EXPECT_NEAR(std::stod(out.str().substr(row + 19, 17)), expected->step_s, 1e-4);
+  // Without a model there is no projection.
+  result.model.reset();
+  std::ostringstream none;
+  PrintReport(result, none);
+  EXPECT_NE(none.str().find("# PROJECTION skipped: no model"), std::string::npos) << none.str();
 }
 
 TEST(ReplayReportTest, ProjectionWithTheCalibratedModelUsesTheRealProfileAndItsCeilings) {
-  // The same run, projected with a frozen model file instead of its own alpha-beta fit: the table takes the
-  // named preset at its real size with DDP's buckets (resnet50, 2 MB here), the model's parameters (a
-  // CPU ceiling included) and the target's one-way latency.
+  // A frozen model file with a CPU ceiling: the table takes the named preset at its real size with DDP's
+  // buckets (resnet50, 2 MB here), the model's parameters (the ceiling included) and the target's one-way
+  // latency.
   ScalingResult result = Synthetic();
+  absl::StatusOr<proto::Workload> resnet = trainer::LoadWorkload("resnet50");
+  ASSERT_TRUE(resnet.ok()) << resnet.status();
   result.options.workloads = {"resnet50"};
-  result.workload_layers = {{"resnet50", Profile()}};
+  result.workloads = {{"resnet50", *resnet}};
   for (RunRecord& r : result.records) r.workload = "resnet50";
   std::vector<model::ExchangeParams> params;
   for (model::Topology t : model::AllTopologies()) params.push_back(model::TruthFor(t));
   params[0].cpu_bytes_per_second = 1e9;  // the ring: 1 GB/s, below the 3.125 GB/s link
   const std::string path = std::string(getenv("TEST_TMPDIR")) + "/model.json";
   ASSERT_TRUE(model::WriteModelFile(path, model::ModelFileOf(params)).ok());
-  result.options.projection.model_path = path;
+  result.options.model_path = path;
+  absl::StatusOr<ScalingResult> read = AnalyzeSweep(result);  // the model and the profile from their files
+  ASSERT_TRUE(read.ok()) << read.status();
   std::ostringstream out;
-  PrintReport(result, out);
+  PrintReport(*read, out);
   const std::string text = out.str();
   EXPECT_NE(text.find("# PROJECTION (model, NOT measured) of resnet50 onto a cluster with 25 Gbit/s links and 5 "
                       "us one-way latency"),
             std::string::npos)
       << text;
-  EXPECT_EQ(text.find("fitted exchanges' link efficiency"), std::string::npos);
   // Ring, N = 2, flat, from the model directly: forward + backward of ResNet-50 + its 102 MB ring, CPU-bound.
-  absl::StatusOr<proto::Workload> resnet = trainer::LoadWorkload("resnet50");
-  ASSERT_TRUE(resnet.ok()) << resnet.status();
   absl::StatusOr<model::StepShape> shape = model::WorkloadStep(*resnet, 0, 1);
   ASSERT_TRUE(shape.ok()) << shape.status();
   model::Conditions at;
@@ -278,11 +304,11 @@ TEST(ReplayReportTest, ProjectionWithTheCalibratedModelUsesTheRealProfileAndItsC
   EXPECT_NEAR(std::stod(text.substr(row + 19, 17)), expected->step_s, 1e-4);
   // The per-exchange table names the bound and the ceiling.
   EXPECT_NE(text.find("cpu"), std::string::npos);
-  // A missing file: the projection says why instead of printing numbers.
-  result.options.projection.model_path = path + ".missing";
-  std::ostringstream missing;
-  PrintReport(result, missing);
-  EXPECT_NE(missing.str().find("# PROJECTION skipped"), std::string::npos) << missing.str();
+  // A missing file: the report is not made, and the error names the file.
+  result.options.model_path = path + ".missing";
+  absl::StatusOr<ScalingResult> missing = AnalyzeSweep(result);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("model.json.missing"), std::string::npos) << missing.status();
 }
 
 TEST(ReplayReportTest, FiguresAreWellFormedAndTheProjectionIsMarked) {

@@ -1,23 +1,31 @@
-// The reporting half of the harness on records synthesised from a known model (the end-to-end test with real
-// workers is scaling_e2e_test).
+// The reporting half of the bench on records synthesised from a known calibrated model, which the report then
+// predicts them with (the end-to-end test with real workers is scaling_e2e_test).
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_split.h"
+#include "bench/model/collective.h"
+#include "bench/model/exchange_topology.h"
+#include "bench/model/sweep_model.h"
 #include "bench/report/table.h"
-#include "bench/model/sweep_fit.h"
 #include "bench/report/scaling_report.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/bench_report.pb.h"
+#include "tests/bench/model/synthetic_runs.h"
 
 namespace psring::bench {
 namespace {
 
 constexpr double kLink = 12.5e6;
 
+// 1 ms per message, the whole link, no window or CPU limit: T = messages * 1 ms + link_bytes / B.
+const model::ExchangeParams kParams = {1e-3, 1, 0, 0};
+
 ScalingResult Synthetic() {
   ScalingResult result;
+  result.model = model::ModelFileOf({kParams, kParams, kParams, kParams});
+  result.options.model_path = "synthetic.json";
   result.options.nodes = {1, 2, 4, 8};  // N = 8 only has a failed ps-1 run
   result.options.model_bytes = {4u << 20};
   result.options.extrapolate_nodes = {16, 1024};
@@ -28,12 +36,11 @@ ScalingResult Synthetic() {
       RunRecord r;
       r.exchange = e;
       r.nodes = n;
-      const ExchangePlugin& plugin = PluginFor(e);
-      r.servers = plugin.Servers(n, result.options.ps_servers);
+      r.servers = PluginFor(e).Servers(n, result.options.ps_servers);
       r.bytes = 4u << 20;
       r.steps = 10;
-      const CostTerms terms = plugin.Terms(n, r.servers, r.bytes);
-      r.exchange_s = 1e-3 * terms.messages + terms.link_bytes / kLink;
+      model::Conditions at{n, r.servers, static_cast<double>(r.bytes), kLink, 0};
+      r.exchange_s = model::PredictCollectiveUnchecked(TopologyOf(e), kParams, at).seconds;
       r.step_s = r.exchange_s + 0.001;
       r.algbw = r.bytes / r.exchange_s;
       r.busbw = r.algbw * AllReduceBusFactor(n);
@@ -46,20 +53,23 @@ ScalingResult Synthetic() {
   failed.bytes = 4u << 20;
   failed.error = "ps-1 rank 3 exited with code 1; \"quoted\"\nsecond line";
   result.records.push_back(failed);
-  FitModels(&result);
   return result;
 }
 
-TEST(ScalingReportTest, FitsEveryExchangeExactly) {
+TEST(ScalingReportTest, PredictsEveryRunFromTheModelFile) {
   ScalingResult result = Synthetic();
-  ASSERT_EQ(result.fits.size(), 4u);
-  for (const auto& [e, fit] : result.fits) {
-    // ps-1 at one size: its latency terms (2N) and bytes (N*S) are proportional, so beta alone absorbs both
-    // and still predicts every N exactly.
-    if (e != Exchange::kPsOne) EXPECT_NEAR(fit.beta, 1 / kLink, 1e-6 / kLink) << ExchangeName(e);
-    EXPECT_LT(fit.max_relative_error, 1e-6) << ExchangeName(e);
+  for (const RunRecord& r : result.records) {
+    if (!r.ok() || !CrossesLink(r)) continue;
+    EXPECT_NEAR(RecordModelSeconds(result, r), r.exchange_s, 1e-9) << ExchangeName(r.exchange) << " N=" << r.nodes;
+    EXPECT_NEAR(ModelRelativeError(result, r), 0, 1e-9);
   }
-  EXPECT_NEAR(ModelSeconds(result, Exchange::kPsOne, 1024, 4u << 20), 2048e-3 + 1024.0 * (4 << 20) / kLink, 1e-6);
+  // ps-1 at N = 1024: 2N messages, N * S through the server's link.
+  EXPECT_NEAR(ExtrapolatedSeconds(result, Exchange::kPsOne, 1024, 4u << 20), 2048e-3 + 1024.0 * (4 << 20) / kLink,
+              1e-6);
+  // Without a model file there is nothing to predict with.
+  result.model.reset();
+  EXPECT_EQ(ModelSeconds(result, Exchange::kRing, 4, 4u << 20), -1);
+  EXPECT_TRUE(Extrapolation(result).empty());
 }
 
 TEST(ScalingReportTest, CsvHasOneRowPerRunAndModelPoint) {
@@ -107,14 +117,14 @@ TEST(ScalingReportTest, JsonReadsBackAsTheReportMessage) {
   EXPECT_EQ(report.config().mode(), "gradient");
   EXPECT_EQ(report.config().nodes_size(), 4);
   EXPECT_TRUE(report.cluster().emulated());
-  ASSERT_EQ(report.fits().size(), 4u);
-  EXPECT_EQ(report.fits().at("ring").points(), 2);
+  EXPECT_TRUE(report.fits().empty());  // one model: no per-sweep fit
+  EXPECT_NE(report.model_source().find("testhost"), std::string::npos) << report.model_source();
   ASSERT_EQ(report.runs_size(), 13);
   EXPECT_EQ(report.runs(0).exchange(), "ring");
   EXPECT_FALSE(report.runs(12).ok());
   EXPECT_EQ(report.runs(12).error(), "ps-1 rank 3 exited with code 1; \"quoted\"\nsecond line");
   EXPECT_EQ(report.model_size(), 8);
-  for (const char* key : {"\"algbw_Bps\"", "\"step_s\"", "\"steps\"", "\"beta_s_per_byte\"", "\"model\""}) {
+  for (const char* key : {"\"algbw_Bps\"", "\"step_s\"", "\"steps\"", "\"model_source\"", "\"model\""}) {
     EXPECT_NE(json->find(key), std::string::npos) << key;
   }
   EXPECT_NE(json->find("\"bytes\": 4194304"), std::string::npos) << "a byte count printed as a string";
@@ -130,11 +140,17 @@ TEST(ScalingReportTest, ReportAndVerdict) {
   EXPECT_NE(report.str().find("# exchange ring"), std::string::npos);
   EXPECT_NE(report.str().find("MODEL extrapolation (NOT measured)"), std::string::npos);
   EXPECT_NE(report.str().find("N=8 S=4 MiB FAILED: ps-1 rank 3 exited with code 1"), std::string::npos);
-  EXPECT_NE(report.str().find("info model fit ring S>=4 MiB (in-sample: the points it was fitted on): max |error| 0.0%"), std::string::npos);
-  // N=4: the ring and ps-colocated tie (same bytes, same 2(N-1) messages; the first one listed is named);
-  // ps-1 moves 4 MiB * 4 against 2 * 3/4 * 4 MiB and pays 8 latencies against 6: 2.6x slower.
+  EXPECT_NE(report.str().find("info model ring S>=4 MiB (the calibrated model's prediction, not fitted on these "
+                              "runs): max |error| 0.0%"),
+            std::string::npos)
+      << report.str();
+  EXPECT_NE(report.str().find("# model: the frozen model of testhost, 2026-12-01 (synthetic.json)"),
+            std::string::npos);
+  // N=4: the ring and ps-colocated move the same bytes, the co-located PS pays 4N messages against 2(N-1)
+  // (the model's counts): 10 ms more; ps-1 moves 4 MiB * 4 against 2 * 3/4 * 4 MiB and pays 8 messages against
+  // 6: 2.6x slower.
   std::string v = verdict.str();
-  EXPECT_NE(v.find("     4  ring                0.510 (1.0x)       1.351 (2.6x)       0.510 (1.0x)"),
+  EXPECT_NE(v.find("     4  ring                0.510 (1.0x)       1.351 (2.6x)       0.520 (1.0x)"),
             std::string::npos)
       << v;
   EXPECT_NE(v.find("failed/not run"), std::string::npos) << v;
@@ -145,11 +161,10 @@ TEST(ScalingReportTest, NoApplicableCheckSaysWhichSizesTheChecksNeed) {
   ScalingResult result = Synthetic();
   for (RunRecord& r : result.records) r.bytes = 1u << 20;
   result.options.model_bytes = {1u << 20};
-  FitModels(&result);
   std::ostringstream report;
   PrintReport(result, report);
   EXPECT_NE(report.str().find("# Acceptance checks (bench/PERFORMANCE.md): none applies to this sweep. The ring "
-                              "busbw and ps-1 checks need S >= 16 MiB, the model-fit check S >= 4 MiB"),
+                              "busbw and ps-1 checks need S >= 16 MiB, the model line S >= 4 MiB"),
             std::string::npos)
       << report.str();
   EXPECT_NE(report.str().find("the largest S here is 1 MiB"), std::string::npos) << report.str();

@@ -1,13 +1,13 @@
 // //bench:validate's pure parts: the held-out selection (no condition calibration ran), predictions, the
 // statistics and the report on fixed data, the scatter plot.
-#include "bench/cmd/validation.h"
-
 #include <string>
 #include <vector>
 
-#include "bench/cmd/calibration.h"
 #include "bench/core/links.h"
+#include "bench/model/calibration_plan.h"
 #include "bench/model/collective.h"
+#include "bench/model/held_out.h"
+#include "bench/report/validation_report.h"
 #include "gtest/gtest.h"
 #include "tests/bench/model/synthetic_runs.h"
 #include "tests/bench/svg_checks.h"

@@ -1,0 +1,283 @@
+// Held-out validation's plans, selection, predictions and statistics (held_out.h).
+#include "bench/model/held_out.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench/core/links.h"
+#include "bench/model/calibration_plan.h"
+#include "bench/model/collective.h"
+#include "bench/model/exchange_topology.h"
+#include "bench/model/model_file.h"
+#include "bench/model/workload_step.h"
+#include "common/status_macros.h"
+#include "trainer/exchange.h"
+#include "trainer/workload.h"
+
+namespace psring::bench {
+namespace {
+
+constexpr size_t kMiB = 1u << 20;
+constexpr double kReplayBytesScale = 64;  // as //bench:compare's replay part
+
+std::string SizeName(double bytes) {
+  if (bytes >= kMiB) return absl::StrFormat("%gMiB", bytes / kMiB);
+  return absl::StrFormat("%gKiB", bytes / 1024);
+}
+
+bool Near(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); }
+
+bool Contains(const std::set<double>& values, double v) {
+  return std::any_of(values.begin(), values.end(), [v](double x) { return Near(x, v); });
+}
+
+// The relative errors of `rows` where `take` holds, (predicted - measured) / measured.
+std::vector<double> Errors(const std::vector<ValidationRow>& rows, bool exposed) {
+  std::vector<double> errors;
+  for (const ValidationRow& r : rows) {
+    if (exposed ? !r.exposed_comparable() : !r.usable()) continue;
+    errors.push_back(exposed ? model::RelativeError(r.predicted_exposed_s, r.measured_exposed_s)
+                             : model::RelativeError(r.predicted_step_s, r.measured_step_s));
+  }
+  return errors;
+}
+
+absl::StatusOr<model::ErrorSummary> SummaryOf(const std::vector<double>& errors) {
+  if (errors.empty()) return model::ErrorSummary{};
+  return model::SummarizeErrors(errors);
+}
+
+}  // namespace
+
+std::string HeldOutSweep::Name() const {
+  std::string name = absl::StrCat(link, " ", latency.empty() ? "0" : latency);
+  if (workloads.empty()) return absl::StrCat(name, " gradient");
+  return absl::StrCat(name, " replay ", absl::StrJoin(workloads, ","),
+                      bytes_scale != 1 ? absl::StrCat(" bytes/", bytes_scale) : "");
+}
+
+std::string HeldOutCondition::Name() const {
+  std::string name = absl::StrCat(link, " ", latency.empty() ? "0" : latency, " N=", nodes, " ");
+  if (!replay()) return absl::StrCat(name, SizeName(static_cast<double>(bytes)));
+  absl::StrAppend(&name, workload, bytes_scale != 1 ? absl::StrCat("/", bytes_scale) : "");
+  return absl::StrCat(name, bucket_mb > 0 ? absl::StrFormat(" bucketed %gMB", bucket_mb) : " flat");
+}
+
+bool HeldOutCondition::Matches(const RunRecord& r) const {
+  if (r.nodes != nodes) return false;
+  if (!replay()) return r.bytes == bytes;
+  return r.workload == workload && Near(r.bucket_mb, bucket_mb);
+}
+
+ValidationPlan QuickValidationPlan() {
+  ValidationPlan plan;
+  plan.sweeps.push_back({"150mbit", "2ms", {4, 12}, {4 * kMiB}, {}, 1, {}});
+  plan.sweeps.push_back({"150mbit", "20ms", {8, 16}, {4 * kMiB}, {}, 1, {}});
+  plan.sweeps.push_back({"150mbit", "2ms", {4, 8}, {}, {"resnet50"}, kReplayBytesScale, {0, 25}});
+  plan.noise_sweep = 0;
+  plan.noise_runs = 2;
+  return plan;
+}
+
+ValidationPlan FullValidationPlan() {
+  ValidationPlan plan;
+  plan.sweeps.push_back({"150mbit", "2ms", {2, 4, 8, 12, 16}, {1 * kMiB, 4 * kMiB}, {}, 1, {}});
+  plan.sweeps.push_back({"150mbit", "20ms", {4, 8, 16}, {4 * kMiB}, {}, 1, {}});
+  plan.sweeps.push_back({"100mbit", "5ms", {12, 16}, {4 * kMiB}, {}, 1, {}});
+  plan.sweeps.push_back(
+      {"150mbit", "2ms", {4, 8}, {}, {"resnet50", "vgg16", "bert_base"}, kReplayBytesScale, {0, 25}});
+  plan.sweeps.push_back({"150mbit", "20ms", {8}, {}, {"resnet50"}, kReplayBytesScale, {0, 25}});
+  plan.noise_sweep = 1;
+  plan.noise_runs = 2;
+  return plan;
+}
+
+absl::StatusOr<std::vector<HeldOutCondition>> ExpandSweep(const HeldOutSweep& sweep) {
+  absl::StatusOr<double> bits = ParseLinkRate(sweep.link);
+  if (!bits.ok() || *bits <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sweep ", sweep.Name(), ": link '", sweep.link,
+                                                   "' is not a rate > 0 (use e.g. 150mbit)"));
+  }
+  absl::StatusOr<double> latency = ParseLatency(sweep.latency);
+  if (!latency.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sweep ", sweep.Name(), ": latency '", sweep.latency,
+                                                   "' is not a duration (use e.g. 2ms)"));
+  }
+  if (sweep.nodes.empty() || (sweep.workloads.empty() ? sweep.sizes.empty() : sweep.bucket_mbs.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sweep ", sweep.Name(),
+                     ": needs node counts and sizes (gradient) or bucket caps (replay; 0 = flat)"));
+  }
+  if (!(sweep.bytes_scale >= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("sweep ", sweep.Name(), ": bytes_scale must be >= 1"));
+  }
+  std::vector<HeldOutCondition> out;
+  HeldOutCondition base;
+  base.link = sweep.link;
+  base.latency = sweep.latency;
+  base.link_bytes_per_second = *bits / 8;
+  base.latency_s = *latency;
+  base.bytes_scale = sweep.workloads.empty() ? 1 : sweep.bytes_scale;
+  for (int n : sweep.nodes) {
+    HeldOutCondition c = base;
+    c.nodes = n;
+    if (sweep.workloads.empty()) {
+      for (size_t s : sweep.sizes) {
+        c.bytes = s;
+        out.push_back(c);
+      }
+      continue;
+    }
+    for (const std::string& w : sweep.workloads) {
+      for (double mb : sweep.bucket_mbs) {
+        c.workload = w;
+        c.bucket_mb = mb;
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+bool CalibrationCovers(const proto::CostModelFile& model, const HeldOutCondition& condition) {
+  if (condition.replay()) return false;
+  std::set<double> links, latencies, bytes, nodes;
+  for (const proto::ExchangeModel& e : model.exchanges()) {
+    links.insert(e.coverage().link_bytes_per_second().begin(), e.coverage().link_bytes_per_second().end());
+    latencies.insert(e.coverage().latency_s().begin(), e.coverage().latency_s().end());
+    bytes.insert(e.coverage().bytes().begin(), e.coverage().bytes().end());
+    nodes.insert(e.coverage().nodes().begin(), e.coverage().nodes().end());
+  }
+  return Contains(links, condition.link_bytes_per_second) && Contains(latencies, condition.latency_s) &&
+         Contains(nodes, condition.nodes) && Contains(bytes, static_cast<double>(condition.bytes));
+}
+
+absl::StatusOr<HeldOutSelection> SelectHeldOut(const ValidationPlan& plan,
+                                               const proto::CostModelFile& model) {
+  HeldOutSelection out;
+  out.plan = plan;
+  out.plan.sweeps.clear();
+  for (size_t i = 0; i < plan.sweeps.size(); ++i) {
+    const HeldOutSweep& sweep = plan.sweeps[i];
+    ASSIGN_OR_RETURN(const std::vector<HeldOutCondition> conditions, ExpandSweep(sweep));
+    std::set<int> covered_nodes;
+    for (const HeldOutCondition& c : conditions) {
+      if (!CalibrationCovers(model, c)) continue;
+      covered_nodes.insert(c.nodes);
+      out.rejected.push_back(absl::StrCat(
+          c.Name(),
+          ": calibration covers its link rate, latency, N and S (the model may have been fitted on it)"));
+    }
+    HeldOutSweep kept = sweep;
+    kept.nodes.clear();
+    for (int n : sweep.nodes) {
+      if (covered_nodes.count(n) == 0) kept.nodes.push_back(n);
+    }
+    if (kept.nodes.empty()) {
+      if (static_cast<int>(i) == plan.noise_sweep) out.plan.noise_sweep = -1;
+      continue;
+    }
+    if (static_cast<int>(i) == plan.noise_sweep)
+      out.plan.noise_sweep = static_cast<int>(out.plan.sweeps.size());
+    out.plan.sweeps.push_back(kept);
+  }
+  if (out.plan.sweeps.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "every validation condition is covered by the calibration (", absl::StrJoin(out.rejected, "; "),
+        "): choose other link rates, latencies or node counts than calibration's"));
+  }
+  if (out.plan.noise_sweep < 0) out.plan.noise_sweep = 0;
+  return out;
+}
+
+absl::StatusOr<model::StepShape> ShapeOf(const HeldOutCondition& condition) {
+  if (!condition.replay()) return model::FlatStep(0, 0, static_cast<double>(condition.bytes));
+  ASSIGN_OR_RETURN(const proto::Workload real, trainer::LoadWorkload(condition.workload));
+  // What the workers get: both caps divided by bytes_scale, like the profile (bench/core/run_record.h
+  // WorkerBucketMb).
+  return model::WorkloadStep(ScaledWorkload(real, condition.bytes_scale),
+                             condition.bucket_mb / condition.bytes_scale,
+                             trainer::kDefaultFirstBucketMb / condition.bytes_scale);
+}
+
+absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostModelFile& model,
+                                                            const HeldOutCondition& condition,
+                                                            const model::StepShape& shape,
+                                                            const std::vector<Exchange>& exchanges,
+                                                            int ps_servers) {
+  std::vector<ValidationRow> rows;
+  for (Exchange e : exchanges) {
+    const model::Topology topology = TopologyOf(e);
+    ASSIGN_OR_RETURN(const model::ExchangeParams params, model::ParamsOf(model, topology));
+    model::Conditions at;
+    at.nodes = condition.nodes;
+    at.servers = ps_servers;
+    at.link_bytes_per_second = condition.link_bytes_per_second;
+    at.latency_s = condition.latency_s;
+    at.link_burst_bytes = condition.link_burst_bytes;
+    at.box_cores = condition.box_cores;
+    ASSIGN_OR_RETURN(const model::StepTime step, model::PredictStep(topology, params, at, shape));
+    ValidationRow row;
+    row.condition = condition.Name();
+    row.exchange = e;
+    row.nodes = condition.nodes;
+    row.predicted_step_s = step.step_s;
+    // Gradient mode has no compute: the whole step is the exchange, all of it exposed.
+    row.predicted_exposed_s = condition.replay() ? step.exposed_s : step.step_s;
+    row.bound = model::BoundName(step.bound);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& rows,
+                                            const std::vector<std::vector<double>>& repeats) {
+  ValidationSummary s;
+  s.rows = static_cast<int>(rows.size());
+  for (const ValidationRow& r : rows) {
+    if (r.usable()) ++s.usable;
+    if (r.emulator_bound) ++s.emulator_bound;
+    if (!r.emulator_bound && !r.usable()) ++s.failed;
+  }
+  ASSIGN_OR_RETURN(s.step, SummaryOf(Errors(rows, /*exposed=*/false)));
+  ASSIGN_OR_RETURN(s.exposed, SummaryOf(Errors(rows, /*exposed=*/true)));
+  ASSIGN_OR_RETURN(s.band, model::ComputeTieBand(repeats));
+  // Conditions in first-seen order, each with its usable exchanges.
+  std::vector<model::ConditionResult> conditions;
+  for (const ValidationRow& r : rows) {
+    if (!r.usable()) continue;
+    auto it = std::find_if(conditions.begin(), conditions.end(),
+                           [&](const model::ConditionResult& c) { return c.condition == r.condition; });
+    if (it == conditions.end()) it = conditions.insert(conditions.end(), {r.condition, {}});
+    it->exchanges.push_back({ExchangeName(r.exchange), r.predicted_step_s, r.measured_step_s});
+  }
+  conditions.erase(std::remove_if(conditions.begin(), conditions.end(),
+                                  [](const model::ConditionResult& c) { return c.exchanges.size() < 2; }),
+                   conditions.end());
+  ASSIGN_OR_RETURN(s.winners, model::ScoreWinners(conditions, s.band.band));
+  return s;
+}
+
+absl::StatusOr<double> EstimateValidationSeconds(const ValidationPlan& plan,
+                                                 const proto::CostModelFile& model) {
+  double total = 0;
+  for (size_t i = 0; i < plan.sweeps.size(); ++i) {
+    ASSIGN_OR_RETURN(const std::vector<HeldOutCondition> conditions, ExpandSweep(plan.sweeps[i]));
+    double sweep = kClusterStartupS;
+    for (const HeldOutCondition& c : conditions) {
+      ASSIGN_OR_RETURN(const model::StepShape shape, ShapeOf(c));
+      ASSIGN_OR_RETURN(const std::vector<ValidationRow> rows,
+                       PredictCondition(model, c, shape, plan.exchanges, plan.ps_servers));
+      for (const ValidationRow& r : rows)
+        sweep += kRunStartupS + (plan.steps + plan.warmup_steps) * r.predicted_step_s;
+    }
+    total += sweep * (static_cast<int>(i) == plan.noise_sweep ? std::max(1, plan.noise_runs) : 1);
+  }
+  return total;
+}
+
+}  // namespace psring::bench

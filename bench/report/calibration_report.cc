@@ -1,0 +1,61 @@
+// The calibration's report (calibration_report.h).
+#include "bench/report/calibration_report.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench/model/cost_model_file.pb.h"
+
+namespace psring::bench {
+namespace {
+
+constexpr size_t kMiB = 1u << 20;
+
+std::string FormatParameter(const proto::ModelParameter& p, double unit, const char* suffix) {
+  if (p.at_bound() && p.value() == 0) return "none (at bound)";
+  std::string text = absl::StrFormat("%.4g%s", p.value() / unit, suffix);
+  if (p.has_std_error()) absl::StrAppend(&text, absl::StrFormat(" +- %.2g", p.std_error() / unit));
+  if (p.at_bound()) absl::StrAppend(&text, " (at bound)");
+  return text;
+}
+
+template <typename T>
+std::string JoinScaled(const google::protobuf::RepeatedField<T>& values, double unit, const char* suffix) {
+  std::vector<std::string> parts;
+  for (T v : values) parts.push_back(absl::StrFormat("%g%s", v / unit, suffix));
+  return absl::StrJoin(parts, ",");
+}
+
+}  // namespace
+
+std::string FormatCalibration(const Calibration& c) {
+  std::string text = absl::StrFormat(
+      "# CALIBRATION (frozen; host %s, %s): %d runs, %d fitted, %d failed, %d EMULATOR-BOUND (dropped), %d with "
+      "nothing to model; %.0f s\n",
+      c.file.host(), c.file.date(), c.total_runs, c.runs.size(), c.failed, c.emulator_bound, c.skipped, c.wall_s);
+  absl::StrAppend(&text, absl::StrFormat("# %-13s %-22s %-16s %-24s %-22s %7s %7s %5s\n", "exchange",
+                                         "software (us/msg)", "efficiency", "window (KiB)", "CPU ceiling (MB/s)",
+                                         "med|e|", "max|e|", "runs"));
+  for (const proto::ExchangeModel& e : c.file.exchanges()) {
+    absl::StrAppend(&text, absl::StrFormat("# %-13s %-22s %-16s %-24s %-22s %6.1f%% %6.1f%% %5d\n", e.exchange(),
+                                           FormatParameter(e.software_s(), 1e-6, ""),
+                                           FormatParameter(e.efficiency(), 1, ""),
+                                           FormatParameter(e.window_bytes(), 1024, ""),
+                                           FormatParameter(e.cpu_bytes_per_second(), 1e6, ""),
+                                           100 * e.median_abs_rel_error(), 100 * e.max_abs_rel_error(),
+                                           e.coverage().runs()));
+  }
+  for (const proto::ExchangeModel& e : c.file.exchanges()) {
+    const proto::Coverage& cov = e.coverage();
+    absl::StrAppend(&text, absl::StrFormat("#   %s covers links %s MB/s, latencies %s ms, N %s, S %s MiB, K %s\n",
+                                           e.exchange(), JoinScaled(cov.link_bytes_per_second(), 1e6, ""),
+                                           JoinScaled(cov.latency_s(), 1e-3, ""), absl::StrJoin(cov.nodes(), ","),
+                                           JoinScaled(cov.bytes(), kMiB, ""), absl::StrJoin(cov.servers(), ",")));
+  }
+  for (const std::string& d : c.dropped) absl::StrAppend(&text, "# dropped: ", d, "\n");
+  return text;
+}
+
+}  // namespace psring::bench

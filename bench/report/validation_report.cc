@@ -1,0 +1,174 @@
+// Held-out validation's report and scatter plot (validation_report.h).
+#include "bench/report/validation_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench/model/validate.h"
+#include "bench/report/plot.h"
+#include "common/atomic_file.h"
+#include "common/status_macros.h"
+
+namespace psring::bench {
+namespace {
+
+std::string FormatSummary(const char* what, const model::ErrorSummary& s) {
+  if (s.count == 0) return absl::StrFormat("# %s: no usable run\n", what);
+  return absl::StrFormat("# %s: median |error| %.1f %%, p90 %.1f %%, max %.1f %% over %d runs\n", what,
+                         100 * s.median_abs, 100 * s.p90_abs, 100 * s.max_abs, s.count);
+}
+
+}  // namespace
+
+std::string FormatPrediction(const std::vector<ValidationRow>& rows) {
+  if (rows.empty()) return "";
+  std::vector<std::string> parts;
+  size_t fastest = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    parts.push_back(absl::StrFormat("%s %.3f s (%s)", ExchangeName(rows[i].exchange),
+                                    rows[i].predicted_step_s, rows[i].bound));
+    if (rows[i].predicted_step_s < rows[fastest].predicted_step_s) fastest = i;
+  }
+  return absl::StrFormat("# PREDICTED before running %s: %s; fastest %s\n", rows[0].condition,
+                         absl::StrJoin(parts, ", "), ExchangeName(rows[fastest].exchange));
+}
+
+absl::Status WriteValidationFiles(const std::string& dir, const std::string& report,
+                                  const std::vector<ValidationRow>& rows, const std::string& subtitle,
+                                  std::ostream* out) {
+  const std::string txt = dir + "/validation.txt";
+  const std::string svg = dir + "/validation.svg";
+  RETURN_IF_ERROR(WriteFileAtomically(svg, ValidationScatterSvg(rows, subtitle)));
+  RETURN_IF_ERROR(WriteFileAtomically(txt, report));
+  *out << "# wrote " << txt << ", " << svg << "\n";
+  return absl::OkStatus();
+}
+
+std::string FormatHeldOutChecks(const ValidationSummary& s) {
+  std::string out;
+  if (s.winners.counted == 0) {
+    absl::StrAppendFormat(&out,
+                          "# info held-out winner: no condition outside the tie band %s (%d ties): nothing to "
+                          "judge\n",
+                          s.band.Describe(), s.winners.ties);
+  } else {
+    absl::StrAppendFormat(&out,
+                          "# check held-out winner: %d of %d conditions outside the tie band %s named right: %s\n",
+                          s.winners.correct, s.winners.counted, s.band.Describe(),
+                          s.winners.correct == s.winners.counted ? "PASS" : "FAIL");
+  }
+  // Compared as printed: an error of exactly the target (10.0 % against 10 %) meets it, whatever the last bit.
+  const auto met = [](double error, double target) { return error <= target + 1e-9 ? "met" : "missed"; };
+  if (s.step.count > 0) {
+    absl::StrAppendFormat(&out,
+                          "# info held-out step time: |error| median %.1f %% (target %.0f %%: %s), p90 %.1f %% "
+                          "(target %.0f %%: %s) over %d runs\n",
+                          100 * s.step.median_abs, 100 * kTargetStepMedian, met(s.step.median_abs, kTargetStepMedian),
+                          100 * s.step.p90_abs, 100 * kTargetStepP90, met(s.step.p90_abs, kTargetStepP90),
+                          s.step.count);
+  }
+  if (s.exposed.count > 0) {
+    absl::StrAppendFormat(&out,
+                          "# info held-out exposed exchange time: |error| median %.1f %% (target %.0f %%: %s) over "
+                          "%d runs\n",
+                          100 * s.exposed.median_abs, 100 * kTargetExposedMedian,
+                          met(s.exposed.median_abs, kTargetExposedMedian), s.exposed.count);
+  }
+  if (s.emulator_bound > 0 || s.failed > 0) {
+    absl::StrAppendFormat(&out, "# info held-out runs left out: %d EMULATOR-BOUND, %d failed (of %d)\n",
+                          s.emulator_bound, s.failed, s.rows);
+  }
+  return out;
+}
+
+std::string FormatValidationReport(const Validation& v) {
+  const ValidationSummary& s = v.summary;
+  std::string out = absl::StrFormat(
+      "# VALIDATION on held-out conditions (model of %s, %s, frozen; predicted before each run): %d runs, %d "
+      "usable, %d EMULATOR-BOUND (excluded), %d failed (excluded)\n",
+      v.model_host, v.model_date, s.rows, s.usable, s.emulator_bound, s.failed);
+  absl::StrAppendFormat(&out, "# %-38s %-13s %9s %9s %7s %9s %9s %7s  %-8s %s\n", "condition", "exchange",
+                        "pred_s", "meas_s", "err", "pred_exp", "meas_exp", "err", "bound", "note");
+  for (const ValidationRow& r : v.rows) {
+    const bool measured = r.measured_step_s > 0;
+    const std::string step_error =
+        measured
+            ? absl::StrFormat("%+.1f%%", 100 * model::RelativeError(r.predicted_step_s, r.measured_step_s))
+            : "-";
+    std::string exposed_error = "-";
+    if (r.exposed_comparable()) {
+      exposed_error =
+          absl::StrFormat("%+.1f%%", 100 * model::RelativeError(r.predicted_exposed_s, r.measured_exposed_s));
+    } else if (r.usable()) {
+      exposed_error = "hidden";
+    }
+    std::string note = r.emulator_bound ? absl::StrCat("EMULATOR-BOUND (", r.note, ")") : r.note;
+    absl::StrAppendFormat(&out, "  %-38s %-13s %9.3f %9s %7s %9.3f %9s %7s  %-8s %s\n", r.condition,
+                          ExchangeName(r.exchange), r.predicted_step_s,
+                          measured ? absl::StrFormat("%.3f", r.measured_step_s) : "-", step_error,
+                          r.predicted_exposed_s,
+                          r.measured_exposed_s >= 0 ? absl::StrFormat("%.3f", r.measured_exposed_s) : "-",
+                          exposed_error, r.bound, note);
+  }
+  absl::StrAppend(&out, FormatSummary("step time", s.step));
+  absl::StrAppend(
+      &out, FormatSummary(absl::StrFormat("exposed exchange time (runs where it is >= %.0f %% of the step)",
+                                          100 * ValidationRow::kMinExposedShare)
+                              .c_str(),
+                          s.exposed));
+  absl::StrAppend(&out, "# tie band: ", s.band.Describe(), "\n");
+  for (const model::WinnerVerdict& w : s.winners.verdicts) {
+    absl::StrAppendFormat(&out, "#   %-38s measured %-13s by %5.1f %%, predicted %-13s %s\n", w.condition,
+                          w.measured_winner, 100 * w.measured_margin, w.predicted_winner,
+                          !w.counted  ? "tie (within the band)"
+                          : w.correct ? "right"
+                                      : "WRONG");
+  }
+  if (s.winners.counted == 0) {
+    absl::StrAppendFormat(&out, "# winner accuracy: no condition outside the tie band (%d ties)\n",
+                          s.winners.ties);
+  } else {
+    absl::StrAppendFormat(
+        &out, "# winner accuracy: %d of %d = %.0f %% (conditions outside the tie band; %d ties)\n",
+        s.winners.correct, s.winners.counted, 100 * s.winners.accuracy, s.winners.ties);
+  }
+  if (v.wall_s > 0) absl::StrAppendFormat(&out, "# validation ran %.0f s\n", v.wall_s);
+  return out;
+}
+
+std::string ValidationScatterSvg(const std::vector<ValidationRow>& rows, const std::string& subtitle) {
+  Figure figure;
+  figure.title = "Cost model on held-out runs: predicted vs measured";
+  figure.subtitle = subtitle;
+  for (bool exposed : {false, true}) {
+    Panel& panel = figure.panels.emplace_back();
+    panel.title = exposed ? "exposed exchange time" : "step time";
+    panel.x_label = "predicted (s)";
+    panel.y_label = "measured (s)";
+    panel.x_scale = Scale::kLog10;
+    panel.y_scale = Scale::kLog10;
+    double lo = INFINITY, hi = 0;
+    const std::vector<Exchange> exchanges = AllExchanges();
+    for (size_t i = 0; i < exchanges.size(); ++i) {
+      Series series{ExchangeName(exchanges[i]), PaletteColor(static_cast<int>(i)), {}, Style::kMarkers};
+      for (const ValidationRow& r : rows) {
+        if (r.exchange != exchanges[i] || !(exposed ? r.exposed_comparable() : r.usable())) continue;
+        const double p = exposed ? r.predicted_exposed_s : r.predicted_step_s;
+        const double m = exposed ? r.measured_exposed_s : r.measured_step_s;
+        if (!(p > 0 && m > 0)) continue;
+        series.points.push_back({p, m});
+        lo = std::min({lo, p, m});
+        hi = std::max({hi, p, m});
+      }
+      panel.series.push_back(std::move(series));
+    }
+    if (hi > 0)
+      panel.series.push_back({"measured = predicted", "#888888", {{lo, lo}, {hi, hi}}, Style::kDashedLine});
+  }
+  return RenderSvg(figure);
+}
+
+}  // namespace psring::bench
