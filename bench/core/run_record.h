@@ -85,6 +85,9 @@ struct ScalingOptions {
 
 // One exchange at one N and one S. Times are per step.
 struct RunRecord {
+  // "measured"; "model" for a row the model predicted (bench/model/sweep_model.h PredictedRecords): the same
+  // record, so files, tables and plots serve both, and a validation is a join of the two.
+  std::string source = "measured";
   Exchange exchange = Exchange::kRing;
   int nodes = 0;
   int servers = 0;

@@ -139,6 +139,23 @@ std::vector<ModelPoint> Extrapolation(const ScalingResult& result) {
   return points;
 }
 
+std::vector<RunRecord> PredictedRecords(const ScalingResult& result) {
+  std::vector<RunRecord> records;
+  for (const ModelPoint& m : Extrapolation(result)) {
+    RunRecord r;
+    r.source = "model";
+    r.exchange = m.exchange;
+    r.nodes = m.nodes;
+    r.servers = m.servers;
+    r.bytes = m.bytes;
+    r.exchange_s = r.step_s = m.seconds;
+    r.algbw = m.seconds > 0 ? m.bytes / m.seconds : 0;
+    r.busbw = r.algbw * PluginFor(m.exchange).BusFactor(m.nodes);
+    records.push_back(r);
+  }
+  return records;
+}
+
 Compute MeasuredCompute(const ScalingResult& result, const std::string& workload) {
   Compute c;
   int runs = 0;

@@ -84,6 +84,9 @@ struct ModelPoint {
   double seconds;
 };
 std::vector<ModelPoint> Extrapolation(const ScalingResult& result);
+// The same points as records with source "model": exchange_s = step_s = the predicted time, algbw and busbw
+// from it; nothing else is predicted.
+std::vector<RunRecord> PredictedRecords(const ScalingResult& result);
 
 // One worker's compute per step as the workers measured it (the same for every N and exchange: timed waits).
 struct Compute {

@@ -39,7 +39,11 @@ void PrintReplayVerdict(const ScalingResult& result, std::ostream& out);
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReplayFigures(const ScalingResult& result);
 
 // scaling.csv: one row per measured run (source=measured) and per model point (source=model) (record_io.cc).
+// Its columns, scaling.json's run fields and what RecordsFromCsv reads back come from one column table.
 std::string ToCsv(const ScalingResult& result);
+// The CSV's header, and the RunReport fields (proto/bench_report.proto) scaling.json's runs are filled from.
+std::vector<std::string> CsvColumnNames();
+std::vector<std::string> JsonRunFields();
 // scaling.json: proto/bench_report.proto's ScalingReport in protobuf's JSON mapping.
 absl::StatusOr<std::string> ToJson(const ScalingResult& result);
 // The measured runs of a scaling.csv (columns found by name), to re-render a report without re-measuring.

@@ -3,6 +3,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/model/collective.h"
 #include "bench/model/exchange_topology.h"
@@ -84,6 +85,18 @@ TEST(ScalingReportTest, CsvHasOneRowPerRunAndModelPoint) {
   }
   EXPECT_EQ(lines[1].rfind("measured,gradient,ring,1,", 0), 0u) << lines[1];
   EXPECT_EQ(lines.back().rfind("model,gradient,ps-dedicated,1024,2,", 0), 0u) << lines.back();
+}
+
+// One column table: the CSV's header is its names, and every JSON name is a field of RunReport (a typo would
+// silently drop the column from scaling.json).
+TEST(ScalingReportTest, OneColumnTableNamesRealFields) {
+  const std::string csv = ToCsv(Synthetic());
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), absl::StrJoin(CsvColumnNames(), ","));
+  const std::vector<std::string> json = JsonRunFields();
+  EXPECT_GE(json.size(), 30u);
+  for (const std::string& name : json) {
+    EXPECT_NE(proto::RunReport::descriptor()->FindFieldByName(name), nullptr) << name;
+  }
 }
 
 TEST(ScalingReportTest, CsvRoundTripsThroughRecordsFromCsv) {
