@@ -36,10 +36,17 @@ bool Contains(const std::set<double>& values, double v) {
 }
 
 // The relative errors of `rows` where `take` holds, (predicted - measured) / measured.
-std::vector<double> Errors(const std::vector<ValidationRow>& rows, bool exposed) {
+// Which runs an error statistic is over.
+enum class Over { kUsableSteps, kComparableExposed, kMeasuredSteps };
+
+std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
+  const bool exposed = over == Over::kComparableExposed;
   std::vector<double> errors;
   for (const ValidationRow& r : rows) {
-    if (exposed ? !r.exposed_comparable() : !r.usable()) continue;
+    const bool in = over == Over::kUsableSteps        ? r.usable()
+                    : over == Over::kComparableExposed ? r.exposed_comparable()
+                                                       : r.measured_step_s > 0;
+    if (!in) continue;
     errors.push_back(exposed ? model::RelativeError(r.predicted_exposed_s, r.measured_exposed_s)
                              : model::RelativeError(r.predicted_step_s, r.measured_step_s));
   }
@@ -243,17 +250,18 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
     if (r.emulator_bound) ++s.emulator_bound;
     if (!r.emulator_bound && !r.usable()) ++s.failed;
   }
-  ASSIGN_OR_RETURN(s.step, SummaryOf(Errors(rows, /*exposed=*/false)));
-  ASSIGN_OR_RETURN(s.exposed, SummaryOf(Errors(rows, /*exposed=*/true)));
+  ASSIGN_OR_RETURN(s.step, SummaryOf(Errors(rows, Over::kUsableSteps)));
+  ASSIGN_OR_RETURN(s.step_all, SummaryOf(Errors(rows, Over::kMeasuredSteps)));
+  ASSIGN_OR_RETURN(s.exposed, SummaryOf(Errors(rows, Over::kComparableExposed)));
   ASSIGN_OR_RETURN(s.band, model::ComputeTieBand(repeats));
-  // Conditions in first-seen order, each with its usable exchanges.
+  // Conditions in first-seen order, each with every exchange predicted for it (the printed winner is the
+  // fastest of all of them); runs that are not usable are marked excluded.
   std::vector<model::ConditionResult> conditions;
   for (const ValidationRow& r : rows) {
-    if (!r.usable()) continue;
     auto it = std::find_if(conditions.begin(), conditions.end(),
                            [&](const model::ConditionResult& c) { return c.condition == r.condition; });
     if (it == conditions.end()) it = conditions.insert(conditions.end(), {r.condition, {}});
-    it->exchanges.push_back({ExchangeName(r.exchange), r.predicted_step_s, r.measured_step_s});
+    it->exchanges.push_back({ExchangeName(r.exchange), r.predicted_step_s, r.measured_step_s, !r.usable()});
   }
   conditions.erase(std::remove_if(conditions.begin(), conditions.end(),
                                   [](const model::ConditionResult& c) { return c.exchanges.size() < 2; }),

@@ -126,9 +126,12 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
 
 struct ValidationSummary {
   model::ErrorSummary step;       // over usable rows
+  model::ErrorSummary step_all;   // over every measured row, EMULATOR-BOUND ones included (beside `step`)
   model::ErrorSummary exposed;    // over exposed_comparable rows
   model::TieBand band;
-  model::WinnerAccuracy winners;  // step time, usable exchanges, conditions with >= 2 of them
+  // Step time, conditions with >= 2 exchanges: judged where neither the printed (predicted) winner nor the
+  // fastest measured run was excluded, unjudged otherwise.
+  model::WinnerAccuracy winners;
   int rows = 0;
   int usable = 0;
   int emulator_bound = 0;

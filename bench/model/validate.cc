@@ -77,33 +77,48 @@ absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& 
                        " exchange(s): a winner needs at least two"));
     }
     for (const ExchangeResult& e : c.exchanges) {
-      if (!(e.predicted_s > 0 && e.measured_s > 0 && std::isfinite(e.predicted_s) && std::isfinite(e.measured_s))) {
+      const bool measured_ok = e.excluded || (e.measured_s > 0 && std::isfinite(e.measured_s));
+      if (!(e.predicted_s > 0 && std::isfinite(e.predicted_s) && measured_ok)) {
         return absl::InvalidArgumentError(absl::StrCat("condition '", c.condition, "', ", e.exchange,
                                                        ": predicted and measured times must be > 0"));
       }
     }
-    auto fastest = [&](double ExchangeResult::*time) {
-      return std::min_element(c.exchanges.begin(), c.exchanges.end(),
-                              [&](const ExchangeResult& a, const ExchangeResult& b) { return a.*time < b.*time; });
-    };
-    const auto measured = fastest(&ExchangeResult::measured_s);
-    const auto predicted = fastest(&ExchangeResult::predicted_s);
-    double second = INFINITY;
-    for (auto it = c.exchanges.begin(); it != c.exchanges.end(); ++it) {
-      if (it != measured) second = std::min(second, it->measured_s);
+    const ExchangeResult* predicted = &c.exchanges.front();
+    const ExchangeResult* measured = nullptr;
+    for (const ExchangeResult& e : c.exchanges) {
+      if (e.predicted_s < predicted->predicted_s) predicted = &e;
+      if (e.measured_s > 0 && (measured == nullptr || e.measured_s < measured->measured_s)) measured = &e;
     }
     WinnerVerdict v;
     v.condition = c.condition;
-    v.measured_winner = measured->exchange;
     v.predicted_winner = predicted->exchange;
-    v.measured_margin = (second - measured->measured_s) / measured->measured_s;
-    v.counted = v.measured_margin > tie_band;
-    v.correct = v.predicted_winner == v.measured_winner;
-    if (v.counted) {
-      ++accuracy.counted;
-      accuracy.correct += v.correct;
+    v.measured_winner = measured != nullptr ? measured->exchange : "";
+    double second = INFINITY;
+    for (const ExchangeResult& e : c.exchanges) {
+      if (&e != measured && !e.excluded) second = std::min(second, e.measured_s);
+    }
+    if (predicted->excluded) {
+      v.unjudged_reason = absl::StrCat("the predicted winner ", predicted->exchange, " was excluded");
+    } else if (measured == nullptr || measured->excluded) {
+      v.unjudged_reason = measured == nullptr ? "nothing measured"
+                                              : absl::StrCat("the fastest run, ", measured->exchange,
+                                                             ", was excluded");
+    } else if (!std::isfinite(second)) {
+      v.unjudged_reason = "no other usable exchange to compare with";
+    }
+    v.judged = v.unjudged_reason.empty();
+    v.correct = v.judged && v.predicted_winner == v.measured_winner;
+    if (!v.judged) {
+      ++accuracy.unjudged;
     } else {
-      ++accuracy.ties;
+      v.measured_margin = (second - measured->measured_s) / measured->measured_s;
+      v.counted = v.measured_margin > tie_band;
+      if (v.counted) {
+        ++accuracy.counted;
+        accuracy.correct += v.correct;
+      } else {
+        ++accuracy.ties;
+      }
     }
     accuracy.verdicts.push_back(v);
   }

@@ -50,29 +50,38 @@ absl::StatusOr<TieBand> ComputeTieBand(const std::vector<std::vector<double>>& r
 struct ExchangeResult {
   std::string exchange;
   double predicted_s = 0;
-  double measured_s = 0;
+  double measured_s = 0;  // <= 0: not measured (failed, or not run)
+  // EMULATOR-BOUND or failed: its time says nothing about the network, so it can neither win nor be judged.
+  bool excluded = false;
 };
 struct ConditionResult {
   std::string condition;  // e.g. "resnet50 N=8 1gbit 1ms bucketed"
   std::vector<ExchangeResult> exchanges;
 };
 
+// The predicted winner is the one printed before the run: the fastest prediction over every exchange. A
+// condition whose predicted winner, or whose fastest measured run, is excluded is unjudged: the model named a
+// winner nobody could measure, or the box may have slowed the others.
 struct WinnerVerdict {
   std::string condition;
-  std::string measured_winner;
+  std::string measured_winner;  // the fastest measured run ("" when none was measured)
   std::string predicted_winner;
-  double measured_margin = 0;  // (second fastest - fastest) / fastest, measured
-  bool counted = false;        // margin > band
+  double measured_margin = 0;  // (second fastest usable - fastest) / fastest, measured (judged only)
+  bool judged = true;          // neither winner excluded
+  std::string unjudged_reason;  // why not judged ("" when judged)
+  bool counted = false;        // judged and margin > band
   bool correct = false;        // predicted winner == measured winner
 };
 struct WinnerAccuracy {
   int counted = 0;
   int correct = 0;
-  int ties = 0;          // conditions whose measured margin is within the band
+  int ties = 0;          // judged conditions whose measured margin is within the band
+  int unjudged = 0;      // conditions whose printed or measured winner was excluded
   double accuracy = -1;  // correct / counted; -1 when nothing was counted
   std::vector<WinnerVerdict> verdicts;
 };
-// kInvalidArgument for a condition with fewer than two exchanges, a time not > 0, a negative band.
+// kInvalidArgument for a condition with fewer than two exchanges, a prediction not > 0, a measured time not
+// > 0 of an exchange that is not excluded, a negative band.
 absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& conditions, double tie_band);
 
 }  // namespace psring::bench::model

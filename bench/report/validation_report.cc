@@ -51,13 +51,14 @@ std::string FormatHeldOutChecks(const ValidationSummary& s) {
   std::string out;
   if (s.winners.counted == 0) {
     absl::StrAppendFormat(&out,
-                          "# info held-out winner: no condition outside the tie band %s (%d ties): nothing to "
-                          "judge\n",
-                          s.band.Describe(), s.winners.ties);
+                          "# info held-out winner: no condition outside the tie band %s (%d ties, %d unjudged: a "
+                          "printed or measured winner excluded): nothing to judge\n",
+                          s.band.Describe(), s.winners.ties, s.winners.unjudged);
   } else {
     absl::StrAppendFormat(&out,
-                          "# check held-out winner: %d of %d conditions outside the tie band %s named right: %s\n",
-                          s.winners.correct, s.winners.counted, s.band.Describe(),
+                          "# check held-out winner: %d of %d conditions outside the tie band %s named right (judged "
+                          "ones; %d unjudged: a printed or measured winner excluded): %s\n",
+                          s.winners.correct, s.winners.counted, s.band.Describe(), s.winners.unjudged,
                           s.winners.correct == s.winners.counted ? "PASS" : "FAIL");
   }
   // Compared as printed: an error of exactly the target (10.0 % against 10 %) meets it, whatever the last bit.
@@ -78,8 +79,14 @@ std::string FormatHeldOutChecks(const ValidationSummary& s) {
                           met(s.exposed.median_abs, kTargetExposedMedian), s.exposed.count);
   }
   if (s.emulator_bound > 0 || s.failed > 0) {
-    absl::StrAppendFormat(&out, "# info held-out runs left out: %d EMULATOR-BOUND, %d failed (of %d)\n",
-                          s.emulator_bound, s.failed, s.rows);
+    absl::StrAppendFormat(&out, "# info held-out runs left out: %d EMULATOR-BOUND, %d failed (of %d)%s\n",
+                          s.emulator_bound, s.failed, s.rows,
+                          s.step_all.count > s.step.count
+                              ? absl::StrFormat("; over every measured run, excluded ones included: median "
+                                                "|error| %.1f %%, p90 %.1f %% over %d runs",
+                                                100 * s.step_all.median_abs, 100 * s.step_all.p90_abs,
+                                                s.step_all.count)
+                              : "");
   }
   return out;
 }
@@ -114,6 +121,9 @@ std::string FormatValidationReport(const Validation& v) {
                           exposed_error, r.bound, note);
   }
   absl::StrAppend(&out, FormatSummary("step time", s.step));
+  if (s.step_all.count > s.step.count) {
+    absl::StrAppend(&out, FormatSummary("step time over every measured run, excluded ones included", s.step_all));
+  }
   absl::StrAppend(
       &out, FormatSummary(absl::StrFormat("exposed exchange time (runs where it is >= %.0f %% of the step)",
                                           100 * ValidationRow::kMinExposedShare)
@@ -121,6 +131,11 @@ std::string FormatValidationReport(const Validation& v) {
                           s.exposed));
   absl::StrAppend(&out, "# tie band: ", s.band.Describe(), "\n");
   for (const model::WinnerVerdict& w : s.winners.verdicts) {
+    if (!w.judged) {
+      absl::StrAppendFormat(&out, "#   %-38s predicted %-13s UNJUDGED: %s\n", w.condition, w.predicted_winner,
+                            w.unjudged_reason);
+      continue;
+    }
     absl::StrAppendFormat(&out, "#   %-38s measured %-13s by %5.1f %%, predicted %-13s %s\n", w.condition,
                           w.measured_winner, 100 * w.measured_margin, w.predicted_winner,
                           !w.counted  ? "tie (within the band)"
@@ -128,12 +143,14 @@ std::string FormatValidationReport(const Validation& v) {
                                       : "WRONG");
   }
   if (s.winners.counted == 0) {
-    absl::StrAppendFormat(&out, "# winner accuracy: no condition outside the tie band (%d ties)\n",
-                          s.winners.ties);
+    absl::StrAppendFormat(&out, "# winner accuracy: no judged condition outside the tie band (%d ties, %d unjudged)\n",
+                          s.winners.ties, s.winners.unjudged);
   } else {
     absl::StrAppendFormat(
-        &out, "# winner accuracy: %d of %d = %.0f %% (conditions outside the tie band; %d ties)\n",
-        s.winners.correct, s.winners.counted, 100 * s.winners.accuracy, s.winners.ties);
+        &out,
+        "# winner accuracy: %d of %d = %.0f %% (judged conditions outside the tie band; %d ties; %d unjudged: a "
+        "printed or measured winner excluded)\n",
+        s.winners.correct, s.winners.counted, 100 * s.winners.accuracy, s.winners.ties, s.winners.unjudged);
   }
   if (v.wall_s > 0) absl::StrAppendFormat(&out, "# validation ran %.0f s\n", v.wall_s);
   return out;

@@ -169,6 +169,22 @@ TEST(ScalingReportTest, ReportAndVerdict) {
   EXPECT_NE(v.find("failed/not run"), std::string::npos) << v;
 }
 
+// An EMULATOR-BOUND cell is marked and never named fastest: the ring's N = 4 run bound by the box leaves the
+// fastest to the co-located PS (measured 0.520 s), and the ring's ratio is against it.
+TEST(ScalingReportTest, VerdictMarksEmulatorBoundCellsAndNeverNamesThemFastest) {
+  ScalingResult result = Synthetic();
+  for (RunRecord& r : result.records) {
+    if (r.exchange == Exchange::kRing && r.nodes == 4) r.emulator_bound = true;
+  }
+  std::ostringstream verdict;
+  PrintVerdict(result, verdict);
+  const std::string v = verdict.str();
+  EXPECT_NE(v.find("     4  ps-colocated       0.510 (1.0x)*       1.351 (2.6x)       0.520 (1.0x)"),
+            std::string::npos)
+      << v;
+  EXPECT_NE(v.find("# * EMULATOR-BOUND"), std::string::npos) << v;
+}
+
 // Issue 24: with S < 4 MiB the report printed a bare "# Acceptance checks" heading.
 TEST(ScalingReportTest, NoApplicableCheckSaysWhichSizesTheChecksNeed) {
   ScalingResult result = Synthetic();

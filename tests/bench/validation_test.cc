@@ -215,6 +215,37 @@ TEST(SummarizeTest, StatisticsTieBandAndWinnersOnFixedData) {
   EXPECT_EQ(s->winners.ties, 1);
   EXPECT_EQ(s->winners.counted, 1);
   EXPECT_EQ(s->winners.correct, 1);
+  EXPECT_EQ(s->winners.unjudged, 0);
+  // Beside the usable runs, every measured one: the EMULATOR-BOUND ps-dedicated B (0.40 against 0.90, -55.6 %)
+  // joins the five.
+  EXPECT_EQ(s->step_all.count, 6);
+  EXPECT_NEAR(s->step_all.max_abs, 0.5 / 0.9, 1e-12);
+}
+
+// B's printed winner (ring, 0.30 s) excluded: B is unjudged, not "right", and the reports say so.
+TEST(SummarizeTest, AConditionWhosePrintedWinnerWasExcludedIsUnjudged) {
+  std::vector<ValidationRow> rows = FixedRows();
+  rows[3].emulator_bound = true;
+  rows[3].note = "box CPU 97% busy";
+  absl::StatusOr<ValidationSummary> s = Summarize(rows, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->winners.unjudged, 1);
+  EXPECT_EQ(s->winners.counted, 0);
+  EXPECT_EQ(s->winners.ties, 1);
+  Validation v;
+  v.rows = rows;
+  v.summary = *s;
+  const std::string report = FormatValidationReport(v);
+  EXPECT_NE(report.find("B                                      predicted ring          UNJUDGED: the predicted "
+                        "winner ring was excluded"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("(1 ties, 1 unjudged)"), std::string::npos) << report;
+  EXPECT_EQ(report.find("right"), std::string::npos) << report;
+  const std::string checks = FormatHeldOutChecks(*s);
+  EXPECT_NE(checks.find("# info held-out winner: no condition outside the tie band"), std::string::npos)
+      << checks;
+  EXPECT_NE(checks.find("1 unjudged"), std::string::npos) << checks;
 }
 
 TEST(FormatValidationReportTest, ReportsEveryRunAndTheFigures) {

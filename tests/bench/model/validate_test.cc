@@ -83,6 +83,38 @@ TEST(ValidateTest, WinnerAccuracyCountsOnlyClearMargins) {
   EXPECT_EQ(w->ties, 3);
 }
 
+// The winner judged is the one printed before the run (the fastest prediction over every exchange): when that
+// run, or the fastest measured one, was excluded, the condition is unjudged, never "right".
+TEST(ValidateTest, AnExcludedPrintedOrMeasuredWinnerLeavesTheConditionUnjudged) {
+  const std::vector<ConditionResult> conditions = {
+      // Predicted ps-colocated, excluded (EMULATOR-BOUND): the usable ring beats ps-1 by 50 %, but the printed
+      // winner was never measured.
+      {"printed", {{"ring", 1.0, 1.0}, {"ps-1", 1.4, 1.5}, {"ps-colocated", 0.9, 1.6, true}}},
+      // Predicted ring, right among the usable runs, but the fastest run measured (ps-dedicated) was excluded.
+      {"measured", {{"ring", 1.0, 1.0}, {"ps-1", 1.4, 1.5}, {"ps-dedicated", 1.2, 0.8, true}}},
+      // A failed run (not measured) that was not the printed winner does not stop the judgment.
+      {"failed", {{"ring", 1.0, 1.0}, {"ps-1", 1.4, 1.5}, {"ps-dedicated", 1.2, -1, true}}},
+      // Only one usable exchange besides an excluded one: nothing to compare the winner with.
+      {"alone", {{"ring", 1.0, 1.0}, {"ps-1", 1.4, 1.6, true}}},
+  };
+  absl::StatusOr<WinnerAccuracy> w = ScoreWinners(conditions, 0.05);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->unjudged, 3);
+  EXPECT_EQ(w->counted, 1);
+  EXPECT_EQ(w->correct, 1);
+  EXPECT_EQ(w->ties, 0);
+  ASSERT_EQ(w->verdicts.size(), 4u);
+  EXPECT_FALSE(w->verdicts[0].judged);
+  EXPECT_FALSE(w->verdicts[0].correct);
+  EXPECT_EQ(w->verdicts[0].predicted_winner, "ps-colocated");
+  EXPECT_NE(w->verdicts[0].unjudged_reason.find("predicted winner ps-colocated"), std::string::npos);
+  EXPECT_FALSE(w->verdicts[1].judged);
+  EXPECT_NE(w->verdicts[1].unjudged_reason.find("ps-dedicated"), std::string::npos);
+  EXPECT_TRUE(w->verdicts[2].judged);
+  EXPECT_NEAR(w->verdicts[2].measured_margin, 0.5, 1e-12);
+  EXPECT_FALSE(w->verdicts[3].judged);
+}
+
 TEST(ValidateTest, WinnerAccuracyErrors) {
   EXPECT_FALSE(ScoreWinners({{"lonely", {{"ring", 1, 1}}}}, 0.05).ok());
   EXPECT_FALSE(ScoreWinners({{"zero", {{"ring", 1, 0}, {"ps-1", 1, 1}}}}, 0.05).ok());
