@@ -204,14 +204,15 @@ absl::StatusOr<Programs> FindPrograms(const char* argv0) {
 }
 
 // psring's busbw (GB/s) at `bytes` for `n` ranks as processes: ring_worker's gradient-only mode, the slowest
-// rank's mean step.
+// rank's mean step. CPU ranks (--device=cpu), like Gloo's: on a host with one GPU, --device=auto would stop
+// rank 1 with "has no GPU of its own".
 absl::StatusOr<double> RunRingProcesses(const Programs& programs, int n, size_t bytes) {
   ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
   std::vector<ProcessSpec> specs;
   for (int r = 0; r < n; ++r) {
     specs.push_back({absl::StrCat("ring rank ", r),
                      {programs.ring_worker, absl::StrCat("--rank=", r), absl::StrCat("--world_size=", n),
-                      "--master_addr=127.0.0.1", absl::StrCat("--master_port=", port),
+                      "--master_addr=127.0.0.1", absl::StrCat("--master_port=", port), "--device=cpu",
                       absl::StrCat("--model_bytes=", bytes),
                       absl::StrCat("--max_steps=", ItersFor(bytes, absl::GetFlag(FLAGS_iters))),
                       absl::StrCat("--warmup_steps=", absl::GetFlag(FLAGS_warmup_iters)),

@@ -1,11 +1,14 @@
 #include "bench/model/model_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -128,6 +131,58 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
   }
   return absl::NotFoundError(
       absl::StrCat("model file has no ", TopologyName(topology), " exchange; ", kRecalibrate));
+}
+
+namespace {
+
+// `value`'s ratio outside [lo, hi] (1 inside; `value` and `lo` > 0).
+double OutsideBy(double value, double lo, double hi) {
+  if (value > hi) return value / hi;
+  if (value < lo) return lo / value;
+  return 1;
+}
+
+}  // namespace
+
+Extrapolation ExtrapolationOf(const proto::CostModelFile& file, Topology topology, const Conditions& at,
+                              double bytes) {
+  Extrapolation out;
+  for (const proto::ExchangeModel& e : file.exchanges()) {
+    if (e.exchange() != TopologyName(topology) || !e.has_coverage()) continue;
+    const proto::Coverage& c = e.coverage();
+    out.factor = 1;
+    auto consider = [&](double factor, const char* what) {
+      if (factor > out.factor) out = {factor, what};
+    };
+    if (c.nodes_size() > 0 && at.nodes > 0) {
+      const auto [lo, hi] = std::minmax_element(c.nodes().begin(), c.nodes().end());
+      consider(OutsideBy(at.nodes, *lo, *hi), "N");
+    }
+    std::vector<double> links;
+    bool unlimited = false;
+    for (double b : c.link_bytes_per_second()) (b > 0 ? links.push_back(b) : void(unlimited = true));
+    if (at.link_bytes_per_second > 0 && !links.empty()) {
+      const auto [lo, hi] = std::minmax_element(links.begin(), links.end());
+      consider(OutsideBy(at.link_bytes_per_second, *lo, *hi), "link");
+    } else if (at.link_bytes_per_second <= 0 && !unlimited && !links.empty()) {
+      consider(INFINITY, "link");
+    }
+    if (c.latency_s_size() > 0 && at.latency_s > 0) {
+      const double hi = *std::max_element(c.latency_s().begin(), c.latency_s().end());
+      consider(hi > 0 ? std::max(1.0, at.latency_s / hi) : INFINITY, "latency");
+    }
+    if (c.bytes_size() > 0 && bytes > 0) {
+      const auto [lo, hi] = std::minmax_element(c.bytes().begin(), c.bytes().end());
+      consider(OutsideBy(bytes, *lo, *hi), "size");
+    }
+  }
+  return out;
+}
+
+std::string ExtrapolationMark(const Extrapolation& e) {
+  if (!(e.factor > kExtrapolationMarkFactor)) return "";
+  if (!std::isfinite(e.factor)) return absl::StrCat("EXTRAPOLATED (", e.what, " never calibrated)");
+  return absl::StrFormat("EXTRAPOLATED x%.0f (%s)", e.factor, e.what);
 }
 
 }  // namespace psring::bench::model

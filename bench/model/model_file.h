@@ -40,6 +40,21 @@ absl::Status WriteModelFile(const std::string& path, const proto::CostModelFile&
 // The parameters of `topology` (the file validated). kNotFound when the file lacks it.
 absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topology topology);
 
+// How far `at` (with `bytes` the collective's size: a flat step's S or one bucket's) lies outside what the
+// file's calibration of `topology` ran: the largest ratio over N, the link rate (rate-limited runs only), the
+// one-way latency (above the largest only: 0 to the largest is covered) and the size, 1 inside. An unlimited
+// link (0) counts as covered when the calibration ran one. 0 when the file records no coverage (nothing to say).
+struct Extrapolation {
+  double factor = 0;
+  std::string what;  // the dimension that sets the factor: "N", "link", "latency" or "size"
+};
+Extrapolation ExtrapolationOf(const proto::CostModelFile& file, Topology topology, const Conditions& at,
+                              double bytes);
+// Beyond this factor a prediction is marked.
+inline constexpr double kExtrapolationMarkFactor = 2;
+// "EXTRAPOLATED x128 (N)" when the factor is above kExtrapolationMarkFactor, else "".
+std::string ExtrapolationMark(const Extrapolation& e);
+
 }  // namespace psring::bench::model
 
 #endif  // PSRING_BENCH_MODEL_MODEL_FILE_H_

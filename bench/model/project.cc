@@ -12,12 +12,15 @@ namespace psring::bench::model {
 absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Conditions& target,
                                    const StepShape& shape) {
   Projection projection;
+  double largest_bucket = 0;
+  for (const BucketRelease& b : shape.buckets) largest_bucket = std::max(largest_bucket, b.bytes);
   for (Topology topology : AllTopologies()) {
     absl::StatusOr<ExchangeParams> params = ParamsOf(model, topology);
     if (!params.ok()) return params.status();
     absl::StatusOr<StepTime> step = PredictStep(topology, *params, target, shape);
     if (!step.ok()) return step.status();
-    projection.exchanges.push_back({topology, *step, params->cpu_bytes_per_second * target.cpu_speedup});
+    projection.exchanges.push_back({topology, *step, params->cpu_bytes_per_second * target.cpu_speedup,
+                                    ExtrapolationOf(model, topology, target, largest_bucket)});
   }
   double second = INFINITY;
   for (size_t i = 0; i < projection.exchanges.size(); ++i) {
@@ -60,12 +63,13 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
   for (size_t i = 0; i < projection.exchanges.size(); ++i) {
     const ExchangeProjection& e = projection.exchanges[i];
     absl::StrAppendFormat(
-        &out, "# %-13s %10.2f %11.2f %12.2f  %-8s %s%s\n", TopologyName(e.topology), 1e3 * e.step.step_s,
+        &out, "# %-13s %10.2f %11.2f %12.2f  %-8s %s%s%s\n", TopologyName(e.topology), 1e3 * e.step.step_s,
         1e3 * e.step.exposed_s, 1e3 * e.step.exchange_s, BoundName(e.step.bound),
         e.cpu_ceiling_bytes_per_second > 0 ? absl::StrFormat("%.2f GB/s", e.cpu_ceiling_bytes_per_second / 1e9)
                                            : "none measured",
         static_cast<int>(i) == projection.fastest ? absl::StrFormat("   fastest by %.1f %%", 100 * projection.margin)
-                                                  : "");
+                                                  : "",
+        ExtrapolationMark(e.extrapolation).empty() ? "" : "   " + ExtrapolationMark(e.extrapolation));
   }
   return out;
 }

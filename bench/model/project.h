@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "bench/model/collective.h"
 #include "bench/model/cost_model_file.pb.h"
+#include "bench/model/model_file.h"
 #include "bench/model/schedule.h"
 
 namespace psring::bench::model {
@@ -24,6 +25,8 @@ struct ExchangeProjection {
   Topology topology = Topology::kRing;
   StepTime step;
   double cpu_ceiling_bytes_per_second = 0;  // the file's ceiling times cpu_speedup (0: none known)
+  // How far the target lies outside the calibration's coverage (its largest bucket as the size).
+  Extrapolation extrapolation;
 };
 
 struct Projection {
@@ -37,7 +40,8 @@ struct Projection {
 absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Conditions& target,
                                    const StepShape& shape);
 
-// The table, one row per exchange (step, exposed and total exchange time, bound, CPU ceiling), under a
+// The table, one row per exchange (step, exposed and total exchange time, bound, CPU ceiling, and
+// "EXTRAPOLATED xK (what)" where the target lies more than kExtrapolationMarkFactor outside the calibration), under a
 // heading that says it is a model and where its CPU ceilings were measured. Lines start with "# ".
 std::string FormatProjection(const proto::CostModelFile& model, const Conditions& target,
                              const Projection& projection, const std::string& what);

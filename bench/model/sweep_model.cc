@@ -103,6 +103,19 @@ model::Conditions SweepConditions(const ScalingResult& result, int nodes, bool o
   return at;
 }
 
+std::string ExtrapolationMarkAt(const ScalingResult& result, const model::Conditions& at,
+                                const std::vector<double>& sizes) {
+  if (!result.model.has_value()) return "";
+  model::Extrapolation worst;
+  for (Exchange e : ExchangesRun(result)) {
+    for (double bytes : sizes) {
+      const model::Extrapolation x = model::ExtrapolationOf(*result.model, TopologyOf(e), at, bytes);
+      if (x.factor > worst.factor) worst = x;
+    }
+  }
+  return model::ExtrapolationMark(worst);
+}
+
 double ModelSeconds(const ScalingResult& result, Exchange exchange, int nodes, double bytes) {
   return CollectiveSeconds(result, exchange, nodes, bytes, /*on_this_box=*/true);
 }

@@ -60,6 +60,12 @@ std::vector<Exchange> ExchangesRun(const ScalingResult& result);
 // options.ps_servers, and the cores the processes shared (`on_this_box`) or none (hosts of their own).
 model::Conditions SweepConditions(const ScalingResult& result, int nodes, bool on_this_box);
 
+// "EXTRAPOLATED xK (what)" when `at` with any of `sizes` (a collective's bytes) lies more than
+// model::kExtrapolationMarkFactor outside the model file's calibration for any of the sweep's exchanges (the
+// largest factor), else "" (also without a model or a recorded coverage).
+std::string ExtrapolationMarkAt(const ScalingResult& result, const model::Conditions& at,
+                                const std::vector<double>& sizes);
+
 // The model's exchange time (s) of `exchange` at N nodes for S bytes on this sweep's cluster (its box), or -1
 // without a model.
 double ModelSeconds(const ScalingResult& result, Exchange exchange, int nodes, double bytes);

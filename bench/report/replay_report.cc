@@ -179,9 +179,11 @@ double OverlapCap(const ScalingResult& result) {
   return cap > 0 ? cap : 25;
 }
 
-// `prefix` lines: per N of the model's list, each exchange's step time flat and with the overlap cap.
+// `prefix` lines: per N of the model's list, each exchange's step time flat and with the overlap cap, then
+// `mark(N)` (an EXTRAPOLATED mark or "").
 void PrintStepTable(const ScalingResult& result, const std::string& prefix,
-                    const std::function<double(Exchange, int, double)>& seconds, std::ostream& out) {
+                    const std::function<double(Exchange, int, double)>& seconds,
+                    const std::function<std::string(int)>& mark, std::ostream& out) {
   const double cap = OverlapCap(result);
   std::string header = absl::StrFormat("# %s %6s", prefix, "N");
   for (Exchange e : result.options.exchanges) {
@@ -194,6 +196,8 @@ void PrintStepTable(const ScalingResult& result, const std::string& prefix,
     for (Exchange e : result.options.exchanges) {
       absl::StrAppendFormat(&line, " %16.4f %16.4f", seconds(e, n, 0), seconds(e, n, cap));
     }
+    const std::string extrapolated = mark(n);
+    if (!extrapolated.empty()) absl::StrAppend(&line, "  ", extrapolated);
     out << line << "\n";
   }
   out << "#\n";
@@ -205,11 +209,15 @@ void PrintExtrapolation(const ScalingResult& result, const std::string& workload
       "# MODEL %s (NOT measured): step time (s) from the calibrated model with the measured compute, flat and "
       "bucketed, on these links with every host on cores of its own\n",
       workload);
+  // The collectives the workers ran: the flat step's bytes and a bucket of the (scaled) cap.
+  const std::vector<double> sizes = {MeasuredCompute(result, workload).bytes,
+                                     WorkerBucketMb(result.options, OverlapCap(result)) * kMiB};
   PrintStepTable(
       result, "MODEL",
       [&](Exchange e, int n, double mb) {
         return ReplayModelSeconds(result, e, n, workload, mb, /*on_this_box=*/false);
       },
+      [&](int n) { return ExtrapolationMarkAt(result, SweepConditions(result, n, /*on_this_box=*/false), sizes); },
       out);
 }
 
@@ -233,9 +241,15 @@ void PrintProjection(const ScalingResult& result, const std::string& workload, s
       "profile's real size and bucket caps, each exchange capped by its CPU ceiling measured there; step time "
       "(s)\n",
       workload, RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s), ModelSource(result));
+  double profile_bytes = 0;
+  for (const proto::WorkloadLayer& l : profile->second.layers()) {
+    profile_bytes += model::kBytesPerParameter * static_cast<double>(l.params());
+  }
+  const std::vector<double> sizes = {profile_bytes, OverlapCap(result) * kMiB};
   PrintStepTable(
       result, "PROJECTION",
-      [&](Exchange e, int n, double mb) { return ProjectedSeconds(result, e, n, workload, mb); }, out);
+      [&](Exchange e, int n, double mb) { return ProjectedSeconds(result, e, n, workload, mb); },
+      [&](int n) { return ExtrapolationMarkAt(result, TargetAt(result, n), sizes); }, out);
   // Which bound binds, at the largest N of the table, bucketed as the run was.
   const std::vector<int> nodes = ModelNodeList(result);
   if (!nodes.empty()) {

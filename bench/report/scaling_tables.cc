@@ -137,6 +137,8 @@ void PrintExtrapolation(const ScalingResult& result, std::ostream& out) {
       const double t = ExtrapolatedSeconds(result, e, n, s);
       absl::StrAppendFormat(&line, " %14.3f", t > 0 ? s / t * PluginFor(e).BusFactor(n) / 1e6 : 0);
     }
+    const std::string mark = ExtrapolationMarkAt(result, SweepConditions(result, n, /*on_this_box=*/false), {s});
+    if (!mark.empty()) absl::StrAppend(&line, "  ", mark);
     out << line << "\n";
   }
   out << "#\n";

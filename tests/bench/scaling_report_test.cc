@@ -171,6 +171,27 @@ TEST(ScalingReportTest, ReportAndVerdict) {
 
 // An EMULATOR-BOUND cell is marked and never named fastest: the ring's N = 4 run bound by the box leaves the
 // fastest to the co-located PS (measured 0.520 s), and the ring's ratio is against it.
+// The # MODEL lines say how far beyond the model file's calibration each N lies (here calibrated at N = 2-8 on
+// these links with 4 MiB).
+TEST(ScalingReportTest, ExtrapolationLinesAreMarkedBeyondTheCalibration) {
+  ScalingResult result = Synthetic();
+  for (proto::ExchangeModel& e : *result.model->mutable_exchanges()) {
+    proto::Coverage* c = e.mutable_coverage();
+    for (int n : {2, 4, 8}) c->add_nodes(n);
+    c->add_link_bytes_per_second(kLink);
+    c->add_latency_s(0);
+    c->add_bytes(4u << 20);
+  }
+  std::ostringstream report;
+  PrintReport(result, report);
+  const std::string text = report.str();
+  EXPECT_NE(text.find("  EXTRAPOLATED x128 (N)\n"), std::string::npos) << text;  // N = 1024
+  const size_t n16 = text.find("# MODEL       16");
+  ASSERT_NE(n16, std::string::npos) << text;
+  EXPECT_EQ(text.substr(n16, text.find('\n', n16) - n16).find("EXTRAPOLATED"), std::string::npos)
+      << "16 is 2x beyond 8: not marked";
+}
+
 TEST(ScalingReportTest, VerdictMarksEmulatorBoundCellsAndNeverNamesThemFastest) {
   ScalingResult result = Synthetic();
   for (RunRecord& r : result.records) {

@@ -85,5 +85,36 @@ TEST(ModelFileTest, ParseErrorsNameTheFile) {
   EXPECT_NE(bad.status().message().find("ring"), std::string::npos) << bad.status();
 }
 
+// Coverage of the committed quick calibration's shape: N 2-8, 100 and 200 Mbit/s plus loopback, 0-20 ms,
+// 1-64 MiB. A prediction is marked only more than 2x outside it, with the dimension that sets the factor.
+TEST(ModelFileTest, ExtrapolationIsTheLargestFactorOutsideTheCoverage) {
+  proto::CostModelFile file = ModelFileOf({TruthFor(Topology::kRing), TruthFor(Topology::kPsOne),
+                                           TruthFor(Topology::kPsColocated), TruthFor(Topology::kPsDedicated)});
+  // No coverage recorded: nothing to say.
+  EXPECT_EQ(ExtrapolationOf(file, Topology::kRing, Conditions{1024, 0, 4e6, 12.5e6, 0}, 4e6).factor, 0);
+  EXPECT_EQ(ExtrapolationMark(ExtrapolationOf(file, Topology::kRing, Conditions{1024, 0, 4e6, 12.5e6, 0}, 4e6)),
+            "");
+  proto::Coverage* c = file.mutable_exchanges(0)->mutable_coverage();
+  for (int n : {2, 4, 8}) c->add_nodes(n);
+  for (double b : {0.0, 12.5e6, 25e6}) c->add_link_bytes_per_second(b);
+  for (double l : {0.0, 1e-3, 5e-3, 20e-3}) c->add_latency_s(l);
+  for (double s : {1048576.0, 67108864.0}) c->add_bytes(s);
+  auto at = [&](int nodes, double link, double latency, double bytes) {
+    return ExtrapolationOf(file, Topology::kRing, Conditions{nodes, 0, bytes, link, latency}, bytes);
+  };
+  EXPECT_EQ(at(4, 12.5e6, 5e-3, 4e6).factor, 1);
+  EXPECT_EQ(ExtrapolationMark(at(4, 12.5e6, 5e-3, 4e6)), "");
+  EXPECT_EQ(ExtrapolationMark(at(16, 12.5e6, 5e-3, 4e6)), "");  // exactly 2x: not marked
+  EXPECT_EQ(ExtrapolationMark(at(1024, 12.5e6, 5e-3, 4e6)), "EXTRAPOLATED x128 (N)");
+  EXPECT_EQ(ExtrapolationMark(at(8, 25e9 / 8, 5e-6, 4e6)), "EXTRAPOLATED x125 (link)");  // 5 us: within 0-20 ms
+  EXPECT_NEAR(at(8, 12.5e6, 50e-3, 4e6).factor, 2.5, 1e-12);
+  EXPECT_EQ(at(8, 12.5e6, 50e-3, 4e6).what, "latency");
+  EXPECT_NEAR(at(8, 12.5e6, 0, 0.4e6).factor, 1048576 / 0.4e6, 1e-9);
+  EXPECT_EQ(at(8, 12.5e6, 0, 0.4e6).what, "size");
+  EXPECT_EQ(at(8, 0, 0, 4e6).factor, 1);  // loopback was calibrated
+  // Another exchange without coverage says nothing.
+  EXPECT_EQ(ExtrapolationOf(file, Topology::kPsOne, Conditions{1024, 1, 4e6, 12.5e6, 0}, 4e6).factor, 0);
+}
+
 }  // namespace
 }  // namespace psring::bench::model
