@@ -1,5 +1,7 @@
 #include "bench/model/crossover.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -49,7 +51,10 @@ absl::StatusOr<CrossoverMap> BuildMap(const proto::CostModelFile& model, const S
       cell.winner = p->fastest;
       cell.margin = p->margin;
       cell.winner_bound = p->exchanges[p->fastest].step.bound;
-      for (const ExchangeProjection& e : p->exchanges) cell.step_s.push_back(e.step.step_s);
+      for (const ExchangeProjection& e : p->exchanges) {
+        cell.step_s.push_back(e.step.step_s);
+        cell.extrapolation = std::max(cell.extrapolation, e.extrapolation.factor);
+      }
       map.cells.push_back(std::move(cell));
     }
   }

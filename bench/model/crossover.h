@@ -33,6 +33,9 @@ struct CrossoverCell {
   double margin = 0;             // second fastest step / fastest step - 1
   Bound winner_bound = Bound::kLink;
   std::vector<double> step_s;    // per topology
+  // How far the cell lies outside the model file's calibrated coverage: the largest factor over the
+  // topologies (model_file.h ExtrapolationOf; 0 where the file records none).
+  double extrapolation = 0;
 };
 
 struct CrossoverMap {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/model/model_file.h"
 #include "bench/model/project.h"
 #include "bench/report/plot.h"
 
@@ -87,6 +88,10 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
   std::string svg = SvgDocumentStart(static_cast<int>(width), static_cast<int>(height),
                                      absl::StrCat("MODEL, not measured: ", title), subtitle);
 
+  // Cells beyond the calibration (kExtrapolationMarkFactor) are hatched: a model run far from its data.
+  svg += "<defs><pattern id=\"extrapolated\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+         "patternTransform=\"rotate(45)\"><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#000\" "
+         "stroke-opacity=\"0.35\" stroke-width=\"1.5\"/></pattern></defs>\n";
   svg += "<g class=\"cells\">\n";
   for (size_t iy = 0; iy < ny; ++iy) {
     for (size_t ix = 0; ix < nx; ++ix) {
@@ -101,6 +106,12 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
           tie ? 1.0 : Opacity(cell.margin), XmlEscape(TickText(map.x.quantity, map.x.values[ix])),
           XmlEscape(TickText(map.y.quantity, map.y.values[iy])), tie ? "tie, " + name : name, 100 * cell.margin,
           BoundName(cell.winner_bound));
+      if (cell.extrapolation > kExtrapolationMarkFactor) {
+        absl::StrAppendFormat(&svg,
+                              "<rect class=\"extrapolated\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                              "fill=\"url(#extrapolated)\"><title>EXTRAPOLATED x%.0f</title></rect>\n",
+                              x0 + ix * cw, y1 - (iy + 1) * ch, cw + 0.3, ch + 0.3, cell.extrapolation);
+      }
     }
   }
   svg += "</g>\n";
@@ -167,6 +178,11 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
   legend_text("measured winner (a run)");
   legend_text("paler: smaller margin");
   legend_text("(full colour at >= 50 %)");
+  absl::StrAppendFormat(&svg,
+                        "<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"14\" "
+                        "fill=\"url(#extrapolated)\" stroke=\"#999\"/>\n",
+                        lx, row);
+  legend_text(absl::StrFormat("hatched: > %.0fx outside calibration", kExtrapolationMarkFactor));
   svg += "</svg>\n";
   return svg;
 }

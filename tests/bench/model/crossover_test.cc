@@ -1,5 +1,8 @@
 #include "bench/model/crossover.h"
 
+#include <algorithm>
+
+#include "bench/model/model_file.h"
 #include "bench/report/crossover_svg.h"
 #include "gtest/gtest.h"
 #include "tests/bench/model/synthetic_runs.h"
@@ -73,7 +76,41 @@ TEST(CrossoverTest, SvgHasCellsLegendTitleAndPointsInside) {
   EXPECT_NE(svg.find(">400 Gbit/s</text>"), std::string::npos);
   EXPECT_NE(svg.find(">10 ms</text>"), std::string::npos);
   EXPECT_NE(svg.find(">1 us</text>"), std::string::npos);
-  EXPECT_EQ(Count(svg, "class=\"legend\""), 5);
+  // Exchanges, tie, and the hatching of cells beyond the calibration.
+  EXPECT_EQ(Count(svg, "class=\"legend\""), 6);
+  EXPECT_EQ(Count(svg, "class=\"extrapolated\""), 0);  // the file records no coverage: nothing hatched
+}
+
+// Calibrated on 1-10 Gbit/s links with up to 1 ms at N = 8 and 1 MB: a cell more than 2x beyond (over
+// 20 Gbit/s or 2 ms) carries its factor and is hatched; the others are not.
+TEST(CrossoverTest, CellsBeyondTheCalibrationAreHatched) {
+  proto::CostModelFile model = RingVersusPs();
+  for (proto::ExchangeModel& e : *model.mutable_exchanges()) {
+    proto::Coverage* c = e.mutable_coverage();
+    c->add_nodes(8);
+    for (double b : {125e6, 1.25e9}) c->add_link_bytes_per_second(b);
+    for (double l : {0.0, 1e-3}) c->add_latency_s(l);
+    c->add_bytes(1e6);
+  }
+  const std::vector<double> links = *LogSpaced(1e9 / 8, 400e9 / 8, 12);
+  const std::vector<double> latencies = *LogSpaced(1e-6, 1e-2, 9);
+  absl::StatusOr<CrossoverMap> map = LinkLatencyMap(model, FlatStep(0, 0, 1e6), {8, 2}, links, latencies);
+  ASSERT_TRUE(map.ok()) << map.status();
+  int beyond = 0;
+  for (size_t iy = 0; iy < latencies.size(); ++iy) {
+    for (size_t ix = 0; ix < links.size(); ++ix) {
+      const double want = std::max({1.0, links[ix] / 1.25e9, latencies[iy] / 1e-3});
+      EXPECT_NEAR(map->At(ix, iy).extrapolation, want, 1e-9 * want) << ix << "," << iy;
+      beyond += want > kExtrapolationMarkFactor;
+    }
+  }
+  EXPECT_GT(beyond, 0);
+  EXPECT_LT(beyond, static_cast<int>(links.size() * latencies.size()));
+  const std::string svg = RenderCrossoverSvg(*map, "ring vs ps", "model of testhost", {});
+  std::string why;
+  EXPECT_TRUE(WellFormed(svg, &why)) << why;
+  EXPECT_EQ(Count(svg, "class=\"extrapolated\""), beyond);
+  EXPECT_NE(svg.find("hatched: &gt; 2x outside calibration"), std::string::npos);
 }
 
 }  // namespace
