@@ -204,11 +204,9 @@ absl::StatusOr<HeldOutSelection> SelectHeldOut(const ValidationPlan& plan,
 absl::StatusOr<model::StepShape> ShapeOf(const HeldOutCondition& condition) {
   if (!condition.replay()) return model::FlatStep(0, 0, static_cast<double>(condition.bytes));
   ASSIGN_OR_RETURN(const proto::Workload real, trainer::LoadWorkload(condition.workload));
-  // What the workers get: both caps divided by bytes_scale, like the profile (bench/core/run_record.h
-  // WorkerBucketMb).
-  return model::WorkloadStep(ScaledWorkload(real, condition.bytes_scale),
-                             condition.bucket_mb / condition.bytes_scale,
-                             trainer::kDefaultFirstBucketMb / condition.bytes_scale);
+  // What the workers get: the profile and both caps divided by bytes_scale.
+  return model::ReplayedWorkloadStep(real, condition.bytes_scale, condition.bucket_mb,
+                                     trainer::kDefaultFirstBucketMb);
 }
 
 absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostModelFile& model,

@@ -196,13 +196,9 @@ double ReplayModelSeconds(const ScalingResult& result, Exchange exchange, int no
   // The workers replayed the profile with its bytes divided by --bytes_scale: the ratio of its bytes to what
   // they reported (also right for a --from_csv report, which has no --bytes_scale of its own). The caps are
   // divided alike, as the harness divided the workers' flags.
-  double profile_bytes = 0;
-  for (const proto::WorkloadLayer& l : profile->second.layers()) {
-    profile_bytes += model::kBytesPerParameter * static_cast<double>(l.params());
-  }
-  const double scale = std::max(1.0, profile_bytes / compute.bytes);
-  absl::StatusOr<model::StepShape> shape = model::WorkloadStep(
-      ScaledWorkload(profile->second, scale), std::max(0.0, bucket_mb) / scale, result.options.first_bucket_mb / scale);
+  const double scale = std::max(1.0, model::WorkloadBytes(profile->second) / compute.bytes);
+  absl::StatusOr<model::StepShape> shape = model::ReplayedWorkloadStep(
+      profile->second, scale, std::max(0.0, bucket_mb), result.options.first_bucket_mb);
   if (!shape.ok()) return -1;
   const double step =
       StepSeconds(result, exchange, SweepConditions(result, nodes, on_this_box), WithCompute(*shape, compute));

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/core/run_record.h"
 
 namespace psring::bench::model {
 
@@ -31,6 +32,20 @@ absl::StatusOr<StepShape> WorkloadStep(const proto::Workload& workload, double b
     shape.buckets.push_back({done_s[layer], bucket.count * kBytesPerParameter});
   }
   return shape;
+}
+
+double WorkloadBytes(const proto::Workload& workload) {
+  double bytes = 0;
+  for (const proto::WorkloadLayer& layer : workload.layers()) {
+    bytes += kBytesPerParameter * static_cast<double>(layer.params());
+  }
+  return bytes;
+}
+
+absl::StatusOr<StepShape> ReplayedWorkloadStep(const proto::Workload& workload, double bytes_scale,
+                                               double bucket_mb, double first_bucket_mb) {
+  return WorkloadStep(ScaledWorkload(workload, bytes_scale), bucket_mb / bytes_scale,
+                      first_bucket_mb / bytes_scale);
 }
 
 }  // namespace psring::bench::model

@@ -23,6 +23,15 @@ inline constexpr double kBytesPerParameter = 4;
 absl::StatusOr<StepShape> WorkloadStep(const proto::Workload& workload, double bucket_mb,
                                        double first_bucket_mb = trainer::kDefaultFirstBucketMb);
 
+// The gradient bytes of one step of `workload`: every layer's parameters as float32.
+double WorkloadBytes(const proto::Workload& workload);
+
+// The step workers replaying `workload` under --bytes_scale run: its parameters divided by `bytes_scale`
+// (bench/core/run_record.h ScaledWorkload) and both caps, given for the real model, divided alike (as the
+// harness divides the workers' flags, WorkerBucketMb). WorkloadStep's errors.
+absl::StatusOr<StepShape> ReplayedWorkloadStep(const proto::Workload& workload, double bytes_scale,
+                                               double bucket_mb, double first_bucket_mb);
+
 }  // namespace psring::bench::model
 
 #endif  // PSRING_BENCH_MODEL_WORKLOAD_STEP_H_

@@ -241,11 +241,7 @@ void PrintProjection(const ScalingResult& result, const std::string& workload, s
       "profile's real size and bucket caps, each exchange capped by its CPU ceiling measured there; step time "
       "(s)\n",
       workload, RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s), ModelSource(result));
-  double profile_bytes = 0;
-  for (const proto::WorkloadLayer& l : profile->second.layers()) {
-    profile_bytes += model::kBytesPerParameter * static_cast<double>(l.params());
-  }
-  const std::vector<double> sizes = {profile_bytes, OverlapCap(result) * kMiB};
+  const std::vector<double> sizes = {model::WorkloadBytes(profile->second), OverlapCap(result) * kMiB};
   PrintStepTable(
       result, "PROJECTION",
       [&](Exchange e, int n, double mb) { return ProjectedSeconds(result, e, n, workload, mb); },
@@ -451,7 +447,7 @@ void PrintReplayVerdict(const ScalingResult& result, std::ostream& out) {
       }
       out << line << "\n";
     }
-    if (marked) out << "# * EMULATOR-BOUND: the box, not the network, bound the run: shown, never named fastest\n";
+    if (marked) out << kEmulatorBoundFootnote;
   }
 }
 

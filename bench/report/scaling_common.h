@@ -15,6 +15,10 @@ namespace psring::bench {
 
 inline constexpr double kMiB = 1 << 20;
 
+// Below a VERDICT table with a `*` cell (an EMULATOR-BOUND run).
+inline constexpr char kEmulatorBoundFootnote[] =
+    "# * EMULATOR-BOUND: the box, not the network, bound the run: shown, never named fastest\n";
+
 // "4 MiB", "64 KiB", "512 B" (3 significant digits).
 std::string Size(double bytes);
 int MaxMeasuredNodes(const ScalingResult& result);

@@ -288,7 +288,7 @@ void PrintVerdict(const ScalingResult& result, std::ostream& out) {
       }
       out << line << "\n";
     }
-    if (marked) out << "# * EMULATOR-BOUND: the box, not the network, bound the run: shown, never named fastest\n";
+    if (marked) out << kEmulatorBoundFootnote;
   }
 }
 
