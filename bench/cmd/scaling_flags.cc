@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "bench/cmd/launcher_flags.h"
 #include "bench/emulator/cluster_flags.h"
 #include "common/status_macros.h"
 #include "common/runfiles.h"
@@ -117,6 +118,7 @@ absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
     }
   }
   options->cluster = ClusterOptionsFromFlags(argv0);
+  ASSIGN_OR_RETURN(options->make_cluster, ClusterFactoryFromFlags(argv0, options->binaries));
   ASSIGN_OR_RETURN(options->projection, ProjectionFromFlags(options->projection));
   ASSIGN_OR_RETURN(options->model_path, ModelFromFlags(argv0));
   options->verbose = absl::GetFlag(FLAGS_verbose);

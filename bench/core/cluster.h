@@ -53,6 +53,10 @@ class Cluster {
   virtual const std::string& fallback_reason() const = 0;
   // One line for the progress output: what the hosts are and what the links are.
   virtual std::string Describe() const = 0;
+  // What the progress output calls it ("emulated cluster", "hosts"), and lines it prints after Describe()
+  // (real hosts: the measured link matrix; "" for none).
+  virtual std::string label() const { return "emulated cluster"; }
+  virtual std::string LinkReport() const { return ""; }
 
   // The cores every host's processes share: this machine's for an emulated cluster (all hosts on one box,
   // which the model's CPU term accounts for); 0 where each host has cores of its own.

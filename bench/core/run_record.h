@@ -143,6 +143,10 @@ struct SweepResult {
   std::string latency_method;          // "netem", "nfqueue" or "" (bench/core/cluster.h)
   double rtt_s = 0;                    // the link check's TCP round trip between two hosts (0: not measured)
   double box_cores = 0;                // the cores all the sweep's processes shared (0: hosts of their own)
+  // Real hosts through a launcher (bench/hosts/): what they are ("" on the emulated cluster) and their
+  // measured link matrix ("# " lines). latency_method is then "measured" and the link its slowest pair.
+  std::string hosts_description;
+  std::string link_matrix;
   std::vector<RunRecord> records;
 };
 

@@ -213,7 +213,8 @@ class Runner::Impl {
     BoundInputs in;
     // A window of a few sample intervals says nothing about the CPU (a one-node exchange is a memory copy of
     // a millisecond): only the delay program's lateness can mark such a run.
-    if (to - from >= 5 * kSampleInterval) {
+    // Where every host has cores of its own (real hosts: box_cores() 0) this machine's CPU says nothing of theirs.
+    if (to - from >= 5 * kSampleInterval && cluster_->box_cores() > 0) {
       in.box_cpu = record->box_cpu;
       in.link_util = record->link_util;
       in.cpu_bound_share = sampler.CpuBoundShare(from, to, link);

@@ -129,7 +129,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ScalingOptions& o, S
   }
   result->emulated = true;
   result->link_bytes_per_second = cluster->link_bytes_per_second();
-  *progress << "# emulated cluster: " << cluster->Describe() << "\n";
+  *progress << "# " << cluster->label() << ": " << cluster->Describe() << "\n" << cluster->LinkReport();
+  if (cluster->label() != "emulated cluster") {
+    result->hosts_description = cluster->Describe();
+    result->link_matrix = cluster->LinkReport();
+  }
   result->latency_s = cluster->latency_seconds();
   result->latency_method = cluster->latency_method();
   if (cluster->hosts() >= 2) {
@@ -144,11 +148,12 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ScalingOptions& o, S
         "# link check: TCP round trip host 0 <-> host 1 %.2f ms%s; one TCP stream host 0 -> host 1 carried %.2f "
         "MB/s%s\n",
         result->rtt_s * 1e3,
-        result->latency_s > 0 ? absl::StrFormat(" (configured 2 x %.3g ms = %.3g ms)", result->latency_s * 1e3,
-                                                2 * result->latency_s * 1e3)
-                              : "",
+        result->latency_s > 0 && result->latency_method != "measured"
+            ? absl::StrFormat(" (configured 2 x %.3g ms = %.3g ms)", result->latency_s * 1e3, 2 * result->latency_s * 1e3)
+            : "",
         stream / 1e6,
-        link > 0 ? absl::StrFormat(" = %.1f%% of the link", 100 * stream / link) : "");
+        link > 0 && result->latency_method != "measured" ? absl::StrFormat(" = %.1f%% of the link", 100 * stream / link)
+                                                         : "");
   }
   return cluster;
 }

@@ -313,6 +313,8 @@ proto::ClusterInfo ClusterMessage(const ScalingResult& result) {
   SetFinite(&cluster, &proto::ClusterInfo::set_latency_s, result.latency_s);
   cluster.set_latency_method(result.latency_method);
   SetFinite(&cluster, &proto::ClusterInfo::set_rtt_s, result.rtt_s);
+  if (!result.hosts_description.empty()) cluster.set_hosts(result.hosts_description);
+  if (!result.link_matrix.empty()) cluster.set_link_matrix(result.link_matrix);
   return cluster;
 }
 

@@ -30,7 +30,18 @@ void PrintIntro(const ScalingResult& result, std::ostream& out) {
       "psring scaling: mode %s, %d measured steps per run%s, PS mode %s, ps-dedicated K = %d", o.mode,
       o.steps, o.mode == "gradient" ? absl::StrFormat(" (+%d warm-up)", o.warmup_steps) : "", o.ps_mode,
       o.ps_servers));
-  if (result.emulated) {
+  if (!result.hosts_description.empty()) {
+    intro.Comment("hosts: " + result.hosts_description);
+    out << result.link_matrix;
+    if (result.stream_bytes_per_second > 0) {
+      intro.Comment(absl::StrFormat("link check: one TCP stream host 0 -> host 1 carried %.2f MB/s; TCP round trip "
+                                    "%.3f ms; the model is evaluated at the slowest pair's %.2f MB/s and one-way %.3f "
+                                    "ms (%s)",
+                                    result.stream_bytes_per_second / 1e6, result.rtt_s * 1e3, link / 1e6,
+                                    result.latency_s * 1e3,
+                                    result.latency_method == "measured" ? "measured, not shaped" : "emulated"));
+    }
+  } else if (result.emulated) {
     intro.Comment(absl::StrFormat("emulated cluster: one network namespace per host, link %s = %.2f MB/s per "
                                   "host and direction, queue %s%s",
                                   o.cluster.link.empty() ? "unlimited" : o.cluster.link, link / 1e6,
