@@ -101,7 +101,8 @@ std::vector<std::string> LauncherCluster::PhysicalCommand(int physical, const st
   } else {
     // One task as a job step of the allocation, sharing its CPUs with the run's other steps.
     out.insert(out.end(), {"--nodes=1", "--ntasks=1", absl::StrCat("--nodelist=", name), "--overlap",
-                           "--cpu-bind=none", "--kill-on-bad-exit=1", "--quiet", "--export=ALL"});
+                           "--cpu-bind=none", "--kill-on-bad-exit=1", "--quiet", "--export=ALL",
+                           absl::StrCat("--job-name=", StepName())});
   }
   out.insert(out.end(), options_.launcher_args.begin(), options_.launcher_args.end());
   out.insert(out.end(), argv.begin(), argv.end());
@@ -275,7 +276,30 @@ absl::StatusOr<double> LauncherCluster::MeasureRtt(int from, int to, int rounds)
   return ProbePair(host_of_.at(from), host_of_.at(to), {"--mode=rtt", absl::StrCat("--rounds=", rounds)}, "rtt_s");
 }
 
+std::string LauncherCluster::StepName() { return absl::StrCat("psring-bench-", getpid()); }
+
+// A job step whose srun was SIGKILLed together with its process group (the harness's kill on a timeout) keeps
+// running in Slurm 22.05 until the allocation ends: cancel the steps this process started (named StepName()).
+void LauncherCluster::CancelLeftoverSteps() const {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (options_.launcher != "srun" || job == nullptr) return;
+  JobOptions quick;
+  quick.timeout = absl::Seconds(20);
+  absl::StatusOr<std::vector<ProcessResult>> listed = RunJob(
+      {{"squeue", {"squeue", "--steps", absl::StrCat("--jobs=", job), "--noheader", "--format=%i %j"}}}, quick);
+  if (!listed.ok() || listed->empty()) return;
+  std::vector<ProcessSpec> cancels;
+  for (absl::string_view line : absl::StrSplit((*listed)[0].stdout_text, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() == 2 && words[1] == StepName()) {
+      cancels.push_back({"scancel " + words[0], {"scancel", words[0]}});
+    }
+  }
+  if (!cancels.empty()) (void)RunJob(cancels, quick);
+}
+
 absl::Status LauncherCluster::Destroy() {
+  CancelLeftoverSteps();
   options_.companion.reset();
   if (links_ == nullptr) return absl::OkStatus();
   return links_->Destroy();

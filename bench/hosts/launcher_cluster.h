@@ -93,6 +93,9 @@ class LauncherCluster final : public Cluster {
   // argv that runs `argv` on physical host `physical`.
   std::vector<std::string> PhysicalCommand(int physical, const std::vector<std::string>& argv) const;
   absl::Status ProbeHosts();
+  // srun: the name of every job step this process starts, and the cancel of those still running.
+  static std::string StepName();
+  void CancelLeftoverSteps() const;
   absl::Status ProbeLinks();
   // One probe pair between physical hosts: the listener on `to`, the connecting end on `from`; the
   // PSRING_PROBE value named `key` of whichever end prints it.
