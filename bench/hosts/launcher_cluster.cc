@@ -229,7 +229,7 @@ std::string LauncherCluster::Describe() const {
   std::vector<std::string> hosts;
   for (size_t h = 0; h < reports_.size(); ++h) {
     hosts.push_back(absl::StrCat(options_.hosts[h].name, " (", reports_[h].address, ", ", reports_[h].cores,
-                                 " cores, ", reports_[h].slots, " slots)"));
+                                 " cores, ", reports_[h].slots, reports_[h].slots == 1 ? " slot)" : " slots)"));
   }
   std::string text = absl::StrCat(hosts.size(), hosts.size() == 1 ? " host" : " hosts", " through ",
                                   options_.launcher, ": ", absl::StrJoin(hosts, ", "), "; ", host_of_.size(),
