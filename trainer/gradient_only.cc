@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/host_cpu.h"
 #include "common/status_macros.h"
 #include "trainer/optimizer.h"
 #include "trainer/timeline.h"
@@ -208,6 +209,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   proto::WorkerResult result;
   const int total = options.warmup_steps + options.steps;
   uint64_t sent0 = 0, received0 = 0;
+  HostCpuReading cpu_at_start = ReadHostCpu();  // re-read when the measured steps begin
   int64_t wrong = 0;
   double exchange_s = 0;  // the measured steps' time (replay mode: compute and exchange)
   StepTimes times;
@@ -222,6 +224,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
       received0 = exchange->bytes_received();
       times = StepTimes();
       result.set_measured_start_unix_s(absl::ToUnixMicros(absl::Now()) / 1e6);
+      cpu_at_start = ReadHostCpu();
     }
     // Trainer-owned exchanges average in place, so the values are written again before every step.
     std::copy(gradient.begin(), gradient.end(), grads.begin());
@@ -248,6 +251,9 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
     if (trainer_owned) wrong += CountWrong(grads, mean);
   }
   result.set_measured_end_unix_s(absl::ToUnixMicros(absl::Now()) / 1e6);
+  const HostCpuUse cpu = HostCpuBetween(cpu_at_start, ReadHostCpu());
+  result.set_host_cpu_busy(cpu.busy);
+  result.set_host_cpu_stall(cpu.stall);
   result.set_bytes_sent(static_cast<double>(exchange->bytes_sent() - sent0));
   result.set_bytes_received(static_cast<double>(exchange->bytes_received() - received0));
   if (options.after_measured) options.after_measured();

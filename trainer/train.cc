@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/host_cpu.h"
 #include "common/status_macros.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cpu_kernels.h"
@@ -266,6 +267,9 @@ class TrainingRun {
     if (measuring_) {
       result_.loop_seconds = SecondsSince(loop_start_);
       result_.measured_end_unix_s = absl::ToUnixMicros(absl::Now()) / 1e6;
+      const HostCpuUse cpu = HostCpuBetween(cpu_at_start_, ReadHostCpu());
+      result_.host_cpu_busy = cpu.busy;
+      result_.host_cpu_stall = cpu.stall;
       result_.bytes_sent = exchange_->bytes_sent() - sent_at_start_;
       result_.bytes_received = exchange_->bytes_received() - received_at_start_;
     }
@@ -407,6 +411,7 @@ class TrainingRun {
     measuring_ = true;
     loop_start_ = Clock::now();
     result_.measured_start_unix_s = absl::ToUnixMicros(absl::Now()) / 1e6;
+    cpu_at_start_ = ReadHostCpu();
     sent_at_start_ = exchange_->bytes_sent();
     received_at_start_ = exchange_->bytes_received();
   }
@@ -524,6 +529,7 @@ class TrainingRun {
   bool warned_nonfinite_loss_ = false;
   Clock::time_point loop_start_;
   uint64_t sent_at_start_ = 0;
+  HostCpuReading cpu_at_start_;  // the host's CPU when the measured steps began
   uint64_t received_at_start_ = 0;
   int64_t steps_per_epoch_ = 0;
   int64_t last_step_ = 0;

@@ -64,6 +64,8 @@ struct TrainResult {
   double loop_seconds = 0;      // wall time of the measured steps (the training loop only)
   double measured_start_unix_s = 0;  // wall clock (Unix seconds) when the measured steps began, and ended
   double measured_end_unix_s = 0;
+  double host_cpu_busy = -1;    // this host's CPU over the measured steps (common/host_cpu.h; -1 unknown)
+  double host_cpu_stall = -1;
   double compute_seconds = 0;   // batch assembly + forward + backward + optimizer, summed over measured steps
   double forward_seconds = 0;   // parts of compute_seconds (0 when the engine cannot tell them apart:
   double backward_seconds = 0;  // then backward_seconds holds forward + backward)

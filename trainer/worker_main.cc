@@ -95,6 +95,8 @@ proto::WorkerResult ResultFromTraining(const TrainResult& r, double bucket_mb) {
   result.set_bucket_mb(bucket_mb);
   result.set_measured_start_unix_s(r.measured_start_unix_s);
   result.set_measured_end_unix_s(r.measured_end_unix_s);
+  result.set_host_cpu_busy(r.host_cpu_busy);
+  result.set_host_cpu_stall(r.host_cpu_stall);
   return result;
 }
 

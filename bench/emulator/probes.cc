@@ -11,52 +11,6 @@
 
 namespace psring::bench {
 
-absl::StatusOr<CpuTimes> ParseProcStat(const std::string& text) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::ConsumePrefix(&line, "cpu ")) continue;
-    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    // user nice system idle iowait irq softirq steal [guest guest_nice]
-    uint64_t v[8] = {};
-    if (fields.size() < 8) break;
-    for (int i = 0; i < 8; ++i) {
-      if (!absl::SimpleAtoi(fields[i], &v[i])) {
-        return absl::InvalidArgumentError(absl::StrCat("/proc/stat: bad cpu field '", fields[i], "'"));
-      }
-    }
-    CpuTimes t;
-    t.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-    t.total = t.busy + v[3] + v[4];
-    return t;
-  }
-  return absl::InvalidArgumentError("/proc/stat has no well-formed 'cpu ' line");
-}
-
-double BusyFraction(const CpuTimes& from, const CpuTimes& to) {
-  if (to.total <= from.total) return -1;
-  return std::clamp(static_cast<double>(to.busy - from.busy) / static_cast<double>(to.total - from.total),
-                    0.0, 1.0);
-}
-
-absl::StatusOr<uint64_t> ParseCpuPressureTotal(const std::string& text) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::ConsumePrefix(&line, "some ")) continue;
-    for (absl::string_view field : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
-      uint64_t total = 0;
-      if (absl::ConsumePrefix(&field, "total=") && absl::SimpleAtoi(field, &total)) return total;
-    }
-    break;
-  }
-  return absl::InvalidArgumentError("/proc/pressure/cpu has no well-formed 'some ... total=<us>' line");
-}
-
-namespace {
-std::string ReadProcFile(const char* path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-}  // namespace
 
 RunSampler::RunSampler(std::function<std::vector<int64_t>()> counters, absl::Duration interval)
     : counters_(std::move(counters)), interval_(interval) {
@@ -76,12 +30,9 @@ void RunSampler::Stop() {
 }
 
 void RunSampler::TakeSample() {
-  absl::StatusOr<CpuTimes> times = ParseProcStat(ReadProcFile("/proc/stat"));
-  if (!times.ok()) return;  // no /proc (then BusyFraction says -1: unknown)
-  // A kernel without PSI (CONFIG_PSI off, or psi=0) has no such file: the stall share is then unknown.
-  absl::StatusOr<uint64_t> stall = ParseCpuPressureTotal(ReadProcFile("/proc/pressure/cpu"));
-  Sample sample{absl::Now(), *times, stall.ok() ? static_cast<int64_t>(*stall) : -1,
-                counters_ ? counters_() : std::vector<int64_t>()};
+  const HostCpuReading reading = ReadHostCpu();
+  if (!reading.has_cpu) return;  // no /proc (then BusyFraction says -1: unknown)
+  Sample sample{reading.time, reading.cpu, reading.stall_us, counters_ ? counters_() : std::vector<int64_t>()};
   absl::MutexLock lock(&mu_);
   samples_.push_back(std::move(sample));
 }

@@ -30,25 +30,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/host_cpu.h"
 
 namespace psring::bench {
 
-// Jiffies of all cores together, from /proc/stat's first ("cpu ") line: busy = user + nice + system + irq +
-// softirq + steal; total = busy + idle + iowait. (guest time is already inside user.)
-struct CpuTimes {
-  uint64_t busy = 0;
-  uint64_t total = 0;
-};
-// kInvalidArgument when the text has no well-formed "cpu " line.
-absl::StatusOr<CpuTimes> ParseProcStat(const std::string& text);
-
-// Busy fraction between two readings (0..1), -1 when no time passed.
-double BusyFraction(const CpuTimes& from, const CpuTimes& to);
-
-// The kernel's CPU pressure stall information (/proc/pressure/cpu, PSI): the "some" line's total, the
-// microseconds during which at least one runnable task waited for a core. kInvalidArgument when the text has
-// no well-formed "some ... total=<n>" line.
-absl::StatusOr<uint64_t> ParseCpuPressureTotal(const std::string& text);
+// The parsers of /proc/stat and /proc/pressure/cpu live in common/host_cpu.h (workers read their own host's
+// CPU with them too).
+using ::psring::BusyFraction;
+using ::psring::CpuTimes;
+using ::psring::ParseCpuPressureTotal;
+using ::psring::ParseProcStat;
 
 // Samples the box's CPU times and the caller's counters (e.g. the link byte counters of every host) on a
 // thread of its own, so both can be read over the same window afterwards.

@@ -198,26 +198,32 @@ class Runner::Impl {
       to = absl::FromUnixMicros(static_cast<int64_t>(record->measured_end_unix_s * 1e6));
     }
     if (from < job_start) from = job_start;
-    record->box_cpu = sampler.BusyFraction(from, to);
-    record->cpu_stall = sampler.StallFraction(from, to);
-    // The busiest link direction over the same window, against what the link could carry in the exchange
-    // time of those steps.
     const double link = cluster_->link_bytes_per_second();
+    // The hosts' CPU: this box's, which every emulated host shares (sampled here); on real hosts (box_cores()
+    // 0: cores of their own) the busiest host as the workers read it over their measured steps (Collect).
+    const bool shared_box = cluster_->box_cores() > 0;
+    if (shared_box) {
+      record->box_cpu = sampler.BusyFraction(from, to);
+      record->cpu_stall = sampler.StallFraction(from, to);
+    }
+    // The busiest link direction over the same window, against what the link could carry in the exchange
+    // time of those steps; without link counters (real hosts) a worker's payload sent per step instead.
     const std::vector<int64_t> bytes = sampler.CounterDeltas(from, to);
     if (link > 0 && record->exchange_s > 0 && !bytes.empty()) {
       const int64_t busiest = *std::max_element(bytes.begin(), bytes.end());
       // Over the window itself where the exchange fills it (gradient mode), else over the exchange's time.
       const double exchange_time = std::min(absl::ToDoubleSeconds(to - from), record->steps * record->exchange_s);
       if (exchange_time > 0) record->link_util = busiest / (exchange_time * link);
+    } else if (!shared_box && link > 0 && record->exchange_s > 0) {
+      record->link_util = record->bytes_sent_per_step / (record->exchange_s * link);
     }
     BoundInputs in;
     // A window of a few sample intervals says nothing about the CPU (a one-node exchange is a memory copy of
     // a millisecond): only the delay program's lateness can mark such a run.
-    // Where every host has cores of its own (real hosts: box_cores() 0) this machine's CPU says nothing of theirs.
-    if (to - from >= 5 * kSampleInterval && cluster_->box_cores() > 0) {
+    if (to - from >= 5 * kSampleInterval) {
       in.box_cpu = record->box_cpu;
       in.link_util = record->link_util;
-      in.cpu_bound_share = sampler.CpuBoundShare(from, to, link);
+      if (shared_box) in.cpu_bound_share = sampler.CpuBoundShare(from, to, link);
       in.cpu_stall = record->cpu_stall;
     }
     in.delayed_packets = after.packets - before.packets;
@@ -368,6 +374,10 @@ class Runner::Impl {
         record->measured_start_unix_s = worker.measured_start_unix_s();
       }
       record->measured_end_unix_s = std::max(record->measured_end_unix_s, worker.measured_end_unix_s());
+      if (cluster_->box_cores() <= 0) {  // real hosts: the busiest host the workers saw (-1: none reported)
+        record->box_cpu = std::max(record->box_cpu, worker.host_cpu_busy());
+        record->cpu_stall = std::max(record->cpu_stall, worker.host_cpu_stall());
+      }
       record->bytes_sent_per_step =
           std::max<int64_t>(record->bytes_sent_per_step, static_cast<int64_t>(worker.bytes_sent() / steps));
       if (r == 0) {
