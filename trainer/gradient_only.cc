@@ -39,12 +39,22 @@ struct StepTimes {
   // From the moment the first bucket was complete (handed over whole) to the end of FinishStep: the time the
   // exchange was under way, hidden or not (flat: = exposed_s).
   double exchange_s = 0;
+  double injected_s = 0;  // straggler delay added (trainer/straggler.h): pauses and stretched layer waits
 };
 
+// Sleeps `pause_s` before a step (trainer/straggler.h), recorded on the timeline and in `times`.
+void Pause(double pause_s, Timeline* timeline, StepTimes* times) {
+  if (pause_s <= 0) return;
+  const int64_t begin_us = Timeline::NowMicros();
+  absl::SleepFor(absl::Seconds(pause_s));
+  timeline->Record("pause (injected)", kComputeTrack, begin_us, Timeline::NowMicros() - begin_us);
+  times->injected_s += pause_s;
+}
+
 // One replayed step: forward waits, then backward from the last layer, each layer's gradient handed over as
-// its wait ends, then the wait for the exchange.
+// its wait ends, then the wait for the exchange. An injected straggler stretches every wait by `factor` (>= 1).
 absl::Status ReplayStep(const GradientOnlyOptions& options, const BucketPlan& plan,
-                        const std::vector<size_t>& offsets, int64_t step, FloatBuffer grads,
+                        const std::vector<size_t>& offsets, int64_t step, double factor, FloatBuffer grads,
                         FloatBuffer params, GradientExchange* exchange, StepTimes* times) {
   Timeline* timeline = exchange->timeline();
   const absl::Time start = absl::Now();
@@ -53,7 +63,8 @@ absl::Status ReplayStep(const GradientOnlyOptions& options, const BucketPlan& pl
   // whatever the calls between the spans cost.
   for (const ReplayLayer& layer : options.layers) {
     const int64_t begin_us = Timeline::NowMicros();
-    deadline += layer.forward;
+    deadline += layer.forward * factor;
+    times->injected_s += absl::ToDoubleSeconds(layer.forward) * (factor - 1);
     WaitUntil(deadline);
     const int64_t dur_us = Timeline::NowMicros() - begin_us;
     timeline->Record(absl::StrCat("forward/", layer.name), kComputeTrack, begin_us, dur_us);
@@ -70,7 +81,8 @@ absl::Status ReplayStep(const GradientOnlyOptions& options, const BucketPlan& pl
   for (size_t l = options.layers.size(); l-- > 0;) {
     const ReplayLayer& layer = options.layers[l];
     const int64_t begin_us = Timeline::NowMicros();
-    deadline += layer.backward;
+    deadline += layer.backward * factor;
+    times->injected_s += absl::ToDoubleSeconds(layer.backward) * (factor - 1);
     WaitUntil(deadline);
     const int64_t dur_us = Timeline::NowMicros() - begin_us;
     timeline->Record(absl::StrCat("backward/", layer.name), kComputeTrack, begin_us, dur_us);
@@ -213,6 +225,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   int64_t wrong = 0;
   double exchange_s = 0;  // the measured steps' time (replay mode: compute and exchange)
   StepTimes times;
+  Straggler straggler(options.straggler, exchange->rank());
   std::vector<double> step_times;  // wall time of each measured step
   for (int step = 0; step < total; ++step) {
     const bool measured = step >= options.warmup_steps;
@@ -229,11 +242,16 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
     // Trainer-owned exchanges average in place, so the values are written again before every step.
     std::copy(gradient.begin(), gradient.end(), grads.begin());
     if (on_device) RETURN_IF_ERROR(options.device.upload(grads_buffer.data, grads.data(), count));
+    const double factor = straggler.StepFactor(step);
+    const double pause_s = straggler.PauseSeconds(step);
+    // A pause is part of a replayed step (compute time); in gradient mode it stays out of the exchange's time.
+    if (!replay) Pause(pause_s, exchange->timeline(), &times);
     const absl::Time start = absl::Now();
+    if (replay) Pause(pause_s, exchange->timeline(), &times);
     if (replay) {
-      RETURN_IF_ERROR(
-          Annotate(ReplayStep(options, plan, offsets, step, grads_buffer, params_buffer, exchange, &times),
-                   absl::StrCat("step ", step)));
+      RETURN_IF_ERROR(Annotate(
+          ReplayStep(options, plan, offsets, step, factor, grads_buffer, params_buffer, exchange, &times),
+          absl::StrCat("step ", step)));
     } else {
       RETURN_IF_ERROR(Annotate(exchange->Exchange(step, grads_buffer, params_buffer).status(),
                                absl::StrCat("step ", step)));
@@ -284,6 +302,7 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   result.set_step_s(exchange_s / options.steps);
   result.set_step_spread(StepSpread(step_times));
   result.set_wrong(static_cast<double>(wrong));
+  result.set_injected_delay_s(times.injected_s);
   return result;
 }
 

@@ -50,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "proto/results.pb.h"
 #include "trainer/exchange.h"
+#include "trainer/straggler.h"
 
 namespace psring::trainer {
 
@@ -95,6 +96,8 @@ struct GradientOnlyOptions {
   std::function<void()> after_measured;
   // Used when set and the exchange AcceptsDeviceMemory(); otherwise host buffers.
   GradientOnlyDevice device;
+  // Injected stragglers (trainer/straggler.h): replayed compute stretched, pauses before steps.
+  StragglerOptions straggler;
 };
 
 // The value rank `rank` of `world_size` sends at `index` (the exactly averaged f above).

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -303,7 +304,8 @@ class TrainingRun {
         world_(exchange->world_size()),
         chief_(exchange->rank() == 0),
         trainer_steps_(exchange->optimizer().owner == OptimizerOwner::kTrainer),
-        sgd_{options.lr, options.momentum, options.weight_decay} {}
+        sgd_{options.lr, options.momentum, options.weight_decay},
+        straggler_(options.straggler, exchange->rank()) {}
 
   absl::Status LoadData() {
     if (chief_ && !options_.checkpoint_dir.empty())
@@ -416,6 +418,19 @@ class TrainingRun {
     received_at_start_ = exchange_->bytes_received();
   }
 
+  // The injected straggler delay before this step's passes (trainer/straggler.h): (factor - 1) x the previous
+  // step's forward + backward, plus a pause; recorded on the timeline and in injected_this_step_.
+  void InjectStraggler(Timeline* timeline) {
+    injected_this_step_ = 0;
+    if (!straggler_.active()) return;
+    const double delay =
+        (straggler_.StepFactor(step_) - 1) * last_passes_seconds_ + straggler_.PauseSeconds(step_);
+    if (delay <= 0) return;
+    Timeline::Span span(timeline, "straggler delay (injected)", kComputeTrack);
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    injected_this_step_ = delay;
+  }
+
   // Batch `b` of the epoch whose sample order is `indices`: forward/backward, exchange (flat after backward,
   // or bucket by bucket while backward runs), optimizer step when the trainer owns it.
   absl::Status Step(const std::vector<int64_t>& indices, int64_t b) {
@@ -427,6 +442,7 @@ class TrainingRun {
                 batch_images_.begin() + static_cast<size_t>(i) * train_set_.dim);
       batch_labels_[i] = train_set_.labels[sample];
     }
+    InjectStraggler(timeline);
     const Clock::time_point passes_start = Clock::now();
     const std::string context = absl::StrCat("exchange ", exchange_->name(), " at step ", step_);
     BatchStats stats;
@@ -469,6 +485,7 @@ class TrainingRun {
       warned_nonfinite_loss_ = true;
     }
     window_.Add(stats);
+    last_passes_seconds_ = std::chrono::duration<double>(exchange_start - passes_start).count();
     const Clock::time_point update_start = Clock::now();
     if (trainer_steps_) {
       Timeline::Span span(timeline, "optimizer", kComputeTrack);
@@ -484,6 +501,7 @@ class TrainingRun {
       result_.backward_seconds += seconds(passes_start, exchange_start) - stats.forward_seconds;
       result_.optimizer_seconds += seconds(update_start, step_end);
       result_.compute_seconds += seconds(compute_start, exchange_start) + seconds(update_start, step_end);
+      result_.injected_delay_seconds += injected_this_step_;
       result_.exchange_seconds += seconds(exchange_start, update_start);
       ++result_.measured_steps;
     }
@@ -529,7 +547,10 @@ class TrainingRun {
   bool warned_nonfinite_loss_ = false;
   Clock::time_point loop_start_;
   uint64_t sent_at_start_ = 0;
-  HostCpuReading cpu_at_start_;  // the host's CPU when the measured steps began
+  HostCpuReading cpu_at_start_;
+  Straggler straggler_;
+  double last_passes_seconds_ = 0;  // the previous step's forward + backward
+  double injected_this_step_ = 0;  // the host's CPU when the measured steps began
   uint64_t received_at_start_ = 0;
   int64_t steps_per_epoch_ = 0;
   int64_t last_step_ = 0;

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "trainer/exchange.h"
+#include "trainer/straggler.h"
 
 namespace psring::trainer {
 
@@ -49,6 +50,9 @@ struct TrainOptions {
   // Steps at the start of this call that are trained but not measured (step_s, samples/s and the sums
   // below count the rest); capped so that at least one step is measured.
   int64_t warmup_steps = 0;
+  // Injected stragglers (trainer/straggler.h): this rank sleeps before a step's forward pass for
+  // (factor - 1) x its previous step's forward + backward, and for the pauses.
+  StragglerOptions straggler;
 };
 
 // Timing contract: the measured steps are the steps of this call after options.warmup_steps; every time and
@@ -66,6 +70,7 @@ struct TrainResult {
   double measured_end_unix_s = 0;
   double host_cpu_busy = -1;    // this host's CPU over the measured steps (common/host_cpu.h; -1 unknown)
   double host_cpu_stall = -1;
+  double injected_delay_seconds = 0;  // straggler delay injected over the measured steps (trainer/straggler.h)
   double compute_seconds = 0;   // batch assembly + forward + backward + optimizer, summed over measured steps
   double forward_seconds = 0;   // parts of compute_seconds (0 when the engine cannot tell them apart:
   double backward_seconds = 0;  // then backward_seconds holds forward + backward)

@@ -60,6 +60,19 @@ ABSL_FLAG(std::string, timeline, psring::trainer::WorkerOptions{}.timeline,
           "exchange, optimizer, waits; open it in https://ui.perfetto.dev or chrome://tracing) to this path. "
           "\"{rank}\" in it becomes the rank; without it \".rank<r>\" goes before the extension. Empty: "
           "none.");
+ABSL_FLAG(std::string, straggler, "",
+          "Inject a slow rank: RANK:FACTOR (FACTOR >= 1) makes rank RANK's compute take FACTOR times as long, "
+          "as real wall time (replay: every layer's wait stretched; training: a sleep before each step's "
+          "forward pass of (FACTOR - 1) x the rank's previous forward + backward). Empty: none. Every rank "
+          "may be given the same flag; only RANK acts on it. The injected seconds are in the result line "
+          "(injected_delay_s).");
+ABSL_FLAG(std::string, step_noise, "",
+          "Per-step noise on every rank's compute: SIGMA[:SEED] stretches each step by max(1, exp(SIGMA * Z)), Z "
+          "standard normal drawn per step from a generator seeded SEED + rank (SEED 1): a log-normal tail. "
+          "Empty: none.");
+ABSL_FLAG(std::string, pause, "",
+          "Periodic pauses: EVERY:DURATION (e.g. 10:200ms) sleeps DURATION before every EVERY-th step on every "
+          "rank. Empty: none.");
 
 namespace psring::trainer {
 namespace {
@@ -97,6 +110,7 @@ proto::WorkerResult ResultFromTraining(const TrainResult& r, double bucket_mb) {
   result.set_measured_end_unix_s(r.measured_end_unix_s);
   result.set_host_cpu_busy(r.host_cpu_busy);
   result.set_host_cpu_stall(r.host_cpu_stall);
+  result.set_injected_delay_s(r.injected_delay_seconds);
   return result;
 }
 
@@ -133,6 +147,15 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
   o.gradient_only.bytes = static_cast<size_t>(model_bytes);
   o.gradient_only.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.gradient_only.log_every = o.train.log_every;
+  ASSIGN_OR_RETURN(o.train.straggler, ParseStragglerFlags(absl::GetFlag(FLAGS_straggler),
+                                                          absl::GetFlag(FLAGS_step_noise), absl::GetFlag(FLAGS_pause)));
+  if (o.train.straggler.slow_rank >= o.env.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("--straggler=", absl::GetFlag(FLAGS_straggler), ": rank ",
+                                                   o.train.straggler.slow_rank, " is not in a job of ",
+                                                   o.env.world_size, " ranks (ranks 0 .. ", o.env.world_size - 1,
+                                                   ")"));
+  }
+  o.gradient_only.straggler = o.train.straggler;
   o.train.warmup_steps = o.gradient_only.warmup_steps;
   if (o.train.max_steps >= 0) o.gradient_only.steps = static_cast<int>(o.train.max_steps);
   o.workload = absl::GetFlag(FLAGS_workload);
