@@ -55,4 +55,20 @@ int64_t TbfBurstBytes(double link_bytes_per_second, double burst_s) {
   return std::max<int64_t>(static_cast<int64_t>(link_bytes_per_second * burst_s), 15140);
 }
 
+absl::StatusOr<SlowHost> ParseSlowHost(const std::string& slow_host) {
+  SlowHost out;
+  if (slow_host.empty()) return out;
+  const size_t colon = slow_host.find(':');
+  absl::StatusOr<double> bits =
+      colon == std::string::npos ? absl::InvalidArgumentError("no rate") : ParseLinkRate(slow_host.substr(colon + 1));
+  if (colon == std::string::npos || !absl::SimpleAtoi(slow_host.substr(0, colon), &out.host) || out.host < 0 ||
+      !bits.ok() || *bits <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--slow_host=", slow_host,
+                                                   ": write HOST:RATE with a host index >= 0 and a tc rate, e.g. "
+                                                   "--slow_host=3:20mbit"));
+  }
+  out.bits_per_second = *bits;
+  return out;
+}
+
 }  // namespace psring::bench

@@ -31,7 +31,17 @@ struct ClusterOptions {
   std::string family = "psr";    // name prefix family; the pid and '-' follow
   bool allow_loopback_fallback = true;  // without CAP_NET_ADMIN: loopback (true) or an error (false)
   bool force_loopback = false;           // loopback even where namespaces would work
+  // One host with a slower link (issue 35's straggler link): "H:RATE", e.g. "3:20mbit" (tc units); "" none.
+  std::string slow_host;
 };
+
+// --slow_host "H:RATE" -> the host and its rate in bits per second; {-1, 0} for "". kInvalidArgument naming
+// the flag otherwise.
+struct SlowHost {
+  int host = -1;
+  double bits_per_second = 0;
+};
+absl::StatusOr<SlowHost> ParseSlowHost(const std::string& slow_host);
 
 // Bits per second of a tc rate like "100mbit", "1gbit", "500kbit" or "1000000" (bit/s); tc's decimal units.
 absl::StatusOr<double> ParseLinkRate(const std::string& rate);

@@ -135,6 +135,15 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> EmulatedCluster::Create(const C
   }
   ASSIGN_OR_RETURN(cluster->latency_seconds_, ParseLatency(options.latency));
   ASSIGN_OR_RETURN(cluster->burst_seconds_, ParseLinkBurst(options.burst));
+  ASSIGN_OR_RETURN(const SlowHost slow, ParseSlowHost(options.slow_host));
+  if (slow.host >= options.hosts) {
+    return absl::InvalidArgumentError(absl::StrCat("--slow_host=", options.slow_host, ": the cluster has hosts 0 .. ",
+                                                   options.hosts - 1));
+  }
+  if (slow.host >= 0 && (bits <= 0 || slow.bits_per_second >= bits)) {
+    return absl::InvalidArgumentError(absl::StrCat("--slow_host=", options.slow_host, ": the rate must be below --link (",
+                                                   options.link.empty() ? "unlimited" : options.link, ")"));
+  }
   if (options.latency_method != "auto" && options.latency_method != "netem" && options.latency_method != "nfqueue") {
     return absl::InvalidArgumentError(absl::StrCat("latency method '", options.latency_method,
                                                    "' is not one of auto, netem, nfqueue"));
@@ -206,8 +215,9 @@ absl::Status EmulatedCluster::Build() {
         RunCommand({Ip(), "-n", host, "addr", "add", HostAddress(i) + "/15", "dev", "eth0"}).status());
     RETURN_IF_ERROR(RunCommand({Ip(), "-n", host, "link", "set", "eth0", "up"}).status());
     RETURN_IF_ERROR(RunCommand({Ip(), "-n", host, "link", "set", "lo", "up"}).status());
-    RETURN_IF_ERROR(ShapeLink(host, "eth0"));
-    RETURN_IF_ERROR(ShapeLink(br, port));
+    // --slow_host's host gets its slower rate on both ends of its link (a straggler's link).
+    RETURN_IF_ERROR(ShapeLink(host, "eth0", i));
+    RETURN_IF_ERROR(ShapeLink(br, port, i));
   }
   if (latency_method_ == "nfqueue") RETURN_IF_ERROR(StartDelayProgram());
   return StartSwitchProbe();
@@ -328,11 +338,13 @@ absl::StatusOr<DelayCounters> EmulatedCluster::ReadDelayCounters() {
   return ParseDelayCounters(line);
 }
 
-absl::Status EmulatedCluster::ShapeLink(const std::string& ns, const std::string& dev) {
+absl::Status EmulatedCluster::ShapeLink(const std::string& ns, const std::string& dev, int host) {
   double bits = 0;
   if (!options_.link.empty()) {
     ASSIGN_OR_RETURN(bits, ParseLinkRate(options_.link));
   }
+  ASSIGN_OR_RETURN(const SlowHost slow, ParseSlowHost(options_.slow_host));
+  if (host == slow.host) bits = slow.bits_per_second;
   std::string parent = "root";
   if (!netem_delay_.empty()) {
     RETURN_IF_ERROR(RunCommand({Tc(), "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem",
@@ -365,6 +377,11 @@ std::string EmulatedCluster::Describe() const {
   std::string text = absl::StrCat(hosts(), " hosts (network namespaces ", HostNamespace(0), "...), links ",
                                   options_.link.empty() ? "unlimited" : options_.link, " each way");
   if (latency_seconds_ > 0) absl::StrAppend(&text, ", one-way latency ", options_.latency, " (", latency_method_, ")");
+  if (!options_.slow_host.empty()) {
+    absl::StrAppend(&text, "; host ", options_.slow_host.substr(0, options_.slow_host.find(':')), "'s link ",
+                    options_.slow_host.substr(options_.slow_host.find(':') + 1), " (--slow_host: a straggler's link; "
+                    "the model assumes every link is --link)");
+  }
   return text;
 }
 

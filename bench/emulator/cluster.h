@@ -121,7 +121,7 @@ class EmulatedCluster final : public Cluster {
  private:
   explicit EmulatedCluster(ClusterOptions options) : options_(std::move(options)) {}
   absl::Status Build();
-  absl::Status ShapeLink(const std::string& ns, const std::string& dev);
+  absl::Status ShapeLink(const std::string& ns, const std::string& dev, int host);
   absl::Status ChooseLatencyMethod();
   absl::Status StartSwitchProbe();
   absl::Status StartDelayProgram();

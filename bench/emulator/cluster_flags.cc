@@ -32,6 +32,10 @@ ABSL_FLAG(std::string, link_burst, psring::bench::ClusterOptions().burst,
           "rate (at least 10 full frames): what an idle link passes at once. A real port never sends above its "
           "rate; the model counts the burst of the emulated links. Below ~2ms this 2-core box spends more on "
           "timer wake-ups than it has.");
+ABSL_FLAG(std::string, slow_host, psring::bench::ClusterOptions().slow_host,
+          "One emulated host with a slower link, HOST:RATE (e.g. 3:20mbit; tc units, below --link): a straggler's "
+          "link (issue 35). Host indices are the placement's: rank r's host is r for every exchange, ps-1's server "
+          "is host N, ps-dedicated's servers hosts N.. N+K-1. The model still assumes --link everywhere. Empty: none.");
 ABSL_FLAG(bool, loopback, psring::bench::ClusterOptions().force_loopback,
           "Run every host on 127.0.0.1 without namespaces or link limits, even as root (the automatic "
           "fallback without CAP_NET_ADMIN).");
@@ -48,6 +52,7 @@ ClusterOptions ClusterOptionsFromFlags(const char* argv0) {
   options.queue = absl::GetFlag(FLAGS_queue);
   options.burst = absl::GetFlag(FLAGS_link_burst);
   options.force_loopback = absl::GetFlag(FLAGS_loopback);
+  options.slow_host = absl::GetFlag(FLAGS_slow_host);
   return options;
 }
 

@@ -65,6 +65,21 @@ TEST(ClusterTest, TbfBurstIsTheDepthOfTrafficAtLeastTenFrames) {
   EXPECT_FALSE(ParseLinkBurst("2s").ok());
 }
 
+TEST(ClusterTest, ParsesSlowHost) {
+  absl::StatusOr<SlowHost> none = ParseSlowHost("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->host, -1);
+  absl::StatusOr<SlowHost> slow = ParseSlowHost("3:20mbit");
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_EQ(slow->host, 3);
+  EXPECT_DOUBLE_EQ(slow->bits_per_second, 20e6);
+  for (const char* bad : {"3", "x:20mbit", "-1:20mbit", "3:fast", "3:0"}) {
+    absl::StatusOr<SlowHost> r = ParseSlowHost(bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("--slow_host"), std::string::npos);
+  }
+}
+
 TEST(ClusterTest, ParsesDelayCounters) {
   auto c = ParseDelayCounters("packets=120 late_over_100us=7 late_over_1ms=2 max_late_us=1500 max_held=14\n");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -134,6 +149,29 @@ TEST(ClusterTest, TcpSeesTheConfiguredRoundTrip) {
   auto fast_rtt = (*fast)->MeasureRtt(0, 1);
   ASSERT_TRUE(fast_rtt.ok()) << fast_rtt.status();
   EXPECT_LT(*fast_rtt, 0.002);
+}
+
+// --slow_host: that host's link carries its slower rate both ways, the other links keep --link.
+TEST(ClusterTest, SlowHostGetsItsOwnRate) {
+  if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
+  ClusterOptions options = TwoHosts("");
+  options.hosts = 3;
+  options.slow_host = "2:20mbit";
+  auto cluster = EmulatedCluster::Create(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_NE((*cluster)->Describe().find("host 2's link 20mbit"), std::string::npos) << (*cluster)->Describe();
+  auto slow_out = (*cluster)->MeasureStream(2, 0, 4 << 20);
+  auto slow_in = (*cluster)->MeasureStream(0, 2, 4 << 20);
+  auto normal = (*cluster)->MeasureStream(1, 0, 8 << 20);
+  ASSERT_TRUE(slow_out.ok() && slow_in.ok() && normal.ok());
+  EXPECT_LT(*slow_out, 1.1 * 2.5e6) << "host 2 sends at most 20 Mbit/s";
+  EXPECT_LT(*slow_in, 1.1 * 2.5e6) << "host 2 receives at most 20 Mbit/s";
+  EXPECT_GT(*normal, 0.85 * 12.5e6) << "the other hosts keep 100 Mbit/s";
+  ASSERT_TRUE((*cluster)->Destroy().ok());
+  options.slow_host = "3:20mbit";  // no host 3
+  EXPECT_EQ(EmulatedCluster::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.slow_host = "1:200mbit";  // not slower than --link
+  EXPECT_EQ(EmulatedCluster::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ClusterTest, NfqueueLatencyWithoutTheDelayProgramIsAClearError) {
