@@ -46,8 +46,10 @@ TEST(WorkerResultTest, WorkerLineParsesBackToTheSameMessage) {
   EXPECT_TRUE(absl::StrContains(*line, "\"bytes_sent\":123456789012,")) << *line;
   // The keys added for train mode's timing contract follow the original ones.
   EXPECT_TRUE(absl::StrContains(*line, "\"test_accuracy\":-1,\"forward_s\":0,")) << *line;
-  EXPECT_TRUE(absl::StrContains(*line, "\"bucket_mb\":0,\"measured_start_unix_s\":0,\"measured_end_unix_s\":0,\"step_spread\":0}"))
+  EXPECT_TRUE(absl::StrContains(*line, "\"bucket_mb\":0,\"measured_start_unix_s\":0,\"measured_end_unix_s\":0,\"step_spread\":0,"))
       << *line;
+  // Then the host's CPU (-1: unknown) and the injected straggler delay.
+  EXPECT_TRUE(absl::StrContains(*line, "\"host_cpu_busy\":-1,\"host_cpu_stall\":-1,\"injected_delay_s\":0")) << *line;
   EXPECT_FALSE(absl::StrContains(*line, "\n"));
   ExpectRoundTrip(r, *line);
 }
