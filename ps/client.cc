@@ -238,6 +238,12 @@ absl::Status PsExchange::AverageMetrics(absl::Span<double> values) {
   return absl::OkStatus();
 }
 
+uint64_t PsExchange::dropped_pushes() const {
+  uint64_t dropped = 0;
+  for (const Shard& shard : shards_) dropped += shard.dropped_pushes;
+  return dropped;
+}
+
 absl::Status PsExchange::Barrier() { return AverageMetrics(absl::Span<double>()); }
 
 absl::Status PsExchange::ShutdownServers() {

@@ -25,6 +25,11 @@
 // When Exchange fails for good, `params` may hold a mix of old and new values for the failing shard's range
 // (call PullParameters() to resynchronise).
 //
+// Backup workers (servers with --backup_workers=B): a push whose step the shard already closed without it is
+// dropped there and answered with the shard's current parameters (not an error): Exchange returns them
+// like any step, the rank pushes its next step from them, and dropped_pushes() counts it. Such shards
+// reply after the whole push (no push window). The update rule reported is kMeanOfFirstPushes.
+//
 // Bucketed steps (BeginStep/GradientReady/FinishStep, --bucket_mb): the servers hold the model in the element
 // layout of the job's bucket plan (ps/shard_layout.h): every bucket is cut into K balanced slices, one per
 // shard, and each shard holds its slices in launch order. So every bucket is pushed to all K shards at once
@@ -154,6 +159,9 @@ class PsExchange final : public trainer::GradientExchange {
   absl::Status ShutdownServers();
   absl::StatusOr<proto::StatsReply> Stats(int shard);
 
+  // Backup workers: this rank's pushes the shards dropped because their step had closed, summed over shards
+  // (each shard decides on its own).
+  uint64_t dropped_pushes() const;
   // Tensor payload bytes this client sent / received (all shards, all calls).
   uint64_t bytes_sent() const override { return bytes_sent_; }
   uint64_t bytes_received() const override { return bytes_received_; }
@@ -173,6 +181,8 @@ class PsExchange final : public trainer::GradientExchange {
     // Sync shards: the most elements they gather before streaming a range back during the push; 0 for
     // async shards (they answer after the whole push) and servers that do not say.
     uint64_t reply_chunk_elements = 0;
+    int backup_workers = 0;       // the shard's B (RegisterReplyHeader.backup_workers)
+    uint64_t dropped_pushes = 0;  // this rank's pushes the shard dropped (backup workers)
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
     // Steps this shard skipped (ABORTED) in the current run of skips: a restarted worker catching up may

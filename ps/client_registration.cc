@@ -54,10 +54,12 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
         shard->version = h.version();
         shard->range = range;
         shard->reply_chunk_elements = h.reply_chunk_elements();
+        shard->backup_workers = h.backup_workers();
         if (shard->index == 0) {
           name_ = absl::StrCat("ps-", h.mode());
-          server_update_ =
-              h.mode() == "async" ? trainer::ServerUpdate::kEachPush : trainer::ServerUpdate::kMeanPerStep;
+          server_update_ = h.mode() == "async"      ? trainer::ServerUpdate::kEachPush
+                           : h.backup_workers() > 0 ? trainer::ServerUpdate::kMeanOfFirstPushes
+                                                    : trainer::ServerUpdate::kMeanPerStep;
         }
       }
     }

@@ -28,6 +28,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
   absl::Status feed_error;  // the bucketed step ended before this shard's part was complete
   bool ok = false;
   uint64_t version = 0;
+  bool dropped = false;  // backup workers: the shard dropped this push (its step had closed)
   grpc::Status status;
   absl::Time deadline;
   {
@@ -97,6 +98,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
       got_reply = true;
       pull_start_us = trainer::Timeline::NowMicros();
       version = reply.version();
+      dropped = reply.dropped();
       if (reply.num_elements() != shard->range.size()) {
         received = absl::InternalError(absl::StrCat("server sent ", reply.num_elements(),
                                                     " elements for a shard of ", shard->range.size()));
@@ -194,7 +196,14 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
   RETURN_IF_ERROR(FromCall(status, deadline, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream ended without parameters"));
-  ++shard->next_step;
+  // With backup workers the steps go on without this rank: its next push is tagged with the version it now
+  // holds (step + 1 when its push was averaged in).
+  if (shard->backup_workers > 0) {
+    shard->next_step = static_cast<int64_t>(version);
+  } else {
+    ++shard->next_step;
+  }
+  shard->dropped_pushes += dropped;
   shard->version = version;
   return absl::OkStatus();
 }

@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, mode, "sync",
           "arrival, bounded by --staleness); see //ps:server --help.");
 ABSL_FLAG(int, staleness, 0,
           "Async mode: a worker may run at most this many steps ahead of the slowest (>= 0; 0 acts as sync).");
+ABSL_FLAG(int, backup_workers, 0,
+          "Sync mode: B backup workers (0 <= B < --workers): each step averages the first N - B pushes and "
+          "drops the rest (passed to every server; see //ps:server --help).");
 ABSL_FLAG(double, step_timeout, 60,
           "Seconds a server waits for all workers of a step before failing the step with DEADLINE_EXCEEDED "
           "(passed to every server as --step_timeout).");
@@ -183,6 +186,7 @@ absl::Status Run(const std::vector<std::string>& worker_args) {
                                      absl::StrCat("--num_shards=", k),
                                      "--mode=" + mode,
                                      absl::StrCat("--staleness=", absl::GetFlag(FLAGS_staleness)),
+                                     absl::StrCat("--backup_workers=", absl::GetFlag(FLAGS_backup_workers)),
                                      absl::StrCat("--step_timeout=", absl::GetFlag(FLAGS_step_timeout)),
                                      "--checkpoint_dir=" + absl::GetFlag(FLAGS_checkpoint_dir)};
     ASSIGN_OR_RETURN(size_t server, job.Spawn(argv, absl::StrCat("server shard ", shard)));

@@ -1,5 +1,6 @@
 // //ps:server — one shard of the parameter server.
 //   bazel run //ps:server -- --port=50051 --workers=4 --shard=0 --num_shards=2 [--mode=async --staleness=2]
+//   bazel run //ps:server -- --port=50051 --workers=4 --backup_workers=1   (steps average the first 3 pushes)
 // Serves until a worker calls Shutdown (//ps:worker --shutdown_servers) or SIGINT/SIGTERM, then writes its
 // checkpoint (with --checkpoint_dir) and prints its PSRING_RESULT line.
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/auth.h"
 #include "common/flags_usage.h"
 #include "common/socket.h"
@@ -39,6 +41,11 @@ ABSL_FLAG(std::string, mode, "sync",
 ABSL_FLAG(
     int, staleness, psring::ps::ServiceOptions{}.staleness,
     "Async mode: a worker may run at most this many steps ahead of the slowest; 0 behaves exactly as sync.");
+ABSL_FLAG(
+    int, backup_workers, psring::ps::ServiceOptions{}.backup_workers,
+    "Sync mode: B backup workers (0 <= B < --workers), as TensorFlow's SyncReplicasOptimizer: each step "
+    "averages the first N - B pushes that arrive whole (their sum divided by N - B) and drops the rest; "
+    "a dropped worker gets the current parameters at once and goes on. 0: every step waits for all N.");
 ABSL_FLAG(double, step_timeout, absl::ToDoubleSeconds(psring::ps::ServiceOptions{}.step_timeout),
           "Seconds a step (or metrics barrier) waits for the other workers before failing their calls with "
           "DEADLINE_EXCEEDED (a dead worker); the server keeps serving. Leave room for a restarted server: "
@@ -127,6 +134,7 @@ absl::Status Run() {
     return absl::InvalidArgumentError(absl::StrCat("--mode=", mode, ": use sync or async"));
   }
   s.staleness = absl::GetFlag(FLAGS_staleness);
+  s.backup_workers = absl::GetFlag(FLAGS_backup_workers);
   ASSIGN_OR_RETURN(s.step_timeout, trainer::TimeoutFromSeconds("step_timeout", absl::GetFlag(FLAGS_step_timeout)));
   s.max_params = absl::GetFlag(FLAGS_max_params);
   s.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
@@ -154,8 +162,10 @@ absl::Status Run() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ASSIGN_OR_RETURN(std::unique_ptr<PsServer> server, PsServer::Start(options));
-  std::fprintf(stderr, "ps server: shard %d of %d (%s, %d workers) listening on %s:%d\n", s.shard,
-               s.num_shards, mode.c_str(), s.workers, options.bind_addr.c_str(), server->port());
+  const std::string backup = s.backup_workers > 0 ? absl::StrCat(", ", s.backup_workers, " backup") : "";
+  std::fprintf(stderr, "ps server: shard %d of %d (%s, %d workers%s) listening on %s:%d\n", s.shard,
+               s.num_shards, mode.c_str(), s.workers, backup.c_str(), options.bind_addr.c_str(),
+               server->port());
   if (!absl::GetFlag(FLAGS_port_file).empty()) {
     const std::string path = absl::GetFlag(FLAGS_port_file);
     const std::string tmp = path + ".tmp";
@@ -193,6 +203,14 @@ absl::Status Run() {
   result.set_version(static_cast<double>(stats.version()));
   result.set_bytes_sent(static_cast<double>(stats.bytes_sent()));
   result.set_bytes_received(static_cast<double>(stats.bytes_received()));
+  if (s.backup_workers > 0) {
+    result.set_backup_workers(s.backup_workers);
+    result.set_dropped_pushes(static_cast<double>(stats.dropped_pushes()));
+    for (uint64_t dropped : stats.dropped_by_rank()) result.add_dropped_by_rank(static_cast<double>(dropped));
+    std::fprintf(stderr, "ps server: shard %d dropped %llu push(es) whose step had closed (per rank: %s)\n",
+                 s.shard, static_cast<unsigned long long>(stats.dropped_pushes()),
+                 absl::StrJoin(stats.dropped_by_rank(), ",").c_str());
+  }
   return PrintResultLine(result);
 }
 

@@ -211,7 +211,9 @@ grpc::Status ParameterServerService::Register(
   header->set_version(registered->version);
   header->set_next_step(registered->next_step);
   header->set_mode(registered->aggregating ? "sync" : "async");
-  if (registered->aggregating) header->set_reply_chunk_elements(core_->chunk_elements());
+  // Backup workers: the reply follows the whole push (no push window), as in async mode.
+  if (registered->aggregating && !core_->backup()) header->set_reply_chunk_elements(core_->chunk_elements());
+  header->set_backup_workers(core_->options().backup_workers);
   if (!stream->Write(reply)) return ClientGone();
   uint64_t sent = 0;
   const bool ok = WriteChunks<proto::RegisterReply>(stream, registered->params.data(), registered->params.size(),
@@ -244,7 +246,8 @@ grpc::Status ParameterServerService::PushPullFrames(grpc::ServerContext* context
   info.step = header.step();
   info.num_elements = header.num_elements();
   info.trainer_step = header.trainer_step();
-  return core_->aggregating() ? SyncPushPull(context, info, stream) : AsyncPushPull(context, info, stream);
+  if (!core_->aggregating()) return AsyncPushPull(context, info, stream);
+  return core_->backup() ? BackupPushPull(context, info, stream) : SyncPushPull(context, info, stream);
 }
 
 bool ParameterServerService::WriteParameterFrames(FrameStream* stream, uint64_t begin, uint64_t end) {
@@ -282,6 +285,34 @@ grpc::Status ParameterServerService::AsyncPushPull(grpc::ServerContext* context,
   reply.set_version(*version);
   reply.set_num_elements(count);
   if (!stream->Write(TensorFrame::Header(reply)) || !WriteParameterFrames(stream, 0, count)) return ClientGone();
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::BackupPushPull(grpc::ServerContext* context, const PushInfo& info,
+                                                    FrameStream* stream) {
+  absl::StatusOr<SyncPush> push = core_->StartSyncPush(info);
+  if (!push.ok()) return ToGrpc(push.status());
+  // The whole push first, dropped or not (the worker writes it all before it reads; its reply must not reach
+  // its parameters while its backward pass may still read them), then the step's outcome.
+  const absl::Status received = ReceiveSyncPush(context, &*push, stream);
+  absl::StatusOr<StepReply> reply =
+      received.ok() ? core_->AwaitStepReply(*push) : absl::StatusOr<StepReply>(received);
+  core_->FinishSyncPush(std::move(*push), reply.status());
+  if (!reply.ok()) return ToGrpc(reply.status());
+  const std::shared_ptr<const ParameterSnapshot>& parameters = reply->parameters;
+  proto::PullReplyHeader header;
+  header.set_version(parameters->version);
+  header.set_num_elements(parameters->params.size());
+  header.set_dropped(reply->dropped);
+  if (!stream->Write(TensorFrame::Header(header))) return ClientGone();
+  const uint64_t count = parameters->params.size();
+  for (uint64_t offset = 0; offset < count; offset += core_->chunk_elements()) {
+    const uint64_t len = std::min(core_->chunk_elements(), count - offset);
+    // A copy per reply (gRPC may hold a slice after Write returns, longer than `parameters` lives).
+    const float* data = parameters->params.data() + offset;
+    if (!stream->Write(TensorFrame::CopiedChunk(offset, data, len))) return ClientGone();
+    bytes_sent_ += len * sizeof(float);
+  }
   return grpc::Status::OK;
 }
 
@@ -402,6 +433,9 @@ proto::StatsReply ParameterServerService::GetStats() {
   reply.set_bytes_received(bytes_received_.load());
   reply.set_checkpoints_written(stats.checkpoints_written);
   reply.set_layout(stats.layout);
+  reply.set_backup_workers(options_.backup_workers);
+  reply.set_dropped_pushes(stats.dropped_pushes);
+  for (uint64_t dropped : stats.dropped_by_rank) reply.add_dropped_by_rank(dropped);
   return reply;
 }
 

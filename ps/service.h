@@ -19,6 +19,17 @@
 //     that already received part of the new values then fail; UNAVAILABLE tells them to re-register (which
 //     returns the shard's version-t parameters) and push the step again. A push that breaks before anything
 //     was applied is simply forgotten (the other ranks keep waiting for that rank, as before).
+//   sync with backup workers B > 0 (--backup_workers, TensorFlow SyncReplicasOptimizer's semantics): a push
+//     belongs to the step of its trainer_step; step t closes as soon as N - B of its pushes arrived whole,
+//     and its update is the sum of those N - B gradients (in rank order) divided by N - B, applied to the
+//     whole shard at once (not pipelined). Every reply then carries the new parameters. A push of step t
+//     still streaming at the close, and any push that arrives after its step closed (or tagged with an older
+//     step or version), is dropped: read to its end, none of it added, counted (StatsReply.dropped_pushes
+//     and dropped_by_rank), and answered OK at once with the shard's current parameters and
+//     PullReplyHeader.dropped, so that rank goes on with its next step. Replies are not zero copy: the steps
+//     no longer wait for every rank to receive its reply, so each version is copied once under the lock and
+//     each reply's chunks once more. A step that gathers fewer than N - B pushes within --step_timeout fails
+//     DEADLINE_EXCEEDED as below.
 //   async with staleness s > 0: a push is applied on arrival as one optimizer step on gradient/N with
 //     weight_decay/N (so one round of N pushes moves the parameters about as far as one synchronous step
 //     in the long run); the call returns once no rank is more than s steps behind the pusher's new clock,
@@ -150,6 +161,10 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   // ranges back (a gRPC sync stream allows one reader and one writer at a time).
   grpc::Status SyncPushPull(grpc::ServerContext* context, const PushInfo& info,
                             grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
+  // PushPull with backup workers: the whole push, then (once its step closed, or at once when it was
+  // dropped) the parameters; nothing is pipelined.
+  grpc::Status BackupPushPull(grpc::ServerContext* context, const PushInfo& info,
+                              grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
   absl::Status ReceiveSyncPush(grpc::ServerContext* context, SyncPush* push,
                                grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
   absl::Status StreamStepReplies(const SyncPush& push, grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);

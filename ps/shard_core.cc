@@ -34,6 +34,16 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions&
   if (options.staleness < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--staleness=", options.staleness, " must be >= 0"));
   }
+  if (options.backup_workers < 0 || options.backup_workers >= options.workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backup_workers=", options.backup_workers, " must be in [0, --workers=", options.workers,
+        "): a step averages the first N - B pushes, so at least one"));
+  }
+  if (options.backup_workers > 0 && options.mode != Mode::kSync) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backup_workers=", options.backup_workers, " needs --mode=sync: the asynchronous server bounds "
+        "staleness instead (--staleness)"));
+  }
   if (options.step_timeout <= absl::ZeroDuration() || options.step_timeout == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError("--step_timeout must be positive and finite");
   }
@@ -95,7 +105,7 @@ ShardCore::ShardCore(const ShardOptions& options)
       aggregating_(options.mode == Mode::kSync || options.staleness == 0),
       chunk_elements_(options.chunk_bytes / sizeof(float)),
       sessions_(options.workers, 0),
-      sync_(options.workers, &tensors_, &pending_, &tensors_mu_),
+      sync_(options.workers, options.backup_workers, &tensors_, &pending_, &tensors_mu_),
       staleness_(options.workers, options.staleness),
       metrics_(options.workers) {}
 
@@ -120,7 +130,7 @@ absl::Status ShardCore::CheckSessionLocked(int rank, absl::uint128 session) cons
       "two workers started with the same --rank); this worker is stale: give every worker its own rank"));
 }
 
-absl::Status ShardCore::ValidatePushLocked(const PushInfo& info) {
+absl::Status ShardCore::ValidatePushLocked(const PushInfo& info, bool* late) {
   RETURN_IF_ERROR(CheckServingLocked());
   RETURN_IF_ERROR(CheckSessionLocked(info.rank, info.session));
   const int r = info.rank;
@@ -134,6 +144,10 @@ absl::Status ShardCore::ValidatePushLocked(const PushInfo& info) {
   if (receiving || (info.step == expected && aggregating_ && sync_.HasPush(r))) {
     return absl::AlreadyExistsError(
         absl::StrCat("rank ", r, " already pushed step ", info.step, " to shard ", options_.shard));
+  }
+  if (late != nullptr && info.step <= expected && (info.step < expected || sync_.Late(info.trainer_step))) {
+    *late = true;
+    return absl::OkStatus();
   }
   if (info.step < expected) {
     return absl::FailedPreconditionError(absl::StrCat("step ", info.step, " of rank ", r,
@@ -231,6 +245,8 @@ ShardStats ShardCore::Stats() {
     stats.layout = DescribeLayout(layout_, layout_settings_);
   }
   stats.checkpoints_written = checkpoints_written_;
+  stats.dropped_by_rank = sync_.dropped_by_rank();
+  for (uint64_t dropped : stats.dropped_by_rank) stats.dropped_pushes += dropped;
   return stats;
 }
 

@@ -19,6 +19,11 @@
 //   reader:  receive into push.gradient.data(), calling Delivered(push, filled, cancelled) as it fills
 //   writer:  for each range: AwaitApplied(push, end) then ReadParameters(range) and send it
 //   core->FinishSyncPush(std::move(push), status);                   // leaves the step, recycles the buffer
+// With backup workers (backup_workers > 0) nothing is pipelined, so one thread does it all:
+//   ASSIGN_OR_RETURN(SyncPush push, core->StartSyncPush(info));        // push.late: dropped on arrival
+//   receive into push.gradient.data(), calling Delivered(push, filled, cancelled) as it fills
+//   ASSIGN_OR_RETURN(StepReply reply, core->AwaitStepReply(push));    // its step closed, or it was dropped
+//   core->FinishSyncPush(std::move(push), status);  then send reply.parameters
 //
 // Thread-safety: every public method may be called concurrently from any thread.
 #ifndef PSRING_PS_SHARD_CORE_H_
@@ -54,6 +59,9 @@ struct ShardOptions {
   int workers = 1;  // N: ranks 0..N-1 take part in every synchronous step
   Mode mode = Mode::kSync;
   int staleness = 0;                                // async only; 0 behaves exactly as sync
+  // Sync only, 0 <= B < workers: a step averages the first N - B pushes that arrive complete (the sum of
+  // those N - B gradients divided by N - B) and drops the rest (ps/sync_step.h). 0: each step waits for N.
+  int backup_workers = 0;
   absl::Duration step_timeout = absl::Seconds(60);  // longest wait for the other ranks (steps, metrics)
   std::string checkpoint_dir;                       // empty: no checkpoints
   int64_t checkpoint_every = 0;                     // versions between checkpoints; 0: only on shutdown
@@ -115,6 +123,9 @@ struct SyncPush {
   int64_t step = 0;
   std::vector<float> gradient;
   uint64_t checked = 0;  // gradient[0, checked) was found finite by Delivered()
+  // Backup workers: its step had closed when it arrived (an older trainer step or version): it is read and
+  // dropped, never entering a step.
+  bool late = false;
 };
 
 // An admitted asynchronous push: the caller fills `gradient`, then hands it to FinishAsyncPush.
@@ -130,6 +141,14 @@ struct ParameterSnapshot {
   std::vector<float> params;
 };
 
+// Backup workers: what a push's reply sends once its step closed. `parameters` (shared by every reply of
+// that version, never written again) are the shard's at parameters->version; `dropped`: the push came too
+// late (or was outrun by the N - B others) and none of it reached them.
+struct StepReply {
+  bool dropped = false;
+  std::shared_ptr<const ParameterSnapshot> parameters;
+};
+
 struct ShardStats {
   int registered_workers = 0;
   uint64_t version = 0;
@@ -137,6 +156,8 @@ struct ShardStats {
   ShardRange range;           // of the layout's wire order
   std::string layout;         // "flat (--bucket_mb=0)", "5 buckets (--bucket_mb=25)"; empty until registered
   uint64_t checkpoints_written = 0;
+  std::vector<uint64_t> dropped_by_rank;  // backup workers: pushes dropped per rank (N entries)
+  uint64_t dropped_pushes = 0;            // their sum
 };
 
 class ShardCore {
@@ -150,6 +171,8 @@ class ShardCore {
   const ShardOptions& options() const { return options_; }
   // Sync, or async with staleness 0: pushes go through the pipelined step. Otherwise applied on arrival.
   bool aggregating() const { return aggregating_; }
+  // Sync with backup workers: pushes go through StartSyncPush, Delivered and AwaitStepReply (no pipelining).
+  bool backup() const { return options_.backup_workers > 0; }
   // Replies are cut into ranges of at most this many elements.
   uint64_t chunk_elements() const { return chunk_elements_; }
 
@@ -179,6 +202,11 @@ class ShardCore {
   // is more than max_lead_bytes ahead of the slowest push, until the others catch up, the step is
   // dropped, the server shuts down or cancelled() (polled) says so. Fails when the push left the step.
   absl::Status Delivered(SyncPush* push, uint64_t filled, absl::FunctionRef<bool()> cancelled);
+  // Backup workers, once the whole push was delivered: blocks until its step closed and returns the shard's
+  // parameters then; at once for a push that is late or was outrun. Fails when the step is dropped, and
+  // drops it (DEADLINE_EXCEEDED) when no push of it made progress within step_timeout (fewer than N - B
+  // ranks push).
+  absl::StatusOr<StepReply> AwaitStepReply(const SyncPush& push);
   // Blocks until elements [0, want) of the push's step are applied and returns how many are (the whole
   // shard once the step completed). Fails when the step is dropped, and drops it (DEADLINE_EXCEEDED) when
   // it made no progress within step_timeout.
@@ -237,7 +265,11 @@ class ShardCore {
   absl::Status CheckMatchesLocked(const Registration& registration, const ShardLayout& layout) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Header checks shared by sync and async pushes (session, length, duplicate, past/future, trainer step).
-  absl::Status ValidatePushLocked(const PushInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With `late` (backup workers), a push of a step already closed sets *late instead of failing.
+  absl::Status ValidatePushLocked(const PushInfo& info, bool* late = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current version's parameters for replies (backup workers), copied once per version.
+  StepReply ReplyLocked(bool dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DroppedStatusLocked(const SyncPush& push) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WithdrawLocked(int rank, absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropStepLocked(absl::StatusCode code, std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -280,6 +312,7 @@ class ShardCore {
   std::vector<std::vector<float>> buffer_pool_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ShardCheckpoint> pending_checkpoint_ ABSL_GUARDED_BY(mu_);
   uint64_t checkpoints_written_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const ParameterSnapshot> reply_parameters_ ABSL_GUARDED_BY(mu_);  // see ReplyLocked
   bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 

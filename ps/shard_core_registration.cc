@@ -126,6 +126,7 @@ absl::StatusOr<RegisteredRank> ShardCore::CompleteRegistration(const Registratio
   // step is rolled back if some of it was applied already), it will push that step again. So no step is
   // partly applied below: one is applied only once every rank, this one included, delivered.
   if (aggregating_) WithdrawLocked(rank, absl::StrCat("rank ", rank, " registered again during step ", version_));
+  sync_.ForgetClosedStep();
   metrics_.Withdraw(rank);
   sessions_[rank] = NewSessionId();
   cv_.SignalAll();

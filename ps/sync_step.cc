@@ -9,8 +9,16 @@
 
 namespace psring::ps {
 
-SyncStep::SyncStep(int workers, ShardTensors* tensors, PendingTensors* pending, absl::Mutex* tensors_mu)
-    : tensors_mu_(tensors_mu), tensors_(tensors), pending_(pending), slots_(workers) {}
+SyncStep::SyncStep(int workers, int backup_workers, ShardTensors* tensors, PendingTensors* pending,
+                   absl::Mutex* tensors_mu)
+    : tensors_mu_(tensors_mu),
+      tensors_(tensors),
+      pending_(pending),
+      slots_(workers),
+      quorum_(workers - backup_workers),
+      accepted_id_(workers, 0),
+      outrun_id_(workers, 0),
+      dropped_by_rank_(workers, 0) {}
 
 absl::Status SyncStep::AlignTrainerStep(int rank, int64_t trainer_step) {
   std::optional<int64_t> pending;
@@ -37,14 +45,70 @@ SyncStep::Ticket SyncStep::Enter(int rank, float* gradient, int64_t trainer_step
   return Ticket{rank, slot.id, generation_};
 }
 
+bool SyncStep::Late(int64_t trainer_step) const {
+  std::optional<int64_t> pending = next_trainer_step_;
+  for (const Slot& slot : slots_) {
+    if (slot.id != 0) pending = slot.trainer_step;
+  }
+  return pending.has_value() && trainer_step < *pending;
+}
+
+uint64_t SyncStep::Progress() const {
+  if (!backup()) return applied_;
+  uint64_t delivered = 0;
+  for (const Slot& slot : slots_) delivered += slot.id != 0 ? slot.delivered : 0;
+  return delivered;
+}
+
 absl::StatusOr<bool> SyncStep::Deliver(const Ticket& ticket, uint64_t filled,
                                        const trainer::SgdOptions& hyperparameters) {
+  if (backup()) return DeliverBackup(ticket, filled, hyperparameters);
   slots_[ticket.rank].delivered = filled;
   uint64_t ready = size_;
   for (const Slot& slot : slots_) ready = std::min(ready, slot.id != 0 ? slot.delivered : 0);
   if (ready <= applied_) return false;
   std::vector<float*> grads;
-  for (const Slot& slot : slots_) grads.push_back(slot.gradient);
+  std::vector<int> ranks;
+  for (int r = 0; r < static_cast<int>(slots_.size()); ++r) {
+    grads.push_back(slots_[r].gradient);
+    ranks.push_back(r);
+  }
+  return Apply(grads, ranks, ready, hyperparameters);
+}
+
+absl::StatusOr<bool> SyncStep::DeliverBackup(const Ticket& ticket, uint64_t filled,
+                                             const trainer::SgdOptions& hyperparameters) {
+  Slot& slot = slots_[ticket.rank];
+  slot.delivered = filled;
+  if (filled < size_ || slot.in) return false;
+  slot.in = true;
+  if (++in_ < quorum_) return false;
+  // The first N - B pushes are in: the step is theirs, averaged in rank order over N - B; the pushes still
+  // streaming are outrun (their buffers are not read).
+  std::vector<float*> grads;
+  std::vector<int> ranks;
+  std::vector<uint64_t> ids(slots_.size());
+  for (int r = 0; r < static_cast<int>(slots_.size()); ++r) {
+    ids[r] = slots_[r].id;
+    if (!slots_[r].in) continue;
+    grads.push_back(slots_[r].gradient);
+    ranks.push_back(r);
+  }
+  const int64_t trainer_step = slot.trainer_step;
+  absl::StatusOr<bool> completed = Apply(grads, ranks, size_, hyperparameters);
+  if (!completed.ok()) return completed;
+  for (int r : ranks) accepted_id_[r] = std::exchange(ids[r], 0);
+  for (int r = 0; r < static_cast<int>(ids.size()); ++r) {
+    if (ids[r] == 0) continue;
+    outrun_id_[r] = ids[r];
+    ++dropped_by_rank_[r];
+  }
+  next_trainer_step_ = trainer_step + 1;
+  return completed;
+}
+
+absl::StatusOr<bool> SyncStep::Apply(const std::vector<float*>& grads, const std::vector<int>& ranks,
+                                     uint64_t ready, const trainer::SgdOptions& hyperparameters) {
   uint64_t bad = ready;
   {
     // Readers of the shard's tensors (replies, pulls, checkpoints) wait only while a range is applied.
@@ -68,8 +132,6 @@ absl::StatusOr<bool> SyncStep::Deliver(const Ticket& ticket, uint64_t filled,
   if (bad < ready) {
     // Finite gradients whose update overflows (near FLT_MAX with a large lr): refused like any failed step,
     // so no Inf/NaN is ever served or checkpointed.
-    std::vector<int> ranks;
-    for (int r = 0; r < static_cast<int>(slots_.size()); ++r) ranks.push_back(r);
     const std::string reason = absl::StrCat(
         "the update of element ", bad, " is not finite (mean gradient ", grads[0][bad], " with lr=",
         hyperparameters.lr, ", pushed by ranks ", absl::StrJoin(ranks, ","),
@@ -105,6 +167,7 @@ void SyncStep::Withdraw(int rank, absl::string_view reason, uint64_t version) {
   if (slots_[rank].id == 0) return;
   if (applied_ == 0) {
     // Nothing of the step was applied (so nothing was sent): forget this rank's part only.
+    if (slots_[rank].in) --in_;
     slots_[rank] = Slot();
     return;
   }
@@ -114,10 +177,16 @@ void SyncStep::Withdraw(int rank, absl::string_view reason, uint64_t version) {
 }
 
 std::vector<int> SyncStep::MissingRanks() const {
+  std::vector<int> missing;
+  if (backup()) {
+    for (int r = 0; r < static_cast<int>(slots_.size()); ++r) {
+      if (!slots_[r].in) missing.push_back(r);
+    }
+    return missing;
+  }
   const auto delivered = [&](int r) { return slots_[r].id != 0 ? slots_[r].delivered : 0; };
   uint64_t least = size_;
   for (int r = 0; r < static_cast<int>(slots_.size()); ++r) least = std::min(least, delivered(r));
-  std::vector<int> missing;
   for (int r = 0; r < static_cast<int>(slots_.size()); ++r) {
     if (least < size_ && delivered(r) == least) missing.push_back(r);
   }
@@ -126,6 +195,7 @@ std::vector<int> SyncStep::MissingRanks() const {
 
 void SyncStep::Reset() {
   for (Slot& slot : slots_) slot = Slot();
+  in_ = 0;
   applied_ = 0;
   ++generation_;
 }

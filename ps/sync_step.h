@@ -16,6 +16,15 @@
 // two buffers swap (no copy) and the state resets for the next one. So no applied byte is ever written
 // again until two steps later, which lets replies send the parameters straight from these buffers.
 //
+// Backup workers (B > 0, TensorFlow SyncReplicasOptimizer's semantics): a push is "in" when its last element
+// arrived, and the step closes as soon as N - B pushes are in. Its update is
+//     g = (sum of the N - B complete pushes, in rank order) / (N - B)
+// applied to the whole shard at once (no pipelining: which pushes count is known only at the close). The
+// pushes still streaming then are outrun: their buffers were never read, so no part of them reaches the
+// parameters, and they are dropped (counted per rank) like pushes that arrive tagged with a trainer step the
+// shard already closed (Late()). Every push streams into its own buffer either way, so a dropped push needs
+// no staging of its own.
+//
 // Trainer-step alignment: all pushes of a step must carry the same trainer step (PushHeader.trainer_step).
 // Ranks differ only after a server restart or a worker replacement; the most advanced wins: a push behind
 // the pending step is refused with ABORTED, a push ahead of it drops the pending step (its pushes get
@@ -27,6 +36,7 @@
 #define PSRING_PS_SYNC_STEP_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,8 +73,9 @@ class SyncStep {
   };
 
   // `tensors` (guarded by *tensors_mu) is the shard the steps apply to, `pending` (same mutex) where a step
-  // is applied until it completes; all must outlive this object.
-  SyncStep(int workers, ShardTensors* tensors, PendingTensors* pending, absl::Mutex* tensors_mu);
+  // is applied until it completes; all must outlive this object. 0 <= backup_workers < workers.
+  SyncStep(int workers, int backup_workers, ShardTensors* tensors, PendingTensors* pending,
+           absl::Mutex* tensors_mu);
   SyncStep(const SyncStep&) = delete;
   SyncStep& operator=(const SyncStep&) = delete;
 
@@ -83,11 +94,32 @@ class SyncStep {
   // (Withdraw, Drop, completion). The rank must not have a push in the step.
   Ticket Enter(int rank, float* gradient, int64_t trainer_step);
   bool Owns(const Ticket& ticket) const {
-    return ticket.generation == generation_ && slots_[ticket.rank].id == ticket.id;
+    return ticket.id != 0 && ticket.generation == generation_ && slots_[ticket.rank].id == ticket.id;
   }
 
+  // ---- Backup workers (B > 0; see above).
+  bool backup() const { return quorum_ < static_cast<int>(slots_.size()); }
+  // Whether a push at `trainer_step` belongs to a step this shard already closed (or to an older step than
+  // the pending one): it is then dropped without entering the step.
+  bool Late(int64_t trainer_step) const;
+  // Forgets the trainer step of the last close, so the next push may start the pending step at any trainer
+  // step (as with B = 0): called on every registration, since a new job may count its steps from 0.
+  void ForgetClosedStep() { next_trainer_step_.reset(); }
+  // Counts a push of `rank` dropped on arrival (Late, or tagged with an older version).
+  void CountDropped(int rank) { ++dropped_by_rank_[rank]; }
+  // Whether the push was among the N - B of the last step that closed with it / was outrun by that close.
+  bool Accepted(const Ticket& ticket) const {
+    return ticket.id != 0 && accepted_id_[ticket.rank] == ticket.id;
+  }
+  bool Outrun(const Ticket& ticket) const { return ticket.id != 0 && outrun_id_[ticket.rank] == ticket.id; }
+  // Dropped pushes per rank since this object was made.
+  const std::vector<uint64_t>& dropped_by_rank() const { return dropped_by_rank_; }
+  // What a step's timeout watches: the elements applied (B = 0) or delivered into the step (B > 0).
+  uint64_t Progress() const;
+
   // Records that gradient[0, filled) of an owned push arrived and applies every range all ranks delivered
-  // (blocks on the arithmetic). True when this completed the step: the state is reset for the next one.
+  // (B > 0: the whole step once N - B pushes are in; blocks on the arithmetic). True when this completed the
+  // step: the state is reset for the next one.
   // kInvalidArgument when the update is not finite somewhere: the step is dropped (rolled back) with it.
   absl::StatusOr<bool> Deliver(const Ticket& ticket, uint64_t filled, const trainer::SgdOptions& hyperparameters);
 
@@ -108,6 +140,7 @@ class SyncStep {
 
   // The ranks the pending step waits for: those that delivered least (nothing, when they have not pushed),
   // i.e. not the ones held back by them (a push window stops a fast rank a little ahead of the slowest).
+  // B > 0: the ranks whose push is not in.
   std::vector<int> MissingRanks() const;
 
  private:
@@ -116,13 +149,28 @@ class SyncStep {
     float* gradient = nullptr;
     uint64_t delivered = 0;
     int64_t trainer_step = 0;
+    bool in = false;  // B > 0: the whole push arrived (counts towards the N - B)
   };
+  // Averages grads (the pushes of `ranks`) over [applied_, ready) into the pending output and makes the
+  // step the shard's version once ready == size_. The update not finite: drops the step (kInvalidArgument).
+  absl::StatusOr<bool> Apply(const std::vector<float*>& grads, const std::vector<int>& ranks, uint64_t ready,
+                             const trainer::SgdOptions& hyperparameters);
+  absl::StatusOr<bool> DeliverBackup(const Ticket& ticket, uint64_t filled,
+                                     const trainer::SgdOptions& hyperparameters);
   void Reset();
 
   absl::Mutex* const tensors_mu_;
   ShardTensors* const tensors_ ABSL_PT_GUARDED_BY(tensors_mu_);
   PendingTensors* const pending_ ABSL_PT_GUARDED_BY(tensors_mu_);
   std::vector<Slot> slots_;
+  const int quorum_;  // N - B: the pushes a step averages
+  int in_ = 0;        // B > 0: slots whose push is in
+  // B > 0: per rank, the push accepted by / outrun at the last close that involved it; drops per rank; the
+  // trainer step after the last step closed (none before the first close).
+  std::vector<uint64_t> accepted_id_;
+  std::vector<uint64_t> outrun_id_;
+  std::vector<uint64_t> dropped_by_rank_;
+  std::optional<int64_t> next_trainer_step_;
   uint64_t size_ = 0;
   uint64_t applied_ = 0;
   uint64_t generation_ = 0;

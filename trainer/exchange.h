@@ -82,6 +82,9 @@ enum class ServerUpdate {
   kMeanPerStep,
   // One step per push, in arrival order, on gradient / N with weight_decay / N (bounded-staleness async).
   kEachPush,
+  // One step per training step on the mean of the first N - B pushes that arrive whole (backup workers,
+  // summed in rank order, then divided by N - B); the step's other pushes are dropped (PS sync, ps/service.h).
+  kMeanOfFirstPushes,
 };
 
 struct OptimizerInfo {

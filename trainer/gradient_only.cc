@@ -39,6 +39,7 @@ struct StepTimes {
   // From the moment the first bucket was complete (handed over whole) to the end of FinishStep: the time the
   // exchange was under way, hidden or not (flat: = exposed_s).
   double exchange_s = 0;
+  double ready_unix_s = 0;  // when the last replayed step's backward ended (Unix seconds)
   double injected_s = 0;  // straggler delay added (trainer/straggler.h): pauses and stretched layer waits
 };
 
@@ -93,6 +94,7 @@ absl::Status ReplayStep(const GradientOnlyOptions& options, const BucketPlan& pl
     exchange->GradientReady(offsets[l], layer.count);
   }
   const int64_t wait_us = Timeline::NowMicros();
+  times->ready_unix_s = absl::ToUnixMicros(absl::Now()) / 1e6;
   if (first_release_us < 0) first_release_us = wait_us;
   const absl::Status finished = exchange->FinishStep().status();
   const int64_t end_us = Timeline::NowMicros();
@@ -206,8 +208,9 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
   // Read after SyncInitialParameters: a PS learns its servers' update rule when it registers.
   const OptimizerInfo optimizer = exchange->optimizer();
   const bool trainer_owned = optimizer.owner == OptimizerOwner::kTrainer;
+  // Which pushes an update takes depends on arrival order there, so only equal values give a closed form.
   const bool same_on_every_rank =
-      optimizer.owner == OptimizerOwner::kServer && optimizer.server_update == ServerUpdate::kEachPush;
+      optimizer.owner == OptimizerOwner::kServer && optimizer.server_update != ServerUpdate::kMeanPerStep;
 
   std::vector<float> mean(count), own;
   for (size_t i = 0; i < count; ++i) mean[i] = GradientOnlyMean(i);
@@ -264,6 +267,8 @@ absl::StatusOr<proto::WorkerResult> RunGradientOnly(const GradientOnlyOptions& o
     }
     if (!measured) continue;
     step_times.push_back(step_s);
+    // Replay: the end of backward; gradient mode: the step's start (the gradient is ready at once).
+    result.add_step_ready_unix_s(replay ? times.ready_unix_s : absl::ToUnixMicros(start) / 1e6);
     exchange_s += step_s;
     if (on_device) RETURN_IF_ERROR(options.device.download(grads.data(), grads_buffer.data, count));
     if (trainer_owned) wrong += CountWrong(grads, mean);

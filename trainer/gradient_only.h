@@ -12,6 +12,11 @@
 //   servers own it, one update per push on gradient / N with weight_decay / N (PS async): every rank pushes
 //     the same m(i) (distinct values per rank would make the result depend on the arrival order), so the
 //     servers take warmup + steps rounds of N identical updates; checked like the sync case.
+//   servers own it, one update per step on the mean of the first N - B pushes (PS sync with backup workers):
+//     which ranks make a step depends on arrival, so every rank pushes the same m(i) as in async; the mean
+//     of any N - B copies is exactly m(i), so the check is the sync case's, and it still catches a dropped
+//     push added (even in part), a push added twice or a wrong divisor. That a late push is left out while
+//     the others count is tested with distinct values in tests/ps/backup_workers_test.cc.
 //
 // The values, for N ranks (any N <= kGradientOnlyMaxRanks):
 //   f(r, i) = (2^15 + j(i) + (2r - (N - 1)) * s(i)) / 2^15,  j(i) = 1 + i mod 251,  s(i) = 1 + i mod 127

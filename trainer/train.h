@@ -71,6 +71,8 @@ struct TrainResult {
   double host_cpu_busy = -1;    // this host's CPU over the measured steps (common/host_cpu.h; -1 unknown)
   double host_cpu_stall = -1;
   double injected_delay_seconds = 0;  // straggler delay injected over the measured steps (trainer/straggler.h)
+  // Per measured step: when this rank's gradient was complete (backward ended), Unix seconds.
+  std::vector<double> step_ready_unix_s;
   double compute_seconds = 0;   // batch assembly + forward + backward + optimizer, summed over measured steps
   double forward_seconds = 0;   // parts of compute_seconds (0 when the engine cannot tell them apart:
   double backward_seconds = 0;  // then backward_seconds holds forward + backward)

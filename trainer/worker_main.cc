@@ -111,6 +111,7 @@ proto::WorkerResult ResultFromTraining(const TrainResult& r, double bucket_mb) {
   result.set_host_cpu_busy(r.host_cpu_busy);
   result.set_host_cpu_stall(r.host_cpu_stall);
   result.set_injected_delay_s(r.injected_delay_seconds);
+  for (double t : r.step_ready_unix_s) result.add_step_ready_unix_s(t);
   return result;
 }
 

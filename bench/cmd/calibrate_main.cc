@@ -5,11 +5,14 @@
 //   ./bazelw run //bench:calibrate -- --quick                       # ~10 min on 2 cores
 //   ./bazelw run //bench:calibrate                                  # the default plan, < 25 min
 //   ./bazelw run //bench:calibrate -- --quick --nodes=2 --sizes=1M --links=100mbit --latencies=5ms
+//   ./bazelw run //bench:calibrate -- --cpu_only                    # this host's CPU ceilings, < 2 min
 //
-// Writes <out_dir>/model.json (or --model_out) and prints the parameters with their errors and coverage.
+// Writes <out_dir>/model.json (or --model_out) and prints the parameters with their errors and coverage;
+// --cpu_only writes <out_dir>/cpu_model.json (bench/model/cpu_model.proto) and prints the ceilings.
 #include <unistd.h>
 
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,14 +21,19 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/cmd/calibration.h"
+#include "bench/cmd/scaling_flags.h"
+#include "bench/core/cluster.h"
+#include "bench/model/cpu_model.h"
+#include "bench/model/exchange_topology.h"
 #include "bench/model/model_file.h"
 #include "bench/report/table.h"
-#include "bench/cmd/scaling_flags.h"
 #include "common/atomic_file.h"
 #include "common/binary_main.h"
+#include "common/host_cpu.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
 
@@ -58,10 +66,18 @@ ABSL_FLAG(int, steps, psring::bench::CalibrationPlan().steps, "Measured steps pe
 ABSL_FLAG(int, warmup_steps, psring::bench::CalibrationPlan().warmup_steps, "Unmeasured steps before them.");
 ABSL_FLAG(int, ps_servers, psring::bench::CalibrationPlan().ps_servers, "K, the server hosts of ps-dedicated.");
 ABSL_FLAG(bool, plan_only, false, "Print the plan and its estimated run time, run nothing.");
-ABSL_FLAG(std::string, model_out, "", "Where the model file goes. Default: <out_dir>/model.json.");
+ABSL_FLAG(std::string, model_out, "",
+          "Where the model file goes. Default: <out_dir>/model.json (--cpu_only: <out_dir>/cpu_model.json).");
 ABSL_FLAG(std::string, host, "",
           "The calibration host's name in the file (its CPU ceilings hold for it). Default: the hostname.");
 ABSL_FLAG(std::string, note, "", "Free text stored in the file (default: the plan and the runs' counts).");
+ABSL_FLAG(bool, cpu_only, false,
+          "Measure only this host's CPU ceilings (< 2 min on 2 cores, no root): loopback runs at N = 1 .. min(cores, "
+          "4) per exchange with no more processes than cores (the smallest N that moves bytes always), each run's "
+          "ceiling from the model's CPU term inverted (the --model file's software term taken off), their median "
+          "and spread. Writes <out_dir>/cpu_model.json (or --model_out) for --cpu_model=FILE of crossover_maps, "
+          "compare and scaling. Sizes: --loopback_sizes (default 16M,64M); --steps, --warmup_steps, --exchanges, "
+          "--ps_servers apply.");
 
 namespace psring::bench {
 namespace {
@@ -138,6 +154,64 @@ std::string HostName() {
   return name;
 }
 
+// The loopback runs of --cpu_only larger N would need more cores than a small host has; 4 bound the time.
+constexpr int kCpuMaxNodes = 4;
+// Above this share of the box busy before the runs start, --cpu_only warns that others' load lowers the ceilings.
+constexpr double kQuietBusy = 0.1;
+
+std::string Now() { return absl::FormatTime("%Y-%m-%dT%H:%M:%S%Ez", absl::Now(), absl::LocalTimeZone()); }
+
+absl::Status RunCpuOnly(const ScalingOptions& base, const std::string& out_dir) {
+  ASSIGN_OR_RETURN(std::vector<size_t> sizes, ParseSizes(absl::GetFlag(FLAGS_loopback_sizes), "loopback_sizes"));
+  if (sizes.empty()) sizes = {16u << 20, 64u << 20};
+  std::vector<model::Topology> topologies;
+  for (Exchange e : base.exchanges) topologies.push_back(TopologyOf(e));
+  const int cores = static_cast<int>(BoxCores());
+  const model::CpuPlan plan = model::PlanCpuRuns(topologies, cores, kCpuMaxNodes, absl::GetFlag(FLAGS_ps_servers));
+  const int steps = absl::GetFlag(FLAGS_steps), warmup = absl::GetFlag(FLAGS_warmup_steps);
+  std::cerr << absl::StrFormat("# cpu-only: this host's CPU, %d cores: %d loopback runs x %d sizes, %d+%d steps\n",
+                               cores, plan.runs.size(), sizes.size(), warmup, steps);
+  for (size_t t = 0; t < plan.topologies.size(); ++t) {
+    for (const std::string& note : plan.notes[t]) {
+      std::cerr << "# cpu-only: " << model::TopologyName(plan.topologies[t]) << " " << note << "\n";
+    }
+  }
+  if (absl::GetFlag(FLAGS_plan_only)) return absl::OkStatus();
+  // Other processes' load lowers every ceiling: look before measuring, and keep what was seen in the file.
+  const HostCpuReading before = ReadHostCpu();
+  absl::SleepFor(absl::Seconds(2));
+  const double busy = HostCpuBetween(before, ReadHostCpu()).busy;
+  const std::string load = busy >= 0 ? absl::StrFormat("box %.0f%% busy before the runs", 100 * busy) : "";
+  if (busy > kQuietBusy) {
+    std::cerr << "# cpu-only: WARNING: " << load
+              << " (other processes): the ceilings measured now are too low; measure on a quiet host\n";
+  }
+  std::optional<proto::CostModelFile> model;
+  if (!base.model_path.empty()) {
+    ASSIGN_OR_RETURN(model, model::ReadModelFile(base.model_path));
+  }
+  model::CpuHostInfo info{HostName(), Now(), cores, absl::GetFlag(FLAGS_note)};
+  if (info.note.empty()) {
+    info.note = absl::StrFormat(
+        "//bench:calibrate --cpu_only: loopback, S = %s bytes, %d+%d steps; software term from %s; %s",
+        absl::StrJoin(sizes, ","), warmup, steps,
+        model.has_value() ? absl::StrCat("the model of ", model->host(), ", ", model->date()) : "none (--model=none)",
+        load);
+  }
+  ASSIGN_OR_RETURN(const proto::CpuModelFile cpu,
+                   RunCpuCalibration(plan, sizes, steps, warmup, base, model.has_value() ? &*model : nullptr, info,
+                                     &std::cerr));
+  std::string out = absl::GetFlag(FLAGS_model_out);
+  if (out.empty()) {
+    RETURN_IF_ERROR(MakeDirectories(out_dir));
+    out = out_dir + "/cpu_model.json";
+  }
+  RETURN_IF_ERROR(model::WriteCpuModelFile(out, cpu));
+  std::cout << model::FormatCpuModel(cpu) << "# cpu model file: " << out
+            << "\n# project with this host's CPU: crossover_maps/compare/scaling --cpu_model=" << out << "\n";
+  return absl::OkStatus();
+}
+
 absl::Status Run(const char* argv0) {
   if (absl::GetFlag(FLAGS_link) != ClusterOptions().link || absl::GetFlag(FLAGS_latency) != ClusterOptions().latency ||
       absl::GetFlag(FLAGS_loopback)) {
@@ -150,6 +224,7 @@ absl::Status Run(const char* argv0) {
   base.exchanges = plan.exchanges;
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &base));
   const std::string out_dir = OutDirFromFlags("calibrate");
+  if (absl::GetFlag(FLAGS_cpu_only)) return RunCpuOnly(base, out_dir);
   std::string model_out = absl::GetFlag(FLAGS_model_out);
   if (model_out.empty()) {
     RETURN_IF_ERROR(MakeDirectories(out_dir));
@@ -166,7 +241,7 @@ absl::Status Run(const char* argv0) {
   if (absl::GetFlag(FLAGS_plan_only)) return absl::OkStatus();
   model::FileInfo info;
   info.host = HostName();
-  info.date = absl::FormatTime("%Y-%m-%dT%H:%M:%S%Ez", absl::Now(), absl::LocalTimeZone());
+  info.date = Now();
   info.note = absl::GetFlag(FLAGS_note);
   if (info.note.empty()) {
     info.note = absl::StrFormat("//bench:calibrate%s: %d conditions, %d runs, %d+%d steps, K = %d",

@@ -1,17 +1,41 @@
 // The calibration sweep (calibration.h): one RunScaling per condition, converted and fitted.
 #include "bench/cmd/calibration.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "bench/core/links.h"
+#include "bench/model/exchange_topology.h"
 #include "common/status_macros.h"
 
 namespace psring::bench {
+namespace {
+
+// `base` as one gradient-mode sweep of the calibration: no workloads, buckets, timelines or projection.
+ScalingOptions GradientSweep(const ScalingOptions& base, const std::vector<int>& nodes,
+                             const std::vector<size_t>& sizes, const std::vector<Exchange>& exchanges, int steps,
+                             int warmup_steps) {
+  ScalingOptions o = base;
+  o.mode = "gradient";
+  o.workloads.clear();
+  o.bucket_mbs.clear();
+  o.timeline_dir.clear();
+  o.projection = {};
+  o.nodes = nodes;
+  o.model_bytes = sizes;
+  o.exchanges = exchanges;
+  o.steps = steps;
+  o.warmup_steps = warmup_steps;
+  return o;
+}
+
+}  // namespace
 
 absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const ScalingOptions& base,
                                            const model::FileInfo& info, std::ostream* progress) {
@@ -24,17 +48,7 @@ absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const Sc
     *progress << absl::StrFormat("# calibration condition %d/%d: %s (S = %s bytes, N = %s), %.0f s elapsed\n",
                                  index, plan.conditions.size(), c.Name(), absl::StrJoin(c.sizes, ","),
                                  absl::StrJoin(c.nodes, ","), absl::ToDoubleSeconds(absl::Now() - start));
-    ScalingOptions o = base;
-    o.mode = "gradient";
-    o.workloads.clear();
-    o.bucket_mbs.clear();
-    o.timeline_dir.clear();
-    o.projection = {};
-    o.nodes = c.nodes;
-    o.model_bytes = c.sizes;
-    o.exchanges = plan.exchanges;
-    o.steps = plan.steps;
-    o.warmup_steps = plan.warmup_steps;
+    ScalingOptions o = GradientSweep(base, c.nodes, c.sizes, plan.exchanges, plan.steps, plan.warmup_steps);
     o.ps_servers = plan.ps_servers;
     o.cluster.force_loopback = c.loopback;
     o.cluster.link = c.loopback ? "" : c.link;
@@ -73,6 +87,41 @@ absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const Sc
   }
   out.file = *std::move(file);
   return out;
+}
+
+absl::StatusOr<proto::CpuModelFile> RunCpuCalibration(const model::CpuPlan& plan, const std::vector<size_t>& sizes,
+                                                      int steps, int warmup_steps, const ScalingOptions& base,
+                                                      const proto::CostModelFile* model,
+                                                      const model::CpuHostInfo& info, std::ostream* progress) {
+  const absl::Time start = absl::Now();
+  std::vector<model::MeasuredRun> runs;
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    const model::CpuRunPlan& run = plan.runs[i];
+    Exchange exchange = Exchange::kRing;
+    for (Exchange e : AllExchanges()) {
+      if (TopologyOf(e) == run.topology) exchange = e;
+    }
+    const std::string what = absl::StrFormat("%s N=%d", ExchangeName(exchange), run.nodes);
+    *progress << absl::StrFormat("# cpu run %d/%d: %s (K = %d, %d processes), S = %s bytes, %.0f s elapsed\n", i + 1,
+                                 plan.runs.size(), what, run.servers, run.processes, absl::StrJoin(sizes, ","),
+                                 absl::ToDoubleSeconds(absl::Now() - start));
+    ScalingOptions o = GradientSweep(base, {run.nodes}, sizes, {exchange}, steps, warmup_steps);
+    o.ps_servers = std::max(run.servers, 1);
+    o.cluster.force_loopback = true;
+    o.cluster.link = "";
+    o.cluster.latency = "";
+    absl::StatusOr<SweepResult> result = RunScaling(o, progress);
+    if (!result.ok()) {
+      return absl::Status(result.status().code(), absl::StrCat("cpu run ", what, ": ", result.status().message()));
+    }
+    std::vector<RunRecord> records = result->records;
+    for (RunRecord& r : records) r.emulator_bound = false;  // the box's CPU is what binds here, by design
+    ConvertedRuns converted = ConvertRecords(records, 0, 0, 0, result->box_cores);
+    for (const std::string& d : converted.dropped) *progress << "# cpu run dropped: " << d << "\n";
+    runs.insert(runs.end(), converted.runs.begin(), converted.runs.end());
+  }
+  *progress << absl::StrFormat("# cpu runs done in %.0f s\n", absl::ToDoubleSeconds(absl::Now() - start));
+  return model::SummarizeCpuRuns(runs, model, plan, info);
 }
 
 }  // namespace psring::bench

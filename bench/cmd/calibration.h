@@ -11,16 +11,19 @@
 // Each condition (link rate, latency, or loopback) is one RunScaling call, so each gets a fresh emulated
 // cluster.
 //
-// Blocking: RunCalibration blocks for the whole sweep (minutes).
+// Blocking: RunCalibration blocks for the whole sweep (minutes), RunCpuCalibration for its runs (< 2 minutes on
+// 2 cores).
 #ifndef PSRING_BENCH_CALIBRATION_H_
 #define PSRING_BENCH_CALIBRATION_H_
 
 #include <ostream>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "bench/core/run_record.h"
 #include "bench/harness/sweep.h"
 #include "bench/model/calibration_plan.h"
+#include "bench/model/cpu_model.h"
 #include "bench/model/fit.h"
 #include "bench/report/calibration_report.h"
 
@@ -32,6 +35,16 @@ namespace psring::bench {
 // without any usable run over a rate-limited link: the message says which).
 absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const ScalingOptions& base,
                                            const model::FileInfo& info, std::ostream* progress);
+
+// //bench:calibrate --cpu_only: the plan's loopback runs (every process on this host, unlimited links; one
+// RunScaling per exchange and N, gradient mode at each of `sizes`, `warmup_steps` + `steps` steps), and this
+// host's CPU ceilings from them (bench/model/cpu_model.h SummarizeCpuRuns; `model` supplies the software term,
+// nullptr: none). On loopback a saturated box is what is measured, so EMULATOR-BOUND runs are kept; failed runs
+// are dropped and named on `progress`. RunScaling's errors naming the exchange and N; SummarizeCpuRuns'.
+absl::StatusOr<proto::CpuModelFile> RunCpuCalibration(const model::CpuPlan& plan, const std::vector<size_t>& sizes,
+                                                      int steps, int warmup_steps, const ScalingOptions& base,
+                                                      const proto::CostModelFile* model,
+                                                      const model::CpuHostInfo& info, std::ostream* progress);
 
 }  // namespace psring::bench
 

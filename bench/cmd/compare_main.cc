@@ -14,7 +14,8 @@
 //      link rate and latency; gradient N = 8 and ResNet-50 flat and bucketed at N = 4), each printed before
 //      it runs; then predicted vs measured, the error against issue 21's targets and winner accuracy;
 //   5. the same model's projection of ResNet-50 (25 MB buckets, N = 8) onto --project_link with each
-//      exchange's CPU ceiling and binding bound, and its crossover maps (SVG).
+//      exchange's CPU ceiling (the calibration host's, or --cpu_model's) and binding bound, and its crossover
+//      maps (SVG).
 //
 // Outputs go to <out_dir>/gradient, <out_dir>/train and <out_dir>/replay (CSV, JSON, SVG; replay also the
 // merged timelines and the Gantt chart), <out_dir>/held_out (validation.txt, validation.svg) and
@@ -29,8 +30,9 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "bench/report/crossover_report.h"
+#include "bench/model/cpu_model.h"
 #include "bench/model/model_file.h"
+#include "bench/report/crossover_report.h"
 #include "bench/cmd/pipeline.h"
 #include "bench/harness/sweep.h"
 #include "bench/cmd/scaling_flags.h"
@@ -154,7 +156,13 @@ absl::Status ModelParts(const ScalingOptions& base, const std::string& out_dir) 
   maps.map_latency_s = projection.latency_s;
   maps.out_dir = out_dir + "/maps";
   RETURN_IF_ERROR(MakeDirectories(maps.out_dir));
-  ASSIGN_OR_RETURN(const model::CrossoverReport crossover, model::WriteCrossoverReport(model, maps, {}));
+  proto::CostModelFile projected = model;
+  if (!base.cpu_model_path.empty()) {  // --cpu_model: the target host's ceilings
+    ASSIGN_OR_RETURN(const proto::CpuModelFile cpu, model::ReadCpuModelFile(base.cpu_model_path));
+    ASSIGN_OR_RETURN(projected, model::WithCpuCeilings(model, cpu));
+    maps.cpu_source = model::CpuModelSource(base.cpu_model_path, cpu);
+  }
+  ASSIGN_OR_RETURN(const model::CrossoverReport crossover, model::WriteCrossoverReport(projected, maps, {}));
   std::cout << crossover.text;
   return status;
 }

@@ -5,14 +5,16 @@
 //
 // writes <out_dir>/crossover-<workload>-link-latency.svg (1-400 Gbit/s x 1 us-10 ms at --nodes) and
 // crossover-<workload>-nodes-link.svg (N = 2..1024 x 1-400 Gbit/s at --map_latency_us), and prints the
-// projection at --project_link_gbit and --project_latency_us.
+// projection at --project_link_gbit and --project_latency_us. --cpu_model=FILE (//bench:calibrate --cpu_only)
+// projects with that host's CPU ceilings instead of the calibration host's.
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "bench/report/crossover_report.h"
+#include "bench/model/cpu_model.h"
 #include "bench/model/model_file.h"
+#include "bench/report/crossover_report.h"
 #include "common/binary_main.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
@@ -28,6 +30,9 @@ ABSL_FLAG(double, project_link_gbit, 25, "Link rate of the printed projection, G
 ABSL_FLAG(double, project_latency_us, 5, "One-way latency of the printed projection, microseconds.");
 ABSL_FLAG(double, map_latency_us, 5, "One-way latency of the N x link rate map, microseconds.");
 ABSL_FLAG(std::string, out_dir, ".", "Where the SVG maps go.");
+ABSL_FLAG(std::string, cpu_model, "",
+          "A host's measured CPU ceilings (JSON from //bench:calibrate --cpu_only): the projection and the maps use "
+          "them instead of the model file's (the calibration host's); --cpu_speedup then scales them.");
 
 namespace psring::bench::model {
 namespace {
@@ -37,8 +42,13 @@ absl::Status Run() {
   if (model_path.empty()) {
     return absl::InvalidArgumentError("--model is required: the path of a model file from //bench:calibrate");
   }
-  ASSIGN_OR_RETURN(const proto::CostModelFile model, ReadModelFile(model_path));
+  ASSIGN_OR_RETURN(proto::CostModelFile model, ReadModelFile(model_path));
   CrossoverReportOptions o;
+  if (const std::string cpu_path = absl::GetFlag(FLAGS_cpu_model); !cpu_path.empty()) {
+    ASSIGN_OR_RETURN(const proto::CpuModelFile cpu, ReadCpuModelFile(cpu_path));
+    ASSIGN_OR_RETURN(model, WithCpuCeilings(model, cpu));
+    o.cpu_source = CpuModelSource(cpu_path, cpu);
+  }
   o.workload = absl::GetFlag(FLAGS_workload);
   o.bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
   o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "bench/cmd/launcher_flags.h"
 #include "bench/emulator/cluster_flags.h"
+#include "bench/model/cpu_model.h"
 #include "common/status_macros.h"
 #include "common/runfiles.h"
 
@@ -37,6 +38,10 @@ ABSL_FLAG(std::string, project_link, "",
           "the workload's own gradient size and compute (its profile's device times), each exchange capped by its "
           "CPU ceiling measured on the calibration host, NOT measured. Empty: no projection (//bench:compare's "
           "part 5 then projects onto 25gbit).");
+ABSL_FLAG(std::string, cpu_model, "",
+          "A host's measured CPU ceilings (JSON from //bench:calibrate --cpu_only): the --project_link projection "
+          "(and //bench:compare's part 5) caps each exchange by these instead of the model file's, which are the "
+          "calibration host's. The sweep's own model figures keep the model file's.");
 ABSL_FLAG(std::string, project_latency, "5us",
           "One-way host-to-host latency of the --project_link cluster (a duration: 5us, 0.1ms).");
 ABSL_FLAG(std::string, out_dir, "",
@@ -121,6 +126,16 @@ absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
   ASSIGN_OR_RETURN(options->make_cluster, ClusterFactoryFromFlags(argv0, options->binaries));
   ASSIGN_OR_RETURN(options->projection, ProjectionFromFlags(options->projection));
   ASSIGN_OR_RETURN(options->model_path, ModelFromFlags(argv0));
+  options->cpu_model_path = absl::GetFlag(FLAGS_cpu_model);
+  if (!options->cpu_model_path.empty()) {
+    // Read now, so a bad file stops the command before its sweep rather than after.
+    if (options->model_path.empty()) {
+      return absl::InvalidArgumentError(
+          "--cpu_model replaces the model's CPU ceilings: it needs a model (not --model=none)");
+    }
+    absl::StatusOr<proto::CpuModelFile> cpu = model::ReadCpuModelFile(options->cpu_model_path);
+    if (!cpu.ok()) return absl::Status(cpu.status().code(), absl::StrCat("--cpu_model: ", cpu.status().message()));
+  }
   options->verbose = absl::GetFlag(FLAGS_verbose);
   return absl::OkStatus();
 }

@@ -20,7 +20,8 @@ inline constexpr char kCommittedModelRunfile[] = "psring/bench/results/calibrati
 absl::StatusOr<std::string> CommittedModelPath(const char* argv0, const std::string& flag);
 
 // Fills options->cluster (the link flags), --verbose, the model (--model: options->model_path, "" for
-// --model=none), the projection target (--project_link, --project_latency; options->projection stays as it is
+// --model=none), the projection's CPU ceilings (--cpu_model: options->cpu_model_path, read and validated
+// here: kInvalidArgument / kNotFound naming the file and field), the projection target (--project_link, --project_latency; options->projection stays as it is
 // when --project_link is empty) and the paths of the programs options->exchanges launch
 // (--ring_worker/--ps_server/--ps_worker, else the Bazel runfiles of this binary, found from argv0).
 // kNotFound naming the flag to pass when a program cannot be located. Call after absl::ParseCommandLine.

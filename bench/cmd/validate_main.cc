@@ -5,9 +5,11 @@
 //
 //   ./bazelw run //bench:validate -- --model=out/calibrate/model.json --quick     # ~10 min on 2 cores
 //   ./bazelw run //bench:validate -- --model=out/calibrate/model.json             # full plan, < 40 min
+//   ./bazelw run //bench:validate -- --plan=my_plan.json --plan_only             # your own conditions
 //
 // Writes <out_dir>/validation.txt (the report) and <out_dir>/validation.svg.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -18,9 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "bench/model/model_file.h"
 #include "bench/cmd/scaling_flags.h"
 #include "bench/cmd/validation.h"
+#include "bench/model/model_file.h"
 #include "common/atomic_file.h"
 #include "common/binary_main.h"
 #include "common/flags_usage.h"
@@ -36,15 +38,21 @@ ABSL_FLAG(bool, quick, false,
           "noise) and 20 ms (N = 8, 16), ResNet-50 bytes/64 flat and 25 MB buckets at 150 Mbit/s 2 ms (N = 4, 8). "
           "Default, the full plan (< 40 min): adds 1 MiB, N = 2..16, 100 Mbit/s 5 ms at N = 12, 16, VGG-16 and "
           "BERT-base, and ResNet-50 at 20 ms.");
-ABSL_FLAG(std::vector<std::string>, exchanges,
-          (std::vector<std::string>{"ring", "ps-1", "ps-colocated", "ps-dedicated"}),
-          "Exchanges to validate (winner accuracy compares those given).");
+ABSL_FLAG(std::string, plan, "",
+          "A held-out plan of your own conditions instead of the built-in ones: a JSON file of sweeps "
+          "(link, latency, mode gradient or replay, nodes, model_bytes or workloads + bucket_mb + "
+          "bytes_scale), exchanges, noise_sweep and noise_runs; bench/results/plans/example_plan.json is "
+          "one. A relative path is taken from where `bazel run` was typed. Not with --quick; --exchanges "
+          "and --noise_runs, when given, override the file's.");
+ABSL_FLAG(std::vector<std::string>, exchanges, {},
+          "Exchanges to validate (winner accuracy compares those given). Empty: the plan's (the built-in "
+          "plans: ring, ps-1, ps-colocated, ps-dedicated).");
 ABSL_FLAG(int, steps, psring::bench::ValidationPlan().steps, "Measured steps per run.");
 ABSL_FLAG(int, warmup_steps, psring::bench::ValidationPlan().warmup_steps, "Unmeasured steps before them.");
 ABSL_FLAG(int, ps_servers, psring::bench::ValidationPlan().ps_servers, "K, the server hosts of ps-dedicated.");
-ABSL_FLAG(int, noise_runs, psring::bench::ValidationPlan().noise_runs,
-          "How often the plan's noise sweep runs (>= 2 measures the run-to-run noise for the tie band; 1: the "
-          "band is 5 %).");
+ABSL_FLAG(int, noise_runs, 0,
+          "How often the plan's noise sweep runs (>= 2 measures the run-to-run noise for the tie band; 1: "
+          "the band is 5 %). 0: the plan's (the built-in plans: 2).");
 ABSL_FLAG(std::vector<std::string>, sweeps, {},
           "Run only these sweeps of the plan (0-based indexes as --plan_only lists them). Empty: all.");
 ABSL_FLAG(std::vector<std::string>, nodes, {},
@@ -56,14 +64,41 @@ ABSL_FLAG(bool, plan_only, false,
 namespace psring::bench {
 namespace {
 
+// --plan's path: a relative one is taken from where `bazel run` was typed (it runs in the runfiles tree).
+std::string PlanPath() {
+  const std::string path = absl::GetFlag(FLAGS_plan);
+  const char* typed_in = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || typed_in == nullptr || *typed_in == '\0') return path;
+  return absl::StrCat(typed_in, "/", path);
+}
+
+// Where the plan comes from, for the report: "FILE" or "the built-in quick plan".
+std::string PlanOrigin() {
+  if (!absl::GetFlag(FLAGS_plan).empty()) return PlanPath();
+  return absl::GetFlag(FLAGS_quick) ? "the built-in quick plan" : "the built-in full plan";
+}
+
 absl::StatusOr<ValidationPlan> PlanFromFlags() {
-  ValidationPlan plan = absl::GetFlag(FLAGS_quick) ? QuickValidationPlan() : FullValidationPlan();
-  plan.exchanges.clear();
-  for (const std::string& name : absl::GetFlag(FLAGS_exchanges)) {
-    ASSIGN_OR_RETURN(Exchange e, ParseExchange(name));
-    plan.exchanges.push_back(e);
+  const bool from_file = !absl::GetFlag(FLAGS_plan).empty();
+  if (from_file && absl::GetFlag(FLAGS_quick)) {
+    return absl::InvalidArgumentError(
+        "--plan and --quick exclude each other: --plan=FILE runs the file's sweeps, --quick the built-in "
+        "quick plan; drop one");
   }
-  if (plan.exchanges.empty()) return absl::InvalidArgumentError("--exchanges is empty");
+  ValidationPlan plan;
+  if (from_file) {
+    ASSIGN_OR_RETURN(plan, ReadValidationPlanFile(PlanPath()));
+  } else {
+    plan = absl::GetFlag(FLAGS_quick) ? QuickValidationPlan() : FullValidationPlan();
+  }
+  const std::vector<std::string> exchanges = absl::GetFlag(FLAGS_exchanges);
+  if (!exchanges.empty()) {
+    plan.exchanges.clear();
+    for (const std::string& name : exchanges) {
+      ASSIGN_OR_RETURN(Exchange e, ParseExchange(name));
+      plan.exchanges.push_back(e);
+    }
+  }
   const std::vector<std::string> sweeps = absl::GetFlag(FLAGS_sweeps);
   const std::vector<std::string> nodes = absl::GetFlag(FLAGS_nodes);
   if (!sweeps.empty() || !nodes.empty()) {
@@ -93,7 +128,7 @@ absl::StatusOr<ValidationPlan> PlanFromFlags() {
   plan.steps = absl::GetFlag(FLAGS_steps);
   plan.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   plan.ps_servers = absl::GetFlag(FLAGS_ps_servers);
-  plan.noise_runs = absl::GetFlag(FLAGS_noise_runs);
+  if (absl::GetFlag(FLAGS_noise_runs) != 0) plan.noise_runs = absl::GetFlag(FLAGS_noise_runs);
   if (plan.steps < 1 || plan.warmup_steps < 0 || plan.ps_servers < 1 || plan.noise_runs < 1) {
     return absl::InvalidArgumentError("--steps, --ps_servers and --noise_runs must be >= 1, --warmup_steps >= 0");
   }
@@ -115,6 +150,8 @@ absl::Status Run(const char* argv0) {
   ASSIGN_OR_RETURN(const proto::CostModelFile model, model::ReadModelFile(model_path));
   ASSIGN_OR_RETURN(const ValidationPlan wanted, PlanFromFlags());
   ASSIGN_OR_RETURN(const HeldOutSelection held_out, SelectHeldOut(wanted, model));
+  const std::string plan_line = absl::StrCat("# plan: ", PlanOrigin(), "\n");
+  std::cout << plan_line;
   for (const std::string& r : held_out.rejected) std::cout << "# left out: " << r << "\n";
   for (size_t i = 0; i < held_out.plan.sweeps.size(); ++i) {
     const HeldOutSweep& s = held_out.plan.sweeps[i];
@@ -135,7 +172,7 @@ absl::Status Run(const char* argv0) {
   const std::string out_dir = OutDirFromFlags("validate");
   RETURN_IF_ERROR(MakeDirectories(out_dir));
   ASSIGN_OR_RETURN(const Validation validation, RunValidation(held_out.plan, model, base, &std::cout, &std::cerr));
-  const std::string report = FormatValidationReport(validation);
+  const std::string report = plan_line + FormatValidationReport(validation);
   std::cout << report;
   RETURN_IF_ERROR(WriteValidationFiles(out_dir, report, validation.rows,
                                        absl::StrFormat("model of %s, %s; %s; usable runs only", model.host(),
@@ -153,7 +190,8 @@ int main(int argc, char** argv) {
       "calibration did not run; replayed ResNet-50/VGG-16/BERT-base flat and bucketed): prints each "
       "prediction before running it, then predicted vs measured per run, the median and p90 |error|, the tie "
       "band and winner accuracy, and writes a scatter plot. Needs root for the namespaces.\n"
-      "  ./bazelw run //bench:validate -- --model=out/calibrate/model.json --quick",
+      "  ./bazelw run //bench:validate -- --model=out/calibrate/model.json --quick\n"
+      "  ./bazelw run //bench:validate -- --plan=my_plan.json --plan_only   # your own conditions",
       {"bench/"});
   return psring::RunMain(argc, argv, "validate",
                          [&](const std::vector<std::string>&) { return psring::bench::Run(argv[0]); });

@@ -1,22 +1,252 @@
-// The held-out validation's runs (validation.h): per sweep, predictions first, then RunScaling, then the rows.
+// The held-out validation's plan files and runs (validation.h): per sweep, predictions first, then
+// RunScaling, then the rows.
 #include "bench/cmd/validation.h"
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "bench/core/cluster.h"
 #include "bench/core/links.h"
 #include "bench/model/calibration_plan.h"
 #include "bench/model/model_file.h"
+#include "bench/report/table.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+#include "trainer/workload.h"
 
 namespace psring::bench {
+namespace {
+
+using PlanFile = proto::ValidationPlanFile;
+
+// "FILE: sweeps[2].link: what" (sweep < 0: a top-level field).
+absl::Status PlanError(absl::string_view origin, int sweep, absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(origin, ": ", sweep < 0 ? "" : absl::StrCat("sweeps[", sweep, "]."), field, ": ", what));
+}
+
+std::string Quoted(absl::string_view text) { return absl::StrCat("\"", text, "\""); }
+
+// The exchanges `names` lists, in its order; an unknown or repeated one is an error.
+absl::StatusOr<std::vector<Exchange>> ExchangesOf(
+    const google::protobuf::RepeatedPtrField<std::string>& names, absl::string_view origin, int sweep) {
+  std::vector<Exchange> out;
+  for (const std::string& name : names) {
+    absl::StatusOr<Exchange> e = ParseExchange(name);
+    if (!e.ok()) return PlanError(origin, sweep, "exchanges", e.status().message());
+    if (std::find(out.begin(), out.end(), *e) != out.end()) {
+      return PlanError(origin, sweep, "exchanges",
+                       absl::StrCat(Quoted(name), " is listed twice: list it once"));
+    }
+    out.push_back(*e);
+  }
+  return out;
+}
+
+bool SameExchanges(std::vector<Exchange> a, std::vector<Exchange> b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  return a == b;
+}
+
+// Gradient mode's fields: the sizes; those of replay mode are errors.
+absl::Status GradientFields(const PlanFile::Sweep& s, absl::string_view origin, int i, HeldOutSweep* sweep) {
+  constexpr absl::string_view kReplayOnly = "is for replay sweeps: drop it, or write \"mode\": \"replay\"";
+  if (!s.workloads().empty()) return PlanError(origin, i, "workloads", kReplayOnly);
+  if (!s.bucket_mb().empty()) return PlanError(origin, i, "bucket_mb", kReplayOnly);
+  if (s.has_bytes_scale()) return PlanError(origin, i, "bytes_scale", kReplayOnly);
+  if (s.model_bytes().empty()) {
+    return PlanError(origin, i, "model_bytes",
+                     "missing: write the gradient sizes, e.g. \"model_bytes\": [\"4M\"]");
+  }
+  for (const std::string& text : s.model_bytes()) {
+    const size_t bytes = ParseSize(text);
+    if (bytes == 0) {
+      return PlanError(origin, i, "model_bytes",
+                       absl::StrCat(Quoted(text), " is not a size > 0: write bytes or K/M/G, e.g. \"4M\""));
+    }
+    sweep->sizes.push_back(bytes);
+  }
+  return absl::OkStatus();
+}
+
+// Replay mode's fields: the workloads (loaded), the bucket caps, bytes_scale; the sizes are an error.
+absl::Status ReplayFields(const PlanFile::Sweep& s, absl::string_view origin, int i, HeldOutSweep* sweep) {
+  if (!s.model_bytes().empty()) {
+    return PlanError(
+        origin, i, "model_bytes",
+        "is for gradient sweeps: drop it, or put the sizes in a sweep of their own with \"mode\": "
+        "\"gradient\"");
+  }
+  const std::string presets = absl::StrJoin(trainer::PresetWorkloadNames(), ", ");
+  if (s.workloads().empty()) {
+    return PlanError(
+        origin, i, "workloads",
+        absl::StrCat("missing: write the profiles to replay, e.g. \"workloads\": [\"resnet50\"] (presets: ",
+                     presets, "; or a profile file's path)"));
+  }
+  for (const std::string& w : s.workloads()) {
+    absl::StatusOr<proto::Workload> loaded = trainer::LoadWorkload(w);
+    if (absl::IsNotFound(loaded.status())) {
+      return PlanError(origin, i, "workloads",
+                       absl::StrCat(Quoted(w), " is neither a preset nor a readable profile: write one of ",
+                                    presets, ", or a profile file's path (bench/workloads/)"));
+    }
+    if (!loaded.ok()) return PlanError(origin, i, "workloads", loaded.status().message());
+    sweep->workloads.push_back(w);
+  }
+  if (s.bucket_mb().empty()) {
+    return PlanError(
+        origin, i, "bucket_mb",
+        "missing: write the real model's bucket caps in MiB, e.g. \"bucket_mb\": [0, 25] (0: one flat "
+        "exchange after backward)");
+  }
+  for (double mb : s.bucket_mb()) {
+    if (!std::isfinite(mb) || mb < 0) {
+      return PlanError(
+          origin, i, "bucket_mb",
+          absl::StrCat(mb, " is not a cap: write MiB >= 0 of the real model (0: flat), e.g. 25"));
+    }
+    sweep->bucket_mbs.push_back(mb);
+  }
+  if (s.has_bytes_scale() && !(std::isfinite(s.bytes_scale()) && s.bytes_scale() >= 1)) {
+    return PlanError(
+        origin, i, "bytes_scale",
+        absl::StrCat(s.bytes_scale(),
+                     " is not a divisor >= 1: write e.g. 64 (the profile's bytes / 64 on the emulated "
+                     "link stand for the real bytes on a 64x faster one)"));
+  }
+  sweep->bytes_scale = s.has_bytes_scale() ? s.bytes_scale() : 1;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HeldOutSweep> SweepOf(const PlanFile::Sweep& s, absl::string_view origin, int i) {
+  HeldOutSweep sweep;
+  absl::StatusOr<double> bits = ParseLinkRate(s.link());
+  if (!s.has_link() || !bits.ok() || *bits <= 0) {
+    return PlanError(
+        origin, i, "link",
+        absl::StrCat(s.has_link() ? absl::StrCat(Quoted(s.link()), " is not a rate > 0") : "missing",
+                     ": write the emulated link's tc rate, e.g. \"150mbit\" or \"1gbit\""));
+  }
+  if (!s.has_latency() || !ParseLatency(s.latency()).ok()) {
+    return PlanError(
+        origin, i, "latency",
+        absl::StrCat(s.has_latency() ? absl::StrCat(Quoted(s.latency()), " is not a duration") : "missing",
+                     ": write the one-way latency, e.g. \"2ms\" or \"250us\" (\"0\": none)"));
+  }
+  sweep.link = s.link();
+  sweep.latency = s.latency();
+  if (s.nodes().empty()) {
+    return PlanError(origin, i, "nodes", "missing: write the node counts N to run, e.g. \"nodes\": [8, 16]");
+  }
+  for (int n : s.nodes()) {
+    if (n < 1) return PlanError(origin, i, "nodes", absl::StrCat(n, " is not a node count: write N >= 1"));
+    sweep.nodes.push_back(n);
+  }
+  if (s.mode() == "gradient") {
+    RETURN_IF_ERROR(GradientFields(s, origin, i, &sweep));
+  } else if (s.mode() == "replay") {
+    RETURN_IF_ERROR(ReplayFields(s, origin, i, &sweep));
+  } else {
+    return PlanError(
+        origin, i, "mode",
+        absl::StrCat(s.has_mode() ? absl::StrCat(Quoted(s.mode()), " is not a mode") : "missing",
+                     ": write \"gradient\" (a synthetic buffer of each model_bytes) or \"replay\" "
+                     "(each workload at each bucket_mb)"));
+  }
+  return sweep;
+}
+
+}  // namespace
+
+absl::StatusOr<ValidationPlan> ParseValidationPlanFile(absl::string_view json, absl::string_view origin) {
+  PlanFile file;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(std::string(json), &file, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin,
+        ": not a validation plan (ValidationPlanFile in bench/model/cost_model_file.proto; the README's "
+        "//bench:validate paragraph shows one): ",
+        parsed.message().as_string()));
+  }
+  if (file.sweeps().empty()) {
+    return PlanError(
+        origin, -1, "sweeps",
+        "missing: write at least one sweep, e.g. \"sweeps\": [{\"link\": \"150mbit\", \"latency\": "
+        "\"20ms\", \"mode\": \"gradient\", \"nodes\": [8], \"model_bytes\": [\"4M\"]}]");
+  }
+  ValidationPlan plan;
+  // The exchanges: the top-level list, else the one the first sweep naming any names; every sweep that names
+  // some must name the same.
+  std::optional<std::vector<Exchange>> exchanges;
+  std::string exchanges_from = "the top-level exchanges";
+  if (!file.exchanges().empty()) {
+    ASSIGN_OR_RETURN(exchanges, ExchangesOf(file.exchanges(), origin, -1));
+  }
+  for (int i = 0; i < file.sweeps_size(); ++i) {
+    ASSIGN_OR_RETURN(HeldOutSweep sweep, SweepOf(file.sweeps(i), origin, i));
+    plan.sweeps.push_back(std::move(sweep));
+    if (file.sweeps(i).exchanges().empty()) continue;
+    ASSIGN_OR_RETURN(std::vector<Exchange> named, ExchangesOf(file.sweeps(i).exchanges(), origin, i));
+    if (!exchanges.has_value()) {
+      exchanges = named;
+      exchanges_from = absl::StrCat("sweeps[", i, "]'s");
+    } else if (!SameExchanges(named, *exchanges)) {
+      return PlanError(
+          origin, i, "exchanges",
+          absl::StrCat("differ from ", exchanges_from,
+                       ": a plan runs the same exchanges in every sweep; write them once as the "
+                       "top-level \"exchanges\", and put sweeps that need others in a plan file of "
+                       "their own"));
+    }
+  }
+  if (exchanges.has_value()) plan.exchanges = *exchanges;
+  if (file.has_noise_sweep()) {
+    if (file.noise_sweep() < 0 || file.noise_sweep() >= file.sweeps_size()) {
+      return PlanError(
+          origin, -1, "noise_sweep",
+          absl::StrCat(file.noise_sweep(), " is not a sweep of this file: write an index from 0 to ",
+                       file.sweeps_size() - 1, " (the sweep run noise_runs times for the tie band)"));
+    }
+    plan.noise_sweep = file.noise_sweep();
+  }
+  if (file.has_noise_runs()) {
+    if (file.noise_runs() < 1) {
+      return PlanError(
+          origin, -1, "noise_runs",
+          absl::StrCat(file.noise_runs(),
+                       " is not a run count: write 2 or more to measure the run-to-run noise for "
+                       "the tie band, or 1 (the band is then 5 %)"));
+    }
+    plan.noise_runs = file.noise_runs();
+  }
+  return plan;
+}
+
+absl::StatusOr<ValidationPlan> ReadValidationPlanFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(
+        path, ": cannot read the validation plan (a JSON file as bench/results/plans/example_plan.json)"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseValidationPlanFile(text.str(), path);
+}
 
 absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto::CostModelFile& model,
                                          const ScalingOptions& base, std::ostream* out,

@@ -9,6 +9,11 @@
 //   std::cout << FormatValidationReport(v);
 //   WriteFileAtomically("validation.svg", ValidationScatterSvg(v.rows, title));
 //
+// A plan of the user's own conditions comes from a JSON file (ValidationPlanFile in
+// bench/model/cost_model_file.proto; bench/results/plans/example_plan.json):
+//
+//   ASSIGN_OR_RETURN(ValidationPlan plan, ReadValidationPlanFile("my_plan.json"));
+//
 // A sweep is one RunScaling call (one fresh emulated cluster for its link rate and latency); every condition
 // of the sweep is predicted and printed before the call. Blocking: RunValidation blocks for the whole plan
 // (minutes).
@@ -16,8 +21,10 @@
 #define PSRING_BENCH_VALIDATION_H_
 
 #include <ostream>
+#include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "bench/core/run_record.h"
 #include "bench/harness/sweep.h"
 #include "bench/model/cost_model_file.pb.h"
@@ -25,6 +32,18 @@
 #include "bench/report/validation_report.h"
 
 namespace psring::bench {
+
+// The plan a ValidationPlanFile (JSON; `origin`, a path, names it in errors) describes: every field mapped
+// onto ValidationPlan (exchanges default to every exchange, noise_sweep to 0, noise_runs to 2, bytes_scale to
+// 1). kInvalidArgument naming `origin`, the sweep (sweeps[i]) and the field, and saying what to write
+// instead, for: an unknown field, no sweeps, a link or latency that does not parse, no N or an N < 1, a mode
+// other than gradient or replay, sizes (gradient) or workloads and bucket caps (replay) missing or invalid, a
+// field of the other mode, an unknown or repeated exchange, sweeps naming different exchanges (a plan runs
+// the same in every sweep), noise_sweep not a sweep, noise_runs < 1. Replayed workloads are loaded (presets
+// or files).
+absl::StatusOr<ValidationPlan> ParseValidationPlanFile(absl::string_view json, absl::string_view origin);
+// kNotFound when `path` cannot be read, else ParseValidationPlanFile's errors.
+absl::StatusOr<ValidationPlan> ReadValidationPlanFile(const std::string& path);
 
 // Runs the plan: per sweep, predictions of every condition on `out` first, then RunScaling, then the rows.
 // The noise sweep runs ValidationPlan::noise_runs times; its first run gives the rows. RunScaling's errors

@@ -73,6 +73,9 @@ struct ScalingOptions {
   // reports comes from: each run's predicted time at its own conditions, the extrapolation, the projection.
   // "": no model figures.
   std::string model_path;
+  // A host's measured CPU ceilings (bench/model/cpu_model.proto, //bench:calibrate --cpu_only) the projection
+  // uses instead of the model file's; "": the calibration host's. The sweep's own predictions keep the model's.
+  std::string cpu_model_path;
   // The cluster to project the model onto (link 0: no projection).
   ProjectionTarget projection;
   std::vector<std::string> worker_args;     // extra flags for every worker
@@ -128,6 +131,11 @@ struct RunRecord {
   double measured_end_unix_s = 0;
   bool emulator_bound = false;
   std::string bound_reason;    // why it is EMULATOR-BOUND ("" otherwise)
+  // The rank ready last in more than half the measured steps, by the workers' ready times
+  // (bench/core/attribution.h; -1: none stands out), that share, and its median lag behind the median rank.
+  int straggler_rank = -1;
+  double straggler_share = 0;
+  double straggler_lag_s = 0;
   bool ok() const { return error.empty(); }
   // A run the fits and checks may use: it succeeded and the network, not the emulating box, bound it.
   bool usable() const { return ok() && !emulator_bound; }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/core/attribution.h"
 #include "bench/core/trace_merge.h"
 #include "bench/emulator/probes.h"
 #include "bench/harness/launch.h"
@@ -351,6 +352,7 @@ class Runner::Impl {
   absl::Status Collect(const ExchangePlugin& plugin, const std::vector<ProcessResult>& workers,
                        RunRecord* record) const {
     const int n = record->nodes;
+    std::vector<std::vector<double>> ready(n);  // per rank: when each measured step's gradient was complete
     double compute_sum = 0, exchange_sum = 0, forward_sum = 0, backward_sum = 0, exposed_sum = 0;
     for (int r = 0; r < n; ++r) {
       ASSIGN_OR_RETURN(const ResultLines lines, ExtractResults(workers[r].stdout_text));
@@ -369,6 +371,7 @@ class Runner::Impl {
       backward_sum += worker.backward_s() / steps;
       exposed_sum += worker.exposed_exchange_s() / steps;
       record->wrong += static_cast<int64_t>(worker.wrong());
+      ready[r].assign(worker.step_ready_unix_s().begin(), worker.step_ready_unix_s().end());
       if (worker.measured_start_unix_s() > 0 &&
           (record->measured_start_unix_s == 0 || worker.measured_start_unix_s() < record->measured_start_unix_s)) {
         record->measured_start_unix_s = worker.measured_start_unix_s();
@@ -393,6 +396,10 @@ class Runner::Impl {
     record->forward_s = forward_sum / n;
     record->backward_s = backward_sum / n;
     record->exposed_s = exposed_sum / n;
+    const StepAttribution attribution = AttributeSteps(ready);
+    record->straggler_rank = attribution.straggler;
+    record->straggler_share = attribution.share;
+    record->straggler_lag_s = attribution.median_lag_s;
     record->algbw = record->exchange_s > 0 ? record->bytes / record->exchange_s : 0;
     record->busbw = record->algbw * plugin.BusFactor(n);
     return absl::OkStatus();

@@ -161,10 +161,16 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ScalingOptions& o, S
 void PrintOutcome(const RunRecord& record, std::ostream* progress) {
   if (record.emulator_bound) *progress << " EMULATOR-BOUND (" << record.bound_reason << ")";
   if (record.ok()) {
-    *progress << absl::StrFormat(" %.3f s/step (exchange %.3f s%s, busbw %.2f MB/s, %lld wrong) [%.0f s]\n",
+    *progress << absl::StrFormat(" %.3f s/step (exchange %.3f s%s, busbw %.2f MB/s, %lld wrong) [%.0f s]%s\n",
                                  record.step_s, record.exchange_s,
                                  record.exposed_s > 0 ? absl::StrFormat(", exposed %.3f s", record.exposed_s) : "",
-                                 record.busbw / 1e6, static_cast<long long>(record.wrong), record.wall_s);
+                                 record.busbw / 1e6, static_cast<long long>(record.wrong), record.wall_s,
+                                 record.straggler_rank >= 0
+                                     ? absl::StrFormat(" held back by rank %d in %.0f%% of steps (ready %.0f ms after "
+                                                       "the median rank)",
+                                                       record.straggler_rank, 100 * record.straggler_share,
+                                                       record.straggler_lag_s * 1e3)
+                                     : "");
   } else {
     *progress << " FAILED [" << absl::StrFormat("%.0f s", record.wall_s) << "]: " << record.error << "\n";
   }

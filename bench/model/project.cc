@@ -51,13 +51,17 @@ std::string FormatLatency(double seconds) {
 }
 
 std::string FormatProjection(const proto::CostModelFile& model, const Conditions& target,
-                             const Projection& projection, const std::string& what) {
+                             const Projection& projection, const std::string& what, const std::string& cpu_source) {
+  const std::string ceilings =
+      cpu_source.empty()
+          ? absl::StrFormat("as measured on %s (%s), the calibration host (--cpu_model=FILE: the target's)",
+                            model.host(), model.date())
+          : absl::StrCat("from ", cpu_source);
   std::string out = absl::StrFormat(
       "# PROJECTION (model, not measured): %s, N = %d, link %s, one-way latency %s\n"
-      "# CPU ceilings as measured on %s (%s)%s\n"
+      "# CPU ceilings %s%s\n"
       "# %-13s %10s %11s %12s  %-8s %s\n",
-      what, target.nodes, FormatLinkRate(target.link_bytes_per_second), FormatLatency(target.latency_s),
-      model.host(), model.date(),
+      what, target.nodes, FormatLinkRate(target.link_bytes_per_second), FormatLatency(target.latency_s), ceilings,
       target.cpu_speedup == 1 ? "" : absl::StrFormat(", times cpu_speedup %g", target.cpu_speedup), "exchange",
       "step_ms", "exposed_ms", "exchange_ms", "bound", "cpu ceiling");
   for (size_t i = 0; i < projection.exchanges.size(); ++i) {

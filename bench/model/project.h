@@ -1,7 +1,7 @@
 // Projection: the frozen model carried to a target cluster (link rate, latency, N, K) at a workload's real
 // size and real bucket caps, every exchange held to its CPU ceiling as measured on the calibration host
-// (times Conditions::cpu_speedup for a faster host), each saying which bound binds. A model, not measured:
-// the file's host and date are printed with it.
+// (times Conditions::cpu_speedup for a faster host) or on the target host (cpu_model.h WithCpuCeilings), each
+// saying which bound binds. A model, not measured: the file's host and date are printed with it.
 //
 //   ASSIGN_OR_RETURN(Projection p, Project(model_file, target, shape));
 //   std::cout << FormatProjection(model_file, target, p, "resnet50, 25 MiB buckets");
@@ -42,9 +42,12 @@ absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Cond
 
 // The table, one row per exchange (step, exposed and total exchange time, bound, CPU ceiling, and
 // "EXTRAPOLATED xK (what)" where the target lies more than kExtrapolationMarkFactor outside the calibration), under a
-// heading that says it is a model and where its CPU ceilings were measured. Lines start with "# ".
+// heading that says it is a model and where its CPU ceilings were measured: `cpu_source` ("FILE (host, date)",
+// cpu_model.h CpuModelSource) when `model` carries a --cpu_model file's ceilings (WithCpuCeilings), else ""
+// for the calibration host's. Lines start with "# ".
 std::string FormatProjection(const proto::CostModelFile& model, const Conditions& target,
-                             const Projection& projection, const std::string& what);
+                             const Projection& projection, const std::string& what,
+                             const std::string& cpu_source = "");
 
 // "25 Gbit/s", "100 Mbit/s" (bytes/s in); "5 us", "1 ms" (seconds in). For tables and map axes.
 std::string FormatLinkRate(double bytes_per_second);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "bench/model/cpu_model.h"
 #include "bench/model/exchange_topology.h"
 #include "bench/model/model_file.h"
 #include "bench/model/schedule.h"
@@ -17,17 +18,19 @@
 namespace psring::bench {
 namespace {
 
-// The model's parameters of `exchange`, or nothing without a model (or an exchange it lacks).
-std::optional<model::ExchangeParams> ParamsFor(const ScalingResult& result, Exchange exchange) {
-  if (!result.model.has_value()) return std::nullopt;
-  absl::StatusOr<model::ExchangeParams> params = model::ParamsOf(*result.model, TopologyOf(exchange));
+// The parameters of `exchange` in `file` (the sweep's model or the projection's), or nothing without one (or
+// an exchange it lacks).
+std::optional<model::ExchangeParams> ParamsFor(const std::optional<proto::CostModelFile>& file,
+                                               Exchange exchange) {
+  if (!file.has_value()) return std::nullopt;
+  absl::StatusOr<model::ExchangeParams> params = model::ParamsOf(*file, TopologyOf(exchange));
   if (!params.ok()) return std::nullopt;
   return *params;
 }
 
 double CollectiveSeconds(const ScalingResult& result, Exchange exchange, int nodes, double bytes,
                          bool on_this_box) {
-  const std::optional<model::ExchangeParams> params = ParamsFor(result, exchange);
+  const std::optional<model::ExchangeParams> params = ParamsFor(result.model, exchange);
   if (!params.has_value()) return -1;
   model::Conditions at = SweepConditions(result, nodes, on_this_box);
   at.bytes = bytes;
@@ -35,9 +38,9 @@ double CollectiveSeconds(const ScalingResult& result, Exchange exchange, int nod
   return t.ok() ? t->seconds : -1;
 }
 
-double StepSeconds(const ScalingResult& result, Exchange exchange, const model::Conditions& at,
-                   const model::StepShape& shape) {
-  const std::optional<model::ExchangeParams> params = ParamsFor(result, exchange);
+double StepSeconds(const std::optional<proto::CostModelFile>& file, Exchange exchange,
+                   const model::Conditions& at, const model::StepShape& shape) {
+  const std::optional<model::ExchangeParams> params = ParamsFor(file, exchange);
   if (!params.has_value()) return -1;
   absl::StatusOr<model::StepTime> step = model::PredictStep(TopologyOf(exchange), *params, at, shape);
   return step.ok() ? step->step_s : -1;
@@ -59,6 +62,11 @@ absl::StatusOr<ScalingResult> AnalyzeSweep(SweepResult sweep) {
   static_cast<SweepResult&>(result) = std::move(sweep);
   if (!result.options.model_path.empty()) {
     ASSIGN_OR_RETURN(result.model, model::ReadModelFile(result.options.model_path));
+    if (!result.options.cpu_model_path.empty()) {
+      ASSIGN_OR_RETURN(const proto::CpuModelFile cpu, model::ReadCpuModelFile(result.options.cpu_model_path));
+      ASSIGN_OR_RETURN(result.cpu_model, model::WithCpuCeilings(*result.model, cpu));
+      result.cpu_source = model::CpuModelSource(result.options.cpu_model_path, cpu);
+    }
   }
   for (const std::string& name : result.options.workloads) {
     ASSIGN_OR_RETURN(result.workloads[name], trainer::LoadWorkload(name));
@@ -201,8 +209,12 @@ double ReplayModelSeconds(const ScalingResult& result, Exchange exchange, int no
       profile->second, scale, std::max(0.0, bucket_mb), result.options.first_bucket_mb);
   if (!shape.ok()) return -1;
   const double step =
-      StepSeconds(result, exchange, SweepConditions(result, nodes, on_this_box), WithCompute(*shape, compute));
+      StepSeconds(result.model, exchange, SweepConditions(result, nodes, on_this_box), WithCompute(*shape, compute));
   return step >= 0 ? step + compute.optimizer_s : -1;
+}
+
+const std::optional<proto::CostModelFile>& ProjectionModel(const ScalingResult& result) {
+  return result.cpu_model.has_value() ? result.cpu_model : result.model;
 }
 
 model::Conditions TargetAt(const ScalingResult& result, int nodes) {
@@ -221,7 +233,7 @@ double ProjectedSeconds(const ScalingResult& result, Exchange exchange, int node
   absl::StatusOr<model::StepShape> shape =
       model::WorkloadStep(profile->second, std::max(0.0, bucket_mb), trainer::kDefaultFirstBucketMb);
   if (!shape.ok()) return -1;
-  return StepSeconds(result, exchange, TargetAt(result, nodes), *shape);
+  return StepSeconds(ProjectionModel(result), exchange, TargetAt(result, nodes), *shape);
 }
 
 }  // namespace psring::bench

@@ -41,12 +41,17 @@ namespace psring::bench {
 struct ScalingResult : SweepResult {
   // The frozen calibrated model of options.model_path; absent: no model figures (--model=none).
   std::optional<proto::CostModelFile> model;
+  // With options.cpu_model_path only: `model` with that file's CPU ceilings (bench/model/cpu_model.h
+  // WithCpuCeilings), what the projection uses (ProjectionModel).
+  std::optional<proto::CostModelFile> cpu_model;
+  // Where cpu_model's CPU ceilings come from (cpu_model.h CpuModelSource); "": the calibration host's.
+  std::string cpu_source;
   // Replay mode: each workload's profile at its real size (trainer/workload.h: a preset or a file).
   std::map<std::string, proto::Workload> workloads;
 };
 
-// Reads options.model_path (when set) and, in replay mode, every workload's profile. kNotFound /
-// kInvalidArgument from the model file's and the profiles' readers, naming the file.
+// Reads options.model_path (when set), options.cpu_model_path (when set, with a model) and, in replay mode,
+// every workload's profile. kNotFound / kInvalidArgument from the files' readers, naming the file.
 absl::StatusOr<ScalingResult> AnalyzeSweep(SweepResult sweep);
 
 // "the frozen model of <host>, <date> (<path>)", or "" without a model.
@@ -112,12 +117,16 @@ Compute MeasuredCompute(const ScalingResult& result, const std::string& workload
 double ReplayModelSeconds(const ScalingResult& result, Exchange exchange, int nodes, const std::string& workload,
                           double bucket_mb, bool on_this_box = true);
 
+// The model the projection uses: cpu_model where a --cpu_model file gave the target's CPU, else model.
+const std::optional<proto::CostModelFile>& ProjectionModel(const ScalingResult& result);
+
 // The projection's cluster (options.projection's link and latency, options.ps_servers) at N = nodes: real
 // ports (no burst), hosts with cores of their own.
 model::Conditions TargetAt(const ScalingResult& result, int nodes);
 
 // Projected step time (s) of `workload` at its real size and compute (the profile's device times), real
-// bucket caps and DDP's first bucket, on options.projection's cluster at N; -1 where the model cannot say
+// bucket caps and DDP's first bucket, on options.projection's cluster at N, with ProjectionModel's CPU
+// ceilings; -1 where the model cannot say
 // (no model, no profile, no projection target).
 double ProjectedSeconds(const ScalingResult& result, Exchange exchange, int nodes, const std::string& workload,
                         double bucket_mb);

@@ -20,10 +20,12 @@ absl::StatusOr<CrossoverReport> WriteCrossoverReport(const proto::CostModelFile&
       workload.name(), options.bucket_mb > 0 ? absl::StrFormat(", %g MiB buckets", options.bucket_mb) : ", flat");
   CrossoverReport report;
   ASSIGN_OR_RETURN(const Projection projection, Project(model, options.target, shape));
-  report.text = FormatProjection(model, options.target, projection, what);
+  report.text = FormatProjection(model, options.target, projection, what, options.cpu_source);
 
-  const std::string subtitle = absl::StrFormat("%s; model calibrated on %s (%s); CPU ceilings x %g", what,
-                                               model.host(), model.date(), options.target.cpu_speedup);
+  const std::string subtitle =
+      absl::StrFormat("%s; model calibrated on %s (%s); CPU ceilings %s x %g", what, model.host(), model.date(),
+                      options.cpu_source.empty() ? "of the calibration host" : "from " + options.cpu_source,
+                      options.target.cpu_speedup);
   ASSIGN_OR_RETURN(const std::vector<double> links, LogSpaced(1e9 / 8, 400e9 / 8, 25));
   ASSIGN_OR_RETURN(const std::vector<double> latencies, LogSpaced(1e-6, 1e-2, 21));
   ASSIGN_OR_RETURN(const CrossoverMap link_latency, LinkLatencyMap(model, shape, options.target, links, latencies));

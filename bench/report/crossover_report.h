@@ -31,6 +31,9 @@ struct CrossoverReportOptions {
   Conditions target;
   double map_latency_s = 5e-6;
   std::string out_dir = ".";
+  // Where the model's CPU ceilings come from when a --cpu_model file replaced them (bench/model/cpu_model.h
+  // CpuModelSource: "FILE (host, date)"); "": the calibration host's.
+  std::string cpu_source;
 };
 
 struct CrossoverReport {

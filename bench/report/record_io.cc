@@ -197,6 +197,13 @@ const std::vector<Column>& Columns() {
        read_number("wall_s", &RunRecord::wall_s)},
       {"step_spread", "step_spread", Format::kF4, Rows::kMeasured, Json::kAlways, number(&RunRecord::step_spread),
        read_number("step_spread", &RunRecord::step_spread)},
+      {"straggler_rank", "straggler_rank", Format::kInt, Rows::kMeasured, Json::kAlways,
+       number(&RunRecord::straggler_rank),
+       [](const CsvRow& row, RunRecord* r) { r->straggler_rank = static_cast<int>(row.NumberOr("straggler_rank", -1)); }},
+      {"straggler_share", "straggler_share", Format::kF4, Rows::kMeasured, Json::kAlways,
+       number(&RunRecord::straggler_share), read_number("straggler_share", &RunRecord::straggler_share)},
+      {"straggler_lag_s", "straggler_lag_s", Format::kG6, Rows::kMeasured, Json::kAlways,
+       number(&RunRecord::straggler_lag_s), read_number("straggler_lag_s", &RunRecord::straggler_lag_s)},
   };
   return *columns;
 }

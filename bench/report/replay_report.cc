@@ -235,12 +235,12 @@ void PrintProjection(const ScalingResult& result, const std::string& workload, s
         << "\n#\n";
     return;
   }
-  const proto::CostModelFile& file = *result.model;
+  const proto::CostModelFile& file = *ProjectionModel(result);
   out << absl::StrFormat(
       "# PROJECTION (model, NOT measured) of %s onto a cluster with %s links and %s one-way latency: %s, at the "
-      "profile's real size and bucket caps, each exchange capped by its CPU ceiling measured there; step time "
-      "(s)\n",
-      workload, RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s), ModelSource(result));
+      "profile's real size and bucket caps, each exchange capped by its CPU ceiling %s; step time (s)\n",
+      workload, RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s), ModelSource(result),
+      result.cpu_source.empty() ? "measured there" : "from " + result.cpu_source);
   const std::vector<double> sizes = {model::WorkloadBytes(profile->second), OverlapCap(result) * kMiB};
   PrintStepTable(
       result, "PROJECTION",
@@ -255,7 +255,8 @@ void PrintProjection(const ScalingResult& result, const std::string& workload, s
     absl::StatusOr<model::Projection> p =
         shape.ok() ? model::Project(file, at, *shape) : absl::StatusOr<model::Projection>(shape.status());
     if (p.ok()) {
-      out << model::FormatProjection(file, at, *p, absl::StrFormat("%s, %g MB buckets", workload, OverlapCap(result)));
+      out << model::FormatProjection(file, at, *p, absl::StrFormat("%s, %g MB buckets", workload, OverlapCap(result)),
+                                     result.cpu_source);
     }
   }
   out << "#\n";
@@ -347,7 +348,8 @@ Figure ProjectionFigure(const ScalingResult& result, const std::string& workload
   figure.title = absl::StrFormat("PROJECTION (model, NOT measured): %s on %s links, %s one-way latency", workload,
                                  RateText(target.link_bytes_per_second), model::FormatLatency(target.latency_s));
   figure.subtitle = absl::StrFormat(
-      "the profile's own compute and gradient size; %s; flat vs %g MB buckets", ModelSource(result), cap);
+      "the profile's own compute and gradient size; %s%s; flat vs %g MB buckets", ModelSource(result),
+      result.cpu_source.empty() ? "" : "; CPU ceilings from " + result.cpu_source, cap);
   Panel step = StepPanel("Projected step time vs nodes");
   for (Exchange e : result.options.exchanges) {
     for (double mb : {0.0, cap}) {

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/model/cpu_model.h"
 #include "bench/model/exchange_topology.h"
 #include "bench/model/model_file.h"
 #include "bench/model/schedule.h"
@@ -304,6 +305,37 @@ TEST(ReplayReportTest, ProjectionWithTheCalibratedModelUsesTheRealProfileAndItsC
   EXPECT_NEAR(std::stod(text.substr(row + 19, 17)), expected->step_s, 1e-4);
   // The per-exchange table names the bound and the ceiling.
   EXPECT_NE(text.find("cpu"), std::string::npos);
+
+  // The target's own CPU (--cpu_model): the file's 0.5 GB/s for the ring replaces the model's 1 GB/s in the
+  // projection, and only there.
+  proto::CpuModelFile cpu;
+  cpu.set_version(model::kCpuModelFileVersion);
+  cpu.set_host("target");
+  cpu.set_date("2026-11-27");
+  cpu.set_cores(16);
+  for (model::Topology t : model::AllTopologies()) {
+    proto::CpuExchange* e = cpu.add_exchanges();
+    e->set_exchange(model::TopologyName(t));
+    e->set_cpu_bytes_per_second(t == model::Topology::kRing ? 0.5e9 : 2e9);
+  }
+  const std::string cpu_path = std::string(getenv("TEST_TMPDIR")) + "/cpu.json";
+  ASSERT_TRUE(model::WriteCpuModelFile(cpu_path, cpu).ok());
+  result.options.cpu_model_path = cpu_path;
+  absl::StatusOr<ScalingResult> target = AnalyzeSweep(result);
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::ostringstream with_cpu;
+  PrintReport(*target, with_cpu);
+  params[0].cpu_bytes_per_second = 0.5e9;
+  absl::StatusOr<model::StepTime> slower = model::PredictStep(model::Topology::kRing, params[0], at, *shape);
+  ASSERT_TRUE(slower.ok()) << slower.status();
+  const size_t target_row = with_cpu.str().find("# PROJECTION      2");
+  ASSERT_NE(target_row, std::string::npos) << with_cpu.str();
+  EXPECT_NEAR(std::stod(with_cpu.str().substr(target_row + 19, 17)), slower->step_s, 1e-4);
+  EXPECT_NE(with_cpu.str().find("# CPU ceilings from " + cpu_path + " (target, 2026-11-27)"), std::string::npos)
+      << with_cpu.str();
+  EXPECT_EQ(ModelSeconds(*target, Exchange::kRing, 2, kBytes), ModelSeconds(*read, Exchange::kRing, 2, kBytes));
+  result.options.cpu_model_path.clear();
+
   // A missing file: the report is not made, and the error names the file.
   result.options.model_path = path + ".missing";
   absl::StatusOr<ScalingResult> missing = AnalyzeSweep(result);

@@ -78,7 +78,7 @@ TEST(WorkerResultTest, ServerLineParsesBackToTheSameMessage) {
   EXPECT_EQ(
       *line,
       "PSRING_RESULT {\"role\":\"server\",\"shard\":1,\"num_shards\":2,\"mode\":\"async\",\"version\":42,"
-      "\"bytes_sent\":1000000000000,\"bytes_received\":3}");
+      "\"bytes_sent\":1000000000000,\"bytes_received\":3,\"backup_workers\":0,\"dropped_pushes\":0}");
   ExpectRoundTrip(r, *line);
 }
 

@@ -1,6 +1,7 @@
 // Faults with real processes: a //ps:worker process killed (SIGKILL) in the middle of training makes the
 // other rank's step fail with DEADLINE_EXCEEDED after the server's --step_timeout, the server keeps
-// serving, and a replacement for the dead rank joins and training goes on. Also //ps:local end to end.
+// serving, and a replacement for the dead rank joins and training goes on. Also //ps:local end to end (with
+// backup workers and a straggler too), and //ps:server refusing bad --backup_workers.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/subprocess.h"
@@ -298,6 +300,56 @@ TEST(FaultTest, LocalLauncherRunsAWholeJob) {
   std::fclose(f);
   EXPECT_EQ(workers, 3);
   EXPECT_EQ(servers, 2);
+}
+
+// Backup workers through the real binaries: //ps:local passes --backup_workers to its servers; a replayed
+// MLP with rank 2 computing 4x slower finishes with nothing wrong, and each server's result line reports the
+// pushes it dropped.
+TEST(FaultTest, LocalLauncherRunsBackupWorkersWithAStraggler) {
+  const std::string out =
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/local_backup.out";
+  Subprocess local =
+      StartChild({Runfile("ps/local"), "--workers=3", "--num_shards=2", "--backup_workers=1",
+                  "--server_bin=" + Runfile("ps/server"), "--worker_bin=" + Runfile("ps/worker"),
+                  "--job_timeout=50", "--", "--workload=mlp", "--max_steps=6", "--straggler=2:4"},
+                 out);
+  ASSERT_TRUE(local.Wait(absl::Seconds(55))) << "the launcher did not finish";
+  EXPECT_EQ(local.exit_code(), 0) << "the launcher " << local.ExitDescription();
+  std::ifstream in(out);
+  std::string text;
+  int workers = 0, servers = 0;
+  while (std::getline(in, text)) {
+    if (text.rfind("PSRING_RESULT ", 0) != 0) continue;
+    if (text.find("\"role\":\"worker\"") != std::string::npos) {
+      ++workers;
+      EXPECT_NE(text.find("\"wrong\":0,"), std::string::npos) << text;
+    } else {
+      ++servers;
+      EXPECT_NE(text.find("\"backup_workers\":1,\"dropped_pushes\":"), std::string::npos) << text;
+      EXPECT_NE(text.find("\"dropped_by_rank\":["), std::string::npos) << text;
+    }
+  }
+  EXPECT_EQ(workers, 3);
+  EXPECT_EQ(servers, 2);
+}
+
+TEST(FaultTest, ServerRefusesBadBackupWorkers) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--workers=3", "--backup_workers=3"}, "--backup_workers=3 must be in [0, --workers=3)"},
+      {{"--workers=3", "--backup_workers=-1"}, "--backup_workers=-1 must be in [0, --workers=3)"},
+      {{"--workers=3", "--backup_workers=1", "--mode=async", "--staleness=2"}, "needs --mode=sync"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> argv = {Runfile("ps/server"), "--port=0"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    JobOptions options;
+    options.timeout = absl::Seconds(30);
+    absl::StatusOr<std::vector<ProcessResult>> results = RunJob({ProcessSpec{"server", argv}}, options);
+    ASSERT_TRUE(results.ok()) << results.status();
+    const ProcessResult& server = (*results)[0];
+    EXPECT_NE(server.exit_code, 0) << message;
+    EXPECT_NE(server.stderr_tail.find(message), std::string::npos) << server.stderr_tail;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,246 @@
+// //bench:validate --plan=FILE: the plan file's JSON mapped onto a ValidationPlan, every error naming the
+// file, the sweep and the field (no sweep runs), the committed example, and one --plan_only run of the
+// binary.
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "bench/cmd/validation.h"
+#include "bench/core/exchange.h"
+#include "common/subprocess.h"
+#include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
+#include "tools/cpp/runfiles/runfiles.h"
+
+namespace psring::bench {
+namespace {
+
+using ::bazel::tools::cpp::runfiles::Runfiles;
+
+constexpr size_t kMiB = 1u << 20;
+constexpr char kGradient[] =
+    R"({"link": "150mbit", "latency": "20ms", "mode": "gradient", "nodes": [8, 16],
+        "model_bytes": ["4M", "512K"]})";
+constexpr char kReplay[] =
+    R"({"link": "100mbit", "latency": "5ms", "mode": "replay", "workloads": ["resnet50", "vgg16"],
+        "bytes_scale": 64, "bucket_mb": [0, 25], "nodes": [4]})";
+
+// A plan file of `sweeps` (JSON objects) and `rest` (more top-level fields, each with its leading comma).
+std::string PlanJson(const std::vector<std::string>& sweeps, const std::string& rest = "") {
+  std::string json = R"({"sweeps": [)";
+  for (size_t i = 0; i < sweeps.size(); ++i) absl::StrAppend(&json, i > 0 ? ", " : "", sweeps[i]);
+  return absl::StrCat(json, "]", rest, "}");
+}
+
+// A small gradient sweep with `field` set to `value` (a JSON value; "" leaves the field out).
+std::string GradientWith(const std::string& field, const std::string& value) {
+  std::vector<std::pair<std::string, std::string>> fields = {{"link", R"("150mbit")"},
+                                                             {"latency", R"("20ms")"},
+                                                             {"mode", R"("gradient")"},
+                                                             {"nodes", "[8]"},
+                                                             {"model_bytes", R"(["4M"])"}};
+  auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == field; });
+  if (it == fields.end()) it = fields.insert(fields.end(), {field, value});
+  it->second = value;
+  std::vector<std::string> parts;
+  for (const auto& [key, json] : fields) {
+    if (!json.empty()) parts.push_back(absl::StrCat("\"", key, "\": ", json));
+  }
+  return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
+}
+
+// A small replay sweep with `extra` fields (JSON, without braces).
+std::string ReplayWith(const std::string& extra) {
+  return absl::StrCat(R"({"link": "150mbit", "latency": "2ms", "mode": "replay", "nodes": [4], )", extra,
+                      "}");
+}
+
+TEST(ValidationPlanFileTest, MapsEveryFieldOntoThePlan) {
+  absl::StatusOr<ValidationPlan> plan = ParseValidationPlanFile(
+      PlanJson({kGradient, kReplay}, R"(, "exchanges": ["ps-1", "ring"], "noise_sweep": 1, "noise_runs": 3)"),
+      "plan.json");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->sweeps.size(), 2u);
+  const HeldOutSweep& g = plan->sweeps[0];
+  EXPECT_EQ(g.link, "150mbit");
+  EXPECT_EQ(g.latency, "20ms");
+  EXPECT_EQ(g.nodes, std::vector<int>({8, 16}));
+  EXPECT_EQ(g.sizes, std::vector<size_t>({4 * kMiB, 512 * 1024}));
+  EXPECT_TRUE(g.workloads.empty());
+  EXPECT_EQ(g.bytes_scale, 1);
+  EXPECT_EQ(g.Name(), "150mbit 20ms gradient");
+  const HeldOutSweep& r = plan->sweeps[1];
+  EXPECT_EQ(r.workloads, std::vector<std::string>({"resnet50", "vgg16"}));
+  EXPECT_EQ(r.bucket_mbs, std::vector<double>({0, 25}));
+  EXPECT_EQ(r.bytes_scale, 64);
+  EXPECT_TRUE(r.sizes.empty());
+  EXPECT_EQ(r.Name(), "100mbit 5ms replay resnet50,vgg16 bytes/64");
+  EXPECT_EQ(plan->exchanges, std::vector<Exchange>({Exchange::kPsOne, Exchange::kRing}));
+  EXPECT_EQ(plan->noise_sweep, 1);
+  EXPECT_EQ(plan->noise_runs, 3);
+  for (const HeldOutSweep& s : plan->sweeps) EXPECT_TRUE(ExpandSweep(s).ok()) << s.Name();
+}
+
+TEST(ValidationPlanFileTest, LeftOutFieldsTakeTheBuiltInPlansDefaults) {
+  absl::StatusOr<ValidationPlan> plan = ParseValidationPlanFile(
+      PlanJson({ReplayWith(R"("workloads": ["mlp"], "bucket_mb": [0])")}), "plan.json");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->exchanges, AllExchanges());
+  EXPECT_EQ(plan->noise_sweep, ValidationPlan().noise_sweep);
+  EXPECT_EQ(plan->noise_runs, ValidationPlan().noise_runs);
+  EXPECT_EQ(plan->sweeps[0].bytes_scale, 1);
+}
+
+TEST(ValidationPlanFileTest, SweepsMayNameTheExchangesWhenAllNameTheSame) {
+  const std::string with = GradientWith("exchanges", R"(["ring", "ps-dedicated"])");
+  absl::StatusOr<ValidationPlan> plan = ParseValidationPlanFile(
+      PlanJson({with, kGradient, GradientWith("exchanges", R"(["ps-dedicated", "ring"])")}), "plan.json");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->exchanges, std::vector<Exchange>({Exchange::kRing, Exchange::kPsDedicated}));
+}
+
+struct BadPlan {
+  std::string json;
+  std::string where;  // the file, sweep and field the error must name
+  std::string fix;    // part of what it says to write instead
+};
+
+TEST(ValidationPlanFileTest, EveryErrorNamesTheFileTheSweepAndTheFieldAndSaysWhatToWrite) {
+  const std::vector<BadPlan> cases = {
+      {R"({"sweeps": []})", "plan.json: sweeps: missing", "at least one sweep"},
+      {PlanJson({kGradient, GradientWith("link", R"("fast")")}), "plan.json: sweeps[1].link: \"fast\"",
+       "150mbit"},
+      {PlanJson({GradientWith("link", "")}), "plan.json: sweeps[0].link: missing", "150mbit"},
+      {PlanJson({GradientWith("latency", R"("2 parsecs")")}),
+       "sweeps[0].latency: \"2 parsecs\" is not a duration", "\"2ms\""},
+      {PlanJson({GradientWith("latency", "")}), "sweeps[0].latency: missing", "\"2ms\""},
+      {PlanJson({GradientWith("nodes", "")}), "sweeps[0].nodes: missing", "[8, 16]"},
+      {PlanJson({GradientWith("nodes", "[4, 0]")}), "sweeps[0].nodes: 0 is not a node count", "N >= 1"},
+      {PlanJson({GradientWith("mode", R"("train")")}), "sweeps[0].mode: \"train\" is not a mode",
+       "\"gradient\""},
+      {PlanJson({GradientWith("mode", "")}), "sweeps[0].mode: missing", "\"replay\""},
+      {PlanJson({GradientWith("model_bytes", "")}), "sweeps[0].model_bytes: missing", "[\"4M\"]"},
+      {PlanJson({GradientWith("model_bytes", R"(["4Q"])")}), "sweeps[0].model_bytes: \"4Q\"", "\"4M\""},
+      {PlanJson({GradientWith("model_bytes", R"(["0"])")}), "sweeps[0].model_bytes: \"0\" is not a size > 0",
+       "K/M/G"},
+      {PlanJson({GradientWith("bucket_mb", "[0, 25]")}), "sweeps[0].bucket_mb: is for replay sweeps",
+       "\"mode\": \"replay\""},
+      {PlanJson({GradientWith("workloads", R"(["resnet50"])")}), "sweeps[0].workloads: is for replay sweeps",
+       "\"mode\": \"replay\""},
+      {PlanJson({GradientWith("bytes_scale", "64")}), "sweeps[0].bytes_scale: is for replay sweeps",
+       "drop it"},
+      {PlanJson({ReplayWith(R"("bucket_mb": [0])")}), "sweeps[0].workloads: missing", "resnet50"},
+      {PlanJson({ReplayWith(R"("workloads": ["resnet51"], "bucket_mb": [0])")}),
+       "sweeps[0].workloads: \"resnet51\" is neither a preset", "bert_base"},
+      {PlanJson({ReplayWith(R"("workloads": ["resnet50"])")}), "sweeps[0].bucket_mb: missing", "[0, 25]"},
+      {PlanJson({ReplayWith(R"("workloads": ["resnet50"], "bucket_mb": [-1])")}),
+       "sweeps[0].bucket_mb: -1 is not a cap", "MiB >= 0"},
+      {PlanJson({ReplayWith(R"("workloads": ["resnet50"], "bucket_mb": [0], "bytes_scale": 0.5)")}),
+       "sweeps[0].bytes_scale: 0.5 is not a divisor >= 1", "64"},
+      {PlanJson({ReplayWith(R"("workloads": ["resnet50"], "bucket_mb": [0], "model_bytes": ["4M"])")}),
+       "sweeps[0].model_bytes: is for gradient sweeps", "\"mode\": \"gradient\""},
+      {PlanJson({kGradient}, R"(, "exchanges": ["allreduce"])"), "plan.json: exchanges: unknown exchange",
+       "ps-colocated"},
+      {PlanJson({kGradient}, R"(, "exchanges": ["ring", "ring"])"),
+       "plan.json: exchanges: \"ring\" is listed twice", "once"},
+      {PlanJson({GradientWith("exchanges", R"(["ring"])")}, R"(, "exchanges": ["ring", "ps-1"])"),
+       "sweeps[0].exchanges: differ from the top-level exchanges", "a plan file of their own"},
+      {PlanJson(
+           {kGradient, GradientWith("exchanges", R"(["ring"])"), GradientWith("exchanges", R"(["ps-1"])")}),
+       "sweeps[2].exchanges: differ from sweeps[1]'s", "top-level \"exchanges\""},
+      {PlanJson({kGradient, kReplay}, R"(, "noise_sweep": 2)"), "plan.json: noise_sweep: 2 is not a sweep",
+       "from 0 to 1"},
+      {PlanJson({kGradient}, R"(, "noise_runs": 0)"), "plan.json: noise_runs: 0 is not a run count",
+       "2 or more"},
+  };
+  for (const BadPlan& c : cases) {
+    absl::StatusOr<ValidationPlan> plan = ParseValidationPlanFile(c.json, "plan.json");
+    ASSERT_FALSE(plan.ok()) << c.json;
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument) << c.json;
+    const std::string message(plan.status().message());
+    EXPECT_EQ(message.rfind("plan.json: ", 0), 0u) << message;
+    EXPECT_NE(message.find(c.where), std::string::npos) << "want '" << c.where << "' in: " << message;
+    EXPECT_NE(message.find(c.fix), std::string::npos) << "want '" << c.fix << "' in: " << message;
+  }
+}
+
+TEST(ValidationPlanFileTest, UnknownFieldsAreErrorsNamingThem) {
+  for (const auto& [json, field] : std::vector<std::pair<std::string, std::string>>{
+           {PlanJson({GradientWith("step", "3")}), "(sweeps[0]) step"},
+           {PlanJson({kGradient}, R"(, "steps": 3)"), "steps"},
+           {R"({"sweeps": [)", "not a validation plan"},
+       }) {
+    absl::StatusOr<ValidationPlan> plan = ParseValidationPlanFile(json, "plan.json");
+    ASSERT_FALSE(plan.ok()) << json;
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(plan.status().message());
+    EXPECT_EQ(message.rfind("plan.json: not a validation plan", 0), 0u) << message;
+    EXPECT_NE(message.find(field), std::string::npos) << "want '" << field << "' in: " << message;
+  }
+}
+
+TEST(ValidationPlanFileTest, AMissingFileIsNotFound) {
+  EXPECT_EQ(ReadValidationPlanFile(testing::FreshTempPath("no_plan.json")).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+class ValidatePlanOnlyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    runfiles_.reset(Runfiles::CreateForTest(&error));
+    ASSERT_NE(runfiles_, nullptr) << error;
+  }
+  // //bench:validate with the committed model and `flags`, within 60 s.
+  ProcessResult Validate(const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {
+        runfiles_->Rlocation("psring/bench/validate"),
+        "--model=" + runfiles_->Rlocation("psring/bench/results/calibration_quick_2026-11-26.json")};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    JobOptions options;
+    options.timeout = absl::Seconds(60);
+    absl::StatusOr<std::vector<ProcessResult>> results = RunJob({{"validate", argv}}, options);
+    EXPECT_TRUE(results.ok()) << results.status();
+    return results.ok() ? (*results)[0] : ProcessResult{};
+  }
+  std::string ExamplePlan() const {
+    return runfiles_->Rlocation("psring/bench/results/plans/example_plan.json");
+  }
+  std::unique_ptr<Runfiles> runfiles_;
+};
+
+TEST_F(ValidatePlanOnlyTest, TheCommittedExampleParses) {
+  absl::StatusOr<ValidationPlan> plan = ReadValidationPlanFile(ExamplePlan());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->sweeps.empty());
+}
+
+TEST_F(ValidatePlanOnlyTest, PrintsTheFilesHeldOutPlanAndWhereItCameFrom) {
+  const ProcessResult r = Validate({"--plan=" + ExamplePlan(), "--plan_only", "--exchanges=ring,ps-1"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_tail;
+  EXPECT_NE(r.stdout_text.find(absl::StrCat("# plan: ", ExamplePlan(), "\n")), std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# held-out sweep 0: 50mbit 10ms gradient"), std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("estimate of this plan's run time"), std::string::npos) << r.stdout_text;
+}
+
+TEST_F(ValidatePlanOnlyTest, RefusesPlanWithQuickAndABadFile) {
+  ProcessResult r = Validate({"--plan=" + ExamplePlan(), "--quick", "--plan_only"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_tail.find("--plan and --quick exclude each other"), std::string::npos) << r.stderr_tail;
+  const std::string bad = testing::FreshTempPath("bad_plan.json");
+  std::ofstream(bad) << PlanJson({GradientWith("latency", R"("soon")")});
+  r = Validate({"--plan=" + bad, "--plan_only"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_tail.find(absl::StrCat(bad, ": sweeps[0].latency: \"soon\"")), std::string::npos)
+      << r.stderr_tail;
+}
+
+}  // namespace
+}  // namespace psring::bench
