@@ -99,7 +99,9 @@ TEST(PlanCpuRunsTest, MoreCoresMoreNodesAndOneCoreOversubscribes) {
   std::vector<int> ring, dedicated;
   for (const CpuRunPlan& r : eight.runs) {
     (r.topology == Topology::kRing ? ring : dedicated).push_back(r.nodes);
-    if (r.topology == Topology::kPsDedicated) EXPECT_EQ(r.servers, 2);
+    if (r.topology == Topology::kPsDedicated) {
+      EXPECT_EQ(r.servers, 2);
+    }
   }
   EXPECT_EQ(ring, (std::vector<int>{2, 3, 4}));
   EXPECT_EQ(dedicated, (std::vector<int>{1, 2, 3, 4}));
