@@ -139,6 +139,11 @@ absl::Status PsExchange::SyncInitialParameters(trainer::FloatBuffer params) {
   RETURN_IF_ERROR(ForEachShard([&](Shard* shard) { return RegisterWithRetries(shard, wire); }));
   registered_ = true;
   FromWire(wire, params);
+  // With backup workers a step closes once N-B pushes are in: a rank still registering would find steps
+  // closed without it, and its registration (which resets the shard's closed step) would then strand the
+  // others. So with B > 0 every rank waits here until all N have registered, before any step.
+  const bool backup = std::any_of(shards_.begin(), shards_.end(), [](const Shard& s) { return s.backup_workers > 0; });
+  if (backup) RETURN_IF_ERROR(Barrier());
   return absl::OkStatus();
 }
 
