@@ -228,8 +228,10 @@ absl::StatusOr<std::vector<double>> ShardCore::AverageMetrics(int rank, absl::ui
                                                       " waiting for ranks ", absl::StrJoin(missing, ",")));
     }
   }
-  RETURN_IF_ERROR(CheckServingLocked());
+  // A round that ended is answered even when a shutdown arrived meanwhile: the last barrier of a job ends
+  // with rank 0 shutting the servers down, possibly before this waiter woke up to read the round's result.
   if (const std::vector<double>* result = metrics_.Result(round); result != nullptr) return *result;
+  RETURN_IF_ERROR(CheckServingLocked());
   RETURN_IF_ERROR(CheckSessionLocked(rank, session));
   return absl::DeadlineExceededError("AverageMetrics/Barrier round timed out waiting for other ranks");
 }
