@@ -8,14 +8,6 @@
 #include "common/status_macros.h"
 
 namespace psring::trainer {
-namespace {
-
-absl::Status Annotate(const absl::Status& status, absl::string_view context) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
-}
-
-}  // namespace
 
 CheckpointState MakeCheckpointState(const TrainOptions& o, int world_size, int64_t step, int64_t epoch) {
   CheckpointState state;
