@@ -22,7 +22,7 @@
 #             --data_dir=DIR/data/fashion-mnist before the flags they are given (a later --data_dir wins).
 #   libexec/  the binaries; each suite with its Bazel runfiles tree rebuilt from its runfiles manifest (links to
 #             the wrappers of the programs it starts, the committed model
-#             bench/results/calibration_quick_2026-11-26.json, bench/tools/gloo_allreduce.py), so it finds
+#             bench/results/committed_model.json, bench/tools/gloo_allreduce.py), so it finds
 #             them as under `bazel run`. Workload presets (bench/workloads/) are compiled into the binaries.
 #   lib/      every shared library ldd lists for them except glibc's (libc, libm, libpthread, libdl, librt,
 #             ld-linux) and the driver's (libcuda, libnvidia-*), and cuBLAS and NCCL unless --with-cuda-libs

@@ -28,6 +28,7 @@
 #include "bench/cmd/scaling_flags.h"
 #include "bench/core/cluster.h"
 #include "bench/model/cpu_model.h"
+#include "bench/model/data_path.h"
 #include "bench/model/exchange_topology.h"
 #include "bench/model/model_file.h"
 #include "bench/report/table.h"
@@ -250,7 +251,9 @@ absl::Status Run(const char* argv0) {
   }
   ASSIGN_OR_RETURN(const Calibration calibration, RunCalibration(plan, base, info, &std::cerr));
   std::cout << FormatCalibration(calibration);
-  RETURN_IF_ERROR(model::WriteModelFile(model_out, calibration.file));
+  proto::CostModelFile file = calibration.file;
+  model::RecordDataPath(file);  // which PS/ring code these parameters were fitted on
+  RETURN_IF_ERROR(model::WriteModelFile(model_out, file));
   std::cout << "# model file: " << model_out << "\n";
   return absl::OkStatus();
 }

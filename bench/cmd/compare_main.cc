@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/model/cpu_model.h"
+#include "bench/model/data_path.h"
 #include "bench/model/model_file.h"
 #include "bench/report/crossover_report.h"
 #include "bench/cmd/pipeline.h"
@@ -125,6 +126,7 @@ absl::Status ModelParts(const ScalingOptions& base, const std::string& out_dir) 
   if (absl::GetFlag(FLAGS_held_out)) {
     std::cout << "#\n# PART 4: how far to trust the model: " << which
               << ", on conditions it never saw (each predicted before it runs)\n";
+    std::cout << "# " << model::CompareDataPath(model).Describe() << "\n";
     ASSIGN_OR_RETURN(const HeldOutSelection held_out, SelectHeldOut(HeldOutPart(), model));
     for (const std::string& r : held_out.rejected) std::cout << "# left out (calibration covers it): " << r << "\n";
     ScalingOptions o = base;

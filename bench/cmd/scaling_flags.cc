@@ -30,7 +30,7 @@ ABSL_FLAG(std::string, model, "",
           "predicted time (model_ms, err%), the '# MODEL' extrapolation, the model curves, '# PROJECTION' and, in "
           "//bench:compare, parts 4 and 5. Nothing is fitted to the sweep it judges. Empty: the calibration of "
           "psring's development machine committed with the source "
-          "(bench/results/calibration_quick_2026-11-26.json; its host and date are printed: run //bench:calibrate "
+          "(bench/results/committed_model.json; its host and date are printed: run //bench:calibrate "
           "for a model of your own machine). 'none': no model figures (and no parts 4 and 5).");
 ABSL_FLAG(std::string, project_link, "",
           "Project the model onto a cluster with links of this rate per host and direction, e.g. 25gbit (tc "

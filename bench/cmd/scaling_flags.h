@@ -14,7 +14,7 @@ namespace psring::bench {
 // The calibration of psring's development machine committed with the source (bench/results/), as a runfile of
 // //bench:scaling and //bench:compare: the cost model they use unless told otherwise (--model). Recalibrating means
 // changing it here and in bench/BUILD.bazel's data.
-inline constexpr char kCommittedModelRunfile[] = "psring/bench/results/calibration_quick_2026-11-26.json";
+inline constexpr char kCommittedModelRunfile[] = "psring/bench/results/committed_model.json";
 
 // Its path in `argv0`'s runfiles; kNotFound saying what to pass instead (`flag`: the flag that takes a path).
 absl::StatusOr<std::string> CommittedModelPath(const char* argv0, const std::string& flag);

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/cmd/scaling_flags.h"
 #include "bench/cmd/validation.h"
+#include "bench/model/data_path.h"
 #include "bench/model/model_file.h"
 #include "common/atomic_file.h"
 #include "common/binary_main.h"
@@ -164,6 +165,7 @@ absl::Status Run(const char* argv0) {
   ASSIGN_OR_RETURN(const double estimate, EstimateValidationSeconds(held_out.plan, model));
   std::cout << absl::StrFormat("# the model's estimate of this plan's run time: %.0f min (model of %s, %s)\n",
                                estimate / 60, model.host(), model.date());
+  std::cout << "# " << model::CompareDataPath(model).Describe() << "\n";
   if (absl::GetFlag(FLAGS_plan_only)) return absl::OkStatus();
 
   ScalingOptions base;

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/model/crossover.h"
+#include "bench/model/data_path.h"
 #include "bench/model/project.h"
 #include "bench/model/workload_step.h"
 #include "common/atomic_file.h"
@@ -20,7 +21,8 @@ absl::StatusOr<CrossoverReport> WriteCrossoverReport(const proto::CostModelFile&
       workload.name(), options.bucket_mb > 0 ? absl::StrFormat(", %g MiB buckets", options.bucket_mb) : ", flat");
   CrossoverReport report;
   ASSIGN_OR_RETURN(const Projection projection, Project(model, options.target, shape));
-  report.text = FormatProjection(model, options.target, projection, what, options.cpu_source);
+  report.text = absl::StrCat("# ", CompareDataPath(model).Describe(), "\n",
+                             FormatProjection(model, options.target, projection, what, options.cpu_source));
 
   const std::string subtitle =
       absl::StrFormat("%s; model calibrated on %s (%s); CPU ceilings %s x %g", what, model.host(), model.date(),

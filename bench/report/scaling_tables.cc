@@ -9,6 +9,7 @@
 #include "bench/report/scaling_common.h"
 #include "bench/report/scaling_report.h"
 #include "bench/report/table.h"
+#include "bench/model/data_path.h"
 #include "bench/model/exchange_topology.h"
 #include "bench/model/model_file.h"
 
@@ -67,6 +68,7 @@ void PrintIntro(const ScalingResult& result, std::ostream& out) {
                 "per step");
   intro.Comment(result.model.has_value() ? "model: " + ModelSource(result)
                                          : "model: none (--model=none): no model columns, lines or curves");
+  if (result.model.has_value()) intro.Comment(model::CompareDataPath(*result.model).Describe());
   out << "#\n";
 }
 

@@ -34,7 +34,7 @@ TEST(CalibrateCpuOnlyTest, MeasuresThisHostAndAProjectionUsesTheFile) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   ASSERT_NE(tmp, nullptr);
   const std::string out = absl::StrCat(tmp, "/cpu_model.json");
-  const std::string model = runfiles->Rlocation("psring/bench/results/calibration_quick_2026-11-26.json");
+  const std::string model = runfiles->Rlocation("psring/bench/results/committed_model.json");
 
   absl::StatusOr<ProcessResult> calibrate = RunTool(
       "calibrate", {runfiles->Rlocation("psring/bench/calibrate"), "--cpu_only", "--loopback_sizes=8M",

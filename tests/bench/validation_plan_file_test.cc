@@ -200,7 +200,7 @@ class ValidatePlanOnlyTest : public ::testing::Test {
   ProcessResult Validate(const std::vector<std::string>& flags) {
     std::vector<std::string> argv = {
         runfiles_->Rlocation("psring/bench/validate"),
-        "--model=" + runfiles_->Rlocation("psring/bench/results/calibration_quick_2026-11-26.json")};
+        "--model=" + runfiles_->Rlocation("psring/bench/results/committed_model.json")};
     argv.insert(argv.end(), flags.begin(), flags.end());
     JobOptions options;
     options.timeout = absl::Seconds(60);

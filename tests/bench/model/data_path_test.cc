@@ -1,0 +1,69 @@
+// bench/model/data_path.h: a model file records this build's data-path digests, and a reader tells a current
+// record from a stale or missing one, naming the files that changed.
+#include "bench/model/data_path.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace psring::bench::model {
+namespace {
+
+TEST(DataPath, TheBuildDigestsTheExchangesSources) {
+  ASSERT_GT(kDataPathSourceCount, 10);
+  bool has_service = false, has_ring = false;
+  for (int i = 0; i < kDataPathSourceCount; ++i) {
+    EXPECT_EQ(std::string(kDataPathSources[i].sha256).size(), 16u) << kDataPathSources[i].path;
+    if (i > 0) EXPECT_LT(std::string(kDataPathSources[i - 1].path), std::string(kDataPathSources[i].path));
+    has_service |= std::string(kDataPathSources[i].path) == "ps/service.cc";
+    has_ring |= std::string(kDataPathSources[i].path) == "ring/ring_allreduce.cc";
+  }
+  EXPECT_TRUE(has_service);
+  EXPECT_TRUE(has_ring);
+  EXPECT_EQ(std::string(kDataPathFingerprint).size(), 16u);
+}
+
+TEST(DataPath, ARecordOfThisBuildIsCurrent) {
+  proto::CostModelFile file;
+  RecordDataPath(file);
+  EXPECT_EQ(file.data_path_sources_size(), kDataPathSourceCount);
+  const DataPathState state = CompareDataPath(file);
+  EXPECT_TRUE(state.recorded);
+  EXPECT_TRUE(state.current);
+  EXPECT_TRUE(state.changed.empty() && state.added.empty() && state.removed.empty());
+  EXPECT_NE(state.Describe().find("current"), std::string::npos) << state.Describe();
+}
+
+TEST(DataPath, AChangedFileMakesTheModelStaleAndIsNamed) {
+  proto::CostModelFile file;
+  RecordDataPath(file);
+  // As if the model had been fitted on an older ps/service.cc: its digest and the set's fingerprint differ.
+  for (proto::SourceDigest& d : *file.mutable_data_path_sources()) {
+    if (d.path() == "ps/service.cc") d.set_sha256("0000000000000000");
+  }
+  file.set_data_path_fingerprint("ffffffffffffffff");
+  proto::SourceDigest* gone = file.add_data_path_sources();
+  gone->set_path("ps/old_transport.cc");
+  gone->set_sha256("1111111111111111");
+  const DataPathState state = CompareDataPath(file);
+  EXPECT_TRUE(state.recorded);
+  EXPECT_FALSE(state.current);
+  ASSERT_EQ(state.changed.size(), 1u);
+  EXPECT_EQ(state.changed[0], "ps/service.cc");
+  ASSERT_EQ(state.removed.size(), 1u);
+  EXPECT_EQ(state.removed[0], "ps/old_transport.cc");
+  const std::string line = state.Describe();
+  EXPECT_NE(line.find("STALE"), std::string::npos) << line;
+  EXPECT_NE(line.find("ps/service.cc"), std::string::npos) << line;
+  EXPECT_NE(line.find("//bench:calibrate"), std::string::npos) << line;
+}
+
+TEST(DataPath, AFileWithoutARecordIsNotCurrent) {
+  const DataPathState state = CompareDataPath(proto::CostModelFile());
+  EXPECT_FALSE(state.recorded);
+  EXPECT_FALSE(state.current);
+  EXPECT_NE(state.Describe().find("NOT RECORDED"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace psring::bench::model
