@@ -11,7 +11,7 @@
 #
 # SUITE is one of compare, scaling, calibrate, validate, crossover_maps, allreduce_bench, cluster_run: the
 # bundle's copy of bazel-bin/bench/SUITE, given the flags unchanged (SUITE --help lists them); its exit status
-# is bench.sh's. Outputs go where the suite puts them outside `bazel run`: --out_dir, else /tmp/psring-SUITE.
+# is bench.sh's. Outputs go where the suite puts them outside `bazel run`: --out_dir, else a fresh $TMPDIR/psring-SUITE-XXXXXX it prints.
 #
 # What DIR carries:
 #   bin/      a wrapper per program: the suites and every program among their runfiles (ring/ring_worker,

@@ -224,7 +224,7 @@ absl::Status Run(const char* argv0) {
   ScalingOptions base;
   base.exchanges = plan.exchanges;
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &base));
-  const std::string out_dir = OutDirFromFlags("calibrate");
+  ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("calibrate"));
   if (absl::GetFlag(FLAGS_cpu_only)) return RunCpuOnly(base, out_dir);
   std::string model_out = absl::GetFlag(FLAGS_model_out);
   if (model_out.empty()) {

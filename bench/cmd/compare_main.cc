@@ -170,7 +170,7 @@ absl::Status ModelParts(const ScalingOptions& base, const std::string& out_dir) 
 }
 
 absl::Status Main(const char* argv0) {
-  const std::string out_dir = OutDirFromFlags("compare");
+  ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("compare"));
   ScalingOptions gradient = GradientPart();
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &gradient));
   absl::Status status = absl::OkStatus();

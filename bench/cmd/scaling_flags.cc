@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <memory>
 
 #include "absl/flags/flag.h"
@@ -46,7 +49,7 @@ ABSL_FLAG(std::string, project_latency, "5us",
           "One-way host-to-host latency of the --project_link cluster (a duration: 5us, 0.1ms).");
 ABSL_FLAG(std::string, out_dir, "",
           "Directory for scaling.csv, scaling.json and scaling.svg. Default: $BUILD_WORKSPACE_DIRECTORY/out/<name> "
-          "under `bazel run`, else /tmp/psring-<name>.");
+          "under `bazel run`, else a fresh private $TMPDIR/psring-<name>-XXXXXX (printed).");
 
 namespace psring::bench {
 namespace {
@@ -140,12 +143,19 @@ absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
   return absl::OkStatus();
 }
 
-std::string OutDirFromFlags(const std::string& name) {
+absl::StatusOr<std::string> OutDirFromFlags(const std::string& name) {
   std::string dir = absl::GetFlag(FLAGS_out_dir);
   if (!dir.empty()) return dir;
   const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
   if (workspace != nullptr && *workspace != '\0') return absl::StrCat(workspace, "/out/", name);
-  return absl::StrCat("/tmp/psring-", name);
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/psring-", name, "-XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot make an output directory like ", pattern, ": ",
+                                            std::strerror(errno), "; pass --out_dir=DIR"));
+  }
+  std::cerr << "[" << name << "] output directory " << pattern << " (--out_dir to choose one)\n";
+  return pattern;
 }
 
 }  // namespace psring::bench

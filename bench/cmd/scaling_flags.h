@@ -31,8 +31,10 @@ absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options);
 // "none", else the file given (kNotFound when it cannot be read).
 absl::StatusOr<std::string> ModelFromFlags(const char* argv0);
 
-// --out_dir, or $BUILD_WORKSPACE_DIRECTORY/out/<name> under `bazel run`, or /tmp/psring-<name>.
-std::string OutDirFromFlags(const std::string& name);
+// --out_dir, or $BUILD_WORKSPACE_DIRECTORY/out/<name> under `bazel run`, or else a fresh private directory
+// $TMPDIR/psring-<name>-XXXXXX (mkdtemp, mode 0700; TMPDIR default /tmp), so nobody can plant a link or a
+// file where the suite writes. kInternal when that directory cannot be made.
+absl::StatusOr<std::string> OutDirFromFlags(const std::string& name);
 
 }  // namespace psring::bench
 

@@ -190,10 +190,11 @@ absl::Status Main(const char* argv0) {
   if (!from_csv.empty()) {
     options.exchanges.clear();  // no programs needed; the exchanges are those in the CSV
     RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &options));
-    return ReportFromCsv(options, from_csv, OutDirFromFlags("scaling"));
+    ASSIGN_OR_RETURN(const std::string csv_out_dir, OutDirFromFlags("scaling"));
+    return ReportFromCsv(options, from_csv, csv_out_dir);
   }
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &options));
-  const std::string out_dir = OutDirFromFlags("scaling");
+  ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("scaling"));
   if (absl::GetFlag(FLAGS_timeline) && !options.workloads.empty()) options.timeline_dir = out_dir + "/timelines";
   return RunAndReport(options, out_dir);
 }

@@ -171,7 +171,7 @@ absl::Status Run(const char* argv0) {
   ScalingOptions base;
   base.exchanges = held_out.plan.exchanges;
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &base));
-  const std::string out_dir = OutDirFromFlags("validate");
+  ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("validate"));
   RETURN_IF_ERROR(MakeDirectories(out_dir));
   ASSIGN_OR_RETURN(const Validation validation, RunValidation(held_out.plan, model, base, &std::cout, &std::cerr));
   const std::string report = plan_line + FormatValidationReport(validation);

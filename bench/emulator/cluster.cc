@@ -281,9 +281,17 @@ absl::Status EmulatedCluster::StartDelayProgram() {
         "as root: ", bridged.message()));
   }
   // In memory where there is a tmpfs: a rename that replaces a file on a disk file system can stall the
-  // delay program for milliseconds (ext4 flushes the new file's data first).
-  delay_stats_file_ = absl::StrCat(access("/dev/shm", W_OK) == 0 ? "/dev/shm/" : "/tmp/", bridge_namespace_,
-                                   "-netdelay.stats");
+  // delay program for milliseconds (ext4 flushes the new file's data first). In a fresh private directory
+  // (mkdtemp, 0700): the delay program runs as root, and a predictable name in a shared directory would let
+  // another user plant a link there that it then truncates.
+  std::string stats_dir = absl::StrCat(access("/dev/shm", W_OK) == 0 ? "/dev/shm/" : "/tmp/", bridge_namespace_,
+                                       "-netdelay-XXXXXX");
+  if (mkdtemp(stats_dir.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot make a directory for the delay program's statistics like ",
+                                            stats_dir, ": ", std::strerror(errno)));
+  }
+  delay_stats_dir_ = stats_dir;
+  delay_stats_file_ = stats_dir + "/netdelay.stats";
   SpawnOptions spawn;
   spawn.pipe_output = true;
   ASSIGN_OR_RETURN(delay_program_,
@@ -563,6 +571,7 @@ absl::Status EmulatedCluster::Destroy() {
     unlink(delay_stats_file_.c_str());
     unlink((delay_stats_file_ + ".tmp").c_str());
   }
+  if (!delay_stats_dir_.empty()) rmdir(delay_stats_dir_.c_str());
   while (!created_.empty()) {
     absl::Status deleted = DeleteNamespace(created_.back());
     if (first.ok()) first = deleted;

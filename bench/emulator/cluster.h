@@ -142,6 +142,7 @@ class EmulatedCluster final : public Cluster {
   // A process that only sleeps in the switch namespace: /proc/<its pid>/net/dev lists the switch ports'
   // counters without spawning anything.
   Subprocess switch_probe_;
+  std::string delay_stats_dir_;  // private (mkdtemp) directory holding delay_stats_file_
   std::string delay_stats_file_;
   std::string bridge_namespace_;
   std::vector<std::string> host_namespaces_;

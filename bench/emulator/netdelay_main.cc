@@ -129,7 +129,11 @@ absl::Status Errno(const std::string& what) {
 absl::Status WriteStats(const std::string& path, const Stats& stats) {
   const std::string temporary = path + ".tmp";
   const std::string line = stats.Line();
-  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new file every time (O_EXCL), never through a link (O_NOFOLLOW): this program runs as root, so it must
+  // not truncate whatever a planted name points at. A leftover of a killed run is removed first.
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = open(temporary.c_str(), kFlags, 0600);
+  if (fd < 0 && errno == EEXIST && unlink(temporary.c_str()) == 0) fd = open(temporary.c_str(), kFlags, 0600);
   if (fd < 0) return Errno(absl::StrCat("open ", temporary));
   const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   close(fd);
