@@ -16,9 +16,17 @@ namespace {
 constexpr double kNone = INFINITY;
 constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2;
 
+// Terms the fit holds off (dropped: the data could not identify them).
+struct Forced {
+  bool software = false;
+  bool window = false;
+  bool cpu = false;
+};
+
 struct Search {
   Topology topology;
   const std::vector<const MeasuredRun*>* runs;
+  Forced forced;
 
   ExchangeParams ParamsAt(const std::array<double, 3>& log_theta, double software_s) const {
     ExchangeParams p;
@@ -45,7 +53,7 @@ struct Search {
       smr += m * (1 - rest);
       rows.push_back({rest, m});
     }
-    *software_s = smm > 0 ? std::max(0.0, smr / smm) : 0;
+    *software_s = smm > 0 && !forced.software ? std::max(0.0, smr / smm) : 0;
     double cost = 0;
     for (auto [rest, m] : rows) cost += (rest + m * *software_s - 1) * (rest + m * *software_s - 1);
     return cost;
@@ -130,7 +138,20 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
   for (size_t j = 0; j < p; ++j) {
     if (cov[j][j] >= 0) free[j].second->std_error = free[j].second->value * std::sqrt(s2 * cov[j][j]);
   }
+  // The steps were relative, so s2 (J^T J)^-1 is the covariance of the parameters' logarithms.
+  fit->covariance_terms.clear();
+  fit->log_covariance.clear();
+  for (size_t a = 0; a < p; ++a) {
+    fit->covariance_terms.push_back(free[a].first == &ExchangeParams::software_s     ? "software_s"
+                                    : free[a].first == &ExchangeParams::efficiency   ? "efficiency"
+                                    : free[a].first == &ExchangeParams::window_bytes ? "window_bytes"
+                                                                                     : "cpu_bytes_per_second");
+    for (size_t b = 0; b < p; ++b) fit->log_covariance.push_back(s2 * cov[a][b]);
+  }
 }
+
+// One fit with `forced` terms held off: grid, pattern search, standard errors and covariance.
+ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& used, const Forced& forced);
 
 }  // namespace
 
@@ -163,13 +184,52 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
         "efficiency cannot be fitted; calibrate at N >= 2 with a link rate (e.g. --link=100mbit)"));
   }
 
-  const Search search{topology, &used};
+  // Fit, then drop the least identified term while one is unidentified (relative standard error above
+  // kMaxRelativeStdError, or none at all), refitting the rest each time. The efficiency is never dropped (a
+  // rate-limited run always needs it).
+  Forced forced;
+  std::vector<std::pair<ParameterFit ExchangeFit::*, ParameterFit>> dropped;
+  for (;;) {
+    ExchangeFit fit = FitWith(topology, used, forced);
+    ParameterFit ExchangeFit::*worst = nullptr;
+    double worst_rse = kMaxRelativeStdError;
+    for (ParameterFit ExchangeFit::*term :
+         {&ExchangeFit::software_s, &ExchangeFit::window_bytes, &ExchangeFit::cpu_bytes_per_second}) {
+      const ParameterFit& t = fit.*term;
+      if (t.at_bound) continue;
+      const double rse = t.std_error >= 0 && t.value > 0 ? t.std_error / t.value : INFINITY;
+      if (rse > worst_rse) worst = term, worst_rse = rse;
+    }
+    if (worst == nullptr) {
+      for (const auto& [term, before] : dropped) {
+        ParameterFit& t = fit.*term;
+        t.dropped = true;
+        t.dropped_value = before.value;
+        t.dropped_std_error = before.std_error;
+      }
+      absl::StatusOr<ErrorSummary> errors = SummarizeErrors(Residuals(topology, used, fit.params));
+      if (!errors.ok()) return errors.status();
+      fit.median_abs_rel_error = errors->median_abs;
+      fit.max_abs_rel_error = errors->max_abs;
+      return fit;
+    }
+    dropped.push_back({worst, fit.*worst});
+    if (worst == &ExchangeFit::software_s) forced.software = true;
+    if (worst == &ExchangeFit::window_bytes) forced.window = true;
+    if (worst == &ExchangeFit::cpu_bytes_per_second) forced.cpu = true;
+  }
+}
+
+namespace {
+
+ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& used, const Forced& forced) {
+  const Search search{topology, &used, forced};
   // Coarse grid: efficiency 1 .. 0.02, window 1 KiB .. 1 GiB and CPU 1 MB/s .. 1 TB/s (factor 2 and
   // 10^0.25 apart), each with "none".
   std::vector<double> efficiencies, windows = {kNone}, cpus = {kNone};
   for (int i = 0; i <= 40; ++i) efficiencies.push_back(std::log(0.02) * i / 40);
-  for (int i = 10; i <= 30; ++i) windows.push_back(i * std::log(2.0));
-  for (int i = 0; i <= 24; ++i) cpus.push_back(std::log(1e6) + i * 0.25 * std::log(10.0));
+  for (int i = 10; i <= 30 && !forced.window; ++i) windows.push_back(i * std::log(2.0));
+  for (int i = 0; i <= 24 && !forced.cpu; ++i) cpus.push_back(std::log(1e6) + i * 0.25 * std::log(10.0));
   std::array<double, 3> best{};
   double best_cost = INFINITY, software_s = 0;
   for (double e : efficiencies) {
@@ -217,20 +277,23 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
   fit.cpu_bytes_per_second = {fit.params.cpu_bytes_per_second, -1, fit.params.cpu_bytes_per_second == 0};
   if (fit.efficiency.at_bound) fit.params.efficiency = fit.efficiency.value = 1;
   StandardErrors(topology, used, &fit);
-  absl::StatusOr<ErrorSummary> errors = SummarizeErrors(Residuals(topology, used, fit.params));
-  if (!errors.ok()) return errors.status();
-  fit.median_abs_rel_error = errors->median_abs;
-  fit.max_abs_rel_error = errors->max_abs;
+  double rss = 0;
+  for (double r : Residuals(topology, used, fit.params)) rss += r * r;
+  const size_t free = fit.covariance_terms.size();
+  fit.residual_rel_sd = used.size() > free ? std::sqrt(rss / (used.size() - free)) : 0;
   return fit;
 }
-
-namespace {
 
 proto::ModelParameter ToProto(const ParameterFit& p) {
   proto::ModelParameter out;
   out.set_value(p.value);
   if (p.std_error >= 0) out.set_std_error(p.std_error);
   out.set_at_bound(p.at_bound);
+  if (p.dropped) {
+    out.set_dropped(true);
+    out.set_dropped_value(p.dropped_value);
+    if (p.dropped_std_error >= 0) out.set_dropped_std_error(p.dropped_std_error);
+  }
   return out;
 }
 
@@ -253,6 +316,9 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
     *e->mutable_cpu_bytes_per_second() = ToProto(fit->cpu_bytes_per_second);
     e->set_median_abs_rel_error(fit->median_abs_rel_error);
     e->set_max_abs_rel_error(fit->max_abs_rel_error);
+    for (const std::string& term : fit->covariance_terms) e->add_covariance_terms(term);
+    for (double v : fit->log_covariance) e->add_log_covariance(v);
+    e->set_residual_rel_sd(fit->residual_rel_sd);
     std::set<double> links, latencies, bytes;
     std::set<int> nodes, servers;
     for (const MeasuredRun& run : runs) {

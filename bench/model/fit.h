@@ -10,7 +10,8 @@
 //
 // Method: software_s has a closed form given the others (the model is linear in it); efficiency, window and
 // CPU ceiling are searched on a log grid (with "none" as a grid value), then refined by a pattern search.
-// Standard errors come from the residuals and the numeric Jacobian (linearised).
+// Standard errors come from the residuals and the numeric Jacobian (linearised). A term the runs cannot
+// identify (kMaxRelativeStdError) is dropped and the rest refitted; the file records it as dropped.
 //
 //   std::vector<MeasuredRun> runs = ...;   // from the calibration sweep's result lines
 //   ASSIGN_OR_RETURN(proto::CostModelFile file, FitModel(runs, {"this-host", "2026-12-01", "sweep ..."}));
@@ -40,7 +41,16 @@ struct ParameterFit {
   double value = 0;
   double std_error = -1;  // < 0: not determined
   bool at_bound = false;
+  // Dropped as unidentified (then value 0 and at_bound: the term is off), with what it was before.
+  bool dropped = false;
+  double dropped_value = 0;
+  double dropped_std_error = -1;
 };
+
+// A term whose standard error exceeds this share of its value (or has none) is not identified by the runs:
+// the fit drops it (holds it off) and refits the others, rather than keep a value the noise happened to give
+// (issue 33: the ring's per-message cost was 125 +- 287 us and drove every projection).
+inline constexpr double kMaxRelativeStdError = 0.20;
 
 struct ExchangeFit {
   Topology topology = Topology::kRing;
@@ -49,6 +59,12 @@ struct ExchangeFit {
   double median_abs_rel_error = 0;
   double max_abs_rel_error = 0;
   int runs = 0;  // used (the ring at N = 1 exchanges nothing and is left out)
+  // Covariance of the logarithms of the free (not at_bound) parameters, row-major, in covariance_terms'
+  // order; empty when the fit could not determine it. residual_rel_sd: the relative residuals' standard
+  // deviation, sqrt(RSS / (runs - free parameters)).
+  std::vector<std::string> covariance_terms;
+  std::vector<double> log_covariance;
+  double residual_rel_sd = 0;
 };
 
 // Fits `topology` on its runs among `runs` (others are ignored). kInvalidArgument naming the run for an

@@ -13,6 +13,7 @@
 #include "bench/model/collective.h"
 #include "bench/model/exchange_topology.h"
 #include "bench/model/model_file.h"
+#include "bench/model/uncertainty.h"
 #include "bench/model/workload_step.h"
 #include "common/status_macros.h"
 #include "trainer/exchange.h"
@@ -226,11 +227,18 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     at.link_burst_bytes = condition.link_burst_bytes;
     at.box_cores = condition.box_cores;
     ASSIGN_OR_RETURN(const model::StepTime step, model::PredictStep(topology, params, at, shape));
+    ASSIGN_OR_RETURN(const model::PredictionInterval interval,
+                     model::IntervalOf(model, topology, [&](const model::ExchangeParams& p) -> absl::StatusOr<double> {
+                       ASSIGN_OR_RETURN(const model::StepTime t, model::PredictStep(topology, p, at, shape));
+                       return t.step_s;
+                     }));
     ValidationRow row;
     row.condition = condition.Name();
     row.exchange = e;
     row.nodes = condition.nodes;
     row.predicted_step_s = step.step_s;
+    row.predicted_lo_s = interval.lo;
+    row.predicted_hi_s = interval.hi;
     // Gradient mode has no compute: the whole step is the exchange, all of it exposed.
     row.predicted_exposed_s = condition.replay() ? step.exposed_s : step.step_s;
     row.bound = model::BoundName(step.bound);
@@ -247,6 +255,10 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
     if (r.usable()) ++s.usable;
     if (r.emulator_bound) ++s.emulator_bound;
     if (!r.emulator_bound && !r.usable()) ++s.failed;
+    if (r.usable() && r.predicted_hi_s > 0) {
+      ++s.interval_rows;
+      s.interval_inside += r.measured_step_s >= r.predicted_lo_s && r.measured_step_s <= r.predicted_hi_s;
+    }
   }
   ASSIGN_OR_RETURN(s.step, SummaryOf(Errors(rows, Over::kUsableSteps)));
   ASSIGN_OR_RETURN(s.step_all, SummaryOf(Errors(rows, Over::kMeasuredSteps)));
@@ -259,7 +271,8 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
     auto it = std::find_if(conditions.begin(), conditions.end(),
                            [&](const model::ConditionResult& c) { return c.condition == r.condition; });
     if (it == conditions.end()) it = conditions.insert(conditions.end(), {r.condition, {}});
-    it->exchanges.push_back({ExchangeName(r.exchange), r.predicted_step_s, r.measured_step_s, !r.usable()});
+    it->exchanges.push_back({ExchangeName(r.exchange), r.predicted_step_s, r.measured_step_s, !r.usable(),
+                             r.predicted_lo_s, r.predicted_hi_s});
   }
   conditions.erase(std::remove_if(conditions.begin(), conditions.end(),
                                   [](const model::ConditionResult& c) { return c.exchanges.size() < 2; }),

@@ -106,6 +106,9 @@ struct ValidationRow {
   int nodes = 0;
   double predicted_step_s = 0;
   double predicted_exposed_s = 0;
+  // The step prediction's kIntervalLevel interval (bench/model/uncertainty.h).
+  double predicted_lo_s = 0;
+  double predicted_hi_s = 0;
   std::string bound;               // the prediction's binding resource
   double measured_step_s = -1;     // -1: not run or failed
   double measured_exposed_s = -1;  // gradient: the exchange time; replay: the time the step waited for it
@@ -136,6 +139,9 @@ struct ValidationSummary {
   int usable = 0;
   int emulator_bound = 0;
   int failed = 0;
+  // Usable runs whose measured step lies inside its prediction interval, of the usable runs with one.
+  int interval_inside = 0;
+  int interval_rows = 0;
 };
 // `repeats`: step times of the same (condition, exchange) measured more than once (for the tie band).
 // Errors of SummarizeErrors, ComputeTieBand and ScoreWinners; empty error sets give count 0.

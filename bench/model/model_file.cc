@@ -35,6 +35,35 @@ absl::Status CheckParameter(const std::string& exchange, const char* name, bool 
   if (p.has_std_error() && !(std::isfinite(p.std_error()) && p.std_error() >= 0)) {
     return Invalid(where, absl::StrCat("std_error = ", p.std_error(), ": must be finite and >= 0"));
   }
+  if (p.dropped() && !(p.at_bound() && (p.value() == 0 || fraction))) {
+    return Invalid(where, "dropped, but not held off (a dropped term has value 0 and at_bound)");
+  }
+  return absl::OkStatus();
+}
+
+// The covariance block: known, distinct term names, terms^2 finite entries with a non-negative diagonal.
+absl::Status CheckCovariance(const proto::ExchangeModel& e) {
+  const int n = e.covariance_terms_size();
+  std::set<std::string> terms;
+  for (const std::string& t : e.covariance_terms()) {
+    if (t != "software_s" && t != "efficiency" && t != "window_bytes" && t != "cpu_bytes_per_second") {
+      return Invalid(e.exchange(), absl::StrCat("covariance_terms: unknown term '", t, "'"));
+    }
+    if (!terms.insert(t).second) return Invalid(e.exchange(), absl::StrCat("covariance_terms: '", t, "' twice"));
+  }
+  if (e.log_covariance_size() != n * n) {
+    return Invalid(e.exchange(), absl::StrCat("log_covariance has ", e.log_covariance_size(), " entries for ", n,
+                                              " terms (needs ", n * n, ")"));
+  }
+  for (int i = 0; i < e.log_covariance_size(); ++i) {
+    const double v = e.log_covariance(i);
+    if (!std::isfinite(v) || (i % (n + 1) == 0 && v < 0)) {
+      return Invalid(e.exchange(), absl::StrCat("log_covariance[", i, "] = ", v, " is not a covariance"));
+    }
+  }
+  if (e.has_residual_rel_sd() && !(std::isfinite(e.residual_rel_sd()) && e.residual_rel_sd() >= 0)) {
+    return Invalid(e.exchange(), absl::StrCat("residual_rel_sd = ", e.residual_rel_sd(), ": must be >= 0"));
+  }
   return absl::OkStatus();
 }
 
@@ -68,6 +97,7 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
         !s.ok()) {
       return s;
     }
+    if (auto s = CheckCovariance(e); !s.ok()) return s;
   }
   for (Topology t : AllTopologies()) {
     if (!seen.count(t)) return Invalid(TopologyName(t), "missing (every exchange of the race is required)");

@@ -105,10 +105,24 @@ absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& 
                                                              ", was excluded");
     } else if (!std::isfinite(second)) {
       v.unjudged_reason = "no other usable exchange to compare with";
+    } else {
+      // With intervals: a winner only where the fastest one's upper end is below every other's lower end.
+      for (const ExchangeResult& e : c.exchanges) {
+        const bool intervals = predicted->predicted_hi_s > 0 && e.predicted_lo_s > 0;
+        if (&e != predicted && intervals && !(predicted->predicted_hi_s < e.predicted_lo_s)) {
+          v.undetermined = true;
+          v.unjudged_reason = absl::StrCat("undetermined: the predicted intervals of ", predicted->exchange,
+                                           " and ", e.exchange, " overlap");
+          break;
+        }
+      }
     }
     v.judged = v.unjudged_reason.empty();
     v.correct = v.judged && v.predicted_winner == v.measured_winner;
-    if (!v.judged) {
+    if (v.undetermined) {
+      ++accuracy.undetermined;
+      accuracy.undetermined_point_right += v.predicted_winner == v.measured_winner;
+    } else if (!v.judged) {
       ++accuracy.unjudged;
     } else {
       v.measured_margin = (second - measured->measured_s) / measured->measured_s;

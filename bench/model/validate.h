@@ -53,22 +53,29 @@ struct ExchangeResult {
   double measured_s = 0;  // <= 0: not measured (failed, or not run)
   // EMULATOR-BOUND or failed: its time says nothing about the network, so it can neither win nor be judged.
   bool excluded = false;
+  // The prediction's interval (bench/model/uncertainty.h); both 0: none (the point prediction decides).
+  double predicted_lo_s = 0;
+  double predicted_hi_s = 0;
 };
 struct ConditionResult {
   std::string condition;  // e.g. "resnet50 N=8 1gbit 1ms bucketed"
   std::vector<ExchangeResult> exchanges;
 };
 
-// The predicted winner is the one printed before the run: the fastest prediction over every exchange. A
-// condition whose predicted winner, or whose fastest measured run, is excluded is unjudged: the model named a
-// winner nobody could measure, or the box may have slowed the others.
+// The predicted winner is the one printed before the run: the fastest prediction over every exchange, named
+// only where its interval clears every other's (else "undetermined"). A condition whose predicted winner, or
+// whose fastest measured run, is excluded is unjudged: the model named a winner nobody could measure, or the
+// box may have slowed the others. An undetermined condition is unjudged too, counted apart.
 struct WinnerVerdict {
   std::string condition;
   std::string measured_winner;  // the fastest measured run ("" when none was measured)
   std::string predicted_winner;
   double measured_margin = 0;  // (second fastest usable - fastest) / fastest, measured (judged only)
-  bool judged = true;          // neither winner excluded
+  bool judged = true;          // neither winner excluded, and the prediction named a winner
   std::string unjudged_reason;  // why not judged ("" when judged)
+  // The predicted winner's interval overlaps another's: the model named no winner ("undetermined"), so
+  // there is nothing to score; `predicted_winner` is then only the fastest point prediction.
+  bool undetermined = false;
   bool counted = false;        // judged and margin > band
   bool correct = false;        // predicted winner == measured winner
 };
@@ -77,6 +84,8 @@ struct WinnerAccuracy {
   int correct = 0;
   int ties = 0;          // judged conditions whose measured margin is within the band
   int unjudged = 0;      // conditions whose printed or measured winner was excluded
+  int undetermined = 0;  // conditions (not excluded) where the predicted intervals overlap: no winner named
+  int undetermined_point_right = 0;  // of those, where the fastest point prediction was the measured winner
   double accuracy = -1;  // correct / counted; -1 when nothing was counted
   std::vector<WinnerVerdict> verdicts;
 };

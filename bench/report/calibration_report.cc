@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/model/cost_model_file.pb.h"
+#include "bench/model/fit.h"
 
 namespace psring::bench {
 namespace {
@@ -14,6 +15,7 @@ namespace {
 constexpr size_t kMiB = 1u << 20;
 
 std::string FormatParameter(const proto::ModelParameter& p, double unit, const char* suffix) {
+  if (p.dropped()) return "dropped (unidentified)";
   if (p.at_bound() && p.value() == 0) return "none (at bound)";
   std::string text = absl::StrFormat("%.4g%s", p.value() / unit, suffix);
   if (p.has_std_error()) absl::StrAppend(&text, absl::StrFormat(" +- %.2g", p.std_error() / unit));
@@ -53,6 +55,25 @@ std::string FormatCalibration(const Calibration& c) {
                                            e.exchange(), JoinScaled(cov.link_bytes_per_second(), 1e6, ""),
                                            JoinScaled(cov.latency_s(), 1e-3, ""), absl::StrJoin(cov.nodes(), ","),
                                            JoinScaled(cov.bytes(), kMiB, ""), absl::StrJoin(cov.servers(), ",")));
+  }
+  // Terms the runs could not identify: what the fit gave them before they were dropped (bench/model/fit.h).
+  for (const proto::ExchangeModel& e : c.file.exchanges()) {
+    const std::pair<const char*, const proto::ModelParameter*> terms[] = {
+        {"software_s", &e.software_s()}, {"window_bytes", &e.window_bytes()},
+        {"cpu_bytes_per_second", &e.cpu_bytes_per_second()}};
+    for (const auto& [name, p] : terms) {
+      if (!p->dropped()) continue;
+      absl::StrAppend(&text, absl::StrFormat(
+                                 "#   %s %s dropped: the runs do not identify it (fit %.4g +- %s, relative standard "
+                                 "error above %.0f %%); refitted without it\n",
+                                 e.exchange(), name, p->dropped_value(),
+                                 p->has_dropped_std_error() ? absl::StrFormat("%.2g", p->dropped_std_error())
+                                                            : std::string("undetermined"),
+                                 100 * model::kMaxRelativeStdError));
+    }
+    absl::StrAppend(&text, absl::StrFormat("#   %s residual scatter %.1f %% (sd of relative residuals; "
+                                           "prediction intervals add it to the parameters' error)\n",
+                                           e.exchange(), 100 * e.residual_rel_sd()));
   }
   for (const std::string& d : c.dropped) absl::StrAppend(&text, "# dropped: ", d, "\n");
   return text;

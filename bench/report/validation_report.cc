@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/model/uncertainty.h"
 #include "bench/model/validate.h"
 #include "bench/report/plot.h"
 #include "common/atomic_file.h"
@@ -28,12 +29,22 @@ std::string FormatPrediction(const std::vector<ValidationRow>& rows) {
   std::vector<std::string> parts;
   size_t fastest = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    parts.push_back(absl::StrFormat("%s %.3f s (%s)", ExchangeName(rows[i].exchange),
-                                    rows[i].predicted_step_s, rows[i].bound));
+    parts.push_back(absl::StrFormat("%s %.3f s [%.3f, %.3f] (%s)", ExchangeName(rows[i].exchange),
+                                    rows[i].predicted_step_s, rows[i].predicted_lo_s, rows[i].predicted_hi_s,
+                                    rows[i].bound));
     if (rows[i].predicted_step_s < rows[fastest].predicted_step_s) fastest = i;
   }
-  return absl::StrFormat("# PREDICTED before running %s: %s; fastest %s\n", rows[0].condition,
-                         absl::StrJoin(parts, ", "), ExchangeName(rows[fastest].exchange));
+  // The same rule ScoreWinners judges by: a winner only where its interval clears every other's.
+  bool clear = true;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i != fastest && !(rows[fastest].predicted_hi_s < rows[i].predicted_lo_s)) clear = false;
+  }
+  return absl::StrFormat("# PREDICTED before running %s (%.0f %% intervals): %s; %s\n", rows[0].condition,
+                         100 * model::kIntervalLevel, absl::StrJoin(parts, ", "),
+                         rows.size() < 2 ? "" : clear ? absl::StrCat("fastest ", ExchangeName(rows[fastest].exchange))
+                                       : absl::StrCat("fastest undetermined (point prediction ",
+                                                      ExchangeName(rows[fastest].exchange),
+                                                      "; the intervals overlap)"));
 }
 
 absl::Status WriteValidationFiles(const std::string& dir, const std::string& report,
@@ -57,9 +68,16 @@ std::string FormatHeldOutChecks(const ValidationSummary& s) {
   } else {
     absl::StrAppendFormat(&out,
                           "# check held-out winner: %d of %d conditions outside the tie band %s named right (judged "
-                          "ones; %d unjudged: a printed or measured winner excluded): %s\n",
+                          "ones; %d unjudged: a printed or measured winner excluded; %d undetermined: the "
+                          "predicted intervals overlap): %s\n",
                           s.winners.correct, s.winners.counted, s.band.Describe(), s.winners.unjudged,
-                          s.winners.correct == s.winners.counted ? "PASS" : "FAIL");
+                          s.winners.undetermined, s.winners.correct == s.winners.counted ? "PASS" : "FAIL");
+  }
+  if (s.interval_rows > 0) {
+    absl::StrAppendFormat(&out,
+                          "# info held-out %.0f %% prediction intervals: %d of %d usable runs inside (%.0f %%)\n",
+                          100 * model::kIntervalLevel, s.interval_inside, s.interval_rows,
+                          100.0 * s.interval_inside / s.interval_rows);
   }
   // Compared as printed: an error of exactly the target (10.0 % against 10 %) meets it, whatever the last bit.
   const auto met = [](double error, double target) { return error <= target + 1e-9 ? "met" : "missed"; };
@@ -97,8 +115,9 @@ std::string FormatValidationReport(const Validation& v) {
       "# VALIDATION on held-out conditions (model of %s, %s, frozen; predicted before each run): %d runs, %d "
       "usable, %d EMULATOR-BOUND (excluded), %d failed (excluded)\n",
       v.model_host, v.model_date, s.rows, s.usable, s.emulator_bound, s.failed);
-  absl::StrAppendFormat(&out, "# %-38s %-13s %9s %9s %7s %9s %9s %7s  %-8s %s\n", "condition", "exchange",
-                        "pred_s", "meas_s", "err", "pred_exp", "meas_exp", "err", "bound", "note");
+  absl::StrAppendFormat(&out, "# %-38s %-13s %9s %-19s %9s %7s %9s %9s %7s  %-8s %s\n", "condition", "exchange",
+                        "pred_s", absl::StrFormat("%.0f%% interval", 100 * model::kIntervalLevel), "meas_s", "err",
+                        "pred_exp", "meas_exp", "err", "bound", "note");
   for (const ValidationRow& r : v.rows) {
     const bool measured = r.measured_step_s > 0;
     const std::string step_error =
@@ -113,8 +132,13 @@ std::string FormatValidationReport(const Validation& v) {
       exposed_error = "hidden";
     }
     std::string note = r.emulator_bound ? absl::StrCat("EMULATOR-BOUND (", r.note, ")") : r.note;
-    absl::StrAppendFormat(&out, "  %-38s %-13s %9.3f %9s %7s %9.3f %9s %7s  %-8s %s\n", r.condition,
+    if (r.usable() && r.predicted_hi_s > 0 &&
+        (r.measured_step_s < r.predicted_lo_s || r.measured_step_s > r.predicted_hi_s)) {
+      note = note.empty() ? "outside interval" : note + "; outside interval";
+    }
+    absl::StrAppendFormat(&out, "  %-38s %-13s %9.3f %-19s %9s %7s %9.3f %9s %7s  %-8s %s\n", r.condition,
                           ExchangeName(r.exchange), r.predicted_step_s,
+                          absl::StrFormat("[%.3f, %.3f]", r.predicted_lo_s, r.predicted_hi_s),
                           measured ? absl::StrFormat("%.3f", r.measured_step_s) : "-", step_error,
                           r.predicted_exposed_s,
                           r.measured_exposed_s >= 0 ? absl::StrFormat("%.3f", r.measured_exposed_s) : "-",
@@ -131,6 +155,11 @@ std::string FormatValidationReport(const Validation& v) {
                           s.exposed));
   absl::StrAppend(&out, "# tie band: ", s.band.Describe(), "\n");
   for (const model::WinnerVerdict& w : s.winners.verdicts) {
+    if (w.undetermined) {
+      absl::StrAppendFormat(&out, "#   %-38s measured %-13s, predicted UNDETERMINED (%s; point prediction %s)\n",
+                            w.condition, w.measured_winner, w.unjudged_reason, w.predicted_winner);
+      continue;
+    }
     if (!w.judged) {
       absl::StrAppendFormat(&out, "#   %-38s predicted %-13s UNJUDGED: %s\n", w.condition, w.predicted_winner,
                             w.unjudged_reason);
@@ -143,14 +172,26 @@ std::string FormatValidationReport(const Validation& v) {
                                       : "WRONG");
   }
   if (s.winners.counted == 0) {
-    absl::StrAppendFormat(&out, "# winner accuracy: no judged condition outside the tie band (%d ties, %d unjudged)\n",
-                          s.winners.ties, s.winners.unjudged);
+    absl::StrAppendFormat(&out,
+                          "# winner accuracy: no judged condition outside the tie band (%d ties, %d unjudged, %d "
+                          "undetermined)\n",
+                          s.winners.ties, s.winners.unjudged, s.winners.undetermined);
   } else {
     absl::StrAppendFormat(
         &out,
         "# winner accuracy: %d of %d = %.0f %% (judged conditions outside the tie band; %d ties; %d unjudged: a "
-        "printed or measured winner excluded)\n",
-        s.winners.correct, s.winners.counted, 100 * s.winners.accuracy, s.winners.ties, s.winners.unjudged);
+        "printed or measured winner excluded; %d undetermined: intervals overlap, the model named no winner)\n",
+        s.winners.correct, s.winners.counted, 100 * s.winners.accuracy, s.winners.ties, s.winners.unjudged,
+        s.winners.undetermined);
+  }
+  if (s.winners.undetermined > 0) {
+    absl::StrAppendFormat(&out, "# undetermined conditions: the point prediction named the measured winner in %d of %d\n",
+                          s.winners.undetermined_point_right, s.winners.undetermined);
+  }
+  if (s.interval_rows > 0) {
+    absl::StrAppendFormat(&out, "# %.0f %% prediction intervals: %d of %d usable runs inside (%.0f %%)\n",
+                          100 * model::kIntervalLevel, s.interval_inside, s.interval_rows,
+                          100.0 * s.interval_inside / s.interval_rows);
   }
   if (v.wall_s > 0) absl::StrAppendFormat(&out, "# validation ran %.0f s\n", v.wall_s);
   return out;

@@ -141,7 +141,7 @@ TEST(PredictConditionTest, GradientConditionIsOneCollectiveAllExposed) {
     EXPECT_EQ(r.measured_step_s, -1);
   }
   const std::string line = FormatPrediction(*rows);
-  EXPECT_EQ(line.rfind("# PREDICTED before running 150mbit 2ms N=12 4MiB: ring ", 0), 0u) << line;
+  EXPECT_EQ(line.rfind("# PREDICTED before running 150mbit 2ms N=12 4MiB (90 % intervals): ring ", 0), 0u) << line;
 }
 
 TEST(ShapeOfTest, ReplayUsesTheScaledProfileAndScaledCap) {
@@ -240,12 +240,43 @@ TEST(SummarizeTest, AConditionWhosePrintedWinnerWasExcludedIsUnjudged) {
                         "winner ring was excluded"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("(1 ties, 1 unjudged)"), std::string::npos) << report;
+  EXPECT_NE(report.find("(1 ties, 1 unjudged, 0 undetermined)"), std::string::npos) << report;
   EXPECT_EQ(report.find("right"), std::string::npos) << report;
   const std::string checks = FormatHeldOutChecks(*s);
   EXPECT_NE(checks.find("# info held-out winner: no condition outside the tie band"), std::string::npos)
       << checks;
   EXPECT_NE(checks.find("1 unjudged"), std::string::npos) << checks;
+}
+
+// Intervals: A's predicted winner ps-colocated (0.90 [0.80, 1.05]) overlaps ring (1.00 [0.95, 1.10]): the model
+// named no winner, so A is undetermined (not right, not wrong); B keeps its verdict. Coverage counts the usable
+// runs inside their interval.
+TEST(SummarizeTest, OverlappingIntervalsLeaveTheWinnerUndetermined) {
+  std::vector<ValidationRow> rows = FixedRows();
+  const double bounds[][2] = {{0.95, 1.10}, {2.0, 2.4}, {0.80, 1.05}, {0.28, 0.33}, {0.55, 0.65}, {0.35, 0.45},
+                              {0.35, 0.45}};
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].predicted_lo_s = bounds[i][0], rows[i].predicted_hi_s = bounds[i][1];
+  absl::StatusOr<ValidationSummary> s = Summarize(rows, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->winners.undetermined, 1);
+  EXPECT_EQ(s->winners.undetermined_point_right, 0);  // ps-colocated was the point prediction, ring won
+  EXPECT_EQ(s->winners.counted, 1);  // B: ring's [0.28, 0.33] clears the others' lower ends (0.35 and up)
+  EXPECT_EQ(s->winners.correct, 1);
+  // Usable: ring A 1.00 in, ps-1 A 2.00 in, ps-col A 1.02 in, ring B 0.32 in, ps-1 B 0.50 out.
+  EXPECT_EQ(s->interval_rows, 5);
+  EXPECT_EQ(s->interval_inside, 4);
+  Validation v;
+  v.rows = rows;
+  v.summary = *s;
+  const std::string report = FormatValidationReport(v);
+  EXPECT_NE(report.find("predicted UNDETERMINED (undetermined: the predicted intervals of ps-colocated and ring "
+                        "overlap; point prediction ps-colocated)"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("# 90 % prediction intervals: 4 of 5 usable runs inside (80 %)"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("outside interval"), std::string::npos) << report;
+  EXPECT_NE(FormatHeldOutChecks(*s).find("4 of 5 usable runs inside"), std::string::npos);
 }
 
 TEST(FormatValidationReportTest, ReportsEveryRunAndTheFigures) {

@@ -52,6 +52,57 @@ TEST(FitTest, NoFitIsFasterThanTheWire) {
   EXPECT_GT(fit->max_abs_rel_error, 0.05);  // and the error says the data did not fit
 }
 
+TEST(FitTest, RecordsTheCovarianceOfTheFreeParameters) {
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kRing, NoisyRuns(0.03, 7));
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const size_t n = fit->covariance_terms.size();
+  ASSERT_GE(n, 1u);
+  ASSERT_EQ(fit->log_covariance.size(), n * n);
+  // The diagonal is the square of each term's relative standard error.
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& term = fit->covariance_terms[i];
+    const ParameterFit& p = term == "software_s"     ? fit->software_s
+                            : term == "efficiency"   ? fit->efficiency
+                            : term == "window_bytes" ? fit->window_bytes
+                                                     : fit->cpu_bytes_per_second;
+    ASSERT_GT(p.value, 0) << term;
+    EXPECT_NEAR(std::sqrt(fit->log_covariance[i * n + i]), p.std_error / p.value, 1e-9) << term;
+  }
+  // Uniform +-3 % scatter has a standard deviation of 1.7 %: the residual's estimate is near it.
+  EXPECT_GT(fit->residual_rel_sd, 0.010);
+  EXPECT_LT(fit->residual_rel_sd, 0.025);
+}
+
+TEST(FitTest, KeepsOnlyIdentifiedTermsAndReportsTheDropped) {
+  // +-8 % scatter hides a per-message cost of tens of microseconds behind transfers of milliseconds to seconds.
+  const std::vector<MeasuredRun> runs = NoisyRuns(0.08, 11);
+  absl::StatusOr<proto::CostModelFile> file = FitModel(runs, {"host", "2026-12-01", ""});
+  ASSERT_TRUE(file.ok()) << file.status();
+  int dropped = 0;
+  for (const proto::ExchangeModel& e : file->exchanges()) {
+    SCOPED_TRACE(e.exchange());
+    for (const proto::ModelParameter* p :
+         {&e.software_s(), &e.window_bytes(), &e.cpu_bytes_per_second(), &e.efficiency()}) {
+      if (p->dropped()) {
+        ++dropped;
+        EXPECT_EQ(p->value(), 0);
+        EXPECT_TRUE(p->at_bound());
+        EXPECT_GT(p->dropped_value(), 0);
+        continue;
+      }
+      if (p->at_bound() || p == &e.efficiency()) continue;
+      // Every kept term is identified.
+      ASSERT_TRUE(p->has_std_error());
+      EXPECT_LE(p->std_error() / p->value(), kMaxRelativeStdError);
+    }
+  }
+  EXPECT_GT(dropped, 0);
+  // The file with dropped terms is valid and reads back.
+  absl::StatusOr<std::string> json = ModelFileJson(*file);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_TRUE(ParseModelFile(*json, "fit").ok());
+}
+
 TEST(FitTest, Errors) {
   // Only loopback runs: no link efficiency to fit.
   std::vector<MeasuredRun> loopback;

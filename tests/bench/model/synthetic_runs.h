@@ -3,6 +3,7 @@
 #ifndef PSRING_TESTS_BENCH_MODEL_SYNTHETIC_RUNS_H_
 #define PSRING_TESTS_BENCH_MODEL_SYNTHETIC_RUNS_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "bench/model/collective.h"
@@ -44,6 +45,19 @@ inline std::vector<MeasuredRun> SyntheticRuns(double scale = 1) {
     for (int nodes : {2, 4}) {
       for (double bytes : {16e6, 64e6}) add(nodes, bytes, 0, 0);
     }
+  }
+  return runs;
+}
+
+// SyntheticRuns with each time multiplied by a deterministic pseudo-random factor, uniform in
+// [1 - spread, 1 + spread] (a fixed LCG seeded by `seed`): measurement scatter of known size.
+inline std::vector<MeasuredRun> NoisyRuns(double spread, uint64_t seed) {
+  std::vector<MeasuredRun> runs = SyntheticRuns();
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (MeasuredRun& run : runs) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = static_cast<double>(state >> 11) / 9007199254740992.0;  // [0, 1)
+    run.seconds *= 1 + spread * (2 * u - 1);
   }
   return runs;
 }

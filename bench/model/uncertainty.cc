@@ -1,0 +1,124 @@
+#include "bench/model/uncertainty.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/model/model_file.h"
+#include "common/status_macros.h"
+
+namespace psring::bench::model {
+namespace {
+
+// The member of ExchangeParams a covariance term names; nullptr for an unknown name.
+double ExchangeParams::*MemberOf(const std::string& term) {
+  if (term == "software_s") return &ExchangeParams::software_s;
+  if (term == "efficiency") return &ExchangeParams::efficiency;
+  if (term == "window_bytes") return &ExchangeParams::window_bytes;
+  if (term == "cpu_bytes_per_second") return &ExchangeParams::cpu_bytes_per_second;
+  return nullptr;
+}
+
+const proto::ExchangeModel* Find(const proto::CostModelFile& file, Topology topology) {
+  for (const proto::ExchangeModel& e : file.exchanges()) {
+    if (e.exchange() == TopologyName(topology)) return &e;
+  }
+  return nullptr;
+}
+
+// A median |relative residual| of a normal scatter is 0.6745 standard deviations.
+constexpr double kMedianAbsToSd = 1 / 0.6744897501960817;
+
+}  // namespace
+
+absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, Topology topology,
+                                              const Predictor& predict) {
+  ASSIGN_OR_RETURN(const ExchangeParams params, ParamsOf(file, topology));
+  const proto::ExchangeModel* e = Find(file, topology);
+  if (e == nullptr) return absl::NotFoundError(absl::StrCat("model file has no ", TopologyName(topology)));
+  ASSIGN_OR_RETURN(const double value, predict(params));
+  if (!(std::isfinite(value) && value > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("prediction ", value, " s is not > 0"));
+  }
+
+  // The terms and the covariance of their logarithms: recorded, or (older files) the standard errors alone.
+  std::vector<std::string> terms;
+  std::vector<double> cov;
+  if (e->covariance_terms_size() > 0) {
+    terms.assign(e->covariance_terms().begin(), e->covariance_terms().end());
+    cov.assign(e->log_covariance().begin(), e->log_covariance().end());
+  } else {
+    const std::pair<const char*, const proto::ModelParameter*> all[] = {
+        {"software_s", &e->software_s()},
+        {"efficiency", &e->efficiency()},
+        {"window_bytes", &e->window_bytes()},
+        {"cpu_bytes_per_second", &e->cpu_bytes_per_second()}};
+    for (const auto& [name, p] : all) {
+      if (p->at_bound() || !p->has_std_error() || p->value() <= 0) continue;
+      terms.push_back(name);
+    }
+    cov.assign(terms.size() * terms.size(), 0);
+    size_t i = 0;
+    for (const auto& [name, p] : all) {
+      if (p->at_bound() || !p->has_std_error() || p->value() <= 0) continue;
+      const double rel = p->std_error() / p->value();
+      cov[i * terms.size() + i] = rel * rel;
+      ++i;
+    }
+  }
+
+  // d value / d log(theta_j) by central differences (one-sided where the efficiency would pass 1).
+  const size_t n = terms.size();
+  std::vector<double> gradient(n, 0);
+  constexpr double kH = 1e-3;
+  for (size_t j = 0; j < n; ++j) {
+    double ExchangeParams::*member = MemberOf(terms[j]);
+    if (member == nullptr || params.*member <= 0) continue;
+    ExchangeParams up = params, down = params;
+    up.*member *= std::exp(kH);
+    down.*member *= std::exp(-kH);
+    double span = 2 * kH;
+    double up_value = 0;
+    if (member == &ExchangeParams::efficiency && up.efficiency > 1) {
+      up_value = value;
+      span = kH;
+    } else {
+      ASSIGN_OR_RETURN(up_value, predict(up));
+    }
+    ASSIGN_OR_RETURN(const double down_value, predict(down));
+    gradient[j] = (up_value - down_value) / span;
+  }
+  double parameter_var = 0;
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = 0; b < n; ++b) parameter_var += gradient[a] * gradient[b] * cov[a * n + b];
+  }
+  parameter_var = std::max(0.0, parameter_var) / (value * value);
+  const double scatter = e->has_residual_rel_sd() ? e->residual_rel_sd() : e->median_abs_rel_error() * kMedianAbsToSd;
+
+  PredictionInterval pi;
+  pi.value = value;
+  pi.parameter_rel_sd = std::sqrt(parameter_var);
+  pi.rel_sd = std::sqrt(parameter_var + scatter * scatter);
+  pi.lo = value * std::exp(-kIntervalZ * pi.rel_sd);
+  pi.hi = value * std::exp(kIntervalZ * pi.rel_sd);
+  return pi;
+}
+
+std::string FormatInterval(const PredictionInterval& pi, double unit, int decimals) {
+  return absl::StrFormat("%.*f [%.*f, %.*f]", decimals, pi.value / unit, decimals, pi.lo / unit, decimals,
+                         pi.hi / unit);
+}
+
+int ClearWinner(const std::vector<PredictionInterval>& candidates) {
+  if (candidates.empty()) return -1;
+  int best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (candidates[i].value < candidates[best].value) best = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (static_cast<int>(i) != best && !(candidates[best].hi < candidates[i].lo)) return -1;
+  }
+  return best;
+}
+
+}  // namespace psring::bench::model

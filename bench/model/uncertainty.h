@@ -1,0 +1,56 @@
+// Prediction intervals: how far a prediction can be off, from the calibration's own uncertainty.
+//
+// Two parts, added in log space: the fitted parameters' covariance (bench/model/fit.h records it in the model
+// file) pushed through the prediction by its numeric gradient (the delta method), and the scatter a new run
+// shows around the fit (the fit's relative residual standard deviation). With rel_sd the combined standard
+// deviation of log(T), the interval at level L is value * exp(+-z_L * rel_sd).
+//
+//   ASSIGN_OR_RETURN(PredictionInterval pi, IntervalOf(file, Topology::kRing,
+//       [&](const ExchangeParams& p) { return PredictStep(Topology::kRing, p, at, shape)->step_s; }));
+//   // pi.lo <= pi.value <= pi.hi, a 90 % interval
+//
+// A model file written before the covariance was recorded falls back to the parameters' standard errors as
+// independent and its median residual as the scatter (said in `source`). Thread-safety: pure functions.
+#ifndef PSRING_BENCH_MODEL_UNCERTAINTY_H_
+#define PSRING_BENCH_MODEL_UNCERTAINTY_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/model/collective.h"
+#include "bench/model/cost_model_file.pb.h"
+
+namespace psring::bench::model {
+
+// The level every interval psring prints has, and its two-sided normal quantile.
+inline constexpr double kIntervalLevel = 0.90;
+inline constexpr double kIntervalZ = 1.6448536269514722;
+
+struct PredictionInterval {
+  double value = 0;   // the prediction at the fitted parameters
+  double lo = 0;      // value * exp(-z * rel_sd)
+  double hi = 0;      // value * exp(+z * rel_sd)
+  double rel_sd = 0;  // standard deviation of log(prediction)
+  double parameter_rel_sd = 0;  // the parameters' share of it
+};
+
+// The model's prediction as a function of one exchange's parameters (the rest of the call fixed).
+using Predictor = std::function<absl::StatusOr<double>(const ExchangeParams&)>;
+
+// The kIntervalLevel interval of `predict` for `topology` of `file`. ParamsOf's errors, the predictor's, and
+// kInvalidArgument when the prediction is not > 0.
+absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, Topology topology,
+                                              const Predictor& predict);
+
+// "1.23 s [1.10, 1.38]"-style text of an interval, in the unit given (1e-3 for ms).
+std::string FormatInterval(const PredictionInterval& pi, double unit, int decimals = 2);
+
+// The fastest of `candidates` (by value) when its interval's upper end lies below every other's lower end;
+// else -1: undetermined (the intervals overlap, the model cannot tell them apart). -1 for an empty list.
+int ClearWinner(const std::vector<PredictionInterval>& candidates);
+
+}  // namespace psring::bench::model
+
+#endif  // PSRING_BENCH_MODEL_UNCERTAINTY_H_

@@ -1,0 +1,93 @@
+// bench/model/uncertainty.h: intervals from the fit's covariance and scatter mean what they say on fresh runs,
+// collapse when the data has no scatter, and decide a winner only when they do not overlap.
+#include "bench/model/uncertainty.h"
+
+#include <cmath>
+
+#include "bench/model/fit.h"
+#include "gtest/gtest.h"
+#include "tests/bench/model/synthetic_runs.h"
+
+namespace psring::bench::model {
+namespace {
+
+Predictor CollectiveAt(Topology topology, const Conditions& at) {
+  return [topology, at](const ExchangeParams& p) -> absl::StatusOr<double> {
+    return PredictCollectiveUnchecked(topology, p, at).seconds;
+  };
+}
+
+TEST(Uncertainty, NinetyPercentIntervalsCoverFreshRunsAboutNinetyPercentOfTheTime) {
+  absl::StatusOr<proto::CostModelFile> file = FitModel(NoisyRuns(0.05, 3), {"host", "2026-12-01", ""});
+  ASSERT_TRUE(file.ok()) << file.status();
+  int inside = 0, total = 0;
+  for (const MeasuredRun& run : NoisyRuns(0.05, 99)) {  // same truth, fresh scatter
+    if (run.topology == Topology::kRing && run.conditions.nodes == 1) continue;
+    absl::StatusOr<PredictionInterval> pi = IntervalOf(*file, run.topology, CollectiveAt(run.topology, run.conditions));
+    ASSERT_TRUE(pi.ok()) << pi.status();
+    EXPECT_LE(pi->lo, pi->value);
+    EXPECT_LE(pi->value, pi->hi);
+    inside += run.seconds >= pi->lo && run.seconds <= pi->hi;
+    ++total;
+  }
+  // Uniform +-5 % scatter (sd 2.9 %): a 90 % normal interval of +-4.8 % holds about 95 % of it. The bound
+  // leaves room for the fit's own error but fails an interval that means nothing (a point, or everything).
+  const double coverage = static_cast<double>(inside) / total;
+  EXPECT_GT(coverage, 0.80) << inside << " of " << total;
+  EXPECT_LT(coverage, 0.995) << inside << " of " << total;
+}
+
+TEST(Uncertainty, ExactDataGivesNarrowIntervals) {
+  absl::StatusOr<proto::CostModelFile> file = FitModel(SyntheticRuns(), {"host", "2026-12-01", ""});
+  ASSERT_TRUE(file.ok()) << file.status();
+  const Conditions at{16, 2, 8e6, 50e6, 2e-3};  // not a calibration condition
+  absl::StatusOr<PredictionInterval> pi = IntervalOf(*file, Topology::kPsOne, CollectiveAt(Topology::kPsOne, at));
+  ASSERT_TRUE(pi.ok()) << pi.status();
+  EXPECT_LT(pi->rel_sd, 1e-3);
+  EXPECT_NEAR(pi->hi / pi->lo, 1, 1e-2);
+}
+
+TEST(Uncertainty, TheIntervalAddsTheParametersErrorToTheScatter) {
+  absl::StatusOr<proto::CostModelFile> file = FitModel(NoisyRuns(0.05, 5), {"host", "2026-12-01", ""});
+  ASSERT_TRUE(file.ok()) << file.status();
+  const proto::ExchangeModel& ring = file->exchanges(0);
+  ASSERT_EQ(ring.exchange(), "ring");
+  absl::StatusOr<PredictionInterval> pi =
+      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, {6, 2, 4e6, 12.5e6, 2e-3}));
+  ASSERT_TRUE(pi.ok()) << pi.status();
+  EXPECT_GT(pi->parameter_rel_sd, 0);
+  EXPECT_NEAR(pi->rel_sd * pi->rel_sd,
+              pi->parameter_rel_sd * pi->parameter_rel_sd + ring.residual_rel_sd() * ring.residual_rel_sd(), 1e-12);
+  EXPECT_NEAR(pi->hi, pi->value * std::exp(kIntervalZ * pi->rel_sd), 1e-12 * pi->value);
+}
+
+TEST(Uncertainty, OlderFilesUseTheStandardErrorsAlone) {
+  absl::StatusOr<proto::CostModelFile> file = FitModel(NoisyRuns(0.05, 3), {"host", "2026-12-01", ""});
+  ASSERT_TRUE(file.ok()) << file.status();
+  proto::CostModelFile old = *file;
+  for (proto::ExchangeModel& e : *old.mutable_exchanges()) {
+    e.clear_covariance_terms();
+    e.clear_log_covariance();
+    e.clear_residual_rel_sd();
+  }
+  const Conditions at{8, 2, 16e6, 12.5e6, 5e-3};
+  absl::StatusOr<PredictionInterval> pi = IntervalOf(old, Topology::kPsDedicated, CollectiveAt(Topology::kPsDedicated, at));
+  ASSERT_TRUE(pi.ok()) << pi.status();
+  EXPECT_GT(pi->rel_sd, 0);  // the median residual as scatter
+  EXPECT_LT(pi->lo, pi->value);
+}
+
+TEST(Uncertainty, AWinnerOnlyWhereItsIntervalClearsTheOthers) {
+  auto at = [](double value, double half) { return PredictionInterval{value, value - half, value + half, 0, 0}; };
+  EXPECT_EQ(ClearWinner({at(2, 0.1), at(1, 0.1), at(3, 0.1)}), 1);
+  EXPECT_EQ(ClearWinner({at(2, 0.6), at(1, 0.6), at(3, 0.1)}), -1);  // 1 +- 0.6 overlaps 2 +- 0.6
+  EXPECT_EQ(ClearWinner({at(1, 0.5)}), 0);
+  EXPECT_EQ(ClearWinner({}), -1);
+}
+
+TEST(Uncertainty, FormatsValueAndBounds) {
+  EXPECT_EQ(FormatInterval({0.0123, 0.0110, 0.0138, 0, 0}, 1e-3, 1), "12.3 [11.0, 13.8]");
+}
+
+}  // namespace
+}  // namespace psring::bench::model
