@@ -19,8 +19,15 @@ absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Cond
     if (!params.ok()) return params.status();
     absl::StatusOr<StepTime> step = PredictStep(topology, *params, target, shape);
     if (!step.ok()) return step.status();
+    absl::StatusOr<PredictionInterval> interval =
+        IntervalOf(model, topology, [&](const ExchangeParams& p) -> absl::StatusOr<double> {
+          absl::StatusOr<StepTime> t = PredictStep(topology, p, target, shape);
+          if (!t.ok()) return t.status();
+          return t->step_s;
+        });
+    if (!interval.ok()) return interval.status();
     projection.exchanges.push_back({topology, *step, params->cpu_bytes_per_second * target.cpu_speedup,
-                                    ExtrapolationOf(model, topology, target, largest_bucket)});
+                                    ExtrapolationOf(model, topology, target, largest_bucket), *interval});
   }
   double second = INFINITY;
   for (size_t i = 0; i < projection.exchanges.size(); ++i) {
@@ -33,6 +40,9 @@ absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Cond
   }
   const double best = projection.exchanges[projection.fastest].step.step_s;
   projection.margin = best > 0 ? second / best - 1 : 0;
+  std::vector<PredictionInterval> intervals;
+  for (const ExchangeProjection& e : projection.exchanges) intervals.push_back(e.interval);
+  projection.determined = ClearWinner(intervals) == projection.fastest;
   return projection;
 }
 
@@ -60,20 +70,28 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
   std::string out = absl::StrFormat(
       "# PROJECTION (model, not measured): %s, N = %d, link %s, one-way latency %s\n"
       "# CPU ceilings %s%s\n"
-      "# %-13s %10s %11s %12s  %-8s %s\n",
+      "# %-13s %10s %-21s %11s %12s  %-8s %s\n",
       what, target.nodes, FormatLinkRate(target.link_bytes_per_second), FormatLatency(target.latency_s), ceilings,
       target.cpu_speedup == 1 ? "" : absl::StrFormat(", times cpu_speedup %g", target.cpu_speedup), "exchange",
-      "step_ms", "exposed_ms", "exchange_ms", "bound", "cpu ceiling");
+      "step_ms", absl::StrFormat("%.0f%% interval (ms)", 100 * kIntervalLevel), "exposed_ms", "exchange_ms", "bound",
+      "cpu ceiling");
   for (size_t i = 0; i < projection.exchanges.size(); ++i) {
     const ExchangeProjection& e = projection.exchanges[i];
+    std::string verdict;
+    if (static_cast<int>(i) == projection.fastest) {
+      verdict = projection.determined
+                    ? absl::StrFormat("   fastest by %.1f %%", 100 * projection.margin)
+                    : absl::StrFormat("   fastest point prediction (by %.1f %%), but UNDETERMINED: the intervals "
+                                      "overlap",
+                                      100 * projection.margin);
+    }
     absl::StrAppendFormat(
-        &out, "# %-13s %10.2f %11.2f %12.2f  %-8s %s%s%s\n", TopologyName(e.topology), 1e3 * e.step.step_s,
-        1e3 * e.step.exposed_s, 1e3 * e.step.exchange_s, BoundName(e.step.bound),
+        &out, "# %-13s %10.2f %-21s %11.2f %12.2f  %-8s %s%s%s\n", TopologyName(e.topology), 1e3 * e.step.step_s,
+        absl::StrFormat("[%.2f, %.2f]", 1e3 * e.interval.lo, 1e3 * e.interval.hi), 1e3 * e.step.exposed_s,
+        1e3 * e.step.exchange_s, BoundName(e.step.bound),
         e.cpu_ceiling_bytes_per_second > 0 ? absl::StrFormat("%.2f GB/s", e.cpu_ceiling_bytes_per_second / 1e9)
                                            : "none measured",
-        static_cast<int>(i) == projection.fastest ? absl::StrFormat("   fastest by %.1f %%", 100 * projection.margin)
-                                                  : "",
-        ExtrapolationMark(e.extrapolation).empty() ? "" : "   " + ExtrapolationMark(e.extrapolation));
+        verdict, ExtrapolationMark(e.extrapolation).empty() ? "" : "   " + ExtrapolationMark(e.extrapolation));
   }
   return out;
 }

@@ -18,6 +18,7 @@
 #include "bench/model/cost_model_file.pb.h"
 #include "bench/model/model_file.h"
 #include "bench/model/schedule.h"
+#include "bench/model/uncertainty.h"
 
 namespace psring::bench::model {
 
@@ -27,12 +28,17 @@ struct ExchangeProjection {
   double cpu_ceiling_bytes_per_second = 0;  // the file's ceiling times cpu_speedup (0: none known)
   // How far the target lies outside the calibration's coverage (its largest bucket as the size).
   Extrapolation extrapolation;
+  // The step's kIntervalLevel interval from the fit's uncertainty (bench/model/uncertainty.h). It does not
+  // widen with extrapolation beyond what the parameters' errors imply: the EXTRAPOLATED mark says that part.
+  PredictionInterval interval;
 };
 
 struct Projection {
   std::vector<ExchangeProjection> exchanges;  // AllTopologies() order
   int fastest = 0;                             // index into exchanges (the first of equals)
   double margin = 0;                           // second fastest step / fastest step - 1
+  // The fastest one's interval lies below every other's: the model names a winner. Else "undetermined".
+  bool determined = false;
 };
 
 // Every exchange of `model` at `target` (bytes ignored: the shape's buckets carry them). Errors of

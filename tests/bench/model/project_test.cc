@@ -1,5 +1,7 @@
 #include "bench/model/project.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 #include "tests/bench/model/synthetic_runs.h"
 
@@ -47,6 +49,24 @@ TEST(ProjectTest, CpuCeilingCapsFastLinksAndSaysSo) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->exchanges[0].step.bound, Bound::kLink);
   EXPECT_NE(FormatProjection(LinksOnly(0.5e9), target, *p, "x").find("cpu_speedup 10"), std::string::npos);
+}
+
+TEST(ProjectTest, AWinnerOnlyWhereTheIntervalsAllowIt) {
+  // Same FlatStepByHand numbers: ring 1.5 s, ps-dedicated 1.9 s (27 % apart). With a 1 % scatter every
+  // interval is narrow and the ring wins; with 20 % the ring's [1.08, 2.08] overlaps ps-dedicated's.
+  const Conditions target{4, 2, 0, 10e6, 0};
+  for (double scatter : {0.01, 0.20}) {
+    proto::CostModelFile file = LinksOnly();
+    for (proto::ExchangeModel& e : *file.mutable_exchanges()) e.set_residual_rel_sd(scatter);
+    absl::StatusOr<Projection> p = Project(file, target, FlatStep(0.1, 0.2, 8e6));
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->fastest, 0);
+    const ExchangeProjection& ring = p->exchanges[0];
+    EXPECT_NEAR(ring.interval.hi, 1.5 * std::exp(kIntervalZ * scatter), 1e-9);
+    EXPECT_EQ(p->determined, scatter < 0.1) << scatter;
+    const std::string table = FormatProjection(file, target, *p, "flat 8 MB");
+    EXPECT_EQ(table.find("UNDETERMINED") != std::string::npos, scatter > 0.1) << table;
+  }
 }
 
 TEST(ProjectTest, Errors) {
