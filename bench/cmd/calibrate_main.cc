@@ -30,6 +30,7 @@
 #include "bench/model/cpu_model.h"
 #include "bench/model/data_path.h"
 #include "bench/model/exchange_topology.h"
+#include "bench/model/link_share.h"
 #include "bench/model/model_file.h"
 #include "bench/report/table.h"
 #include "common/atomic_file.h"
@@ -248,6 +249,12 @@ absl::Status Run(const char* argv0) {
     info.note = absl::StrFormat("//bench:calibrate%s: %d conditions, %d runs, %d+%d steps, K = %d",
                                 absl::GetFlag(FLAGS_quick) ? " --quick" : "", plan.conditions.size(), runs,
                                 plan.warmup_steps, plan.steps, plan.ps_servers);
+  }
+  // Which runs the box bound is judged against the previous model's window and latency bounds (--model,
+  // default the committed one): the model being fitted cannot judge its own runs.
+  if (!base.model_path.empty()) {
+    ASSIGN_OR_RETURN(const proto::CostModelFile previous, model::ReadModelFile(base.model_path));
+    base.network_link_share = model::NetworkLinkShareOf(previous, plan.ps_servers);
   }
   ASSIGN_OR_RETURN(const Calibration calibration, RunCalibration(plan, base, info, &std::cerr));
   std::cout << FormatCalibration(calibration);

@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/harness/sweep.h"
+#include "bench/model/link_share.h"
+#include "bench/model/model_file.h"
 #include "bench/model/sweep_model.h"
 #include "bench/report/scaling_report.h"
 #include "common/status_macros.h"
@@ -70,7 +72,12 @@ void OptionsFromRecords(ScalingOptions* options, const std::vector<RunRecord>& r
 }  // namespace
 
 absl::Status RunAndReport(const ScalingOptions& options, const std::string& out_dir) {
-  ASSIGN_OR_RETURN(SweepResult sweep, RunScaling(options, &std::cerr));
+  ScalingOptions o = options;
+  if (!o.model_path.empty() && !o.network_link_share) {
+    ASSIGN_OR_RETURN(const proto::CostModelFile model, model::ReadModelFile(o.model_path));
+    o.network_link_share = model::NetworkLinkShareOf(model, o.ps_servers);
+  }
+  ASSIGN_OR_RETURN(SweepResult sweep, RunScaling(o, &std::cerr));
   ASSIGN_OR_RETURN(const ScalingResult result, AnalyzeSweep(std::move(sweep)));
   return Report(result, out_dir);
 }

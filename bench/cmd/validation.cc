@@ -19,6 +19,7 @@
 #include "bench/core/cluster.h"
 #include "bench/core/links.h"
 #include "bench/model/calibration_plan.h"
+#include "bench/model/link_share.h"
 #include "bench/model/model_file.h"
 #include "bench/report/table.h"
 #include "common/status_macros.h"
@@ -282,6 +283,7 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
     o.steps = plan.steps;
     o.warmup_steps = plan.warmup_steps;
     o.ps_servers = plan.ps_servers;
+    o.network_link_share = model::NetworkLinkShareOf(model, plan.ps_servers);
     o.nodes = sweep.nodes;
     o.projection = {};
     o.timeline_dir.clear();

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,14 @@ struct ProjectionTarget {
   double link_bytes_per_second = 0;  // per host and direction, e.g. 25 Gbit/s = 3.125e9
   double latency_s = 0;              // one-way host to host
 };
+
+struct RunRecord;
+
+// The share of a run's exchange time in which the network alone lets the busiest link carry data: the
+// calibrated model's wire time over its time with the window and latency bounds but no CPU or software terms,
+// at the run's conditions (N, S, the link rate in bytes/s and the one-way latency); in (0, 1].
+// bench/model/link_share.h builds one from a model file.
+using NetworkLinkShare = std::function<double(const RunRecord& run, double link_bytes_per_second, double latency_s)>;
 
 struct ScalingOptions {
   std::vector<int> nodes = {1, 2, 4, 8};
@@ -84,6 +93,10 @@ struct ScalingOptions {
   double job_timeout_s = 0;                 // limit per launched job (0: from the size and link)
   std::vector<int> extrapolate_nodes = {16, 32, 64, 128, 256, 512, 1024};
   bool verbose = false;                     // echo every process's stderr, time-stamped, while it runs
+  // Empty: 1 (the network alone could keep the link busy). Else the EMULATOR-BOUND rule blames the box for an
+  // idle link only when the link carried data for less than kLinkUsed of this share (bench/emulator/probes.h):
+  // a window-bound PS at 20-50 ms leaves the link idle by itself, which is a network condition, not the box.
+  NetworkLinkShare network_link_share;
 };
 
 // One exchange at one N and one S. Times are per step.

@@ -102,21 +102,25 @@ double RunSampler::StallFraction(absl::Time from, absl::Time to) const {
 
 BoundVerdict ClassifyRun(const BoundInputs& in) {
   BoundVerdict v;
-  if (in.box_cpu >= kSaturatedCpu && in.link_util >= 0 && in.link_util < kLinkUsed) {
+  const double allowed = std::clamp(in.link_allowed, 0.01, 1.0);
+  const double idle_below = kLinkUsed * allowed;  // the link use below which the box is suspected
+  const std::string of_allowed =
+      allowed < 1 ? absl::StrFormat(" (the network alone allows %.0f%%)", 100 * allowed) : std::string();
+  if (in.box_cpu >= kSaturatedCpu && in.link_util >= 0 && in.link_util < idle_below) {
     v.emulator_bound = true;
-    v.reason = absl::StrFormat("box CPU %.0f%% busy while the busiest link carried data %.0f%% of the exchange time",
-                               100 * in.box_cpu, 100 * in.link_util);
+    v.reason = absl::StrFormat("box CPU %.0f%% busy while the busiest link carried data %.0f%% of the exchange time%s",
+                               100 * in.box_cpu, 100 * in.link_util, of_allowed);
   } else if (in.cpu_bound_share >= kBoundShare) {
     v.emulator_bound = true;
     v.reason = absl::StrFormat("box CPU >= %.0f%% busy with every link under %.0f%% for %.0f%% of the measured time",
                                100 * kSaturatedCpu, 100 * kLinkUsed, 100 * in.cpu_bound_share);
   }
-  if (!v.emulator_bound && in.cpu_stall >= kMaxCpuStall && in.link_util >= 0 && in.link_util < kLinkUsed) {
+  if (!v.emulator_bound && in.cpu_stall >= kMaxCpuStall && in.link_util >= 0 && in.link_util < idle_below) {
     v.emulator_bound = true;
     v.reason = absl::StrFormat(
         "runnable tasks waited for a core %.0f%% of the measured time while the busiest link carried data %.0f%% "
-        "of the exchange time",
-        100 * in.cpu_stall, 100 * in.link_util);
+        "of the exchange time%s",
+        100 * in.cpu_stall, 100 * in.link_util, of_allowed);
   }
   if (in.delayed_packets > 0 &&
       static_cast<double>(in.late_packets) >= kLateShare * static_cast<double>(in.delayed_packets)) {

@@ -99,7 +99,11 @@ class RunSampler {
 //       run saw was not the one configured);
 //   or (d) some runnable task waited for a core during >= kMaxCpuStall of the measured window (the kernel's
 //       CPU pressure, PSI "some") while the busiest link direction carried data for < kLinkUsed of the
-//       exchange time. Every delay the box's CPU adds to the run's critical path is time in which a task of
+//       exchange time.
+// "The exchange time" in (a), (b) and (d) is the share of it the network alone lets the link be busy
+// (BoundInputs::link_allowed, from the calibrated model's window and latency bounds; 1 without a model): an
+// idle link the network explains (a window-bound flow at 20-50 ms) is no evidence against the box. (c) is the
+// emulator's own invariant and needs no model. Every delay the box's CPU adds to the run's critical path is time in which a task of
 //       that path was runnable and not running, inside PSI's "some" time, so the stall share bounds how much
 //       the shared cores can have stretched the run; a full link says the wire bound it whatever the stall
 //       (gRPC's many threads wake in bursts: a link-bound PS run at 95 % of the link showed 23 % stall).
@@ -117,6 +121,9 @@ struct BoundInputs {
   int64_t late_packets = 0;     // of which more than 1 ms late
   double cpu_bound_share = -1;  // RunSampler::CpuBoundShare over the measured steps; -1: unknown
   double cpu_stall = -1;        // RunSampler::StallFraction over the measured steps; -1: unknown
+  // The share of the exchange time the network alone lets the busiest link carry data, (0, 1]
+  // (ScalingOptions::network_link_share); 1: no model, the whole time.
+  double link_allowed = 1;
 };
 
 struct BoundVerdict {

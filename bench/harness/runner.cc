@@ -219,12 +219,15 @@ class Runner::Impl {
       record->link_util = record->bytes_sent_per_step / (record->exchange_s * link);
     }
     BoundInputs in;
+    if (o_.network_link_share && link > 0) {
+      in.link_allowed = o_.network_link_share(*record, link, cluster_->latency_seconds());
+    }
     // A window of a few sample intervals says nothing about the CPU (a one-node exchange is a memory copy of
     // a millisecond): only the delay program's lateness can mark such a run.
     if (to - from >= 5 * kSampleInterval) {
       in.box_cpu = record->box_cpu;
       in.link_util = record->link_util;
-      if (shared_box) in.cpu_bound_share = sampler.CpuBoundShare(from, to, link);
+      if (shared_box) in.cpu_bound_share = sampler.CpuBoundShare(from, to, link * std::clamp(in.link_allowed, 0.01, 1.0));
       in.cpu_stall = record->cpu_stall;
     }
     in.delayed_packets = after.packets - before.packets;

@@ -42,6 +42,28 @@ TEST(ProbesTest, AFullLinkOrASpareCoreIsTheNetwork) {
   EXPECT_FALSE(ClassifyRun({0.99, kLinkUsed, 0, 0}).emulator_bound);
 }
 
+TEST(ProbesTest, AnIdleLinkTheNetworkExplainsIsNotTheBox) {
+  // A window-bound PS at 20 ms: the model's own window and latency let the link be busy 40 % of the time. A
+  // run that used it 38 % with a stalled box is the network's doing (38 >= 0.8 x 40); one that used 20 % is not.
+  BoundInputs window_bound{0.97, 0.38, 0, 0, -1, 0.30};
+  window_bound.link_allowed = 0.40;
+  EXPECT_FALSE(ClassifyRun(window_bound).emulator_bound);
+  window_bound.link_util = 0.20;
+  const BoundVerdict v = ClassifyRun(window_bound);
+  EXPECT_TRUE(v.emulator_bound);
+  EXPECT_NE(v.reason.find("the network alone allows 40%"), std::string::npos) << v.reason;
+  // Rule (d) alike: stall with the link at what the network allows.
+  BoundInputs stalled{0.5, 0.35, 0, 0, -1, 0.5};
+  stalled.link_allowed = 0.40;
+  EXPECT_FALSE(ClassifyRun(stalled).emulator_bound);
+  stalled.link_allowed = 1;
+  EXPECT_TRUE(ClassifyRun(stalled).emulator_bound);
+  // The delay program's lateness (the emulator's own invariant) marks a run whatever the network allows.
+  BoundInputs late{0.5, 0.35, 1000, 50, -1, 0};
+  late.link_allowed = 0.3;
+  EXPECT_TRUE(ClassifyRun(late).emulator_bound);
+}
+
 TEST(ProbesTest, ACpuBoundShareOfTheWindowMakesARunEmulatorBound) {
   // The mean CPU and link of the whole window look fine; a quarter of it was CPU-bound.
   BoundVerdict v = ClassifyRun({0.7, 0.95, 0, 0, kBoundShare});
