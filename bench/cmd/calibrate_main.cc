@@ -225,12 +225,9 @@ absl::Status Run(const char* argv0) {
   ScalingOptions base;
   base.exchanges = plan.exchanges;
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &base));
-  ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("calibrate"));
-  if (absl::GetFlag(FLAGS_cpu_only)) return RunCpuOnly(base, out_dir);
-  std::string model_out = absl::GetFlag(FLAGS_model_out);
-  if (model_out.empty()) {
-    RETURN_IF_ERROR(MakeDirectories(out_dir));
-    model_out = out_dir + "/model.json";
+  if (absl::GetFlag(FLAGS_cpu_only)) {
+    ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("calibrate"));
+    return RunCpuOnly(base, out_dir);
   }
   int runs = 0;
   for (const CalibrationCondition& c : plan.conditions) {
@@ -241,6 +238,12 @@ absl::Status Run(const char* argv0) {
                                plan.conditions.size(), runs, plan.warmup_steps, plan.steps,
                                EstimateSeconds(plan) / 60);
   if (absl::GetFlag(FLAGS_plan_only)) return absl::OkStatus();
+  std::string model_out = absl::GetFlag(FLAGS_model_out);
+  if (model_out.empty()) {
+    ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("calibrate"));
+    RETURN_IF_ERROR(MakeDirectories(out_dir));
+    model_out = out_dir + "/model.json";
+  }
   model::FileInfo info;
   info.host = HostName();
   info.date = Now();
