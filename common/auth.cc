@@ -4,13 +4,16 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <cstdio>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -33,7 +36,7 @@ struct HelloWire {
   uint32_t data_integrity;  // 1: tags every message after the handshake (with a token)
   uint8_t nonce[32];
 };
-static_assert(sizeof(HelloWire) == 72, "the hello's layout is part of the protocol");
+static_assert(sizeof(HelloWire) == kHelloWireBytes, "the hello's layout is part of the protocol");
 
 struct VerdictWire {
   uint32_t magic;
@@ -44,11 +47,32 @@ struct VerdictWire {
 
 constexpr uint32_t kHelloMagic = 0x50534155;    // "PSAU"
 constexpr uint32_t kVerdictMagic = 0x50535644;  // "PSVD"
-constexpr uint32_t kVersion = 2;                // 2: peer_rank, data integrity
+constexpr uint32_t kVersion = 3;                // 2: peer_rank, data integrity; 3: a derived key
 constexpr size_t kMacBytes = 32;
 constexpr size_t kMaxVerdictMessage = 4096;
 
 using Mac = std::array<uint8_t, kMacBytes>;
+
+// The handshake's key, DeriveProtocolKey(token, kRingKeyLabel), wiped when it goes out of scope. Empty (no
+// key) without a token.
+class RingKey {
+ public:
+  explicit RingKey(const AuthConfig& auth) : set_(!auth.token.empty()) {
+    if (set_) key_ = DeriveProtocolKey(auth.token, kRingKeyLabel);
+  }
+  ~RingKey() { WipeBytes(key_.data(), key_.size()); }
+  RingKey(const RingKey&) = delete;
+  RingKey& operator=(const RingKey&) = delete;
+
+  bool set() const { return set_; }
+  absl::string_view view() const {
+    return absl::string_view(reinterpret_cast<const char*>(key_.data()), key_.size());
+  }
+
+ private:
+  bool set_;
+  std::array<uint8_t, 32> key_{};
+};
 
 // One side's hello as it goes on the wire (fixed part, then the job id).
 std::string EncodeHello(const HandshakeHello& hello, const AuthConfig& auth, const uint8_t (&nonce)[32]) {
@@ -113,24 +137,26 @@ absl::string_view AsView(const Mac& mac) {
   return absl::string_view(reinterpret_cast<const char*>(mac.data()), mac.size());
 }
 
-Mac TranscriptMac(const AuthConfig& auth, absl::string_view side, const std::string& client_hello,
+Mac TranscriptMac(const RingKey& key, absl::string_view side, const std::string& client_hello,
                   const std::string& server_hello) {
   Mac mac{};
-  if (auth.token.empty()) return mac;
-  return HmacSha256(auth.token, absl::StrCat("psring-auth-v2 ", side, client_hello, server_hello));
+  if (!key.set()) return mac;
+  return HmacSha256(key.view(), absl::StrCat("psring-auth-v3 ", side, client_hello, server_hello));
 }
 
 // Fills `keys` (when asked for) after both proofs went through; see auth.h for the derivation.
-void DeriveKeys(const AuthConfig& auth, const std::string& client_hello, const std::string& server_hello,
-                const Mac& server_mac, const Mac& client_mac, SessionKeys* keys) {
+void DeriveKeys(const AuthConfig& auth, const RingKey& key, const std::string& client_hello,
+                const std::string& server_hello, const Mac& server_mac, const Mac& client_mac,
+                SessionKeys* keys) {
   if (keys == nullptr) return;
   *keys = SessionKeys{};
-  if (auth.token.empty() || !auth.data_integrity) return;
-  const Mac prk = HmacSha256(auth.token, absl::StrCat("psring-kdf-v2", client_hello, server_hello,
-                                                      AsView(server_mac), AsView(client_mac)));
+  if (!key.set() || !auth.data_integrity) return;
+  Mac prk = HmacSha256(key.view(), absl::StrCat("psring-kdf-v3", client_hello, server_hello,
+                                                AsView(server_mac), AsView(client_mac)));
   keys->enabled = true;
   keys->client_to_server = HmacSha256(AsView(prk), "client->server");
   keys->server_to_client = HmacSha256(AsView(prk), "server->client");
+  WipeBytes(prk.data(), prk.size());
 }
 
 absl::Status SendVerdict(const Socket& socket, const absl::Status& status, absl::Time deadline) {
@@ -159,13 +185,25 @@ std::string RankName(int32_t rank) {
 
 }  // namespace
 
-absl::StatusOr<AuthConfig> AuthConfigFrom(const std::string& token_flag, const std::string& job_flag) {
+AuthConfig::~AuthConfig() { WipeBytes(token.data(), token.size()); }
+
+SessionKeys::~SessionKeys() {
+  WipeBytes(client_to_server.data(), client_to_server.size());
+  WipeBytes(server_to_client.data(), server_to_client.size());
+}
+
+void WipeBytes(void* data, size_t size) {
+  if (size > 0) OPENSSL_cleanse(data, size);
+}
+
+std::array<uint8_t, 32> DeriveProtocolKey(absl::string_view token, absl::string_view label) {
+  return HmacSha256(token, label);
+}
+
+absl::StatusOr<AuthConfig> AuthConfigFrom(const std::string& token_flag, const std::string& token_file_flag,
+                                          const std::string& job_flag) {
   AuthConfig auth;
-  auth.token = token_flag;
-  if (auth.token.empty()) {
-    const char* env = std::getenv(kAuthTokenEnv);
-    if (env != nullptr) auth.token = env;
-  }
+  ASSIGN_OR_RETURN(auth.token, LoadAuthToken(token_flag, token_file_flag));
   auth.job_id = job_flag;
   if (auth.job_id.empty()) {
     const char* env = std::getenv(kJobIdEnv);
@@ -196,6 +234,7 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthConfig& auth,
                                                const HandshakeHello& mine, absl::Time deadline,
                                                SessionKeys* keys) {
+  const RingKey key(auth);
   uint8_t nonce[32];
   RETURN_IF_ERROR(FreshNonce(nonce));
   const std::string client_hello = EncodeHello(mine, auth, nonce);
@@ -213,7 +252,7 @@ absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthC
                        "the same --auth_token (or ",
                        kAuthTokenEnv, ")"));
     }
-    const Mac expected = TranscriptMac(auth, "server", client_hello, server_hello);
+    const Mac expected = TranscriptMac(key, "server", client_hello, server_hello);
     if (!ConstantTimeEquals(AsView(expected), AsView(server_mac))) {
       return absl::UnauthenticatedError(absl::StrCat(
           socket.peer_name(), " failed to prove the auth token: it has another --auth_token (or ",
@@ -233,7 +272,7 @@ absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthC
         " and this rank with --data_integrity=", auth.data_integrity ? "on" : "off",
         "; give every rank the same setting"));
   }
-  const Mac my_mac = TranscriptMac(auth, "client", client_hello, server_hello);
+  const Mac my_mac = TranscriptMac(key, "client", client_hello, server_hello);
   RETURN_IF_ERROR(SendAll(socket, my_mac.data(), my_mac.size(), deadline));
 
   VerdictWire verdict{};
@@ -254,24 +293,32 @@ absl::StatusOr<HandshakeHello> ClientHandshake(const Socket& socket, const AuthC
                                                     socket.peer_name(), " has '",
                                                     absl::CHexEscape(server_job), "'"));
   }
-  DeriveKeys(auth, client_hello, server_hello, server_mac, my_mac, keys);
+  DeriveKeys(auth, key, client_hello, server_hello, server_mac, my_mac, keys);
   return FromWire(theirs, std::move(server_job));
 }
 
 absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthConfig& auth,
                                                const HandshakeHello& mine, const HelloCheck& check,
-                                               absl::Time deadline, SessionKeys* keys) {
+                                               absl::Time deadline, SessionKeys* keys,
+                                               const ServerHandshakeSteps* steps) {
+  // Each step's deadline: its own allowance from now, within the overall one.
+  const absl::Duration step_timeout = steps != nullptr ? steps->step_timeout : absl::InfiniteDuration();
+  auto step_deadline = [&] { return std::min(deadline, absl::Now() + step_timeout); };
   std::string client_job, client_hello;
-  ASSIGN_OR_RETURN(HelloWire theirs, ReadHello(socket, mine.protocol, deadline, &client_job, &client_hello));
+  ASSIGN_OR_RETURN(HelloWire theirs,
+                   ReadHello(socket, mine.protocol, step_deadline(), &client_job, &client_hello));
+  if (steps != nullptr && steps->on_hello) steps->on_hello();
+  const RingKey key(auth);
   uint8_t nonce[32];
   RETURN_IF_ERROR(FreshNonce(nonce));
   const std::string server_hello = EncodeHello(mine, auth, nonce);
-  const Mac my_mac = TranscriptMac(auth, "server", client_hello, server_hello);
-  RETURN_IF_ERROR(SendAll(socket, server_hello.data(), server_hello.size(), deadline));
-  RETURN_IF_ERROR(SendAll(socket, my_mac.data(), my_mac.size(), deadline));
+  const Mac my_mac = TranscriptMac(key, "server", client_hello, server_hello);
+  const absl::Time send_by = step_deadline();
+  RETURN_IF_ERROR(SendAll(socket, server_hello.data(), server_hello.size(), send_by));
+  RETURN_IF_ERROR(SendAll(socket, my_mac.data(), my_mac.size(), send_by));
   Mac client_mac{};
   HandshakeHello client = FromWire(theirs, std::move(client_job));
-  const absl::Status got_mac = RecvAll(socket, client_mac.data(), client_mac.size(), deadline);
+  const absl::Status got_mac = RecvAll(socket, client_mac.data(), client_mac.size(), step_deadline());
   if (absl::IsUnavailable(got_mac) && theirs.has_token != 0) {
     // A client with a token that hangs up right after our hello is one whose token did not verify our proof
     // (ClientHandshake then closes without sending its own): say so, rather than "closed the connection".
@@ -287,7 +334,7 @@ absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthC
   RETURN_IF_ERROR(got_mac);
   absl::Status verdict;
   if (!auth.token.empty()) {
-    const Mac expected = TranscriptMac(auth, "client", client_hello, server_hello);
+    const Mac expected = TranscriptMac(key, "client", client_hello, server_hello);
     if (theirs.has_token == 0) {
       verdict = absl::UnauthenticatedError(
           absl::StrCat("this job requires an auth token and ", RankName(client.rank),
@@ -319,11 +366,70 @@ absl::StatusOr<HandshakeHello> ServerHandshake(const Socket& socket, const AuthC
                                                       "; is its published address stale?"));
   }
   if (verdict.ok() && check) verdict = check(client);
-  RETURN_IF_ERROR(SendVerdict(socket, verdict, deadline));
+  RETURN_IF_ERROR(SendVerdict(socket, verdict, step_deadline()));
   if (!verdict.ok()) return verdict;
-  DeriveKeys(auth, client_hello, server_hello, my_mac, client_mac, keys);
+  DeriveKeys(auth, key, client_hello, server_hello, my_mac, client_mac, keys);
   return client;
 }
+
+namespace {
+
+// The contents of the token file `path` (named `source` in messages), refusing what another local user could
+// read, change or redirect: a symbolic link, anything but a regular file, a group- or world-accessible mode.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& source) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          source, " is a symbolic link; give the token file itself (links are not followed, so that nobody "
+                  "can point it elsewhere)"));
+    }
+    const std::string message = absl::StrCat("cannot read ", source, ": ", std::strerror(err));
+    return err == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot stat ", source, ": ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::PermissionDeniedError(absl::StrCat(source, " is not a regular file; put the token in one"));
+  }
+  if ((st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%03o", static_cast<unsigned>(st.st_mode & 0777));
+    return absl::PermissionDeniedError(absl::StrCat(source, " has mode ", mode,
+                                                    ": other users may read or change the token; run `chmod 600 ",
+                                                    path, "`"));
+  }
+  // Tokens are short; a file of more than 64 KiB is not one.
+  constexpr size_t kMaxTokenFileBytes = 64 << 10;
+  if (static_cast<uint64_t>(st.st_size) > kMaxTokenFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(source, " has ", st.st_size, " bytes; a token file holds the "
+                                                   "token only (at most ", kMaxTokenFileBytes, " bytes)"));
+  }
+  std::string token(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < token.size()) {
+    const ssize_t n = ::read(fd, token.data() + got, token.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      WipeBytes(token.data(), token.size());
+      return absl::PermissionDeniedError(absl::StrCat("cannot read ", source, ": ", std::strerror(err)));
+    }
+    if (n == 0) break;  // shrank meanwhile
+    got += static_cast<size_t>(n);
+  }
+  token.resize(got);
+  return token;
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> LoadAuthToken(const std::string& token_flag, const std::string& file_flag) {
   if (!token_flag.empty() && !file_flag.empty()) {
@@ -333,13 +439,7 @@ absl::StatusOr<std::string> LoadAuthToken(const std::string& token_flag, const s
   std::string source = "--auth_token";
   if (!file_flag.empty()) {
     source = absl::StrCat("--auth_token_file=", file_flag);
-    std::ifstream in(file_flag, std::ios::binary);
-    if (!in) {
-      const int err = errno;
-      const std::string message = absl::StrCat("cannot read ", source, ": ", std::strerror(err));
-      return err == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
-    }
-    token.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    ASSIGN_OR_RETURN(token, ReadTokenFile(file_flag, source));
     if (!token.empty() && token.back() == '\n') token.pop_back();  // as `echo secret > file` writes it
     if (token.empty()) return absl::InvalidArgumentError(absl::StrCat(source, " is empty; put the token in it"));
   } else if (token.empty()) {
@@ -348,11 +448,25 @@ absl::StatusOr<std::string> LoadAuthToken(const std::string& token_flag, const s
     source = kAuthTokenEnv;
   }
   if (!token.empty() && token.size() < kMinAuthTokenBytes) {
+    const size_t size = token.size();
+    WipeBytes(token.data(), token.size());
     return absl::InvalidArgumentError(absl::StrCat(
-        "the token from ", source, " has ", token.size(), " bytes; use at least ", kMinAuthTokenBytes,
+        "the token from ", source, " has ", size, " bytes; use at least ", kMinAuthTokenBytes,
         " random bytes (e.g. `openssl rand -hex 16`), a short one can be guessed offline"));
   }
   return token;
+}
+
+absl::Status RequireTokenOffLoopback(absl::string_view program, absl::string_view address, bool has_token,
+                                     bool insecure) {
+  if (has_token || IsLoopbackHost(address)) return absl::OkStatus();
+  if (!insecure) return absl::InvalidArgumentError(absl::StrCat(address, " ", kNoTokenOffLoopback));
+  std::fprintf(stderr,
+               "%.*s: warning: --insecure: no auth token, so anyone who can reach %.*s can join or steer the "
+               "job\n",
+               static_cast<int>(program.size()), program.data(), static_cast<int>(address.size()),
+               address.data());
+  return absl::OkStatus();
 }
 
 }  // namespace psring

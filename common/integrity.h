@@ -29,7 +29,9 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 struct evp_cipher_ctx_st;
@@ -63,6 +65,20 @@ class MessageMac {
   evp_mac_ctx_st* mac_;        // Poly1305
   uint64_t sequence_ = 0;
 };
+
+// A value sealed for one reader who shares `key`: ChaCha20-Poly1305 (RFC 8439) with a fresh random 96-bit
+// nonce and `context` as associated data, laid out nonce (12 bytes) || ciphertext || tag (16 bytes). Unlike
+// MessageMac's tags this hides the value too: for a secret that crosses the store, such as NCCL's unique id,
+// which lets whoever holds it reach the job's NCCL bootstrap. kInternal only when OpenSSL fails.
+//   ASSIGN_OR_RETURN(std::string sealed, SealValue(key, "job-42 ring/nccl_id", id_bytes));
+//   ASSIGN_OR_RETURN(std::string id_bytes, OpenValue(key, "job-42 ring/nccl_id", sealed));
+inline constexpr size_t kSealOverheadBytes = 12 + kMacTagBytes;
+absl::StatusOr<std::string> SealValue(const DirectionKey& key, absl::string_view context,
+                                      absl::string_view plaintext);
+// The value SealValue sealed; kDataLoss when `sealed` was changed, cut, or sealed under another key or
+// context.
+absl::StatusOr<std::string> OpenValue(const DirectionKey& key, absl::string_view context,
+                                      absl::string_view sealed);
 
 }  // namespace psring
 

@@ -355,8 +355,40 @@ absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port
   return std::string(text);
 }
 
+namespace {
+
+bool IsLoopbackAddress(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) {
+    const uint32_t a = ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr);
+    return (a >> 24) == 127;
+  }
+  if (sa->sa_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;  // ::ffff:127.x.y.z
+  }
+  return false;
+}
+
+}  // namespace
+
 bool IsLoopbackHost(absl::string_view host) {
-  return host == "localhost" || absl::StartsWith(host, "127.");
+  std::string name(host);
+  if (name.size() >= 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+  if (name.empty()) return false;  // every interface
+  // A numeric address is parsed, never looked up; a name is resolved and counts only when every address it
+  // resolves to is a loopback one (a name that does not resolve is not loopback).
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &result) != 0 || result == nullptr) return false;
+  bool loopback = true;
+  for (const addrinfo* ai = result; ai != nullptr && loopback; ai = ai->ai_next) {
+    loopback = IsLoopbackAddress(ai->ai_addr);
+  }
+  ::freeaddrinfo(result);
+  return loopback;
 }
 
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view what) {

@@ -97,7 +97,10 @@ absl::Status SetBufferSizes(const Socket& socket, int bytes);
 // address its peers can reach when no --iface_addr is given.
 absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port);
 
-// True for "localhost" and 127.0.0.0/8 addresses (as written, no name lookup).
+// True when `host` only reaches this machine: a numeric 127.0.0.0/8 or ::1 address (also ::ffff:127.x.y.z and
+// bracketed "[::1]"), or a name every address of which is one of those ("localhost"). A name is resolved
+// (getaddrinfo, so it may block on DNS); one that does not resolve is not loopback, nor are "", "0.0.0.0"
+// and "127.x.example" (a name, not an address). Thread-safe.
 bool IsLoopbackHost(absl::string_view host);
 
 struct HostPort {

@@ -27,6 +27,9 @@ constexpr size_t kMaxErrorReply = 4 << 10;
 // How long a client whose connection broke tries to join again (the server may still hold the old
 // connection for a moment).
 constexpr absl::Duration kRejoinWithin = absl::Seconds(2);
+// A client's pause before it connects again after its connection was closed before the verdict (the server
+// was not listening yet, or closed it to make room under a flood).
+constexpr absl::Duration kRetryPause = absl::Milliseconds(20);
 
 absl::string_view Bytes(const void* data, size_t size) {
   return absl::string_view(static_cast<const char*>(data), size);
@@ -137,7 +140,7 @@ absl::Status TcpStore::ConnectClient(bool rejoining) {
     const bool retry =
         absl::IsUnavailable(server.status()) || (rejoining && absl::IsAlreadyExists(server.status()));
     if (!retry || absl::Now() >= deadline) return server.status();
-    absl::SleepFor(absl::Milliseconds(100));
+    absl::SleepFor(kRetryPause);
   }
 }
 
@@ -195,13 +198,20 @@ void TcpStore::AcceptLoop() {
     absl::MutexLock lock(&clients_mu_);
     if (!MakeRoom(source)) {
       RecordRefusal(absl::ResourceExhaustedError(
-          absl::StrCat("a connection from ", peer, ": too many connections are handshaking already (",
-                       MaxConnections(), " in all, ", options_.max_connections_per_source,
-                       " from one address; TcpStoreOptions::max_connections[_per_source])")));
+          absl::StrCat("a connection from ", peer, ": ", MaxConnections(),
+                       " clients are connected already (TcpStoreOptions::max_connections)")));
       continue;  // closed by the Socket's destructor, before any byte is read
     }
     clients_.emplace_back();
     Client* client = &clients_.back();
+    // A rank sends its whole hello right after connecting, so it is usually here already: counting it now
+    // (rather than once the handler thread has read it) keeps the rank's connection out of reach of
+    // connections that arrive after it and send less.
+    char peek[kHelloWireBytes];
+    const ssize_t waiting = ::recv(accepted->fd(), peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT);
+    client->stage = waiting >= static_cast<ssize_t>(sizeof(peek)) ? Stage::kHello
+                    : waiting > 0                                 ? Stage::kSpoke
+                                                                  : Stage::kSilent;
     client->source = source;
     client->socket = std::move(*accepted);
     client->socket.set_peer_name("store client");
@@ -212,8 +222,8 @@ void TcpStore::AcceptLoop() {
 bool TcpStore::MakeRoom(const std::string& source) {
   int handshaking = 0, from_source = 0, authenticated = 0;
   for (const Client& c : clients_) {
-    if (c.done) continue;
-    if (c.authenticated) {
+    if (c.done || c.evicted) continue;
+    if (c.stage == Stage::kAuthenticated) {
       ++authenticated;
     } else {
       ++handshaking;
@@ -222,30 +232,61 @@ bool TcpStore::MakeRoom(const std::string& source) {
   }
   // Without a world size nothing else bounds the authenticated connections.
   if (options_.world_size <= 0 && authenticated >= MaxConnections()) return false;
-  const bool source_full = from_source >= options_.max_connections_per_source;
-  if (!source_full && handshaking < MaxConnections()) return true;
-  for (Client& c : clients_) {  // oldest first
-    if (c.done || c.authenticated || c.spoke || (source_full && c.source != source)) continue;
-    c.spoke = true;  // counted once: its thread sees the shut-down socket and ends
-    c.socket.Shutdown();
-    return true;
+  // A host a rank authenticated from (the job's own) is exempt from the per-source cap; the cap in all
+  // still bounds its connections.
+  if (from_source >= options_.max_connections_per_source && known_hosts_.count(source) == 0) {
+    if (EvictOne([&](const Client& c) { return c.source == source; })) --handshaking;
   }
-  return false;
+  if (handshaking >= MaxConnections()) EvictOne([](const Client&) { return true; });
+  return true;
 }
 
-absl::Status TcpStore::AdmitRank(int rank) {
-  if (options_.world_size <= 0) return absl::OkStatus();
-  if (rank < 1 || rank >= options_.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " is not expected: this job has --world_size=", options_.world_size,
-                     " (ranks 1..", options_.world_size - 1, " connect to rank 0's store)"));
+template <typename Eligible>
+bool TcpStore::EvictOne(Eligible eligible) {
+  Client* victim = nullptr;
+  bool victim_known = false;
+  for (Client& c : clients_) {  // oldest first, so a tie keeps the older one as the victim
+    if (c.done || c.evicted || c.stage == Stage::kAuthenticated || !eligible(c)) continue;
+    const bool known = known_hosts_.count(c.source) != 0;
+    // Strangers before known hosts, then the least progress.
+    if (victim == nullptr || (victim_known && !known) ||
+        (victim_known == known && c.stage < victim->stage)) {
+      victim = &c;
+      victim_known = known;
+    }
   }
+  if (victim == nullptr) return false;
+  victim->evicted = true;  // counted once: its thread sees the shut-down socket and ends
+  victim->socket.Shutdown();
+  return true;
+}
+
+void TcpStore::SetStage(Client* client, Stage stage) {
   absl::MutexLock lock(&clients_mu_);
-  if (!joined_ranks_.insert(rank).second) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("rank ", rank,
-                     " is connected to this job's store already; are two processes using the same --rank?"));
+  if (client->stage < stage) client->stage = stage;
+}
+
+absl::Status TcpStore::AdmitRank(Client* client, int rank) {
+  absl::MutexLock lock(&clients_mu_);
+  if (client->evicted) {
+    // Closed to make room while it proved the token: the socket is shut down, the client retries.
+    return absl::ResourceExhaustedError("the store closed this connection to make room for newer ones");
   }
+  if (options_.world_size > 0) {
+    if (rank < 1 || rank >= options_.world_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, " is not expected: this job has --world_size=", options_.world_size,
+                       " (ranks 1..", options_.world_size - 1, " connect to rank 0's store)"));
+    }
+    if (!joined_ranks_.insert(rank).second) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "rank ", rank, " is connected to this job's store already; are two processes using the same --rank?"));
+    }
+  }
+  // Counted as authenticated from here on (never evicted), before the verdict goes out.
+  client->stage = Stage::kAuthenticated;
+  known_hosts_.insert(client->source);
+  ++active_clients_;
   return absl::OkStatus();
 }
 
@@ -269,38 +310,43 @@ void TcpStore::Serve(Client* client) {
       "a connection from ", client->source, " sent nothing within ",
       absl::FormatDuration(options_.first_bytes_timeout), " (TcpStoreOptions::first_bytes_timeout)"));
   absl::StatusOr<bool> readable = WaitReadable(client->socket, options_.first_bytes_timeout);
-  bool evicted = false;
-  {
-    absl::MutexLock lock(&clients_mu_);
-    evicted = client->spoke;  // MakeRoom marks the ones it shut down
-    client->spoke = true;
-  }
-  if (evicted) {
-    hello = absl::ResourceExhaustedError(
-        absl::StrCat("a silent connection from ", client->source, " closed to make room for newer ones"));
-  } else if (!readable.ok()) {
+  bool admitted = false;  // AdmitRank accepted it: it counts in active_clients_ (and joined_ranks_)
+  int admitted_rank = -1;
+  if (!readable.ok()) {
     hello = readable.status();
   } else if (*readable) {
+    SetStage(client, Stage::kSpoke);
+    ServerHandshakeSteps steps;
+    steps.step_timeout = options_.handshake_step_timeout;
+    steps.on_hello = [this, client] { SetStage(client, Stage::kHello); };
     SessionKeys keys;
     hello = ServerHandshake(
-        client->socket, options_.auth, mine, [this](const HandshakeHello& c) { return AdmitRank(c.rank); },
-        deadline, &keys);
-    if (hello.ok()) {
-      {
-        absl::MutexLock lock(&clients_mu_);
-        ++active_clients_;
-        client->authenticated = true;
-      }
-      if (!ServeRequests(client->socket, keys)) {
-        RecordRefusal(absl::InvalidArgumentError(
-            absl::StrCat(client->socket.peer_name(),
-                         " broke the store protocol, sent a request over the limits or one that "
-                         "failed its integrity check")));
-      }
-      absl::MutexLock lock(&clients_mu_);
+        client->socket, options_.auth, mine,
+        [&](const HandshakeHello& c) {
+          absl::Status admit = AdmitRank(client, c.rank);
+          admitted = admit.ok();
+          admitted_rank = c.rank;
+          return admit;
+        },
+        deadline, &keys, &steps);
+    if (hello.ok() && !ServeRequests(client->socket, keys)) {
+      RecordRefusal(absl::InvalidArgumentError(
+          absl::StrCat(client->socket.peer_name(),
+                       " broke the store protocol, sent a request over the limits or one that "
+                       "failed its integrity check")));
+    }
+  }
+  {
+    absl::MutexLock lock(&clients_mu_);
+    if (admitted) {
       --active_clients_;
       // The rank may join again (with the token) on a new connection.
-      if (options_.world_size > 0) joined_ranks_.erase(hello->rank);
+      if (options_.world_size > 0) joined_ranks_.erase(admitted_rank);
+    }
+    if (!hello.ok() && client->evicted && !admitted) {
+      hello = absl::ResourceExhaustedError(absl::StrCat(
+          "a connection from ", client->source, " that had not authenticated was closed to make room for newer "
+          "ones (TcpStoreOptions::max_connections[_per_source])"));
     }
   }
   if (!hello.ok()) RecordRefusal(hello.status());

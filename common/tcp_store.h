@@ -17,9 +17,14 @@
 // token; its client reconnects on its next call, trying for up to 2 s once), keys and values over the size
 // limits (before reading or allocating them; the connection is closed), and a Set that would grow the table
 // over max_total_bytes (the request fails). Connections that have not authenticated yet are capped apart from
-// the ranks' own (max_connections in all, max_connections_per_source from one address); over a cap the oldest
-// one that has sent nothing is closed, else the new one. A connection must send its first bytes within
-// first_bytes_timeout and finish its handshake within handshake_timeout, or it is closed. Without a token and
+// the ranks' own (max_connections in all, max_connections_per_source from one address, except from a "known
+// host", the address of a connection that authenticated before): over a cap the store closes the one that
+// made the least progress (nothing sent, then part of a hello, then a whole hello awaiting its proof), the
+// oldest of those first, whatever it has sent, and always admits the new one; strangers are closed before
+// connections from known hosts. So connections that send a byte and stall cannot keep a rank out: a rank's
+// hello arrives with its connection, so every such connection goes before it. A connection must send its first
+// bytes within first_bytes_timeout, take at most handshake_step_timeout for each later step of the handshake
+// (the rest of its hello, its proof) and finish within handshake_timeout, or it is closed. Without a token and
 // without a bind_addr the server listens on 127.0.0.1 only and says so on stderr. The server prints its first
 // 5 refusals on stderr ("rendezvous store: refused ...", the rest are counted), and a Get of rank 0 that
 // times out after a refusal names the last one (e.g. a rank with another --auth_token) instead of blaming a
@@ -77,12 +82,14 @@ struct TcpStoreOptions {
   // authenticated ones then; with a world size, each rank holds one connection). Over it, see above (a
   // client whose connection was closed before the verdict retries until its timeout).
   int max_connections = 0;
-  // Handshaking connections from one source address.
+  // Handshaking connections from one source address that no authenticated connection came from yet.
   int max_connections_per_source = 8;
-  // A connection must send its first bytes within first_bytes_timeout and finish its handshake within
-  // handshake_timeout, or it is closed.
+  // A connection must send its first bytes within first_bytes_timeout, finish each later step of the
+  // handshake within handshake_step_timeout, and the whole handshake within handshake_timeout, or it is
+  // closed. A rank on loopback needs about a millisecond for all of it.
   absl::Duration first_bytes_timeout = absl::Seconds(1);
-  absl::Duration handshake_timeout = absl::Seconds(10);
+  absl::Duration handshake_step_timeout = absl::Seconds(1);
+  absl::Duration handshake_timeout = absl::Seconds(3);
 };
 
 class TcpStore final : public Store {
@@ -112,13 +119,15 @@ class TcpStore final : public Store {
 
  private:
   struct Response;
+  // How far a connection got; over a cap the store closes the least advanced one (see the file comment).
+  enum class Stage { kSilent = 0, kSpoke = 1, kHello = 2, kAuthenticated = 3 };
   struct Client {
     Socket socket;
     std::string source;  // the peer's address, without the port
     std::thread thread;
     std::atomic<bool> done{false};  // the thread finished and may be joined
-    bool spoke = false;             // guarded by clients_mu_: its first bytes arrived
-    bool authenticated = false;     // guarded by clients_mu_
+    Stage stage = Stage::kSilent;   // guarded by clients_mu_
+    bool evicted = false;           // guarded by clients_mu_: closed to make room for a newer connection
   };
   explicit TcpStore(const TcpStoreOptions& options)
       : options_(options), table_(options.is_server ? options.max_total_bytes : 0) {}
@@ -132,10 +141,17 @@ class TcpStore final : public Store {
   // Runs the request loop of an authenticated connection until it closes or the server stops. False when
   // the client broke the protocol (counted as refused).
   bool ServeRequests(const Socket& socket, const SessionKeys& keys);
-  // Over a cap for handshaking connections from `source`: closes the oldest silent one, or returns false
-  // (the new connection is then refused).
+  // Makes room for a new connection from `source` under the caps for handshaking connections, closing the
+  // least advanced ones (see the file comment). False only without a world size when the authenticated
+  // connections alone fill max_connections (the new connection is then refused).
   bool MakeRoom(const std::string& source) ABSL_EXCLUSIVE_LOCKS_REQUIRED(clients_mu_);
-  absl::Status AdmitRank(int rank) ABSL_LOCKS_EXCLUDED(clients_mu_);
+  // Closes the least advanced handshaking connection among those `eligible` accepts; false if none.
+  template <typename Eligible>
+  bool EvictOne(Eligible eligible) ABSL_EXCLUSIVE_LOCKS_REQUIRED(clients_mu_);
+  void SetStage(Client* client, Stage stage) ABSL_LOCKS_EXCLUDED(clients_mu_);
+  // The server's checks of an authenticated hello (rank range, one connection per rank); on success the
+  // connection counts as authenticated and its address as a known host.
+  absl::Status AdmitRank(Client* client, int rank) ABSL_LOCKS_EXCLUDED(clients_mu_);
   // Counts a refused connection, keeps `why` for a Get that times out, prints the first ones.
   void RecordRefusal(const absl::Status& why) ABSL_LOCKS_EXCLUDED(refusal_mu_);
   int MaxConnections() const;
@@ -164,6 +180,8 @@ class TcpStore final : public Store {
   std::list<Client> clients_ ABSL_GUARDED_BY(clients_mu_);  // std::list: Client addresses stay put
   int active_clients_ ABSL_GUARDED_BY(clients_mu_) = 0;
   std::set<int> joined_ranks_ ABSL_GUARDED_BY(clients_mu_);
+  // Addresses that authenticated connections came from: exempt from the per-source cap, closed last.
+  std::set<std::string> known_hosts_ ABSL_GUARDED_BY(clients_mu_);
 };
 
 }  // namespace psring

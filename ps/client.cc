@@ -113,7 +113,8 @@ absl::StatusOr<std::unique_ptr<PsExchange>> PsExchange::Create(const PsClientOpt
 }
 
 PsExchange::PsExchange(const PsClientOptions& options)
-    : options_(options), chunk_elements_(options.chunk_bytes / sizeof(float)), name_(options.name) {}
+    : options_(options), ps_key_(PsKeyFromToken(options.auth_token)),
+      chunk_elements_(options.chunk_bytes / sizeof(float)), name_(options.name) {}
 
 PsExchange::~PsExchange() {
   if (step_thread_.joinable()) {
@@ -127,11 +128,30 @@ trainer::OptimizerInfo PsExchange::optimizer() const {
   return trainer::OptimizerInfo{trainer::OptimizerOwner::kServer, server_update_, options_.hyperparameters};
 }
 
-absl::Time PsExchange::PrepareContext(grpc::ClientContext* context) const {
+absl::Status PsExchange::EnsureChannel(Shard* shard) {
+  if (ps_key_.empty() || shard->credential != nullptr) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<ChannelCredential>> credential = ChannelCredential::Open(
+      shard->stub.get(), ps_key_, options_.rank, options_.world_size, Address(*shard), absl::Now() + options_.timeout);
+  if (!credential.ok()) {
+    return Annotate(credential.status(),
+                    absl::StrCat("Authenticate with shard ", shard->index, " (", shard->address, ")"));
+  }
+  shard->credential = std::move(*credential);
+  return absl::OkStatus();
+}
+
+absl::Time PsExchange::PrepareContext(Shard* shard, grpc::ClientContext* context, absl::string_view method,
+                                      const std::string& fields) const {
   const absl::Time deadline = absl::Now() + options_.timeout;
   context->set_deadline(absl::ToChronoTime(deadline));
-  if (!options_.auth_token.empty()) context->AddMetadata(kAuthMetadataKey, options_.auth_token);
+  if (shard->credential != nullptr) shard->credential->Sign(context, method, fields);
   return deadline;
+}
+
+absl::Status PsExchange::CallResult(Shard* shard, const grpc::Status& status, absl::Time deadline,
+                                    const std::string& where) {
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) shard->credential.reset();
+  return FromCall(status, deadline, where);
 }
 
 proto::ShardAddress PsExchange::Address(const Shard& shard) const {
@@ -187,12 +207,13 @@ void PsExchange::FromWire(trainer::FloatBuffer wire, trainer::FloatBuffer buffer
 
 absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
   const std::string where = absl::StrCat("Pull from shard ", shard->index, " (", shard->address, ")");
+  RETURN_IF_ERROR(EnsureChannel(shard));
   grpc::ClientContext context;
-  const absl::Time deadline = PrepareContext(&context);
   proto::PullRequest request;
   *request.mutable_address() = Address(*shard);
   request.set_rank(options_.rank);
   SetSession(shard->session, &request);
+  const absl::Time deadline = PrepareContext(shard, &context, "Pull", PullFields(request));
   auto stream = shard->stub->Pull(&context, request);
   proto::PullReply reply;
   absl::Status received = absl::UnavailableError("stream ended without parameters");
@@ -203,7 +224,7 @@ absl::Status PsExchange::PullOnce(Shard* shard, trainer::FloatBuffer params) {
   }
   while (!received.ok() && stream->Read(&reply)) {  // drain, so Finish() reports how the call ended
   }
-  RETURN_IF_ERROR(FromCall(stream->Finish(), deadline, where));
+  RETURN_IF_ERROR(CallResult(shard, stream->Finish(), deadline, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   return absl::OkStatus();
 }
@@ -220,16 +241,17 @@ absl::Status PsExchange::PullParameters(trainer::FloatBuffer params) {
 absl::Status PsExchange::AverageMetrics(absl::Span<double> values) {
   if (!registered_) return absl::FailedPreconditionError("call SyncInitialParameters before AverageMetrics");
   Shard& shard = shards_[0];
+  RETURN_IF_ERROR(EnsureChannel(&shard));
   grpc::ClientContext context;
-  const absl::Time deadline = PrepareContext(&context);
   proto::MetricsRequest request;
   *request.mutable_address() = Address(shard);
   request.set_rank(options_.rank);
   SetSession(shard.session, &request);
   for (double v : values) request.add_values(v);
+  const absl::Time deadline = PrepareContext(&shard, &context, "AverageMetrics", MetricsFields(request));
   proto::MetricsReply reply;
-  RETURN_IF_ERROR(FromCall(shard.stub->AverageMetrics(&context, request, &reply), deadline,
-                           absl::StrCat("AverageMetrics via shard 0 (", shard.address, ")")));
+  RETURN_IF_ERROR(CallResult(&shard, shard.stub->AverageMetrics(&context, request, &reply), deadline,
+                             absl::StrCat("AverageMetrics via shard 0 (", shard.address, ")")));
   if (reply.values_size() != static_cast<int>(values.size())) {
     return absl::InternalError(
         absl::StrCat("AverageMetrics returned ", reply.values_size(), " values, expected ", values.size()));
@@ -248,21 +270,24 @@ absl::Status PsExchange::Barrier() { return AverageMetrics(absl::Span<double>())
 
 absl::Status PsExchange::ShutdownServers() {
   return ForEachShard([&](Shard* shard) {
+    RETURN_IF_ERROR(EnsureChannel(shard));
     grpc::ClientContext context;
-    const absl::Time deadline = PrepareContext(&context);
+    const absl::Time deadline = PrepareContext(shard, &context, "Shutdown");
     proto::ShutdownReply reply;
-    return FromCall(shard->stub->Shutdown(&context, proto::ShutdownRequest(), &reply), deadline,
-                    absl::StrCat("Shutdown of shard ", shard->index, " (", shard->address, ")"));
+    return CallResult(shard, shard->stub->Shutdown(&context, proto::ShutdownRequest(), &reply), deadline,
+                      absl::StrCat("Shutdown of shard ", shard->index, " (", shard->address, ")"));
   });
 }
 
 absl::StatusOr<proto::StatsReply> PsExchange::Stats(int shard) {
   if (shard < 0 || shard >= num_shards()) return absl::InvalidArgumentError("no such shard");
+  Shard* s = &shards_[shard];
+  RETURN_IF_ERROR(EnsureChannel(s));
   grpc::ClientContext context;
-  const absl::Time deadline = PrepareContext(&context);
+  const absl::Time deadline = PrepareContext(s, &context, "Stats");
   proto::StatsReply reply;
-  RETURN_IF_ERROR(FromCall(shards_[shard].stub->Stats(&context, proto::StatsRequest(), &reply), deadline,
-                           absl::StrCat("Stats of shard ", shard)));
+  RETURN_IF_ERROR(CallResult(s, s->stub->Stats(&context, proto::StatsRequest(), &reply), deadline,
+                             absl::StrCat("Stats of shard ", shard)));
   return reply;
 }
 

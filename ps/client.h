@@ -47,6 +47,11 @@
 // Timeline spans (GradientExchange::timeline()), on CommTrack(shard): "push" per bucket and shard (args:
 // step, shard, bucket (-1 when flat), bytes) and "pull" per shard, from the reply's first range to its end.
 //
+// With a token (auth_token), the client opens one authenticated channel per server (ps/call_auth.h: the
+// token is proven, never sent) before its first call, and again after the server forgot it (it restarted);
+// its channel owns this rank's session there, so only this client may use or re-register it while it is live
+// (ps/auth_channels.h).
+//
 // Blocking: every call blocks until all shards answered, failed, or `timeout` passed.
 // Ownership: buffers stay the caller's; they are read/written only during a call.
 // Thread-safety: not thread-safe (one training thread), like every GradientExchange.
@@ -66,6 +71,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps/call_auth.h"
 #include "ps/shard_layout.h"
 #include "ps/wire.h"
 #include "trainer/bucket_tracker.h"
@@ -106,7 +112,8 @@ struct PsClientOptions {
   // the emulated 100 Mbit/s links 256 KiB helps one server with 8 workers and slows one with 1-2 workers:
   // bench/PERFORMANCE.md 7.1). 0: gRPC's adaptive window (grows to megabytes per stream on a fast link).
   size_t receive_window_bytes = 0;
-  std::string auth_token;        // sent as "x-psring-token" metadata when set
+  // The job's token: proven per server with Authenticate and per call with a MAC, never sent (ps/call_auth.h).
+  std::string auth_token;
   std::string tls_ca_file;       // PEM root certificate: TLS when set
   std::string tls_target_name;   // overrides the name checked against the server certificate
   std::string name = "ps";       // reported by name(): "ps-sync" / "ps-async" from the server's mode
@@ -174,6 +181,9 @@ class PsExchange final : public trainer::GradientExchange {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<proto::ParameterServer::Stub> stub;
     std::unique_ptr<grpc::internal::RpcMethod> push_pull;  // PushPull on TensorFrame messages
+    // The authenticated channel with this server (with a token), opened on first use and again after the
+    // server forgot it (NOT_FOUND: it restarted). Its owner registered this rank's session there.
+    std::unique_ptr<ChannelCredential> credential;
     ShardRange range;  // of the wire order (ShardLayout::WireRange)
     absl::uint128 session = 0;
     int64_t next_step = 0;
@@ -207,8 +217,15 @@ class PsExchange final : public trainer::GradientExchange {
   trainer::FloatBuffer ToWire(trainer::FloatBuffer buffer, std::vector<float>* wire) const;
   // The inverse of ToWire for `wire` (no-op when it is `buffer` itself).
   void FromWire(trainer::FloatBuffer wire, trainer::FloatBuffer buffer) const;
-  // Sets the call's deadline (now + options_.timeout) and metadata; returns the deadline.
-  absl::Time PrepareContext(grpc::ClientContext* context) const;
+  // With a token: opens the shard's authenticated channel unless it is open (kUnauthenticated when the
+  // server does not prove the token; kUnavailable while it cannot be reached).
+  absl::Status EnsureChannel(Shard* shard);
+  // Sets the call's deadline (now + options_.timeout) and, with a token, the metadata that authenticates
+  // `method` with `fields` on the shard's channel (EnsureChannel first); returns the deadline.
+  absl::Time PrepareContext(Shard* shard, grpc::ClientContext* context, absl::string_view method,
+                            const std::string& fields = "") const;
+  // FromCall, after forgetting the shard's channel when the server no longer knows it (NOT_FOUND).
+  absl::Status CallResult(Shard* shard, const grpc::Status& status, absl::Time deadline, const std::string& where);
   // FromGrpc, with a hint when the call ran out of this client's own deadline (options_.timeout), which is
   // told from a server's DEADLINE_EXCEEDED (its --step_timeout) by the call's deadline having passed.
   absl::Status FromCall(const grpc::Status& status, absl::Time deadline, const std::string& where) const;
@@ -225,6 +242,7 @@ class PsExchange final : public trainer::GradientExchange {
   absl::Status CheckBuffer(trainer::FloatBuffer buffer, const char* what) const;
 
   const PsClientOptions options_;
+  const std::string ps_key_;  // PsKeyFromToken(auth_token); empty without a token
   const uint64_t chunk_elements_;
   std::vector<Shard> shards_;
   uint64_t total_params_ = 0;

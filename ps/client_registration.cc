@@ -16,9 +16,8 @@ namespace psring::ps {
 absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params) {
   const std::string where = absl::StrCat("Register with shard ", shard->index, " (", shard->address, ")");
   const ShardRange range = layout_.WireRange(shard->index);
+  RETURN_IF_ERROR(EnsureChannel(shard));
   grpc::ClientContext context;
-  const absl::Time deadline = PrepareContext(&context);
-  auto stream = shard->stub->Register(&context);
   proto::RegisterRequest request;
   proto::RegisterHeader* header = request.mutable_header();
   *header->mutable_address() = Address(*shard);
@@ -33,6 +32,8 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
     for (uint64_t n : layout_.buckets()) header->mutable_layout()->add_bucket_elements(n);
   }
   header->mutable_layout()->set_settings(layout_settings_);
+  const absl::Time deadline = PrepareContext(shard, &context, "Register", RegisterFields(*header));
+  auto stream = shard->stub->Register(&context);
   bool ok = stream->Write(request) &&
             WriteChunks<proto::RegisterRequest>(stream.get(), params.data + range.begin, range.size(),
                                                 chunk_elements_, &shard->bytes_sent);
@@ -68,7 +69,7 @@ absl::Status PsExchange::RegisterOnce(Shard* shard, trainer::FloatBuffer params)
   while (!received.ok() && stream->Read(&reply)) {
   }
   grpc::Status status = stream->Finish();
-  RETURN_IF_ERROR(FromCall(status, deadline, where));
+  RETURN_IF_ERROR(CallResult(shard, status, deadline, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream broke"));
   return absl::OkStatus();

@@ -31,12 +31,9 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
   bool dropped = false;  // backup workers: the shard dropped this push (its step had closed)
   grpc::Status status;
   absl::Time deadline;
+  RETURN_IF_ERROR(EnsureChannel(shard));
   {
     grpc::ClientContext context;
-    deadline = PrepareContext(&context);
-    std::unique_ptr<grpc::ClientReaderWriter<TensorFrame, TensorFrame>> stream(
-        grpc::internal::ClientReaderWriterFactory<TensorFrame, TensorFrame>::Create(
-            shard->channel.get(), *shard->push_pull, &context));
     proto::PushHeader header;
     *header.mutable_address() = Address(*shard);
     header.set_rank(options_.rank);
@@ -44,6 +41,10 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
     header.set_step(shard->next_step);
     header.set_num_elements(shard->range.size());
     header.set_trainer_step(trainer_step);
+    deadline = PrepareContext(shard, &context, "PushPull", PushFields(header));
+    std::unique_ptr<grpc::ClientReaderWriter<TensorFrame, TensorFrame>> stream(
+        grpc::internal::ClientReaderWriterFactory<TensorFrame, TensorFrame>::Create(
+            shard->channel.get(), *shard->push_pull, &context));
     // The server streams each updated range back while later chunks are still being pushed: read the reply
     // on a second thread while this one writes (a gRPC stream allows one reader and one writer at a time).
     bool got_reply = false;
@@ -193,7 +194,7 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
         absl::StrCat(where, ": the bucketed step ended before its gradient was complete: ", feed_error.message()));
   }
   // A failed call (server gone, deadline, server-side error) explains a short or broken reply best.
-  RETURN_IF_ERROR(FromCall(status, deadline, where));
+  RETURN_IF_ERROR(CallResult(shard, status, deadline, where));
   if (!received.ok()) return absl::Status(received.code(), absl::StrCat(where, ": ", received.message()));
   if (!ok) return absl::UnavailableError(absl::StrCat(where, ": stream ended without parameters"));
   // With backup workers the steps go on without this rank: its next push is tagged with the version it now

@@ -77,15 +77,25 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
   // gRPC sets SO_REUSEPORT by default: a second server on a busy port would start and silently share the
   // port's connections with the first (two shards on one port). Make it fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // Bounded whatever callers do (ps/service.h, CheckAuth): threads, calls per connection, connections that
-  // idle or die, handshakes that never finish. Messages are bounded by kMaxMessageBytes above and a call's
-  // first message by ServiceOptions::first_message_timeout.
+  // Bounded whatever callers do (ps/service.h, CheckAuth): threads, gRPC's memory, calls per connection,
+  // connections that idle, age or die, handshakes that never finish. Messages are bounded by
+  // kMaxMessageBytes above and a call's first message by ServiceOptions::first_message_timeout.
   grpc::ResourceQuota quota("psring-ps-server");
   quota.SetMaxThreads(options.max_threads > 0 ? options.max_threads : 64 + 8 * s.workers);
+  quota.Resize(options.max_memory_bytes > 0
+                   ? options.max_memory_bytes
+                   : (size_t{64} << 20) + (size_t{8} << 20) * static_cast<size_t>(s.workers));
   builder.SetResourceQuota(quota);
   const auto ms = [](absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); };
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(options.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ms(options.max_connection_age));
+  // A fixed receive window per stream instead of gRPC's BDP-grown one (megabytes per stream on loopback): a
+  // stream whose handler refuses it unread (an unauthenticated call) buffers at most this much here.
+  if (options.receive_window_bytes > 0) {
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, static_cast<int>(options.receive_window_bytes));
+  }
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(options.keepalive_time));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(options.keepalive_timeout));
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, ms(options.handshake_timeout));

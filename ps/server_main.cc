@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
 #include "common/auth.h"
 #include "common/flags_usage.h"
 #include "common/socket.h"
@@ -58,13 +58,14 @@ ABSL_FLAG(int64_t, checkpoint_every, 100,
           "Versions (optimizer steps) between checkpoints; 0: only at shutdown.");
 ABSL_FLAG(
     std::string, auth_token, psring::ps::ServiceOptions{}.auth_token,
-    "Shared secret (at least 16 bytes): calls without metadata x-psring-token=<token> fail with "
-    "UNAUTHENTICATED. Empty: --auth_token_file, else the environment's PSRING_AUTH_TOKEN, else off. Prefer "
-    "those two: a flag is readable by every local user in /proc/<pid>/cmdline.");
+    "Shared secret (at least 16 bytes): every call must prove it (a challenge-response and per-call MACs; "
+    "the token itself never crosses the wire), else it fails with UNAUTHENTICATED. Empty: --auth_token_file, "
+    "else the environment's PSRING_AUTH_TOKEN, else off. Prefer those two: a flag is readable by every local "
+    "user in /proc/<pid>/cmdline.");
 ABSL_FLAG(std::string, auth_token_file, "", "File holding the shared secret (instead of --auth_token).");
 ABSL_FLAG(bool, insecure, false,
-          "Allow a token without TLS on an address other than loopback (the token and the tensors then cross "
-          "the network in clear; only on a trusted network).");
+          "Allow a token without TLS on an address other than loopback (the token never crosses the network, but "
+          "the tensors then cross it in clear and unprotected; only on a trusted network).");
 ABSL_FLAG(double, first_message_timeout,
           absl::ToDoubleSeconds(psring::ps::ServiceOptions{}.first_message_timeout),
           "Seconds a call may wait for its first message (and an offer of initial parameters for each next "
@@ -76,6 +77,18 @@ ABSL_FLAG(int64_t, chunk_bytes, psring::ps::ServiceOptions{}.chunk_bytes,
 ABSL_FLAG(uint64_t, max_params, psring::ps::ServiceOptions{}.max_params,
           "Largest model (total parameters, all shards) a worker may register; bounds the memory one call can "
           "make this server allocate (default 2^30 floats = 4 GiB).");
+ABSL_FLAG(double, max_grad_norm, psring::ps::ServiceOptions{}.max_grad_norm,
+          "Refuse a pushed gradient whose L2 norm on this shard exceeds this (the push fails with a message "
+          "naming rank, step and norm, nothing of it is applied, and the server goes on); training never comes "
+          "near the default. inf: no bound.");
+ABSL_FLAG(int64_t, grpc_memory_mb, 0,
+          "MiB of memory gRPC's buffers may take (its ResourceQuota): beyond it gRPC shrinks flow-control windows "
+          "and cancels streams, so callers who send without being read (authenticated or not) cannot grow this "
+          "server without bound. 0: 64 + 8 per worker.");
+ABSL_FLAG(int64_t, receive_window_bytes, psring::ps::ServerOptions{}.receive_window_bytes,
+          "HTTP/2 receive window of every call's stream (16384 .. 1073741823), with gRPC's BDP probing off: what a "
+          "caller can make this server buffer per call before it is authenticated, and a push's most bytes in "
+          "flight per stream (cover the link's bandwidth-delay product). 0: gRPC's adaptive window.");
 ABSL_FLAG(int64_t, max_lead_bytes, psring::ps::ServiceOptions{}.max_lead_bytes,
           "Sync mode: stop reading a worker's push while it is more than this many bytes ahead of the slowest "
           "push of the step, so every worker gets a fair share of this server's link (0: no limit).");
@@ -98,24 +111,40 @@ absl::Status Run() {
       options.bind_addr = "0.0.0.0";
     }
   }
+  // The rule off loopback every psring program applies (common/auth.h).
+  RETURN_IF_ERROR(RequireTokenOffLoopback("ps server", options.bind_addr, !token.empty(),
+                                          absl::GetFlag(FLAGS_insecure)));
   options.port = absl::GetFlag(FLAGS_port);
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("--port=", options.port, " must be in [0, 65535] (0: a free port)"));
   }
+  if (absl::GetFlag(FLAGS_grpc_memory_mb) != 0 &&
+      (absl::GetFlag(FLAGS_grpc_memory_mb) < 16 || absl::GetFlag(FLAGS_grpc_memory_mb) > (int64_t{1} << 20))) {
+    return absl::InvalidArgumentError(absl::StrCat("--grpc_memory_mb=", absl::GetFlag(FLAGS_grpc_memory_mb),
+                                                   " must be 0 (64 + 8 per worker) or in [16, 1048576]"));
+  }
+  options.max_memory_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_grpc_memory_mb)) << 20;
+  const int64_t window = absl::GetFlag(FLAGS_receive_window_bytes);
+  if (window != 0 && (window < 16384 || window > 1073741823)) {
+    return absl::InvalidArgumentError(absl::StrCat("--receive_window_bytes=", window,
+                                                   " must be 0 (gRPC's adaptive window) or in [16384, 1073741823]"));
+  }
+  options.receive_window_bytes = static_cast<size_t>(window);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   if (!token.empty() && options.tls_cert_file.empty() && !IsLoopbackHost(options.bind_addr)) {
-    // The token is gRPC metadata: it proves who calls, but without TLS anyone on the path can read it.
+    // The calls prove the token without sending it (ps/call_auth.h), but only TLS keeps the tensors from being
+    // read or changed on the path.
     if (!absl::GetFlag(FLAGS_insecure)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "a token without TLS on ", options.bind_addr,
-          " would send the token and the tensors in clear, so anyone who captures the traffic could join; "
+          " would send the tensors in clear, where anyone on the path can read or change them; "
           "give --tls_cert/--tls_key (and --tls_ca to the workers), --bind_addr=127.0.0.1, or --insecure on a "
           "trusted network"));
     }
     std::fprintf(stderr,
-                 "ps server: warning: --insecure: the token and the tensors cross the network to %s in clear\n",
+                 "ps server: warning: --insecure: the tensors cross the network to %s in clear\n",
                  options.bind_addr.c_str());
   }
   ServiceOptions& s = options.service;
@@ -137,6 +166,7 @@ absl::Status Run() {
   s.backup_workers = absl::GetFlag(FLAGS_backup_workers);
   ASSIGN_OR_RETURN(s.step_timeout, trainer::TimeoutFromSeconds("step_timeout", absl::GetFlag(FLAGS_step_timeout)));
   s.max_params = absl::GetFlag(FLAGS_max_params);
+  s.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
   s.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   s.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   if (s.checkpoint_every < 0) {
@@ -167,12 +197,11 @@ absl::Status Run() {
                s.num_shards, mode.c_str(), s.workers, backup.c_str(), options.bind_addr.c_str(),
                server->port());
   if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    // A fresh temporary file (O_EXCL | O_NOFOLLOW, 0600) renamed over the path: never through a planted
+    // symlink, and a reader sees the whole port or nothing.
     const std::string path = absl::GetFlag(FLAGS_port_file);
-    const std::string tmp = path + ".tmp";
-    std::ofstream(tmp) << server->port() << "\n";
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      return absl::InternalError(absl::StrCat("cannot write --port_file=", path));
-    }
+    RETURN_IF_ERROR(Annotate(WriteFileAtomically(path, absl::StrCat(server->port(), "\n")),
+                             absl::StrCat("cannot write --port_file=", path)));
   }
 
   std::atomic<bool> done{false};

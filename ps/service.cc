@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "ps/call_auth.h"
 #include "ps/wire.h"
 
 namespace psring::ps {
@@ -14,17 +15,15 @@ namespace {
 
 using FrameStream = grpc::ServerReaderWriter<TensorFrame, TensorFrame>;
 
-// Constant-time comparison, so the token cannot be guessed byte by byte from response times.
-bool SameSecret(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 grpc::Status ClientGone() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away"); }
 
 }  // namespace
+
+absl::Status ParameterServerService::ChunkMissing() const {
+  return absl::DeadlineExceededError(absl::StrCat("gradient: no chunk within --step_timeout=",
+                                                  absl::FormatDuration(options_.step_timeout),
+                                                  "; the server cancelled the push"));
+}
 
 absl::Status ParameterServerService::FirstMessageMissing(const char* method) const {
   return absl::DeadlineExceededError(absl::StrCat(method, ": no message within --first_message_timeout=",
@@ -48,27 +47,39 @@ ParameterServerService::~ParameterServerService() {
 }
 
 ParameterServerService::ParameterServerService(const ServiceOptions& options, std::unique_ptr<ShardCore> core)
-    : options_(options), core_(std::move(core)) {
+    : options_(options), core_(std::move(core)),
+      channels_(PsKeyFromToken(options.auth_token), options.workers, options.step_timeout) {
   MarkMethodStreamed(PushPullMethodIndex(),
                      new grpc::internal::BidiStreamingHandler<ParameterServerService, TensorFrame, TensorFrame>(
                          [](ParameterServerService* service, grpc::ServerContext* context, FrameStream* stream) {
                            return service->PushPullFrames(context, stream);
                          },
                          this));
-}
-
-absl::Status ParameterServerService::CheckAuth(grpc::ServerContext* context) const {
-  if (options_.auth_token.empty()) return absl::OkStatus();
-  const auto& metadata = context->client_metadata();
-  auto it = metadata.find(kAuthMetadataKey);
-  if (it == metadata.end()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("this server requires --auth_token (metadata \"", kAuthMetadataKey, "\")"));
-  }
-  if (!SameSecret(absl::string_view(it->second.data(), it->second.size()), options_.auth_token)) {
-    return absl::UnauthenticatedError("wrong --auth_token");
-  }
-  return absl::OkStatus();
+  // The unary methods as streams: their request is read only after CheckAuth (see there).
+  MarkMethodStreamed(MethodIndex("Pull"),
+                     new grpc::internal::SplitServerStreamingHandler<proto::PullRequest, proto::PullReply>(
+                         [this](grpc::ServerContext* context,
+                                grpc::ServerSplitStreamer<proto::PullRequest, proto::PullReply>* stream) {
+                           return StreamedPull(context, stream);
+                         }));
+  MarkMethodStreamed(MethodIndex("AverageMetrics"),
+                     new grpc::internal::StreamedUnaryHandler<proto::MetricsRequest, proto::MetricsReply>(
+                         [this](grpc::ServerContext* context,
+                                grpc::ServerUnaryStreamer<proto::MetricsRequest, proto::MetricsReply>* stream) {
+                           return StreamedAverageMetrics(context, stream);
+                         }));
+  MarkMethodStreamed(MethodIndex("Stats"),
+                     new grpc::internal::StreamedUnaryHandler<proto::StatsRequest, proto::StatsReply>(
+                         [this](grpc::ServerContext* context,
+                                grpc::ServerUnaryStreamer<proto::StatsRequest, proto::StatsReply>* stream) {
+                           return StreamedStats(context, stream);
+                         }));
+  MarkMethodStreamed(MethodIndex("Shutdown"),
+                     new grpc::internal::StreamedUnaryHandler<proto::ShutdownRequest, proto::ShutdownReply>(
+                         [this](grpc::ServerContext* context,
+                                grpc::ServerUnaryStreamer<proto::ShutdownRequest, proto::ShutdownReply>* stream) {
+                           return StreamedShutdown(context, stream);
+                         }));
 }
 
 absl::Status ParameterServerService::CheckAddress(const proto::ShardAddress& address) const {
@@ -85,7 +96,7 @@ absl::Status ParameterServerService::CheckAddress(const proto::ShardAddress& add
 
 absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
     grpc::ServerContext* context, grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) {
-  RETURN_IF_ERROR(CheckAuth(context));
+  ASSIGN_OR_RETURN(const CallGrant call, CheckAuth(context, "Register"));
   CallWatchdog::Guard guard(&watchdog_, context, options_.first_message_timeout);
   proto::RegisterRequest first;
   if (!stream->Read(&first) || !first.has_header()) {
@@ -94,7 +105,23 @@ absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
   }
   const proto::RegisterHeader& h = first.header();
   guard.Extend();  // now for the first chunk
+  RETURN_IF_ERROR(call.CheckFields(RegisterFields(h)));
   RETURN_IF_ERROR(CheckAddress(h.address()));
+  if (h.rank() < 0 || h.rank() >= options_.workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker rank ", h.rank(), " does not fit this server's --workers=",
+                                                   options_.workers));
+  }
+  // Before any offer is read: a caller that may not take this rank streams nothing. The rank is claimed
+  // only once the registration is about to complete (RegisterClaimed), so a caller that stalls holds nothing.
+  RETURN_IF_ERROR(channels_.MayClaimRank(call, h.rank()));
+  return RegisterClaimed(context, call, h, stream, &guard);
+}
+
+absl::StatusOr<RegisteredRank> ParameterServerService::RegisterClaimed(grpc::ServerContext* context,
+                                                                       const CallGrant& call,
+                                                                       const proto::RegisterHeader& h,
+                                                                       RegisterStream* stream,
+                                                                       CallWatchdog::Guard* guard) {
   Registration registration;
   registration.rank = h.rank();
   registration.world_size = h.world_size();
@@ -106,22 +133,28 @@ absl::StatusOr<RegisteredRank> ParameterServerService::DoRegister(
   ASSIGN_OR_RETURN(const ShardRange range, core_->BeginRegistration(registration));
   bool offer_was_kept = false;
   if (h.offers_parameters()) {
-    ASSIGN_OR_RETURN(offer_was_kept, ReceiveOffer(context, registration, range, stream, &guard));
+    ASSIGN_OR_RETURN(offer_was_kept, ReceiveOffer(context, registration, range, stream, guard));
   } else {
     proto::RegisterRequest extra;
     if (stream->Read(&extra)) {
       return absl::InvalidArgumentError("chunks after a RegisterHeader without offers_parameters");
     }
   }
-  guard.Disarm();
+  guard->Disarm();
   if (h.offers_parameters() && !offer_was_kept) RETURN_IF_ERROR(AwaitOtherOffer(context));
-  ASSIGN_OR_RETURN(RegisteredRank registered, core_->CompleteRegistration(registration));
+  ASSIGN_OR_RETURN(std::string previous_owner, channels_.ClaimRank(call, h.rank()));
+  absl::StatusOr<RegisteredRank> completed = core_->CompleteRegistration(registration);
+  if (!completed.ok()) {
+    channels_.ReleaseClaim(call, h.rank(), std::move(previous_owner));
+    return completed.status();
+  }
+  RegisteredRank& registered = *completed;
   // One line per registration: an operator sees workers (re)joining, e.g. after a restart.
   if (options_.log_registrations) {
     std::fprintf(stderr, "ps shard %d: rank %d registered at version %llu\n", options_.shard, h.rank(),
                  static_cast<unsigned long long>(registered.version));
   }
-  return registered;
+  return std::move(registered);
 }
 
 absl::StatusOr<bool> ParameterServerService::ReceiveOffer(grpc::ServerContext* context,
@@ -225,9 +258,9 @@ grpc::Status ParameterServerService::Register(
 // ---- PushPull ---------------------------------------------------------------------------------------------
 
 grpc::Status ParameterServerService::PushPullFrames(grpc::ServerContext* context, FrameStream* stream) {
-  // Nothing of the call is read before the token is checked (see CheckAuth in service.h).
-  absl::Status status = CheckAuth(context);
-  if (!status.ok()) return ToGrpc(status);
+  // Nothing of the call is read before it is authenticated (see CheckAuth in service.h).
+  absl::StatusOr<CallGrant> call = CheckAuth(context, "PushPull");
+  if (!call.ok()) return ToGrpc(call.status());
   TensorFrame first;
   proto::PushHeader header;
   {
@@ -238,7 +271,11 @@ grpc::Status ParameterServerService::PushPullFrames(grpc::ServerContext* context
       return ToGrpc(absl::InvalidArgumentError("a push must start with a PushHeader"));
     }
   }
-  status = CheckAddress(header.address());
+  absl::Status status = call->CheckFields(PushFields(header));
+  if (status.ok()) status = CheckAddress(header.address());
+  if (status.ok() && header.rank() >= 0 && header.rank() < options_.workers) {
+    status = channels_.CheckOwner(*call, header.rank());
+  }
   if (!status.ok()) return ToGrpc(status);
   PushInfo info;
   info.rank = header.rank();
@@ -274,7 +311,12 @@ grpc::Status ParameterServerService::AsyncPushPull(grpc::ServerContext* context,
   if (!push.ok()) return ToGrpc(push.status());
   const uint64_t count = push->gradient.size();
   uint64_t received = 0;
-  absl::Status status = ReadFrameChunks(stream, push->gradient.data(), count, &received, "gradient");
+  // Every next chunk within --step_timeout: a push that stalls after its header gives its thread back.
+  CallWatchdog::Guard guard(&watchdog_, context, options_.step_timeout);
+  absl::Status status = ReadFrameChunks(stream, push->gradient.data(), count, &received, "gradient",
+                                        [&guard](uint64_t) { guard.Extend(); });
+  if (guard.fired()) status = ChunkMissing();
+  guard.Disarm();
   bytes_received_ += received;
   if (status.ok() && context->IsCancelled()) status = absl::CancelledError("push cancelled by the client");
   absl::StatusOr<uint64_t> version = core_->FinishAsyncPush(std::move(*push), status);
@@ -339,7 +381,14 @@ absl::Status ParameterServerService::ReceiveSyncPush(grpc::ServerContext* contex
   const auto cancelled = [context] { return context->IsCancelled(); };
   uint64_t reported = 0;
   while (true) {
-    const bool more = stream->Read(&frame);
+    // Every next chunk within --step_timeout, counted only while waiting for it (not while Delivered holds a
+    // push that is ahead of the others): a push that stalls after its header gives its thread back.
+    bool more = false;
+    {
+      CallWatchdog::Guard guard(&watchdog_, context, options_.step_timeout);
+      more = stream->Read(&frame);
+      if (guard.fired()) return ChunkMissing();
+    }
     if (frame.filled() > reported) {
       bytes_received_ += (frame.filled() - reported) * sizeof(float);
       RETURN_IF_ERROR(core_->Delivered(push, frame.filled(), cancelled));
@@ -384,39 +433,6 @@ absl::Status ParameterServerService::StreamStepReplies(const SyncPush& push, Fra
   return absl::OkStatus();
 }
 
-// ---- Pull, metrics, stats, shutdown -----------------------------------------------------------------------
-
-grpc::Status ParameterServerService::Pull(grpc::ServerContext* context, const proto::PullRequest* request,
-                                          grpc::ServerWriter<proto::PullReply>* writer) {
-  absl::Status status = CheckAuth(context);
-  if (status.ok()) status = CheckAddress(request->address());
-  if (!status.ok()) return ToGrpc(status);
-  absl::StatusOr<ParameterSnapshot> snapshot = core_->Pull(request->rank(), GetSession(*request));
-  if (!snapshot.ok()) return ToGrpc(snapshot.status());
-  proto::PullReply header;
-  header.mutable_header()->set_version(snapshot->version);
-  header.mutable_header()->set_num_elements(snapshot->params.size());
-  if (!writer->Write(header)) return ClientGone();
-  uint64_t sent = 0;
-  const bool ok = WriteChunks<proto::PullReply>(writer, snapshot->params.data(), snapshot->params.size(),
-                                                core_->chunk_elements(), &sent);
-  bytes_sent_ += sent;
-  return ok ? grpc::Status::OK : ClientGone();
-}
-
-grpc::Status ParameterServerService::AverageMetrics(grpc::ServerContext* context,
-                                                    const proto::MetricsRequest* request,
-                                                    proto::MetricsReply* reply) {
-  absl::Status status = CheckAuth(context);
-  if (status.ok()) status = CheckAddress(request->address());
-  if (!status.ok()) return ToGrpc(status);
-  absl::StatusOr<std::vector<double>> mean = core_->AverageMetrics(
-      request->rank(), GetSession(*request), std::vector<double>(request->values().begin(), request->values().end()));
-  if (!mean.ok()) return ToGrpc(mean.status());
-  for (double v : *mean) reply->add_values(v);
-  return grpc::Status::OK;
-}
-
 proto::StatsReply ParameterServerService::GetStats() {
   const ShardStats stats = core_->Stats();
   proto::StatsReply reply;
@@ -437,22 +453,6 @@ proto::StatsReply ParameterServerService::GetStats() {
   reply.set_dropped_pushes(stats.dropped_pushes);
   for (uint64_t dropped : stats.dropped_by_rank) reply.add_dropped_by_rank(dropped);
   return reply;
-}
-
-grpc::Status ParameterServerService::Stats(grpc::ServerContext* context, const proto::StatsRequest*,
-                                           proto::StatsReply* reply) {
-  absl::Status status = CheckAuth(context);
-  if (!status.ok()) return ToGrpc(status);
-  *reply = GetStats();
-  return grpc::Status::OK;
-}
-
-grpc::Status ParameterServerService::Shutdown(grpc::ServerContext* context, const proto::ShutdownRequest*,
-                                              proto::ShutdownReply*) {
-  absl::Status status = CheckAuth(context);
-  if (!status.ok()) return ToGrpc(status);
-  RequestShutdown();
-  return grpc::Status::OK;
 }
 
 }  // namespace psring::ps

@@ -54,8 +54,22 @@
 //                       step wins; the pushes of the others are refused (or dropped, if they came first)
 //                       and their clients pull the parameters instead, so every rank stays in lockstep
 //   UNAVAILABLE         the server is shutting down, or (sync) the step was rolled back after part of it
-//                       was applied because another rank's push broke: re-register and push again
-//   UNAUTHENTICATED     --auth_token set and the call's "x-psring-token" metadata does not match
+//                       was applied because another rank's push broke: re-register and push again; with a
+//                       token, also a Register of a rank another worker holds live (retry: see below)
+//   UNAUTHENTICATED     --auth_token set and the call is not authenticated (ps/call_auth.h: no channel, a
+//                       wrong MAC, a replayed counter, fields other than those the MAC covers)
+//   PERMISSION_DENIED   --auth_token set and the caller acts as another rank than its channel's, uses a session
+//                       another worker registered, or asks for Shutdown without being rank 0 while the job runs
+//                       (ps/auth_channels.h)
+//
+// Per-rank credentials and bounds (issue 34): with a token, re-registering a rank whose session is live needs
+// that session's channel (another caller gets UNAVAILABLE and may retry: it gets the rank once the live
+// worker has been silent for --step_timeout, as a crashed one is). A pushed gradient whose norm on this shard
+// exceeds max_grad_norm is refused (INVALID_ARGUMENT naming rank, step and norm) and nothing of it is
+// applied: a synchronous step it was part of is rolled back, the other ranks push it again (UNAVAILABLE), and
+// the server goes on. Nothing of a call is read before it is authenticated: the unary methods are served as
+// streams so their request is read only after the metadata check; every wait for a push's next chunk is
+// bounded by --step_timeout (a call watchdog).
 //
 // Thread-safety: all methods may be called concurrently (gRPC's sync server runs each call on its own
 // thread). Replies send the shard's parameters without holding its lock (zero-copy slices in aggregating
@@ -74,6 +88,7 @@
 #include "absl/time/time.h"
 #include "proto/ps.grpc.pb.h"
 #include "absl/synchronization/mutex.h"
+#include "ps/auth_channels.h"
 #include "ps/call_watchdog.h"
 #include "ps/shard_core.h"
 #include "ps/tensor_frame.h"
@@ -86,6 +101,12 @@ struct ServiceOptions : ShardOptions {
   // Longest wait for a call's first message (and, while initial parameters stream in, for each next chunk):
   // a caller that opens a stream and sends nothing gives its thread back after this (DEADLINE_EXCEEDED).
   absl::Duration first_message_timeout = absl::Seconds(10);
+  // With a token: at most this many Authenticate handshakes (the only calls served before authentication)
+  // wait for their next message at once, each at most handshake_timeout per message; more are refused with
+  // RESOURCE_EXHAUSTED (clients retry), so strangers never hold more than these threads, and never those of
+  // running steps (a handshake message over 1 KiB is refused).
+  int max_pending_handshakes = 16;
+  absl::Duration handshake_timeout = absl::Seconds(2);
   // One stderr line per registration ("ps shard 0: rank 3 registered at version 12"): an operator sees
   // workers (re)join. Benchmarks that start hundreds of short-lived servers turn it off.
   bool log_registrations = true;
@@ -105,14 +126,18 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   // without copying tensors through protobuf); installed in the constructor.
   grpc::Status PushPullFrames(grpc::ServerContext* context,
                               grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
-  grpc::Status Pull(grpc::ServerContext* context, const proto::PullRequest* request,
-                    grpc::ServerWriter<proto::PullReply>* writer) override;
-  grpc::Status AverageMetrics(grpc::ServerContext* context, const proto::MetricsRequest* request,
-                              proto::MetricsReply* reply) override;
-  grpc::Status Stats(grpc::ServerContext* context, const proto::StatsRequest* request,
-                     proto::StatsReply* reply) override;
-  grpc::Status Shutdown(grpc::ServerContext* context, const proto::ShutdownRequest* request,
-                        proto::ShutdownReply* reply) override;
+  // Pull, AverageMetrics, Stats and Shutdown are served as streams (installed in the constructor), so their
+  // request is read only once the call is authenticated; Authenticate opens a channel (ps/call_auth.h).
+  grpc::Status StreamedPull(grpc::ServerContext* context,
+                            grpc::ServerSplitStreamer<proto::PullRequest, proto::PullReply>* stream);
+  grpc::Status StreamedAverageMetrics(grpc::ServerContext* context,
+                                      grpc::ServerUnaryStreamer<proto::MetricsRequest, proto::MetricsReply>* stream);
+  grpc::Status StreamedStats(grpc::ServerContext* context,
+                             grpc::ServerUnaryStreamer<proto::StatsRequest, proto::StatsReply>* stream);
+  grpc::Status StreamedShutdown(grpc::ServerContext* context,
+                                grpc::ServerUnaryStreamer<proto::ShutdownRequest, proto::ShutdownReply>* stream);
+  grpc::Status Authenticate(grpc::ServerContext* context,
+                            grpc::ServerReaderWriter<proto::AuthReply, proto::AuthRequest>* stream) override;
 
   // Blocks until a Shutdown RPC (or RequestShutdown()) arrives or `timeout` passes; true when requested.
   bool WaitForShutdownRequest(absl::Duration timeout) { return core_->WaitForShutdownRequest(timeout); }
@@ -133,13 +158,25 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   ParameterServerService(const ServiceOptions& options, std::unique_ptr<ShardCore> core);
 
   // The first statement of every handler, before anything of the call is read: its metadata arrived with
-  // the call, and gRPC's sync server reads a streaming call's messages only when the handler asks. (Not an
+  // the call, and gRPC's sync server reads a streamed call's messages only when the handler asks. (Not an
   // AuthMetadataProcessor: gRPC 1.51 aborts when one is set on insecure credentials, the loopback case;
   // nor an interceptor: a C++ server interceptor cannot end a call.) Threads are bounded by the server's
   // ResourceQuota and per-connection stream limit (ps/server.cc), so a refused caller costs a thread for
-  // one metadata lookup.
-  absl::Status CheckAuth(grpc::ServerContext* context) const;
+  // one metadata lookup and one HMAC.
+  absl::StatusOr<CallGrant> CheckAuth(grpc::ServerContext* context, absl::string_view method) {
+    return channels_.Verify(*context, method);
+  }
+  // Reads the one request of a streamed unary call (or a handshake's next message), within `limit`.
+  template <typename Stream, typename Request>
+  absl::Status ReadRequest(grpc::ServerContext* context, Stream* stream, Request* request, const char* method,
+                           absl::Duration limit);
+  // The Authenticate handshake (ps/call_auth.h); returns the status the call ends with.
+  absl::Status RunHandshake(grpc::ServerContext* context,
+                            grpc::ServerReaderWriter<proto::AuthReply, proto::AuthRequest>* stream);
+  bool TakeHandshakeSlot();
+  void ReleaseHandshakeSlot();
   absl::Status FirstMessageMissing(const char* method) const;
+  absl::Status ChunkMissing() const;
   absl::Status CheckAddress(const proto::ShardAddress& address) const;
   using RegisterStream = grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>;
   // Reads the offered initial parameters of `range`; true when this offer was the one kept (it then fixed
@@ -154,6 +191,10 @@ class ParameterServerService final : public proto::ParameterServer::Service {
   absl::StatusOr<RegisteredRank> DoRegister(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream);
+  // DoRegister once the header is read and checked: the offer, then the rank's claim and its session.
+  absl::StatusOr<RegisteredRank> RegisterClaimed(grpc::ServerContext* context, const CallGrant& call,
+                                                 const proto::RegisterHeader& h, RegisterStream* stream,
+                                                 CallWatchdog::Guard* guard);
   // PushPull with staleness > 0: the whole push, then the parameters after it.
   grpc::Status AsyncPushPull(grpc::ServerContext* context, const PushInfo& info,
                              grpc::ServerReaderWriter<TensorFrame, TensorFrame>* stream);
@@ -175,7 +216,10 @@ class ParameterServerService final : public proto::ParameterServer::Service {
 
   const ServiceOptions options_;
   const std::unique_ptr<ShardCore> core_;
+  AuthChannels channels_;
   CallWatchdog watchdog_;
+  absl::Mutex handshake_mu_;
+  int pending_handshakes_ ABSL_GUARDED_BY(handshake_mu_) = 0;
   absl::Mutex offer_mu_;
   bool offer_busy_ ABSL_GUARDED_BY(offer_mu_) = false;  // an offer of initial parameters is being kept
   std::atomic<uint64_t> bytes_sent_{0};

@@ -31,6 +31,10 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const ShardOptions&
         absl::StrCat("--workers=", options.workers, " must be in [1, ", kMaxWorkers, "]"));
   }
   if (options.max_params < 1) return absl::InvalidArgumentError("--max_params must be at least 1");
+  if (!(options.max_grad_norm > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_grad_norm=", options.max_grad_norm,
+                                                   " must be > 0 (inf: no bound)"));
+  }
   if (options.staleness < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--staleness=", options.staleness, " must be >= 0"));
   }

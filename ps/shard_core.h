@@ -73,6 +73,13 @@ struct ShardOptions {
   // Largest model (total_params, all shards together) a registration may announce: bounds what one caller
   // can make the shard allocate. 2^30 floats = 4 GiB.
   uint64_t max_params = uint64_t{1} << 30;
+  // A push whose gradient on this shard has an L2 norm above this is refused (INVALID_ARGUMENT naming the
+  // rank, the step and the norm) and nothing of it is applied; a synchronous step it was part of is rolled
+  // back (ps/service.h). Per shard: a slice's norm never exceeds the whole gradient's, so every refused
+  // gradient is over the bound, and with K shards a gradient passes with a norm of at most sqrt(K) times it.
+  // Training never comes near the default (gradient-only mode's largest model, 2^30 values near 1, has a
+  // norm of 32768); it stops huge finite gradients from poisoning the model. Infinity: no bound.
+  double max_grad_norm = 1e6;
 };
 
 // The largest --workers a server accepts: per-rank state is allocated up front.
@@ -123,6 +130,7 @@ struct SyncPush {
   int64_t step = 0;
   std::vector<float> gradient;
   uint64_t checked = 0;  // gradient[0, checked) was found finite by Delivered()
+  double sum_squares = 0;  // of gradient[0, checked)
   // Backup workers: its step had closed when it arrived (an older trainer step or version): it is read and
   // dropped, never entering a step.
   bool late = false;

@@ -1,5 +1,6 @@
 // ShardCore's asynchronous pushes (ps/shard_core.h): each applied on arrival, then held while the pusher
 // is more than `staleness` steps ahead of the slowest rank (ps/async_policy.h).
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,7 @@ absl::StatusOr<uint64_t> ShardCore::FinishAsyncPush(AsyncPush push, const absl::
   bool checkpoint_due = false;
   {
     const uint64_t bad = trainer::FirstNonFinite(push.gradient.data(), push.gradient.size());  // before the lock
+    const double norm = std::sqrt(SumOfSquares(push.gradient.data(), push.gradient.size()));
     absl::MutexLock lock(&mu_);
     if (staleness_.receiving(push.rank) == push.session) staleness_.set_receiving(push.rank, 0);
     absl::Status status = received;
@@ -32,6 +34,11 @@ absl::StatusOr<uint64_t> ShardCore::FinishAsyncPush(AsyncPush push, const absl::
       status = absl::InvalidArgumentError(absl::StrCat("gradient element ", bad, " of rank ", push.rank,
                                                        " at step ", push.step, " is ", push.gradient[bad],
                                                        "; the push was refused (non-finite gradients)"));
+    }
+    if (status.ok() && norm > options_.max_grad_norm) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "rank ", push.rank, " step ", push.step, ": gradient norm ", norm, " on shard ", options_.shard,
+          " exceeds --max_grad_norm=", options_.max_grad_norm, "; the push was refused and nothing of it applied"));
     }
     if (status.ok()) status = CheckServingLocked();
     if (status.ok()) status = CheckSessionLocked(push.rank, push.session);

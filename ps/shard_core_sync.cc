@@ -1,6 +1,7 @@
 // ShardCore's synchronous step (ps/shard_core.h): pushes entering the pending step (ps/sync_step.h),
 // delivering into it, awaiting and reading the applied ranges (or, with backup workers, the closed step),
 // and pushes leaving it.
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -58,7 +59,16 @@ absl::Status ShardCore::Delivered(SyncPush* push_ptr, uint64_t filled, absl::Fun
                                                      " at step ", push.step, " is ", push.gradient[bad],
                                                      "; the step was refused (non-finite gradients)"));
     }
+    push.sum_squares += SumOfSquares(push.gradient.data() + push.checked, filled - push.checked);
     push.checked = filled;
+    // Refused as soon as the part received is over the bound: nothing of this push is applied for good (the
+    // caller abandons it, which rolls back a step it was part of).
+    if (push.sum_squares > options_.max_grad_norm * options_.max_grad_norm) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", push.ticket.rank, " step ", push.step, ": gradient norm ", std::sqrt(push.sum_squares),
+          " on shard ", options_.shard, " exceeds --max_grad_norm=", options_.max_grad_norm,
+          "; the push was refused and nothing of it applied"));
+    }
   }
   if (push.late) return absl::OkStatus();  // read and dropped
   bool checkpoint_due = false;

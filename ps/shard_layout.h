@@ -35,10 +35,11 @@
 
 namespace psring::ps {
 
-// Largest chunk a client may configure, and the message size limit both ends set explicitly (a chunk plus
-// its small header must fit).
+// Largest chunk a client may configure, and the message size limit both ends set explicitly: a chunk plus
+// its header, or the largest other message (a StatsReply of kMaxWorkers ranks, under 1 MiB), must fit.
+// Nothing larger is read, authenticated or not (issue 34: it was 8 MiB).
 inline constexpr size_t kMaxChunkBytes = 4 << 20;
-inline constexpr int kMaxMessageBytes = 8 << 20;
+inline constexpr int kMaxMessageBytes = (4 << 20) + (1 << 20);
 // Most buckets a layout may have (registration and checkpoint carry the whole list: 8 bytes each at most).
 inline constexpr size_t kMaxLayoutBuckets = 1 << 16;
 

@@ -42,6 +42,9 @@ uint64_t ApplyMeanStep(const trainer::SgdOptions& hyperparameters, absl::Span<fl
 uint64_t ApplyAsyncStep(const trainer::SgdOptions& hyperparameters, int workers, absl::Span<float> gradient,
                         ShardTensors* tensors);
 
+// The sum of the squares of data[0, count), in double (the norm bound on pushed gradients, --max_grad_norm).
+double SumOfSquares(const float* data, uint64_t count);
+
 }  // namespace psring::ps
 
 #endif  // PSRING_PS_SHARD_UPDATE_H_

@@ -36,6 +36,13 @@ const std::string& PushPullMethodName() {
 
 int PushPullMethodIndex() { return PushPullMethod().index(); }
 
+int MethodIndex(const std::string& name) {
+  const google::protobuf::MethodDescriptor* method = google::protobuf::DescriptorPool::generated_pool()
+                                                         ->FindServiceByName(proto::ParameterServer::service_full_name())
+                                                         ->FindMethodByName(name);
+  return method == nullptr ? -1 : method->index();
+}
+
 void TuneMallocForTensors() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);

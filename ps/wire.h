@@ -1,5 +1,4 @@
-// What the parameter server and its client share about the wire: the PushPull method, tensor chunking, the
-// auth metadata key, and the one place grpc::Status becomes absl::Status (the ps/ edge). The shard layout is
+// What the parameter server and its client share about the wire: the PushPull method, tensor chunking, and the one place grpc::Status becomes absl::Status (the ps/ edge). The shard layout is
 // in ps/shard_layout.h (included here).
 //
 // Tensors cross as raw little-endian float32 bytes in Chunk messages of at most `chunk_elements` floats,
@@ -24,9 +23,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ps/ sends host floats 
 
 namespace psring::ps {
 
-// Call metadata carrying --auth_token (gRPC metadata keys are lower case).
-inline constexpr char kAuthMetadataKey[] = "x-psring-token";
-
 // A session id (proto/ps.proto): 128 random bits, the low half in `session`, the high half in
 // `session_high` of the message.
 template <typename Message>
@@ -44,6 +40,8 @@ void SetSession(absl::uint128 session, Message* message) {
 // index, the client opens the method by that name). Thread-safe; computed once.
 const std::string& PushPullMethodName();
 int PushPullMethodIndex();
+// The index in the service of the method `name` ("Pull"), for handlers installed by hand. -1 if none.
+int MethodIndex(const std::string& name);
 
 // Makes glibc keep large freed blocks instead of returning them to the kernel (mmap threshold 32 MB, trim
 // threshold 512 MB). gRPC allocates a fresh buffer for every large read; without this each one is a new

@@ -23,11 +23,12 @@ ABSL_FLAG(std::string, servers, "127.0.0.1:50051",
 ABSL_FLAG(bool, shutdown_servers, false,
           "At the end, rank 0 (after a barrier) asks every server to checkpoint and exit.");
 ABSL_FLAG(std::string, auth_token, psring::ps::PsClientOptions{}.auth_token,
-          "Shared secret sent as x-psring-token metadata (the servers' token, at least 16 bytes). Empty: "
+          "The servers' shared secret (at least 16 bytes), proven to each server and per call, never sent. Empty: "
           "--auth_token_file, else the environment's PSRING_AUTH_TOKEN (both keep it off the command line).");
 ABSL_FLAG(std::string, auth_token_file, "", "File holding the shared secret (instead of --auth_token).");
 ABSL_FLAG(bool, insecure, false,
-          "Allow sending the token without TLS (--tls_ca) to servers off loopback (only on a trusted network).");
+          "Allow a token without TLS (--tls_ca) to servers off loopback: the token is never sent, but the tensors "
+          "cross the network in clear (only on a trusted network).");
 ABSL_FLAG(std::string, tls_ca, psring::ps::PsClientOptions{}.tls_ca_file,
           "PEM root certificate to verify the servers' TLS certificates. Empty: plaintext.");
 ABSL_FLAG(std::string, tls_target_name, psring::ps::PsClientOptions{}.tls_target_name,
@@ -73,17 +74,26 @@ absl::StatusOr<trainer::WorkerExchange> ConnectServers(const trainer::WorkerOpti
                    LoadAuthToken(absl::GetFlag(FLAGS_auth_token), absl::GetFlag(FLAGS_auth_token_file)));
   options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls_target_name = absl::GetFlag(FLAGS_tls_target_name);
+  // The rule off loopback every psring program applies (common/auth.h).
+  for (const std::string& server : options.servers) {
+    absl::StatusOr<HostPort> address = ParseHostPort(server, "--servers entry");
+    if (!address.ok()) continue;  // reported where the servers are dialled
+    RETURN_IF_ERROR(RequireTokenOffLoopback("ps worker", address->host, !options.auth_token.empty(),
+                                            absl::GetFlag(FLAGS_insecure)));
+  }
   if (!options.auth_token.empty() && options.tls_ca_file.empty()) {
     for (const std::string& server : options.servers) {
       absl::StatusOr<HostPort> address = ParseHostPort(server, "--servers entry");
       if (address.ok() && IsLoopbackHost(address->host)) continue;
       if (!absl::GetFlag(FLAGS_insecure)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "the token would be sent in clear to ", server, ", where anyone who captures the traffic can read "
-            "it; give --tls_ca (servers with --tls_cert/--tls_key), or --insecure on a trusted network"));
+            "the tensors would cross the network to ", server, " in clear, where anyone on the path can read or "
+            "change them (the token itself is never sent); give --tls_ca (servers with --tls_cert/--tls_key), or "
+            "--insecure on a trusted network"));
       }
       if (worker.env.rank == 0) {
-        std::fprintf(stderr, "ps worker: warning: --insecure: the token is sent in clear to %s\n", server.c_str());
+        std::fprintf(stderr, "ps worker: warning: --insecure: the tensors cross the network to %s in clear\n",
+                     server.c_str());
       }
       break;
     }

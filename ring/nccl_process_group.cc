@@ -8,7 +8,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "common/cluster_env.h"
+#include "common/integrity.h"
 #include "common/status_macros.h"
 #include "trainer/cuda_status.h"
 
@@ -33,6 +35,30 @@ absl::Status NcclError(ncclComm_t comm, ncclResult_t res, const std::string& whe
                                     : absl::StatusCode::kInternal;
   return absl::Status(code, absl::StrCat(where, ": ", ncclGetErrorString(res),
                                          (detail && *detail) ? absl::StrCat(" (", detail, ")") : ""));
+}
+
+// The NCCL unique id as it goes into the store under `key`: sealed (common/integrity.h) under a key derived
+// from the job's token for this use and bound to the job id and the store key; as is without a token.
+absl::StatusOr<std::string> SealIdForStore(const AuthConfig& auth, const std::string& key,
+                                           const std::string& id) {
+  if (auth.token.empty()) return id;
+  DirectionKey seal_key = DeriveProtocolKey(auth.token, kNcclIdKeyLabel);
+  absl::StatusOr<std::string> sealed = SealValue(seal_key, absl::StrCat(auth.job_id, " ", key), id);
+  WipeBytes(seal_key.data(), seal_key.size());
+  return sealed;
+}
+
+absl::StatusOr<std::string> OpenIdFromStore(const AuthConfig& auth, const std::string& key,
+                                            const std::string& value) {
+  if (auth.token.empty()) return value;
+  DirectionKey seal_key = DeriveProtocolKey(auth.token, kNcclIdKeyLabel);
+  absl::StatusOr<std::string> id = OpenValue(seal_key, absl::StrCat(auth.job_id, " ", key), value);
+  WipeBytes(seal_key.data(), seal_key.size());
+  if (!id.ok()) {
+    return absl::DataLossError(absl::StrCat("the NCCL unique id in the store (", key, ") ", id.status().message(),
+                                            "; does rank 0 have the same --auth_token and --job_id?"));
+  }
+  return id;
 }
 
 // Every public call runs through Guard(): whatever fails — an NCCL call's own result, an asynchronous
@@ -132,18 +158,30 @@ class NcclProcessGroup final : public ProcessGroup {
     CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 
+    // NCCL's unique id is a capability: whoever holds it can reach the job's NCCL bootstrap. With a token
+    // the store's messages already carry integrity tags (common/tcp_store.h, unless --data_integrity=off;
+    // tests/common/store_auth_test.cc, StoreIntegrityTest.AChangedReplyFailsTheCall), and the id is also
+    // sealed here (SealIdForStore; tests/ring/nccl_fake_test.cc), so that it is neither readable nor
+    // replaceable on the way, whatever the integrity setting. Without a token the store serves loopback only
+    // (or --insecure).
     ncclUniqueId id;
     const std::string key = absl::StrCat(options.tcp.store_prefix, "/nccl_id");
     if (rank_ == 0) {
       PSRING_NCCL_RETURN_IF_ERROR(nullptr, ncclGetUniqueId(&id));
-      RETURN_IF_ERROR(store->Set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id))));
+      std::string bytes(reinterpret_cast<const char*>(&id), sizeof(id));
+      absl::StatusOr<std::string> value = SealIdForStore(options.tcp.auth, key, bytes);
+      WipeBytes(bytes.data(), bytes.size());
+      RETURN_IF_ERROR(value.status());
+      RETURN_IF_ERROR(store->Set(key, *value));
     } else {
-      ASSIGN_OR_RETURN(std::string bytes, store->Get(key, options.tcp.timeout));
+      ASSIGN_OR_RETURN(std::string value, store->Get(key, options.tcp.timeout));
+      ASSIGN_OR_RETURN(std::string bytes, OpenIdFromStore(options.tcp.auth, key, value));
       if (bytes.size() != sizeof(id)) {
         return absl::InvalidArgumentError(
             absl::StrCat("NCCL unique id in the store has ", bytes.size(), " bytes, expected ", sizeof(id)));
       }
       std::memcpy(&id, bytes.data(), sizeof(id));
+      WipeBytes(bytes.data(), bytes.size());
     }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;

@@ -38,11 +38,17 @@ ABSL_FLAG(
     "maximum, measured fastest on loopback); > 0: that size, capped by net.core.[rw]mem_max.");
 
 ABSL_FLAG(std::string, auth_token, "",
-          "Shared secret of the job: every rank proves it (HMAC-SHA256 challenge-response over fresh nonces; "
-          "the secret never crosses the wire) to the rendezvous store and to its ring neighbours, and a "
-          "connection that cannot is refused. Empty: the PSRING_AUTH_TOKEN environment variable (preferred: "
-          "not visible in ps), else no authentication, and rank 0's store then listens on 127.0.0.1 only "
-          "unless --iface_addr or a non-loopback --master_addr is given. Never printed.");
+          "Shared secret of the job (at least 16 bytes): every rank proves it (HMAC-SHA256 challenge-response "
+          "over fresh nonces under a key derived for the ring; the secret never crosses the wire) to the "
+          "rendezvous store and to its ring neighbours, and a connection that cannot is refused. Empty: "
+          "--auth_token_file, else the PSRING_AUTH_TOKEN environment variable (prefer those two: a flag is "
+          "readable by every local user in /proc/<pid>/cmdline), else no authentication, which only a "
+          "loopback master and --iface_addr allow (or --insecure). Never printed.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding the shared secret (instead of --auth_token); mode 600, not a symbolic link.");
+ABSL_FLAG(bool, insecure, false,
+          "Allow a job without a token on a --master_addr or --iface_addr that is not loopback: anyone who "
+          "reaches the store or a ring port can then join or steer the job (only on a trusted network).");
 ABSL_FLAG(
     std::string, job_id, "",
     "Names the job (at most 256 bytes): ranks and stores of another job id refuse each other even with "
@@ -111,8 +117,18 @@ absl::StatusOr<trainer::WorkerExchange> ConnectRing(const trainer::WorkerOptions
   options.group.ring.segment_bytes = static_cast<size_t>(segment);
   options.store_bind_addr = options.group.tcp.iface_addr;
   ASSIGN_OR_RETURN(options.group.tcp.auth,
-                   AuthConfigFrom(absl::GetFlag(FLAGS_auth_token), absl::GetFlag(FLAGS_job_id)));
+                   AuthConfigFrom(absl::GetFlag(FLAGS_auth_token), absl::GetFlag(FLAGS_auth_token_file),
+                                  absl::GetFlag(FLAGS_job_id)));
   AuthConfig& auth = options.group.tcp.auth;
+  // The store and the ring ports listen where the ranks meet: the master's address, and --iface_addr.
+  if (worker.env.world_size > 1) {
+    RETURN_IF_ERROR(RequireTokenOffLoopback("ring_worker", worker.env.master_addr, !auth.token.empty(),
+                                            absl::GetFlag(FLAGS_insecure)));
+    if (!options.group.tcp.iface_addr.empty() && options.group.tcp.iface_addr != worker.env.master_addr) {
+      RETURN_IF_ERROR(RequireTokenOffLoopback("ring_worker", options.group.tcp.iface_addr, !auth.token.empty(),
+                                              absl::GetFlag(FLAGS_insecure)));
+    }
+  }
   if (auth.job_id.empty()) auth.job_id = absl::StrCat("psring-port-", worker.env.master_port);
   const std::string integrity = absl::GetFlag(FLAGS_data_integrity);
   if (integrity != "on" && integrity != "off") {

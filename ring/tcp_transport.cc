@@ -19,14 +19,17 @@ namespace psring::ring {
 namespace {
 
 // Connection handling against strangers on the ring port (anyone who can reach it): the accept loop never
-// waits for a handshake; a connection must send its first bytes within kFirstBytesWithin and finish its
-// handshake within kHandshakeSlice; at most kMaxUnauthenticated connections shake hands at once, at most
-// kMaxPerSource of them from one address other than the left neighbour's published host. Over a cap, the
-// newest connection stays and the oldest one loses its slot (silent ones first, then those from other
-// hosts): a flood of silent connections cannot keep out the real neighbour, whose hello arrives at once and
-// whose client retries if it was dropped anyway.
+// waits for a handshake; a connection must send its first bytes within kFirstBytesWithin, take at most
+// kHandshakeStep for each later step of its handshake and finish it within kHandshakeSlice; at most
+// kMaxUnauthenticated connections shake hands at once, at most kMaxPerSource of them from one address other
+// than the left neighbour's published host. Over a cap, the newest connection stays and the one that made the
+// least progress loses its slot (strangers before the left neighbour's host; then silent ones, then those
+// with part of a hello, then those with a whole hello; the oldest first): a flood of connections that send
+// a byte and stall cannot keep out the real neighbour, whose hello arrives at once and whose client retries
+// if it was dropped anyway.
 constexpr absl::Duration kFirstBytesWithin = absl::Seconds(1);
-constexpr absl::Duration kHandshakeSlice = absl::Seconds(5);
+constexpr absl::Duration kHandshakeStep = absl::Seconds(1);
+constexpr absl::Duration kHandshakeSlice = absl::Seconds(3);
 constexpr int kMaxUnauthenticated = 32;
 constexpr int kMaxPerSource = 8;
 // How many refusals a rank prints (the rest are counted): a flood costs bounded log lines.
@@ -90,6 +93,7 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
     bool preferred = false;  // from left_host
     std::thread thread;
     bool spoke = false;    // guarded by mu: its first bytes arrived
+    bool hello = false;    // guarded by mu: its whole hello arrived
     bool evicted = false;  // guarded by mu: its slot was given to a newer connection
     bool done = false;     // guarded by mu
   };
@@ -113,13 +117,19 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
         absl::MutexLock lock(&mu);
         h->spoke = true;
       }
+      ServerHandshakeSteps steps;
+      steps.step_timeout = kHandshakeStep;
+      steps.on_hello = [&] {
+        absl::MutexLock lock(&mu);
+        h->hello = true;
+      };
       hello = ServerHandshake(
           h->socket, auth, mine,
           [&](const HandshakeHello& hi) {
             authenticated = true;
             return CheckNeighbour(hi, left, rank, world_size, "left");
           },
-          std::min(deadline, absl::Now() + kHandshakeSlice), &session);
+          std::min(deadline, absl::Now() + kHandshakeSlice), &session, &steps);
     }
     absl::MutexLock lock(&mu);
     h->done = true;
@@ -148,21 +158,23 @@ absl::StatusOr<Socket> AcceptLeft(Socket& listener, int rank, int left, int worl
     }
   };
 
-  // Makes room for one more connection from `source` (mu held): evicts the oldest handshake of that source
-  // over its cap, then the oldest one over the total cap, preferring silent ones and strangers.
+  // Makes room for one more connection from `source` (mu held): evicts the least advanced handshake of that
+  // source over its cap, then the least advanced one over the total cap (see the constants above).
   auto make_room = [&](const std::string& source, bool preferred) {
     mu.AssertHeld();
     auto live = [](const std::unique_ptr<Handshake>& h) { return !h->done && !h->evicted; };
+    auto rank_of = [](const Handshake& h) {  // lower: evicted first
+      return (h.preferred ? 4 : 0) + (h.hello ? 2 : h.spoke ? 1 : 0);
+    };
     auto evict = [&](auto match) {
-      for (int pass = 0; pass < 3; ++pass) {  // silent strangers, strangers, anyone
-        for (auto& h : running) {
-          if (!live(h) || !match(*h)) continue;
-          if ((pass == 0 && (h->spoke || h->preferred)) || (pass == 1 && h->preferred)) continue;
-          h->evicted = true;
-          h->socket.Shutdown();  // its thread returns promptly
-          return;
-        }
+      Handshake* victim = nullptr;
+      for (auto& h : running) {  // oldest first: a tie keeps the older one
+        if (!live(h) || !match(*h)) continue;
+        if (victim == nullptr || rank_of(*h) < rank_of(*victim)) victim = h.get();
       }
+      if (victim == nullptr) return;
+      victim->evicted = true;
+      victim->socket.Shutdown();  // its thread returns promptly
     };
     if (!preferred) {
       int same = 0;

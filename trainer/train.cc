@@ -130,37 +130,6 @@ struct Window {
   }
 };
 
-// Test accuracy over the whole test set: each rank evaluates every world_size-th sample, then the counts are
-// averaged across ranks (mean correct / mean count is the global ratio).
-absl::StatusOr<double> EvaluateTestSet(const Dataset& test, Engine* engine, GradientExchange* exchange) {
-  const int rank = exchange->rank();
-  const int world = exchange->world_size();
-  const int batch = engine->max_batch();
-  std::vector<float> images(static_cast<size_t>(batch) * test.dim);
-  std::vector<int32_t> labels(batch);
-  double correct = 0;
-  double count = 0;
-  int filled = 0;
-  auto flush = [&]() -> absl::Status {
-    if (filled == 0) return absl::OkStatus();
-    ASSIGN_OR_RETURN(BatchStats s, engine->Evaluate(images.data(), labels.data(), filled));
-    correct += static_cast<double>(s.correct);
-    count += static_cast<double>(s.count);
-    filled = 0;
-    return absl::OkStatus();
-  };
-  for (int64_t i = rank; i < test.size; i += world) {
-    std::copy(test.image(i), test.image(i) + test.dim,
-              images.begin() + static_cast<size_t>(filled) * test.dim);
-    labels[filled++] = test.labels[i];
-    if (filled == batch) RETURN_IF_ERROR(flush());
-  }
-  RETURN_IF_ERROR(flush());
-  double sums[2] = {correct, count};
-  RETURN_IF_ERROR(exchange->AverageMetrics(absl::MakeSpan(sums, 2)));
-  return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
-}
-
 // One call of Train(): the data, the engine and the loop state, set up by Create and then run.
 class TrainingRun {
  public:
@@ -173,6 +142,8 @@ class TrainingRun {
     RETURN_IF_ERROR(run->BuildEngine());
     RETURN_IF_ERROR(run->PlanSteps());
     RETURN_IF_ERROR(run->Synchronize());
+    run->held_out_ = std::make_unique<HeldOutEvaluator>(options.held_out, &run->test_set_, exchange,
+                                                        run->engine_.get());
     return run;
   }
 
@@ -181,12 +152,17 @@ class TrainingRun {
     const int64_t steps_per_epoch = steps_per_epoch_;
     // At least one measured step (when there is any step at all).
     warmup_ = std::max<int64_t>(0, std::min(options_.warmup_steps, last_step_ - step_ - 1));
+    if (held_out_->active()) {  // the model before the first step; the wall clock starts after it
+      RETURN_IF_ERROR(EvaluateHeldOut());
+      held_out_->StartClock();
+    }
     if (warmup_ == 0) StartMeasuring();
     while (step_ < last_step_) {
       const int64_t epoch = step_ / steps_per_epoch;
       const std::vector<int64_t> indices = sampler_->Indices(epoch);
       for (int64_t b = step_ % steps_per_epoch; b < steps_per_epoch && step_ < last_step_; ++b) {
         RETURN_IF_ERROR(Step(indices, b));
+        if (held_out_->Due(step_, last_step_)) RETURN_IF_ERROR(EvaluateHeldOut());
         const bool log_now = options_.log_every > 0 && (b + 1) % options_.log_every == 0;
         if (log_now || step_ == last_step_) RETURN_IF_ERROR(CloseWindow(epoch, b));
       }
@@ -199,8 +175,10 @@ class TrainingRun {
                      static_cast<long>(step_ / steps_per_epoch));
       }
     }
+    result_.evaluations = held_out_->points();
+    result_.eval_pause_seconds = held_out_->paused_seconds();
     if (measuring_) {
-      result_.loop_seconds = SecondsSince(loop_start_);
+      result_.loop_seconds = SecondsSince(loop_start_) - (held_out_->paused_seconds() - paused_at_start_);
       result_.measured_end_unix_s = absl::ToUnixMicros(absl::Now()) / 1e6;
       const HostCpuUse cpu = HostCpuBetween(cpu_at_start_, ReadHostCpu());
       result_.host_cpu_busy = cpu.busy;
@@ -253,7 +231,7 @@ class TrainingRun {
     if (!train_set.ok()) return Annotate(train_set.status(), "loading the training set");
     train_set_ = std::move(train_set).value();
     RETURN_IF_ERROR(CheckBatchFits(train_set_.size, world_, options_.batch_size));  // before any batch buffer
-    if (options_.evaluate) {
+    if (options_.evaluate || options_.held_out.every > 0) {
       absl::StatusOr<Dataset> test_set = LoadSplit(options_, Split::kTest);
       if (!test_set.ok()) return Annotate(test_set.status(), "loading the test set");
       test_set_ = std::move(test_set).value();
@@ -343,9 +321,18 @@ class TrainingRun {
     return absl::OkStatus();
   }
 
+  // Evaluates the held-out subset (every rank takes part); when the target is reached every rank ends the
+  // run after this step (trainer/eval_held_out.h).
+  absl::Status EvaluateHeldOut() {
+    ASSIGN_OR_RETURN(const bool stop, held_out_->Evaluate(step_));
+    if (stop) last_step_ = step_;
+    return absl::OkStatus();
+  }
+
   void StartMeasuring() {
     measuring_ = true;
     loop_start_ = Clock::now();
+    paused_at_start_ = held_out_->paused_seconds();
     result_.measured_start_unix_s = absl::ToUnixMicros(absl::Now()) / 1e6;
     cpu_at_start_ = ReadHostCpu();
     sent_at_start_ = exchange_->bytes_sent();
@@ -480,6 +467,8 @@ class TrainingRun {
   std::unique_ptr<ExchangeAdapter> adapter_;
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<BucketPlan> plan_;  // set by Synchronize
+  std::unique_ptr<HeldOutEvaluator> held_out_;  // set by Create
+  double paused_at_start_ = 0;  // held_out_'s pauses when the measured steps began
   int64_t warmup_ = 0;                // steps of this call before the measured ones
   bool measuring_ = false;
   bool warned_nonfinite_loss_ = false;
@@ -532,7 +521,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return invalid("first_bucket_mb", o.first_bucket_mb, "must be in [0, 1e6] MiB (DDP's default: 1)");
   }
   if (o.warmup_steps < 0) return invalid("warmup_steps", o.warmup_steps, "must be >= 0");
-  return absl::OkStatus();
+  return ValidateHeldOutOptions(o.held_out);
 }
 
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, GradientExchange* exchange) {

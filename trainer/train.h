@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "trainer/eval_held_out.h"
 #include "trainer/exchange.h"
 #include "trainer/straggler.h"
 
@@ -53,11 +54,13 @@ struct TrainOptions {
   // Injected stragglers (trainer/straggler.h): this rank sleeps before a step's forward pass for
   // (factor - 1) x its previous step's forward + backward, and for the pauses.
   StragglerOptions straggler;
+  // Test accuracy on a fixed held-out subset every K steps, and the stop at a target (trainer/eval_held_out.h).
+  HeldOutOptions held_out;
 };
 
 // Timing contract: the measured steps are the steps of this call after options.warmup_steps; every time and
 // byte figure below except wall_seconds covers them only (no data loading, engine set-up, initial
-// synchronisation or final evaluation).
+// synchronisation, held-out evaluation pauses or final evaluation).
 struct TrainResult {
   std::vector<float> params;    // final flat parameters (host copy)
   int64_t steps = 0;            // optimizer steps taken in this call (warm-up included)
@@ -83,6 +86,10 @@ struct TrainResult {
   int buckets = 1;                // gradient buckets per step
   uint64_t bytes_sent = 0;        // exchange payload during the measured steps
   uint64_t bytes_received = 0;
+  // options.held_out.every > 0: rank 0's evaluations in order (empty on other ranks), and every rank's time
+  // paused for them (left out of loop_seconds).
+  std::vector<EvalPoint> evaluations;
+  double eval_pause_seconds = 0;
   double wall_seconds = 0;        // the whole call
   double samples_per_second = 0;  // global (all ranks) throughput over the measured steps (loop_seconds)
   std::string device;             // the device actually used: "cpu" or "cuda"
@@ -92,7 +99,8 @@ struct TrainResult {
 // is out of range; Train() and TrainOptionsFromFlags() both check with it. Pure.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 
-// Runs training to the end (epochs or max_steps). Blocks. Records spans (forward, backward per layer on CPU,
+// Runs training to the end (epochs or max_steps; with options.held_out.target, the first held-out evaluation
+// that reaches it: trainer/eval_held_out.h). Blocks. Records spans (forward, backward per layer on CPU,
 // the exchange waits, the optimizer) into exchange->timeline(), the same recorder the exchange records into. Steps the optimizer after each exchange when the
 // exchange says the trainer owns it (GradientExchange::optimizer()); otherwise takes the parameters the
 // exchange returns. kFailedPrecondition when options.checkpoint_dir or resume is set but the exchange's

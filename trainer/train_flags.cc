@@ -82,6 +82,19 @@ ABSL_FLAG(double, first_bucket_mb, psring::trainer::TrainOptions{}.first_bucket_
           "With --bucket_mb > 0: the first bucket's cap in MiB (the last layers' gradients, ready first; "
           "PyTorch DDP's first bucket is 1 MiB), at most --bucket_mb. Small, so the exchange starts as soon "
           "as backward begins.");
+ABSL_FLAG(int64_t, eval_every, psring::trainer::HeldOutOptions{}.every,
+          "Test accuracy during training: every this many steps (and before the first and after the last), "
+          "rank 0 evaluates the model on the first --eval_samples test images while the other ranks wait, and "
+          "prints PSRING_EVAL {\"step\":..,\"wall_s\":..,\"accuracy\":..,\"samples\":..,\"eval_s\":..}; "
+          "wall_s counts from the first step with the evaluations' pauses left out (as are the step times). "
+          "0: no evaluation during training.");
+ABSL_FLAG(int64_t, eval_samples, psring::trainer::HeldOutOptions{}.samples,
+          "With --eval_every: how many test images (the first ones of the test set, never trained on) each "
+          "evaluation uses (>= 1; capped at the test set's size).");
+ABSL_FLAG(double, target_accuracy, psring::trainer::HeldOutOptions{}.target,
+          "With --eval_every: stop every rank after the first evaluation whose accuracy reaches this fraction "
+          "(e.g. 0.85). All ranks stop after the same number of steps (each rank learns the outcome from rank "
+          "0 at the evaluation). 0: train for --epochs / --max_steps.");
 
 namespace psring::trainer {
 
@@ -115,6 +128,9 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags() {
   o.bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
   o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);
   o.allow_nonfinite_loss = absl::GetFlag(FLAGS_allow_nonfinite_loss);
+  o.held_out.every = absl::GetFlag(FLAGS_eval_every);
+  o.held_out.samples = absl::GetFlag(FLAGS_eval_samples);
+  o.held_out.target = absl::GetFlag(FLAGS_target_accuracy);
 
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   return o;

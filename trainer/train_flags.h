@@ -9,7 +9,7 @@ namespace psring::trainer {
 
 // Reads --hidden, --batch_size, --epochs, --max_steps, --lr, --momentum, --weight_decay, --seed, --device,
 // --dataset, --data_dir, --synthetic_samples, --checkpoint_dir, --resume, --log_every, --evaluate,
-// --bucket_mb.
+// --bucket_mb, --first_bucket_mb, --allow_nonfinite_loss, --eval_every, --eval_samples, --target_accuracy.
 // kInvalidArgument for values out of range.
 absl::StatusOr<TrainOptions> TrainOptionsFromFlags();
 

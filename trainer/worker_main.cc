@@ -112,6 +112,14 @@ proto::WorkerResult ResultFromTraining(const TrainResult& r, double bucket_mb) {
   result.set_host_cpu_stall(r.host_cpu_stall);
   result.set_injected_delay_s(r.injected_delay_seconds);
   for (double t : r.step_ready_unix_s) result.add_step_ready_unix_s(t);
+  for (const EvalPoint& e : r.evaluations) {
+    proto::EvalPoint* point = result.add_evals();
+    point->set_step(static_cast<int32_t>(e.step));
+    point->set_wall_s(e.wall_s);
+    point->set_accuracy(e.accuracy);
+    point->set_samples(static_cast<int32_t>(e.samples));
+  }
+  result.set_eval_s(r.eval_pause_seconds);
   return result;
 }
 

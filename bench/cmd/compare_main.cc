@@ -15,7 +15,10 @@
 //      it runs; then predicted vs measured, the error against issue 21's targets and winner accuracy;
 //   5. the same model's projection of ResNet-50 (25 MB buckets, N = 8) onto --project_link with each
 //      exchange's CPU ceiling (the calibration host's, or --cpu_model's) and binding bound, and its crossover
-//      maps (SVG).
+//      maps (SVG);
+//   6. stragglers: one slow rank (rank 1 at twice its compute, log-normal noise 0.3 on every rank), N = 4,
+//      ring and ps-1 on loopback, the straggler model's prediction printed before the runs, then its error
+//      and verdict (about 40 s; bench/cmd/straggler_validation.h).
 //
 // Outputs go to <out_dir>/gradient, <out_dir>/train and <out_dir>/replay (CSV, JSON, SVG; replay also the
 // merged timelines and the Gantt chart), <out_dir>/held_out (validation.txt, validation.svg) and
@@ -37,6 +40,7 @@
 #include "bench/cmd/pipeline.h"
 #include "bench/harness/sweep.h"
 #include "bench/cmd/scaling_flags.h"
+#include "bench/cmd/straggler_validation.h"
 #include "bench/cmd/validation.h"
 #include "common/atomic_file.h"
 #include "common/flags_usage.h"
@@ -49,6 +53,9 @@ ABSL_FLAG(bool, replay, true,
 ABSL_FLAG(bool, held_out, true,
           "Part 4: run a few conditions the model never saw (150 Mbit/s, 2 ms) and show its error and winner "
           "accuracy (about 2 minutes).");
+ABSL_FLAG(bool, stragglers, true,
+          "Part 6: one straggler (rank 1 at 2x compute, noise 0.3), N = 4, ring and ps-1 on loopback: the straggler "
+          "model's prediction against the runs, and its verdict (about 40 s).");
 
 
 namespace psring::bench {
@@ -197,6 +204,20 @@ absl::Status Main(const char* argv0) {
   if (!gradient.model_path.empty()) {
     absl::Status fourth = ModelParts(gradient, out_dir);
     if (status.ok()) status = fourth;
+  }
+  if (absl::GetFlag(FLAGS_stragglers) && !gradient.model_path.empty()) {
+    std::cout << "#\n# PART 6: stragglers: rank 1 at 2x its compute (noise 0.3 on every rank), N = 4, ring and "
+                 "ps-1 on loopback; the straggler model predicts each run before it goes\n";
+    std::cout.flush();
+    absl::StatusOr<proto::CostModelFile> model = model::ReadModelFile(gradient.model_path);
+    absl::StatusOr<StragglerPartResult> part =
+        model.ok() ? RunStragglerPart(*model, gradient, &std::cerr) : absl::StatusOr<StragglerPartResult>(model.status());
+    if (!part.ok()) {
+      std::cout << "# straggler part FAILED: " << part.status().message() << "\n";
+      if (status.ok()) status = part.status();
+    } else {
+      std::cout << part->report;
+    }
   }
   return status;
 }

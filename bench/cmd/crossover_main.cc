@@ -6,18 +6,26 @@
 // writes <out_dir>/crossover-<workload>-link-latency.svg (1-400 Gbit/s x 1 us-10 ms at --nodes) and
 // crossover-<workload>-nodes-link.svg (N = 2..1024 x 1-400 Gbit/s at --map_latency_us), and prints the
 // projection at --project_link_gbit and --project_latency_us. --cpu_model=FILE (//bench:calibrate --cpu_only)
-// projects with that host's CPU ceilings instead of the calibration host's.
+// projects with that host's CPU ceilings instead of the calibration host's. --straggler_factor=F (and/or
+// --straggler_noise=SIGMA, --backup_workers=B) adds the straggler axis (bench/model/straggler_model.h): the
+// projection with one rank's compute x F, and a text map of the slow rank's factor x link rate at --nodes.
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
 #include "bench/model/cpu_model.h"
+#include "bench/model/crossover.h"
 #include "bench/model/model_file.h"
+#include "bench/model/project.h"
+#include "bench/model/straggler_model.h"
+#include "bench/model/workload_step.h"
 #include "bench/report/crossover_report.h"
 #include "common/binary_main.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
+#include "trainer/workload.h"
 
 ABSL_FLAG(std::string, model, "", "The frozen model file (JSON, bench/model/cost_model_file.proto). Required.");
 ABSL_FLAG(std::string, workload, "resnet50", "A preset (resnet50, vgg16, bert_base, mlp) or a profile path.");
@@ -34,8 +42,70 @@ ABSL_FLAG(std::string, cpu_model, "",
           "A host's measured CPU ceilings (JSON from //bench:calibrate --cpu_only): the projection and the maps use "
           "them instead of the model file's (the calibration host's); --cpu_speedup then scales them.");
 
+ABSL_FLAG(
+    double, straggler_factor, 1,
+    "One rank's compute takes this factor (>= 1) times as long (trainer's --straggler): > 1 adds the "
+    "straggler "
+    "projection at the --project_* target and a map of the slow rank's factor (1..max(8, F)) x link rate at "
+    "--nodes and --map_latency_us.");
+ABSL_FLAG(
+    double, straggler_noise, 0,
+    "Log-normal sigma of every rank's per-step stretch (trainer's --step_noise) in the straggler part; > 0 "
+    "alone also adds it.");
+ABSL_FLAG(
+    int, backup_workers, 0,
+    "Backup workers B of the sync PS in the straggler part (0: none); the PS exchanges are then compared by "
+    "their quorum's step.");
+
 namespace psring::bench::model {
 namespace {
+
+// The straggler part: the projection with the injected straggler, then the factor x link rate map.
+absl::Status PrintStragglerPart(const proto::CostModelFile& model, const CrossoverReportOptions& o) {
+  const double factor = absl::GetFlag(FLAGS_straggler_factor);
+  const double sigma = absl::GetFlag(FLAGS_straggler_noise);
+  const int backup = absl::GetFlag(FLAGS_backup_workers);
+  if (!(factor >= 1) || !(sigma >= 0) || backup < 0 || backup >= o.target.nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("--straggler_factor=", factor,
+                                                   " --straggler_noise=", sigma, " --backup_workers=", backup,
+                                                   ": need factor >= 1, sigma >= 0, 0 <= B < --nodes"));
+  }
+  ASSIGN_OR_RETURN(const proto::Workload workload, trainer::LoadWorkload(o.workload));
+  ASSIGN_OR_RETURN(const StepShape shape, WorkloadStep(workload, o.bucket_mb, o.first_bucket_mb));
+  std::cout << absl::StrFormat(
+      "# straggler projection (a model, not measured): N = %d, %s, %s; rank 0's compute x %g, every rank's x "
+      "max(1, exp(%g Z))%s\n",
+      o.target.nodes, FormatLinkRate(o.target.link_bytes_per_second), FormatLatency(o.target.latency_s),
+      factor, sigma,
+      backup > 0 ? absl::StrFormat("; PS with %d backup worker(s): their quorum's step", backup) : "");
+  std::cout << absl::StrFormat("# %-14s %14s %14s %10s\n", "exchange", "no_straggler_s", "straggler_s",
+                               "slower");
+  for (Topology t : AllTopologies()) {
+    ASSIGN_OR_RETURN(const ExchangeParams params, ParamsOf(model, t));
+    StragglerConditions s;
+    s.injected.slow_rank = factor > 1 ? 0 : -1;
+    s.injected.factor = factor;
+    s.injected.noise_sigma = sigma;
+    const bool quorum = backup > 0 && t != Topology::kRing;
+    if (quorum) {
+      s.rule = StepRule::kBackup;
+      s.backup_workers = backup;
+    }
+    ASSIGN_OR_RETURN(const StragglerStep step, PredictStragglerStep(t, params, o.target, shape, s));
+    const double with = quorum ? step.cluster_step_s : step.step_s;
+    std::cout << absl::StrFormat("# %-14s %14.4f %14.4f %9.2fx\n", TopologyName(t), step.unperturbed_step_s,
+                                 with, with / step.unperturbed_step_s);
+  }
+  std::vector<double> factors = {1, 1.5, 2, 3, 4, 6, 8};
+  if (factor > 8) factors.push_back(factor);
+  ASSIGN_OR_RETURN(const std::vector<double> links, LogSpaced(125e6, 50e9, 8));
+  Conditions base = o.target;
+  base.latency_s = o.map_latency_s;
+  ASSIGN_OR_RETURN(const StragglerCrossoverMap map,
+                   StragglerLinkMap(model, shape, base, factors, links, sigma, backup));
+  std::cout << FormatStragglerMap(map);
+  return absl::OkStatus();
+}
 
 absl::Status Run() {
   const std::string model_path = absl::GetFlag(FLAGS_model);
@@ -61,6 +131,10 @@ absl::Status Run() {
   o.out_dir = absl::GetFlag(FLAGS_out_dir);
   ASSIGN_OR_RETURN(const CrossoverReport report, WriteCrossoverReport(model, o, {}));
   std::cout << report.text;
+  if (absl::GetFlag(FLAGS_straggler_factor) != 1 || absl::GetFlag(FLAGS_straggler_noise) != 0 ||
+      absl::GetFlag(FLAGS_backup_workers) != 0) {
+    RETURN_IF_ERROR(PrintStragglerPart(model, o));
+  }
   return absl::OkStatus();
 }
 

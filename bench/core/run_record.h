@@ -149,6 +149,15 @@ struct RunRecord {
   int straggler_rank = -1;
   double straggler_share = 0;
   double straggler_lag_s = 0;
+  // Train mode with the workers' --eval_every (trainer/eval_held_out.h): rank 0's evaluations of the held-out
+  // test subset in order (steps done, seconds since the first step with evaluation pauses left out, accuracy);
+  // empty otherwise.
+  struct Evaluation {
+    int step = 0;
+    double wall_s = 0;
+    double accuracy = 0;
+  };
+  std::vector<Evaluation> evaluations;
   bool ok() const { return error.empty(); }
   // A run the fits and checks may use: it succeeded and the network, not the emulating box, bound it.
   bool usable() const { return ok() && !emulator_bound; }

@@ -31,8 +31,10 @@ bool SlowLink(const LaunchContext& c) {
 class RingLauncher final : public ExchangeLauncher {
  public:
   std::vector<std::string> WorkerArgv(const LaunchContext& c, int rank) const override {
+    // --insecure: the bench's hosts are its own (namespaces or a cluster it was given); a token, when the
+    // environment has one, still applies.
     return {c.binaries->ring_worker,
-            absl::StrCat("--iface_addr=", c.cluster->HostAddress(c.placement.worker_hosts[rank]))};
+            absl::StrCat("--iface_addr=", c.cluster->HostAddress(c.placement.worker_hosts[rank])), "--insecure"};
   }
 };
 
@@ -47,7 +49,7 @@ class PsLauncher final : public ExchangeLauncher {
                                      absl::StrCat("--workers=", c.nodes()),
                                      absl::StrCat("--shard=", shard),
                                      absl::StrCat("--num_shards=", c.placement.server_hosts.size()),
-                                     absl::StrCat("--mode=", c.ps_mode)};
+                                     absl::StrCat("--mode=", c.ps_mode), "--insecure"};
     if (SlowLink(c)) argv.push_back(absl::StrCat("--chunk_bytes=", kSlowLinkChunkBytes));
     argv.insert(argv.end(), c.server_args.begin(), c.server_args.end());
     return argv;
@@ -62,7 +64,7 @@ class PsLauncher final : public ExchangeLauncher {
       servers.push_back(absl::StrCat(c.cluster->HostAddress(c.placement.server_hosts[k]), ":", c.server_ports[k]));
     }
     std::vector<std::string> argv = {c.binaries->ps_worker, absl::StrCat("--servers=", absl::StrJoin(servers, ",")),
-                                     "--shutdown_servers=true"};
+                                     "--shutdown_servers=true", "--insecure"};
     if (SlowLink(c)) {
       argv.push_back(absl::StrCat("--chunk_bytes=", kSlowLinkChunkBytes));
       argv.push_back(absl::StrCat("--push_window_bytes=", kSlowLinkPushWindowBytes));

@@ -388,6 +388,9 @@ class Runner::Impl {
           std::max<int64_t>(record->bytes_sent_per_step, static_cast<int64_t>(worker.bytes_sent() / steps));
       if (r == 0) {
         record->test_accuracy = worker.test_accuracy();
+        for (const proto::EvalPoint& e : worker.evals()) {
+          record->evaluations.push_back({e.step(), e.wall_s(), e.accuracy()});
+        }
         record->buckets = static_cast<int>(worker.buckets());
         if (worker.bytes() > 0) record->bytes = static_cast<size_t>(worker.bytes());
       }

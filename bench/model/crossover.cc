@@ -1,11 +1,14 @@
 #include "bench/model/crossover.h"
 
 #include <algorithm>
-
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/model/model_file.h"
 #include "bench/model/project.h"
+#include "bench/model/straggler_model.h"
+#include "common/status_macros.h"
 
 namespace psring::bench::model {
 namespace {
@@ -51,6 +54,7 @@ absl::StatusOr<CrossoverMap> BuildMap(const proto::CostModelFile& model, const S
       cell.winner = p->fastest;
       cell.margin = p->margin;
       cell.winner_bound = p->exchanges[p->fastest].step.bound;
+      cell.determined = p->determined;
       for (const ExchangeProjection& e : p->exchanges) {
         cell.step_s.push_back(e.step.step_s);
         cell.extrapolation = std::max(cell.extrapolation, e.extrapolation.factor);
@@ -84,6 +88,93 @@ absl::StatusOr<CrossoverMap> NodesLinkMap(const proto::CostModelFile& model, con
                                           const Conditions& base, const std::vector<double>& nodes,
                                           const std::vector<double>& link_rates) {
   return BuildMap(model, shape, base, {AxisQuantity::kNodes, nodes}, {AxisQuantity::kLinkRate, link_rates});
+}
+
+absl::StatusOr<StragglerCrossoverMap> StragglerLinkMap(const proto::CostModelFile& model,
+                                                       const StepShape& shape, const Conditions& base,
+                                                       const std::vector<double>& factors,
+                                                       const std::vector<double>& link_rates,
+                                                       double noise_sigma, int backup_workers) {
+  RETURN_IF_ERROR(CheckAxis({AxisQuantity::kLinkRate, factors}, "straggler factor"));
+  RETURN_IF_ERROR(CheckAxis({AxisQuantity::kLinkRate, link_rates}, "link rate"));
+  if (factors.front() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the straggler axis starts at factor ", factors.front(),
+                                                   ": factors are >= 1 (1: no straggler)"));
+  }
+  if (!(std::isfinite(noise_sigma) && noise_sigma >= 0) || backup_workers < 0 ||
+      backup_workers >= base.nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("noise sigma ", noise_sigma, " and backup workers ",
+                                                   backup_workers,
+                                                   ": need sigma >= 0 and 0 <= B < N = ", base.nodes));
+  }
+  StragglerCrossoverMap map;
+  map.factors = factors;
+  map.link_rates = link_rates;
+  map.topologies = AllTopologies();
+  map.base = base;
+  map.noise_sigma = noise_sigma;
+  map.backup_workers = backup_workers;
+  std::vector<ExchangeParams> params;
+  for (Topology t : map.topologies) {
+    ASSIGN_OR_RETURN(params.emplace_back(), ParamsOf(model, t));
+  }
+  for (double link : link_rates) {
+    for (double factor : factors) {
+      Conditions c = base;
+      c.link_bytes_per_second = link;
+      CrossoverCell cell;
+      for (size_t i = 0; i < map.topologies.size(); ++i) {
+        StragglerConditions s;
+        s.injected.slow_rank = factor > 1 ? 0 : -1;
+        s.injected.factor = factor;
+        s.injected.noise_sigma = noise_sigma;
+        // Fewer draws than a validation: a map has many cells, and its winners need no 0.1 % figures.
+        s.sync_draws = 1024;
+        s.runs = 40;
+        const bool backup = backup_workers > 0 && map.topologies[i] != Topology::kRing;
+        if (backup) {
+          s.rule = StepRule::kBackup;
+          s.backup_workers = backup_workers;
+        }
+        ASSIGN_OR_RETURN(const StragglerStep step,
+                         PredictStragglerStep(map.topologies[i], params[i], c, shape, s));
+        cell.step_s.push_back(backup ? step.cluster_step_s : step.step_s);
+      }
+      std::vector<double> sorted = cell.step_s;
+      std::sort(sorted.begin(), sorted.end());
+      cell.winner =
+          static_cast<int>(std::min_element(cell.step_s.begin(), cell.step_s.end()) - cell.step_s.begin());
+      cell.margin = sorted.size() > 1 ? sorted[1] / sorted[0] - 1 : 0;
+      map.cells.push_back(std::move(cell));
+    }
+  }
+  return map;
+}
+
+std::string FormatStragglerMap(const StragglerCrossoverMap& map) {
+  std::string s = absl::StrFormat(
+      "# straggler crossover (a model, not measured): the fastest exchange per cell and its margin over the "
+      "next, "
+      "N = %d, latency %s, one rank's compute x factor, every rank's x max(1, exp(%g Z))%s\n",
+      map.base.nodes, FormatLatency(map.base.latency_s), map.noise_sigma,
+      map.backup_workers > 0
+          ? absl::StrFormat("; PS exchanges with %d backup worker(s), compared by their quorum's step",
+                            map.backup_workers)
+          : "");
+  absl::StrAppend(&s, absl::StrFormat("# %-12s", "link \\ factor"));
+  for (double f : map.factors) absl::StrAppend(&s, absl::StrFormat(" %18s", absl::StrFormat("x%g", f)));
+  absl::StrAppend(&s, "\n");
+  for (size_t iy = 0; iy < map.link_rates.size(); ++iy) {
+    absl::StrAppend(&s, absl::StrFormat("# %-12s", FormatLinkRate(map.link_rates[iy])));
+    for (size_t ix = 0; ix < map.factors.size(); ++ix) {
+      const CrossoverCell& cell = map.At(ix, iy);
+      absl::StrAppend(&s, absl::StrFormat(" %18s", absl::StrFormat("%s +%.0f%%",
+                                                                   TopologyName(map.topologies[cell.winner]),
+                                                                   100 * cell.margin)));
+    }
+    absl::StrAppend(&s, "\n");
+  }
+  return s;
 }
 
 }  // namespace psring::bench::model

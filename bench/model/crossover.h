@@ -3,6 +3,7 @@
 //
 //   link rate (1-400 Gbit/s, log) x one-way latency (1 us - 10 ms, log), at fixed N
 //   nodes N x link rate, at fixed latency
+//   the slow rank's compute factor x link rate, at fixed N and latency (the straggler axis, below)
 //
 //   ASSIGN_OR_RETURN(CrossoverMap map, LinkLatencyMap(model, shape, base, LogSpaced(125e6, 50e9, 24),
 //                                                     LogSpaced(1e-6, 1e-2, 20)));
@@ -12,6 +13,7 @@
 #ifndef PSRING_BENCH_MODEL_CROSSOVER_H_
 #define PSRING_BENCH_MODEL_CROSSOVER_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +38,9 @@ struct CrossoverCell {
   // How far the cell lies outside the model file's calibrated coverage: the largest factor over the
   // topologies (model_file.h ExtrapolationOf; 0 where the file records none).
   double extrapolation = 0;
+  // The winner's 90 % interval clears every other's (Projection::determined); false: "undetermined", the
+  // model cannot tell the fastest apart (the maps draw it grey).
+  bool determined = true;
 };
 
 struct CrossoverMap {
@@ -59,6 +64,40 @@ absl::StatusOr<CrossoverMap> LinkLatencyMap(const proto::CostModelFile& model, c
 absl::StatusOr<CrossoverMap> NodesLinkMap(const proto::CostModelFile& model, const StepShape& shape,
                                           const Conditions& base, const std::vector<double>& nodes,
                                           const std::vector<double>& link_rates);
+
+// The straggler axis (issue 35): winner per cell of the slow rank's compute factor (x, >= 1, increasing) by
+// link rate (y) at base.nodes and base.latency_s, one rank stretched by x and every rank by the log-normal
+// noise `noise_sigma` (trainer/straggler.h's injection), each exchange's step from bench/model/
+// straggler_model.h: sync steps wait for the slowest draw (the PS taking in early pushes); with
+// backup_workers B > 0 the PS topologies are compared by their quorum's step (time between closes). A model,
+// not a measurement.
+//
+//   ASSIGN_OR_RETURN(StragglerCrossoverMap m, StragglerLinkMap(model, shape, base, {1, 2, 4, 8},
+//                                                              LogSpaced(125e6, 50e9, 8), 0.3, 0));
+//   std::cout << FormatStragglerMap(m);
+struct StragglerCrossoverMap {
+  std::vector<double> factors;       // x
+  std::vector<double> link_rates;    // y, bytes/s
+  std::vector<Topology> topologies;  // AllTopologies()
+  std::vector<CrossoverCell>
+      cells;  // row-major: cells[iy * factors.size() + ix]; bound and extrapolation unset
+  Conditions base;
+  double noise_sigma = 0;
+  int backup_workers = 0;
+  const CrossoverCell& At(size_t ix, size_t iy) const { return cells[iy * factors.size() + ix]; }
+};
+
+// kInvalidArgument for an empty or non-increasing axis, a factor < 1, a negative sigma, B outside [0, N);
+// the errors of ParamsOf and PredictStragglerStep.
+absl::StatusOr<StragglerCrossoverMap> StragglerLinkMap(const proto::CostModelFile& model,
+                                                       const StepShape& shape, const Conditions& base,
+                                                       const std::vector<double>& factors,
+                                                       const std::vector<double>& link_rates,
+                                                       double noise_sigma, int backup_workers);
+
+// The map as text: a header naming the conditions, then one row per link rate, one column per factor, each
+// cell the winner's name and its margin ("ring +12%"). Lines start with "# ".
+std::string FormatStragglerMap(const StragglerCrossoverMap& map);
 
 }  // namespace psring::bench::model
 

@@ -49,6 +49,19 @@ absl::StatusOr<CrossoverReport> WriteCrossoverReport(const proto::CostModelFile&
                          subtitle, {})));
   absl::StrAppend(&report.text, "# crossover maps (model, not measured): ", report.link_latency_svg, ", ",
                   report.nodes_link_svg, "\n");
+  // How much of each map the model can decide at all (its 90 % intervals clear), and how much is extrapolated.
+  for (const auto& [name, map] : {std::pair<const char*, const CrossoverMap*>{"link x latency", &link_latency},
+                                  {"N x link", &nodes_link}}) {
+    int undetermined = 0, extrapolated = 0;
+    for (const CrossoverCell& cell : map->cells) {
+      undetermined += !cell.determined;
+      extrapolated += cell.extrapolation > kExtrapolationMarkFactor;
+    }
+    absl::StrAppendFormat(&report.text,
+                          "#   %s map: %d of %d cells UNDETERMINED (the winner's 90 %% interval overlaps another's; "
+                          "grey), %d EXTRAPOLATED > %.0fx (hatched)\n",
+                          name, undetermined, map->cells.size(), extrapolated, kExtrapolationMarkFactor);
+  }
   return report;
 }
 

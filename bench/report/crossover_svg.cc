@@ -96,15 +96,19 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
   for (size_t iy = 0; iy < ny; ++iy) {
     for (size_t ix = 0; ix < nx; ++ix) {
       const CrossoverCell& cell = map.At(ix, iy);
-      const bool tie = cell.margin < kMapTieMargin;
+      // Undetermined (the intervals overlap) is drawn like a tie: no winner claimed.
+      const bool tie = cell.margin < kMapTieMargin || !cell.determined;
       const std::string name = TopologyName(map.topologies[cell.winner]);
+      const std::string claim = !cell.determined ? "undetermined, point prediction " + name
+                                : cell.margin < kMapTieMargin ? "tie, " + name
+                                                              : name;
       absl::StrAppendFormat(
           &svg,
           "<rect class=\"cell\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
           "fill-opacity=\"%.2f\"><title>%s, %s: %s by %.1f %% (%s-bound)</title></rect>\n",
           x0 + ix * cw, y1 - (iy + 1) * ch, cw + 0.3, ch + 0.3, tie ? kTieColor : PaletteColor(cell.winner),
           tie ? 1.0 : Opacity(cell.margin), XmlEscape(TickText(map.x.quantity, map.x.values[ix])),
-          XmlEscape(TickText(map.y.quantity, map.y.values[iy])), tie ? "tie, " + name : name, 100 * cell.margin,
+          XmlEscape(TickText(map.y.quantity, map.y.values[iy])), claim, 100 * cell.margin,
           BoundName(cell.winner_bound));
       if (cell.extrapolation > kExtrapolationMarkFactor) {
         absl::StrAppendFormat(&svg,
@@ -171,7 +175,8 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
   }
   absl::StrAppendFormat(&svg, "<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"14\" fill=\"%s\"/>\n",
                         lx, row, kTieColor);
-  legend_text(absl::StrFormat("tie (within %.0f %%)", 100 * kMapTieMargin));
+  legend_text(absl::StrFormat("tie (within %.0f %%) or undetermined", 100 * kMapTieMargin));
+  legend_text("(90 % intervals overlap)");
   absl::StrAppendFormat(&svg,
                         "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"white\" stroke=\"black\" stroke-width=\"1.5\"/>\n",
                         lx + 8, row + 7);

@@ -133,7 +133,8 @@ TEST(ExchangesTest, CommandLines) {
   context.server_ports.clear();
   const ExchangeLauncher& ring = LauncherFor(Exchange::kRing);
   EXPECT_TRUE(ring.ServerArgv(context, 0).empty());
-  EXPECT_EQ(ring.WorkerArgv(context, 1), (std::vector<std::string>{"/bin/ring_worker", "--iface_addr=127.0.0.1"}));
+  EXPECT_EQ(ring.WorkerArgv(context, 1),
+            (std::vector<std::string>{"/bin/ring_worker", "--iface_addr=127.0.0.1", "--insecure"}));
 }
 
 }  // namespace

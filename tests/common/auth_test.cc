@@ -3,11 +3,13 @@
 #include "common/auth.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace psring {
@@ -34,17 +36,56 @@ TEST(ConstantTimeEqualsTest, ComparesBytesAndLengths) {
 }
 
 TEST(AuthConfigTest, FlagWinsOverTheEnvironment) {
-  setenv(kAuthTokenEnv, "from-env", 1);
+  setenv(kAuthTokenEnv, "from-the-environment", 1);
   setenv(kJobIdEnv, "job-env", 1);
-  EXPECT_EQ(AuthConfigFrom("", "")->token, "from-env");
-  EXPECT_EQ(AuthConfigFrom("", "")->job_id, "job-env");
-  EXPECT_EQ(AuthConfigFrom("flag", "j")->token, "flag");
-  EXPECT_EQ(AuthConfigFrom("flag", "j")->job_id, "j");
+  EXPECT_EQ(AuthConfigFrom("", "", "")->token, "from-the-environment");
+  EXPECT_EQ(AuthConfigFrom("", "", "")->job_id, "job-env");
+  EXPECT_EQ(AuthConfigFrom("flag-token-of-16-bytes", "", "j")->token, "flag-token-of-16-bytes");
+  EXPECT_EQ(AuthConfigFrom("flag-token-of-16-bytes", "", "j")->job_id, "j");
   unsetenv(kAuthTokenEnv);
   unsetenv(kJobIdEnv);
-  EXPECT_EQ(AuthConfigFrom("", "")->token, "");
-  EXPECT_EQ(AuthConfigFrom("", std::string(kMaxJobIdBytes + 1, 'j')).status().code(),
+  EXPECT_EQ(AuthConfigFrom("", "", "")->token, "");
+  EXPECT_EQ(AuthConfigFrom("", "", std::string(kMaxJobIdBytes + 1, 'j')).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Issue 34: the ring loads its token as the parameter server does (LoadAuthToken): the 16-byte minimum
+// applies to the flag and to the environment. The landed AuthConfigFrom took any length.
+TEST(AuthConfigTest, TheRingRefusesShortTokensLikeThePs) {
+  const absl::StatusOr<AuthConfig> flag = AuthConfigFrom("ten-bytes!", "", "");
+  ASSERT_FALSE(flag.ok());
+  EXPECT_EQ(flag.status(), LoadAuthToken("ten-bytes!", "").status());
+  EXPECT_TRUE(absl::StrContains(flag.status().message(), "has 10 bytes; use at least 16")) << flag.status();
+  setenv(kAuthTokenEnv, "ten-bytes!", 1);
+  EXPECT_EQ(AuthConfigFrom("", "", "").status().code(), absl::StatusCode::kInvalidArgument);
+  unsetenv(kAuthTokenEnv);
+}
+
+// The ring's handshake keys are derived from the token with their own label, so the PS's (another label)
+// are unrelated, and neither is the token: a MAC captured from one protocol cannot be checked offline
+// against the other's. RFC 4231 test case 2's key and message give the HMAC's known answer.
+TEST(DeriveProtocolKeyTest, LabelsGiveIndependentKeys) {
+  const std::string token = "a token of sixteen bytes or more";
+  const std::array<uint8_t, 32> ring = DeriveProtocolKey(token, kRingKeyLabel);
+  const std::array<uint8_t, 32> ps = DeriveProtocolKey(token, kPsKeyLabel);
+  EXPECT_NE(ring, ps);
+  EXPECT_EQ(ring, HmacSha256(token, "psring-ring-key-v1"));
+  EXPECT_EQ(ps, HmacSha256(token, "psring-ps-key-v1"));
+  EXPECT_EQ(Hex(DeriveProtocolKey("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_NE(DeriveProtocolKey(token + "x", kRingKeyLabel), ring);
+}
+
+TEST(WipeBytesTest, ZeroesKeyMaterial) {
+  using Key = std::array<uint8_t, 32>;
+  const Key zero{};
+  Key key = DeriveProtocolKey("a token of sixteen bytes or more", kRingKeyLabel);
+  ASSERT_NE(key, zero);
+  WipeBytes(key.data(), key.size());
+  EXPECT_EQ(key, zero);
+  std::string token = "secret token bytes";
+  WipeBytes(token.data(), token.size());
+  EXPECT_EQ(token, std::string(18, '\0'));
 }
 
 struct Outcome {
@@ -171,6 +212,74 @@ TEST(HandshakeTest, GarbageInsteadOfAHelloIsRefused) {
   ASSERT_TRUE(SendAll(*c, garbage.data(), garbage.size(), deadline).ok());
   t.join();
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << server.status();
+}
+
+// Issue 34: the handshake's MACs are keyed by DeriveProtocolKey(token, kRingKeyLabel), not by the token, so
+// a MAC captured here cannot be checked offline against anything the parameter server (kPsKeyLabel) sends,
+// and vice versa. A raw client reads the server's proof and recomputes it both ways.
+TEST(HandshakeTest, TheMacsAreKeyedByTheRingKeyNotTheToken) {
+  const std::string token = "a token of sixteen bytes or more";
+  absl::StatusOr<Socket> listener = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool hello_seen = false;
+  std::thread server([&] {
+    absl::StatusOr<Socket> s = AcceptTcp(*listener, deadline);
+    if (!s.ok()) return;
+    ServerHandshakeSteps steps;
+    steps.on_hello = [&] { hello_seen = true; };
+    (void)ServerHandshake(*s, AuthConfig{token, ""}, HandshakeHello{HandshakeProtocol::kStore, 0, 4}, nullptr,
+                          deadline, nullptr, &steps);
+  });
+  absl::StatusOr<Socket> c = ConnectTcp("127.0.0.1", *LocalPort(*listener), deadline);
+  ASSERT_TRUE(c.ok());
+  // The hello's documented layout (auth.cc's HelloWire): magic, version 3, protocol, rank, world size,
+  // has_token, job id length, reserved, peer rank, data integrity, nonce.
+  const uint32_t head[10] = {0x50534155, 3, 1, 3, 4, 1, 0, 0, static_cast<uint32_t>(-1), 1};
+  std::string client_hello(reinterpret_cast<const char*>(head), sizeof(head));
+  client_hello += std::string(32, '\x5a');
+  ASSERT_EQ(client_hello.size(), kHelloWireBytes);
+  ASSERT_TRUE(SendAll(*c, client_hello.data(), client_hello.size(), deadline).ok());
+  std::string server_hello(kHelloWireBytes, '\0');
+  std::array<uint8_t, 32> mac{};
+  ASSERT_TRUE(RecvAll(*c, server_hello.data(), server_hello.size(), deadline).ok());
+  ASSERT_TRUE(RecvAll(*c, mac.data(), mac.size(), deadline).ok());
+  c = absl::UnknownError("closed");
+  server.join();
+  EXPECT_TRUE(hello_seen);
+  const std::string transcript = absl::StrCat("psring-auth-v3 server", client_hello, server_hello);
+  const std::array<uint8_t, 32> ring_key = DeriveProtocolKey(token, kRingKeyLabel);
+  const absl::string_view ring_key_view(reinterpret_cast<const char*>(ring_key.data()), ring_key.size());
+  EXPECT_EQ(mac, HmacSha256(ring_key_view, transcript));
+  EXPECT_NE(mac, HmacSha256(token, transcript)) << "the raw token keyed the MAC";
+  const std::array<uint8_t, 32> ps_key = DeriveProtocolKey(token, kPsKeyLabel);
+  EXPECT_NE(mac, HmacSha256(absl::string_view(reinterpret_cast<const char*>(ps_key.data()), 32), transcript));
+}
+
+// Issue 34: each step has its own deadline. A client that sends the start of a hello and stalls is dropped
+// after the step's allowance, not after the overall deadline (10 s here).
+TEST(HandshakeTest, AStalledStepEndsAfterItsOwnDeadline) {
+  absl::StatusOr<Socket> listener = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<HandshakeHello> result = absl::UnknownError("not run");
+  absl::Duration took;
+  std::thread server([&] {
+    absl::StatusOr<Socket> s = AcceptTcp(*listener, deadline);
+    if (!s.ok()) return;
+    ServerHandshakeSteps steps;
+    steps.step_timeout = absl::Milliseconds(200);
+    const absl::Time start = absl::Now();
+    result = ServerHandshake(*s, AuthConfig{"s3cret", ""}, HandshakeHello{}, nullptr, deadline, nullptr, &steps);
+    took = absl::Now() - start;
+  });
+  absl::StatusOr<Socket> c = ConnectTcp("127.0.0.1", *LocalPort(*listener), deadline);
+  ASSERT_TRUE(c.ok());
+  const uint32_t start_of_hello[3] = {0x50534155, 3, 1};  // magic, version, protocol: then silence
+  ASSERT_TRUE(SendAll(*c, start_of_hello, sizeof(start_of_hello), deadline).ok());
+  server.join();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_LT(took, absl::Seconds(5)) << "the step waited for the overall deadline";
 }
 
 // Issue 22: the keys for common/integrity.h's tags. Both ends get the same ones, one per direction, new for

@@ -1,5 +1,8 @@
 // LoadAuthToken (common/auth.h): where the token comes from, and the messages a user sees when it is too
 // short or cannot be read (issue 22).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -13,11 +16,19 @@ namespace psring {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
-std::string WriteFile(const std::string& name, const std::string& contents) {
+std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+// A token file as the README says to keep one: mode 600 unless `mode` says otherwise.
+std::string WriteFile(const std::string& name, const std::string& contents, mode_t mode = 0600) {
+  const std::string path = TempPath(name);
+  ::unlink(path.c_str());
   std::ofstream(path, std::ios::binary) << contents;
+  ::chmod(path.c_str(), mode);
   return path;
 }
 
@@ -58,6 +69,53 @@ TEST_F(LoadAuthTokenTest, FileProblemsAreClear) {
   EXPECT_THAT(LoadAuthToken("", WriteFile("empty", "")).status().message(), HasSubstr("is empty"));
   EXPECT_THAT(LoadAuthToken("0123456789abcdef", WriteFile("both", "0123456789abcdef")).status().message(),
               HasSubstr("not both"));
+}
+
+// Issue 34: a token file other users may read or change is refused, naming the fix; a symbolic link is not
+// followed (O_NOFOLLOW), nor is a folder read as a token. The landed loader read all of them.
+TEST_F(LoadAuthTokenTest, TokenFilesMustBePrivateRegularFiles) {
+  const std::string token = "0123456789abcdef0123";
+  for (mode_t mode : {0640, 0604, 0620, 0602, 0644, 0666}) {
+    SCOPED_TRACE(mode);
+    const std::string file = WriteFile("shared", token, mode);
+    absl::StatusOr<std::string> loaded = LoadAuthToken("", file);
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kPermissionDenied) << loaded.status();
+    EXPECT_THAT(loaded.status().message(), HasSubstr("chmod 600 " + file));
+    EXPECT_THAT(loaded.status().message(), Not(HasSubstr(token)));
+  }
+  EXPECT_EQ(*LoadAuthToken("", WriteFile("private", token, 0600)), token);
+  EXPECT_EQ(*LoadAuthToken("", WriteFile("read_only", token, 0400)), token);
+
+  const std::string link = TempPath("link_to_token");
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink(WriteFile("target", token).c_str(), link.c_str()), 0);
+  absl::StatusOr<std::string> through_link = LoadAuthToken("", link);
+  EXPECT_EQ(through_link.status().code(), absl::StatusCode::kPermissionDenied) << through_link.status();
+  EXPECT_THAT(through_link.status().message(), HasSubstr("symbolic link"));
+
+  const char* dir = std::getenv("TEST_TMPDIR");
+  absl::StatusOr<std::string> folder = LoadAuthToken("", dir != nullptr ? dir : "/tmp");
+  EXPECT_FALSE(folder.ok());
+}
+
+// Issue 34: one rule off loopback for every program (the PS server and workers, ring_worker): a token, or
+// --insecure. Loopback is decided by resolving the name: "127.x.example" is a name (that does not resolve
+// here), not a loopback address; "::1" and "localhost" are loopback.
+TEST(RequireTokenOffLoopbackTest, OneRuleAndOneMessage) {
+  EXPECT_TRUE(RequireTokenOffLoopback("test", "127.0.0.1", false, false).ok());
+  EXPECT_TRUE(RequireTokenOffLoopback("test", "localhost", false, false).ok());
+  EXPECT_TRUE(RequireTokenOffLoopback("test", "::1", false, false).ok());
+  EXPECT_TRUE(RequireTokenOffLoopback("test", "10.0.0.1", true, false).ok());
+  for (const char* address : {"10.0.0.1", "0.0.0.0", "", "127.x.example"}) {
+    SCOPED_TRACE(address);
+    const absl::Status refused = RequireTokenOffLoopback("test", address, false, false);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_EQ(refused.message(), std::string(address) + " " + kNoTokenOffLoopback);
+    EXPECT_THAT(refused.message(), HasSubstr("--insecure on a trusted network"));
+  }
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(RequireTokenOffLoopback("test", "10.0.0.1", false, true).ok());
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("test: warning: --insecure"));
 }
 
 }  // namespace

@@ -42,5 +42,36 @@ TEST(MessageMacTest, TheTagCoversEveryByteTheSequenceAndTheKey) {
   EXPECT_TRUE(e2.Check({}, e1.Next({})));
 }
 
+// Issue 34: values sealed for the store (NCCL's unique id): hidden, bound to key and context, and every
+// change, cut or extension is refused with kDataLoss.
+TEST(SealValueTest, HidesTheValueAndRefusesEveryChange) {
+  const std::string id(128, 'i');
+  absl::StatusOr<std::string> sealed = SealValue(Key(7), "job ring/nccl_id", id);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  ASSERT_EQ(sealed->size(), id.size() + kSealOverheadBytes);
+  EXPECT_EQ(sealed->find(std::string(16, 'i')), std::string::npos) << "the value shows through";
+  absl::StatusOr<std::string> opened = OpenValue(Key(7), "job ring/nccl_id", *sealed);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(*opened, id);
+  absl::StatusOr<std::string> again = SealValue(Key(7), "job ring/nccl_id", id);
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(*again, *sealed) << "a nonce was reused";
+
+  EXPECT_EQ(OpenValue(Key(8), "job ring/nccl_id", *sealed).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(OpenValue(Key(7), "other ring/nccl_id", *sealed).status().code(), absl::StatusCode::kDataLoss);
+  for (size_t i = 0; i < sealed->size(); i += 7) {
+    std::string flipped = *sealed;
+    flipped[i] ^= 1;
+    EXPECT_EQ(OpenValue(Key(7), "job ring/nccl_id", flipped).status().code(), absl::StatusCode::kDataLoss) << i;
+  }
+  EXPECT_EQ(OpenValue(Key(7), "job ring/nccl_id", sealed->substr(0, sealed->size() - 1)).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(OpenValue(Key(7), "job ring/nccl_id", *sealed + "x").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(OpenValue(Key(7), "job ring/nccl_id", "short").status().code(), absl::StatusCode::kDataLoss);
+  absl::StatusOr<std::string> empty = SealValue(Key(7), "", "");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(*OpenValue(Key(7), "", *empty), "");
+}
+
 }  // namespace
 }  // namespace psring

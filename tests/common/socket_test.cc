@@ -159,5 +159,16 @@ TEST(SocketHelpersTest, FreeLoopbackPortsAreDistinctAndBindable) {
   }
 }
 
+// Issue 34: loopback is decided by parsing addresses and resolving names, not by a prefix of the text.
+TEST(IsLoopbackHostTest, ParsesAddressesAndResolvesNames) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "::ffff:127.0.0.1", "localhost"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"127.x.example", "127.0.0.1.example.invalid", "10.0.0.1", "0.0.0.0", "::", "",
+                           "::ffff:10.0.0.1", "128.0.0.1", "no-such-host.invalid"}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+}
+
 }  // namespace
 }  // namespace psring

@@ -215,8 +215,8 @@ TEST(StoreAuthTest, HugeKeysAndValuesAreRefusedBeforeAllocation) {
 }
 
 // 300 connections that never say hello (issue 13: they made 307 threads): at most max_connections are served
-// (threads) at once, the rest are closed on accept, and all are closed after the handshake timeout, after
-// which a real rank gets in.
+// (threads) at once (each newer one closes an older one, issue 34), and all are closed after the first-bytes
+// timeout, after which a real rank gets in.
 TEST(StoreAuthTest, IdleConnectionsAreBoundedInNumberAndTime) {
   TcpStoreOptions o = ServerOptions(2);  // 4 * 2 + 16 = 24 connections by default
   o.handshake_timeout = absl::Milliseconds(500);

@@ -251,6 +251,9 @@ TEST(FaultTest, LocalLauncherKeepsTheTokenOffCommandLines) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string token_file = dir + "/local.token";
   { std::ofstream(token_file) << token << "\n"; }
+  // Readable by this user only: a token file others may read is refused (issue 34).
+  std::filesystem::permissions(token_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::replace);
   const std::string marker = absl::StrCat("--synthetic_samples=", 200000 + ::getpid() % 100000);
   Subprocess local = StartChild(
       {Runfile("ps/local"), "--workers=2", "--num_shards=1", "--server_bin=" + Runfile("ps/server"),

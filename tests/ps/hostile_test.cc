@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps/call_auth.h"
 #include "ps/client.h"
 #include "ps/wire.h"
 #include "tests/ps/ps_cluster.h"
@@ -103,6 +104,13 @@ class UsageMonitor {
   std::thread thread_;
 };
 
+proto::ShardAddress ShardZero() {
+  proto::ShardAddress address;
+  address.set_shard(0);
+  address.set_num_shards(1);
+  return address;
+}
+
 // A channel with its own connection (not shared with the job's, which gRPC would do by default).
 std::unique_ptr<proto::ParameterServer::Stub> OwnConnection(const std::string& address) {
   grpc::ChannelArguments args;
@@ -122,9 +130,10 @@ class HostileCalls {
       call.push_pull = stub->AsyncPushPull(call.context.get(), &cq_, Tag(call.id, kStarted));
     }
   }
-  // Starts `count` Register calls with the token whose header offers a model of `total_params` and which
-  // then send nothing.
-  void StartSilentOffers(proto::ParameterServer::Stub* stub, int count, uint64_t total_params) {
+  // Starts `count` Register calls authenticated with the token (on one channel as rank 0) whose header offers
+  // a model of `total_params` and which then send nothing.
+  void StartSilentOffers(proto::ParameterServer::Stub* stub, ChannelCredential* credential, int count,
+                         uint64_t total_params) {
     offer_.mutable_header()->mutable_address()->set_shard(0);
     offer_.mutable_header()->mutable_address()->set_num_shards(1);
     offer_.mutable_header()->set_rank(0);
@@ -135,7 +144,7 @@ class HostileCalls {
     for (int i = 0; i < count; ++i) {
       absl::MutexLock lock(&mu_);
       Call& call = NewCall();
-      call.context->AddMetadata(kAuthMetadataKey, kToken);
+      credential->Sign(call.context.get(), "Register", RegisterFields(offer_.header()));
       call.registration = stub->AsyncRegister(call.context.get(), &cq_, Tag(call.id, kStarted));
     }
   }
@@ -242,7 +251,11 @@ TEST(HostileClientTest, SilentStreamsAndHugeOffersStayBoundedAndTheJobFinishes) 
   // synchronization inside gRPC, which is not instrumented, between starting a call and polling its queue).
   HostileCalls offers;
   HostileCalls silent;
-  offers.StartSilentOffers(register_stub.get(), kHugeOffers, kMaxParams);
+  absl::StatusOr<std::unique_ptr<ChannelCredential>> credential =
+      ChannelCredential::Open(register_stub.get(), PsKeyFromToken(kToken), 0, 2, ShardZero(),
+                              absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(credential.ok()) << credential.status();
+  offers.StartSilentOffers(register_stub.get(), credential->get(), kHugeOffers, kMaxParams);
   const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(90);
   bool offers_ended = false;
   bool silent_ended = false;
@@ -288,9 +301,16 @@ TEST(HostileClientTest, SilentStreamsAndHugeOffersStayBoundedAndTheJobFinishes) 
   // sending nothing (or, once the job had fixed the model, refused for its size).
   EXPECT_EQ(silent.Count(grpc::StatusCode::UNAUTHENTICATED), kSilentPushPulls)
       << silent.FirstMessage(grpc::StatusCode::UNAUTHENTICATED);
+  // Once the job's rank 0 holds a live session, offers in its name are refused before anything of them is
+  // read (issue 34: another caller cannot take a live rank).
   const int cancelled = offers.Count(grpc::StatusCode::CANCELLED);
   const int refused = offers.Count(grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(cancelled + refused, kHugeOffers) << offers.FirstMessage(grpc::StatusCode::INVALID_ARGUMENT);
+  const int rank_held = offers.Count(grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(cancelled + refused + rank_held, kHugeOffers) << offers.FirstMessage(grpc::StatusCode::INVALID_ARGUMENT);
+  if (rank_held > 0) {
+    EXPECT_TRUE(absl::StrContains(offers.FirstMessage(grpc::StatusCode::UNAVAILABLE), "rank 0 is held by another"))
+        << offers.FirstMessage(grpc::StatusCode::UNAVAILABLE);
+  }
   // The offers that came before the job were accepted as far as their header and then held (allocating
   // nothing) until the server cancelled them.
   EXPECT_GE(cancelled, 1);
@@ -302,9 +322,10 @@ TEST(HostileClientTest, SilentStreamsAndHugeOffersStayBoundedAndTheJobFinishes) 
 
   const ProcessUsage peak = monitor.peak();
   std::printf("# idle: %lld threads, %lld MiB; peak under attack: %lld threads, %lld MiB; offers cancelled %d, "
-              "refused %d\n",
+              "refused %d, refused for a live rank %d\n",
               static_cast<long long>(idle.threads), static_cast<long long>(idle.rss_kib >> 10),
-              static_cast<long long>(peak.threads), static_cast<long long>(peak.rss_kib >> 10), cancelled, refused);
+              static_cast<long long>(peak.threads), static_cast<long long>(peak.rss_kib >> 10), cancelled, refused,
+              rank_held);
   EXPECT_LE(peak.threads - idle.threads, kMaxExtraThreads);
   EXPECT_LE((peak.rss_kib - idle.rss_kib) >> 10, kMaxExtraRssMiB);
 }
@@ -319,9 +340,12 @@ TEST(HostileClientTest, SilentCallWithTheTokenIsCancelledAfterTheFirstMessageTim
   absl::StatusOr<testing::LocalCluster> cluster = testing::StartCluster(1, service);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto stub = OwnConnection(cluster->addresses[0]);
+  absl::StatusOr<std::unique_ptr<ChannelCredential>> credential = ChannelCredential::Open(
+      stub.get(), PsKeyFromToken(kToken), 0, 1, ShardZero(), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(credential.ok()) << credential.status();
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  context.AddMetadata(kAuthMetadataKey, kToken);
+  (*credential)->Sign(&context, "PushPull", "");
   auto stream = stub->PushPull(&context);
   proto::PullReply reply;
   EXPECT_FALSE(stream->Read(&reply));

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "ps/call_auth.h"
 #include "ps/server.h"
 #include "ps/wire.h"
 #include "tests/ps/ps_cluster.h"
@@ -31,25 +32,48 @@ struct RawReply {
   std::vector<float> params;
 };
 
-// A raw client: messages are built by hand so tests can send what the real client never would.
+// A raw client: messages are built by hand so tests can send what the real client never would. With a
+// token it authenticates (ps/call_auth.h) as `rank` (kOperatorRank: an operator) to shard `shard` of
+// `num_shards` on first use, and signs every call; when that fails (a wrong token) calls go unsigned.
 class RawClient {
  public:
-  RawClient(const std::string& address, std::string token = "")
+  explicit RawClient(const std::string& address, std::string token = "", int rank = kOperatorRank,
+                     int shard = 0, int num_shards = 1)
       : stub_(proto::ParameterServer::NewStub(
             grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
-        token_(std::move(token)) {}
+        token_(std::move(token)), rank_(rank) {
+    shard_.set_shard(shard);
+    shard_.set_num_shards(num_shards);
+  }
 
-  void Prepare(grpc::ClientContext* context) {
+  void Prepare(grpc::ClientContext* context, const char* method = "", const std::string& fields = "") {
     context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    if (!token_.empty()) context->AddMetadata(kAuthMetadataKey, token_);
+    if (token_.empty()) return;
+    if (credential_ == nullptr) {
+      absl::StatusOr<std::unique_ptr<ChannelCredential>> opened = ChannelCredential::Open(
+          stub_.get(), PsKeyFromToken(token_), rank_, kWorkers, shard_, absl::Now() + absl::Seconds(10));
+      open_status_ = opened.status();
+      if (!opened.ok()) return;
+      credential_ = std::move(*opened);
+    }
+    credential_->Sign(context, method, fields);
+  }
+  // How the last attempt to authenticate ended.
+  const absl::Status& open_status() const { return open_status_; }
+
+  grpc::Status Shutdown() {
+    grpc::ClientContext context;
+    Prepare(&context, "Shutdown");
+    proto::ShutdownReply reply;
+    return stub_->Shutdown(&context, proto::ShutdownRequest(), &reply);
   }
 
   RawReply Register(proto::RegisterHeader header, const std::vector<float>& initial) {
     grpc::ClientContext context;
-    Prepare(&context);
+    header.set_offers_parameters(!initial.empty());
+    Prepare(&context, "Register", RegisterFields(header));
     auto stream = stub_->Register(&context);
     proto::RegisterRequest request;
-    header.set_offers_parameters(!initial.empty());
     *request.mutable_header() = header;
     uint64_t bytes = 0;
     if (stream->Write(request)) {
@@ -75,7 +99,7 @@ class RawClient {
 
   grpc::Status PushPull(const proto::PushHeader& header, const std::vector<proto::Chunk>& chunks) {
     grpc::ClientContext context;
-    Prepare(&context);
+    Prepare(&context, "PushPull", PushFields(header));
     auto stream = stub_->PushPull(&context);
     proto::PushRequest request;
     *request.mutable_header() = header;
@@ -94,13 +118,17 @@ class RawClient {
 
   grpc::Status Stats(proto::StatsReply* reply) {
     grpc::ClientContext context;
-    Prepare(&context);
+    Prepare(&context, "Stats");
     return stub_->Stats(&context, proto::StatsRequest(), reply);
   }
 
  private:
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
   std::string token_;
+  int rank_;
+  proto::ShardAddress shard_;
+  std::unique_ptr<ChannelCredential> credential_;
+  absl::Status open_status_;
 };
 
 inline proto::Chunk MakeChunk(uint64_t offset, const std::vector<float>& values) {

@@ -235,8 +235,11 @@ TEST(ServiceAuthTest, TokenRequired) {
   proto::StatsReply stats;
   grpc::Status none = RawClient(cluster->addresses[0]).Stats(&stats);
   EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  grpc::Status wrong = RawClient(cluster->addresses[0], "s3creT").Stats(&stats);
+  RawClient wrong_client(cluster->addresses[0], "s3creT");
+  grpc::Status wrong = wrong_client.Stats(&stats);
   EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // The server's proof of the token failed, so this client sent no proof of its own.
+  EXPECT_TRUE(absl::IsUnauthenticated(wrong_client.open_status())) << wrong_client.open_status();
   EXPECT_TRUE(RawClient(cluster->addresses[0], "s3cret").Stats(&stats).ok());
 
   // The real client: refused without the token, works with it.

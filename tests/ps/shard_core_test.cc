@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -286,6 +287,7 @@ TEST_F(ShardCoreTest, SyncUpdateThatOverflowsIsRefusedAndTheCheckpointStaysLoada
   ShardOptions options = SyncOptions(2);
   options.checkpoint_dir = psring::testing::FreshTempPath("core_overflow");
   options.checkpoint_every = 1;
+  options.max_grad_norm = std::numeric_limits<double>::infinity();  // the update's own check, not the bound's
   hyper_ = {10.0f, 0.9f, 0.0f};
   Start(options, 6);
   for (const auto& reply : RunStep(0)) ASSERT_TRUE(reply.ok()) << reply.status();
@@ -321,9 +323,51 @@ TEST_F(ShardCoreTest, SyncUpdateThatOverflowsIsRefusedAndTheCheckpointStaysLoada
   EXPECT_EQ(saved->version, 2u);
 }
 
+// Issue 34: a gradient over --max_grad_norm is refused naming rank, step and norm, the step it was part of
+// is rolled back (the other rank is told to push again), and the same step with sane gradients then goes on.
+TEST_F(ShardCoreTest, SyncGradientOverTheNormBoundIsRefusedAndTheStepGoesOn) {
+  ShardOptions options = SyncOptions(2);
+  options.max_grad_norm = 100;
+  Start(options, 6);
+  const std::vector<float> before = core_->CopyParameters();
+  const std::vector<float> huge(6, 50.0f);  // norm 122.5
+  std::vector<absl::StatusOr<std::vector<float>>> replies(2, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] { replies[r] = PushPull(core_.get(), Info(r, 0), r == 1 ? huge : Gradient(r, 0, 6), 6); });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_FALSE(replies[1].ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(replies[1].status())) << replies[1].status();
+  EXPECT_TRUE(Contains(replies[1].status(), "rank 1 step 0: gradient norm 122.47")) << replies[1].status();
+  EXPECT_TRUE(Contains(replies[1].status(), "--max_grad_norm=100")) << replies[1].status();
+  EXPECT_FALSE(replies[0].ok());  // its step was dropped: it pushes again
+  EXPECT_EQ(core_->version(), 0u);
+  EXPECT_EQ(core_->CopyParameters(), before);
+  for (const auto& reply : RunStep(0)) ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(core_->version(), 1u);
+}
+
+TEST_F(ShardCoreTest, AsyncGradientOverTheNormBoundChangesNothing) {
+  ShardOptions options = AsyncOptions(1, absl::Seconds(20));
+  options.max_grad_norm = 10;
+  Start(options, 4);
+  const std::vector<float> before = core_->CopyParameters();
+  uint64_t version = 0;
+  absl::StatusOr<std::vector<float>> refused =
+      AsyncPushPull(core_.get(), Info(0, 0), std::vector<float>(4, 6.0f), &version);  // norm 12
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(Contains(refused.status(), "rank 0 step 0: gradient norm 12 ")) << refused.status();
+  EXPECT_EQ(core_->CopyParameters(), before);
+  ASSERT_TRUE(AsyncPushPull(core_.get(), Info(0, 0), Gradient(0, 0, 4), &version).ok());
+  EXPECT_EQ(version, 1u);
+}
+
 TEST_F(ShardCoreTest, AsyncPushWhoseUpdateOverflowsChangesNothing) {
   hyper_ = {10.0f, 0.9f, 0.0f};
-  Start(AsyncOptions(1, absl::Seconds(20)), 5);
+  ShardOptions options = AsyncOptions(1, absl::Seconds(20));
+  options.max_grad_norm = std::numeric_limits<double>::infinity();
+  Start(options, 5);
   const std::vector<float> before = core_->CopyParameters();
   uint64_t version = 0;
   std::vector<float> huge(5, 1.0f);

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "common/auth.h"
+#include "common/integrity.h"
 #include "common/store.h"
 #include "gtest/gtest.h"
 #include "ring/nccl_process_group.h"
@@ -228,6 +231,41 @@ TEST(NcclFakeTest, CleanShutdownFinalizesThenDestroys) {
   g.reset();
   EXPECT_EQ(fake::CommLog(), (Log{"init", "finalize", "destroy"}));
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+}
+
+// Issue 34: with a token, NCCL's unique id (a capability for the job's NCCL bootstrap) crosses the store
+// sealed under a key derived from the token and bound to the job: the store holds neither the id nor anything
+// a rank with another token, or a changed value, would accept.
+TEST(NcclFakeTest, TheUniqueIdCrossesTheStoreSealedWithAToken) {
+  fake::Reset(fake::Config{});
+  InMemoryStore store;
+  ProcessGroupOptions o;
+  o.transport = Transport::kNccl;
+  o.tcp.timeout = absl::Seconds(2);
+  o.ring.timeout = absl::Seconds(2);
+  o.tcp.auth = AuthConfig{"nccl-fake-test-token-0123", "job-n"};
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> rank0 = CreateNcclProcessGroup(&store, 0, 1, o);
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  const std::string key = o.tcp.store_prefix + "/nccl_id";
+  absl::StatusOr<std::string> stored = store.Get(key, absl::Seconds(1));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->size(), 128 + kSealOverheadBytes);
+  EXPECT_EQ(stored->find(std::string(16, '\0')), std::string::npos) << "the fake's all-zero id shows through";
+
+  // A rank with the token and job id reads it...
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> rank1 = CreateNcclProcessGroup(&store, 1, 2, o);
+  EXPECT_TRUE(rank1.ok()) << rank1.status();
+  // ...one with another token, or a changed value, does not.
+  ProcessGroupOptions other = o;
+  other.tcp.auth.token = "another-token-of-16-bytes";
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> stranger = CreateNcclProcessGroup(&store, 1, 2, other);
+  EXPECT_EQ(stranger.status().code(), absl::StatusCode::kDataLoss) << stranger.status();
+  EXPECT_TRUE(absl::StrContains(stranger.status().message(), "NCCL unique id")) << stranger.status();
+  std::string changed = *stored;
+  changed[20] ^= 1;
+  ASSERT_TRUE(store.Set(key, changed).ok());
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> fooled = CreateNcclProcessGroup(&store, 1, 2, o);
+  EXPECT_EQ(fooled.status().code(), absl::StatusCode::kDataLoss) << fooled.status();
 }
 
 }  // namespace

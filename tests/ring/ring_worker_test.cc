@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bench/harness/result_line.h"
+#include "common/auth.h"
 #include "common/socket.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
@@ -92,7 +93,7 @@ std::vector<ProcessResult> RunWithVictim(int ranks, int timeout_s, const std::st
       Ranks(ranks, FreeLoopbackPort().value(),
             {"--model_bytes=16777216", "--max_steps=1000000", "--warmup_steps=0",
              absl::StrCat("--timeout=", timeout_s)});                // the later --timeout wins
-  for (ProcessSpec& s : specs) s.argv = WithToken("chaos", s.argv);  // an authenticated job
+  for (ProcessSpec& s : specs) s.argv = WithToken("chaos-test-token-0123", s.argv);  // an authenticated job
   std::string victim;
   for (const std::string& a : specs[1].argv) victim += " '" + a + "'";
   specs[1].argv = {"/bin/sh", "-c", absl::StrCat(victim, " & pid=$!; ", then)};
@@ -135,12 +136,13 @@ TEST(RingWorkerTest, AuthenticatedJobIsExactAndAForgedRankIsRefused) {
   // Long enough (hundreds of steps) that the forgers, started at the same time, reach rank 0's store while
   // the job still runs, even on a loaded machine: a forger that finds the store already gone tests nothing.
   std::vector<ProcessSpec> specs = Ranks(3, port, {"--model_bytes=400000", "--max_steps=400"});
-  for (ProcessSpec& s : specs) s.argv = WithToken("s3cret", s.argv);
+  for (ProcessSpec& s : specs) s.argv = WithToken("s3cret-of-16-bytes-or-more", s.argv);
   // A fourth process claims rank 2 without the token (and one with a wrong token claims rank 1): refused by
   // rank 0's store before it can read an address or take a rank.
   ProcessSpec no_token{"forger", Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"})[2].argv};
   ProcessSpec wrong_token{
-      "forger 2", WithToken("guess", Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"})[1].argv)};
+      "forger 2",
+      WithToken("a-guess-of-16-bytes-or-more", Ranks(3, port, {"--model_bytes=40000", "--max_steps=3"})[1].argv)};
   // Under sh, which reports the forger's exit status and exits 0 itself: a failed process would make the
   // harness kill the real ranks a few seconds later.
   for (ProcessSpec* f : {&no_token, &wrong_token}) {
@@ -158,6 +160,46 @@ TEST(RingWorkerTest, AuthenticatedJobIsExactAndAForgedRankIsRefused) {
     EXPECT_TRUE(absl::StrContains(results[f].stderr_tail, "forger exit status 1")) << results[f].stderr_tail;
     EXPECT_TRUE(absl::StrContains(results[f].stderr_tail, "UNAUTHENTICATED")) << results[f].stderr_tail;
     EXPECT_FALSE(absl::StrContains(results[f].stderr_tail, "s3cret")) << results[f].stderr_tail;
+  }
+}
+
+// Issue 34: ring_worker loads its token exactly as the parameter server does (LoadAuthToken) and applies the
+// same rule off loopback (RequireTokenOffLoopback), so a 10-byte token, or no token with a master that is not
+// on loopback and no --insecure, is refused with the very message //ps:server gives for the same mistake. The
+// landed ring_worker took any token and listened on routable addresses without one.
+TEST(RingWorkerTest, RefusesWhatThePsRefusesWithTheSameMessage) {
+  const std::vector<std::string> gradient_only = {"--model_bytes=4096", "--max_steps=1", "--timeout=5"};
+  struct Case {
+    std::string what;
+    std::vector<std::string> ring_args, ps_args;
+    std::string message;
+  };
+  const std::string short_message =
+      "the token from --auth_token has 10 bytes; use at least 16 random bytes (e.g. `openssl rand -hex 16`), a "
+      "short one can be guessed offline";
+  const std::string routable = "192.0.2.1";  // TEST-NET-1: not loopback, never reached (refused before)
+  for (const Case& c : {
+           Case{"10-byte token", {"--auth_token=0123456789", "--master_addr=127.0.0.1"},
+                {"--auth_token=0123456789", "--bind_addr=127.0.0.1"}, short_message},
+           Case{"no token, routable master", {"--master_addr=" + routable}, {"--bind_addr=" + routable},
+                routable + " " + kNoTokenOffLoopback},
+       }) {
+    SCOPED_TRACE(c.what);
+    std::vector<std::string> ring = {kWorker, "--rank=1", "--world_size=2", "--master_port=29999"};
+    ring.insert(ring.end(), c.ring_args.begin(), c.ring_args.end());
+    ring.insert(ring.end(), gradient_only.begin(), gradient_only.end());
+    std::vector<std::string> ps = {"ps/server", "--port=0", "--workers=1"};
+    ps.insert(ps.end(), c.ps_args.begin(), c.ps_args.end());
+    // No PSRING_AUTH_TOKEN from the test's environment.
+    for (std::vector<std::string>* argv : {&ring, &ps}) argv->insert(argv->begin(), {"/usr/bin/env", "-u", kAuthTokenEnv});
+    std::vector<ProcessResult> results = RunAll({{"ring_worker", ring}, {"ps server", ps}});
+    ASSERT_EQ(results.size(), 2u);
+    for (const ProcessResult& p : results) {
+      SCOPED_TRACE(p.name);
+      EXPECT_FALSE(p.timed_out);
+      EXPECT_NE(p.exit_code, 0) << p.stderr_tail;
+      EXPECT_TRUE(absl::StrContains(p.stderr_tail, c.message)) << p.stderr_tail;
+    }
   }
 }
 

@@ -70,7 +70,7 @@ TEST(CrossoverTest, SvgHasCellsLegendTitleAndPointsInside) {
   EXPECT_EQ(Count(svg, "class=\"cell\""), 12 * 9);
   EXPECT_EQ(Count(svg, "class=\"point\""), 1);
   EXPECT_NE(svg.find("MODEL, not measured: resnet50 &amp; co, N = 8"), std::string::npos);
-  for (const char* name : {"ring", "ps-1", "ps-colocated", "ps-dedicated", "tie (within 2 %)"}) {
+  for (const char* name : {"ring", "ps-1", "ps-colocated", "ps-dedicated", "tie (within 2 %) or undetermined"}) {
     EXPECT_NE(svg.find(std::string(">") + name + "</text>"), std::string::npos) << name;
   }
   EXPECT_NE(svg.find(">400 Gbit/s</text>"), std::string::npos);
@@ -83,6 +83,29 @@ TEST(CrossoverTest, SvgHasCellsLegendTitleAndPointsInside) {
 
 // Calibrated on 1-10 Gbit/s links with up to 1 ms at N = 8 and 1 MB: a cell more than 2x beyond (over
 // 20 Gbit/s or 2 ms) carries its factor and is hatched; the others are not.
+TEST(CrossoverTest, CellsWhoseIntervalsOverlapAreUndeterminedAndGrey) {
+  // Exact parameters but a 30 % residual scatter: every exchange's 90 % interval is about +-64 %, so a cell is
+  // decided only where the fastest one is far ahead.
+  proto::CostModelFile file = ModelFileOf({TruthFor(Topology::kRing), TruthFor(Topology::kPsOne),
+                                           TruthFor(Topology::kPsColocated), TruthFor(Topology::kPsDedicated)});
+  for (proto::ExchangeModel& e : *file.mutable_exchanges()) e.set_residual_rel_sd(0.3);
+  absl::StatusOr<std::vector<double>> links = LogSpaced(1e9 / 8, 400e9 / 8, 6);
+  absl::StatusOr<std::vector<double>> latencies = LogSpaced(1e-6, 1e-2, 5);
+  ASSERT_TRUE(links.ok() && latencies.ok());
+  absl::StatusOr<CrossoverMap> map = LinkLatencyMap(file, FlatStep(0, 0, 100e6), {8, 2}, *links, *latencies);
+  ASSERT_TRUE(map.ok()) << map.status();
+  int undetermined = 0;
+  for (const CrossoverCell& cell : map->cells) undetermined += !cell.determined;
+  EXPECT_GT(undetermined, 0);
+  const std::string svg = RenderCrossoverSvg(*map, "t", "s", {});
+  EXPECT_NE(svg.find("undetermined, point prediction"), std::string::npos);
+  // Without scatter (and no parameter errors recorded) every cell is decided.
+  for (proto::ExchangeModel& e : *file.mutable_exchanges()) e.set_residual_rel_sd(0);
+  map = LinkLatencyMap(file, FlatStep(0, 0, 100e6), {8, 2}, *links, *latencies);
+  ASSERT_TRUE(map.ok()) << map.status();
+  for (const CrossoverCell& cell : map->cells) EXPECT_TRUE(cell.determined || cell.margin == 0);
+}
+
 TEST(CrossoverTest, CellsBeyondTheCalibrationAreHatched) {
   proto::CostModelFile model = RingVersusPs();
   for (proto::ExchangeModel& e : *model.mutable_exchanges()) {
