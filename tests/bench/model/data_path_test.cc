@@ -14,7 +14,9 @@ TEST(DataPath, TheBuildDigestsTheExchangesSources) {
   bool has_service = false, has_ring = false;
   for (int i = 0; i < kDataPathSourceCount; ++i) {
     EXPECT_EQ(std::string(kDataPathSources[i].sha256).size(), 16u) << kDataPathSources[i].path;
-    if (i > 0) EXPECT_LT(std::string(kDataPathSources[i - 1].path), std::string(kDataPathSources[i].path));
+    if (i > 0) {
+      EXPECT_LT(std::string(kDataPathSources[i - 1].path), std::string(kDataPathSources[i].path));
+    }
     has_service |= std::string(kDataPathSources[i].path) == "ps/service.cc";
     has_ring |= std::string(kDataPathSources[i].path) == "ring/ring_allreduce.cc";
   }
