@@ -63,8 +63,9 @@ std::string FormatHeldOutChecks(const ValidationSummary& s) {
   if (s.winners.counted == 0) {
     absl::StrAppendFormat(&out,
                           "# info held-out winner: no condition outside the tie band %s (%d ties, %d unjudged: a "
-                          "printed or measured winner excluded): nothing to judge\n",
-                          s.band.Describe(), s.winners.ties, s.winners.unjudged);
+                          "printed or measured winner excluded, %d undetermined: the predicted intervals overlap): "
+                          "nothing to judge\n",
+                          s.band.Describe(), s.winners.ties, s.winners.unjudged, s.winners.undetermined);
   } else {
     absl::StrAppendFormat(&out,
                           "# check held-out winner: %d of %d conditions outside the tie band %s named right (judged "
