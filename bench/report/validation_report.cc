@@ -27,18 +27,17 @@ std::string FormatSummary(const char* what, const model::ErrorSummary& s) {
 std::string FormatPrediction(const std::vector<ValidationRow>& rows) {
   if (rows.empty()) return "";
   std::vector<std::string> parts;
+  std::vector<model::PredictionInterval> intervals;
   size_t fastest = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     parts.push_back(absl::StrFormat("%s %.3f s [%.3f, %.3f] (%s)", ExchangeName(rows[i].exchange),
                                     rows[i].predicted_step_s, rows[i].predicted_lo_s, rows[i].predicted_hi_s,
                                     rows[i].bound));
+    intervals.push_back({rows[i].predicted_step_s, rows[i].predicted_lo_s, rows[i].predicted_hi_s, 0, 0});
     if (rows[i].predicted_step_s < rows[fastest].predicted_step_s) fastest = i;
   }
-  // The same rule ScoreWinners judges by: a winner only where its interval clears every other's.
-  bool clear = true;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (i != fastest && !(rows[fastest].predicted_hi_s < rows[i].predicted_lo_s)) clear = false;
-  }
+  // The rule projections and ScoreWinners use: a winner only where its interval clears every other's.
+  const bool clear = model::ClearWinner(intervals) == static_cast<int>(fastest);
   return absl::StrFormat("# PREDICTED before running %s (%.0f %% intervals): %s; %s\n", rows[0].condition,
                          100 * model::kIntervalLevel, absl::StrJoin(parts, ", "),
                          rows.size() < 2 ? "" : clear ? absl::StrCat("fastest ", ExchangeName(rows[fastest].exchange))
