@@ -124,6 +124,8 @@ class EmulatedCluster final : public Cluster {
   absl::Status ShapeLink(const std::string& ns, const std::string& dev, int host);
   absl::Status ChooseLatencyMethod();
   absl::Status StartSwitchProbe();
+  // Turns IPv6 off in namespace `ns` (its devices now and later); a no-op on a kernel without IPv6.
+  absl::Status DisableIpv6(const std::string& ns) const;
   absl::Status StartDelayProgram();
   // Runs `receiver` in host `to`'s namespace on an accepted connection and `sender` in host `from`'s on the
   // connecting end, each on a thread of its own; the first error of either.

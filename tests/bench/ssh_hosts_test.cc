@@ -147,9 +147,16 @@ TEST_F(SshHostsTest, MpirunStartsTheProgramInTheNamedHostsNamespace) {
     // ssh and Open MPI's own connection went over host 0's and host k's links, and not over the others'.
     EXPECT_GT((*after)[k].second - (*before)[k].second, 2000);
     EXPECT_GT((*after)[0].first - (*before)[0].first, 2000);
+    std::cout << "  bytes received: host " << k << " " << (*after)[k].second - (*before)[k].second;
+    for (int other = 1; other < 4; ++other) {
+      if (other != k) std::cout << ", host " << other << " " << (*after)[other].second - (*before)[other].second;
+    }
+    std::cout << "\n";
     for (int other = 1; other < 4; ++other) {
       if (other == k) continue;
-      EXPECT_LT((*after)[other].second - (*before)[other].second, 1000) << "host " << other;
+      EXPECT_LT((*after)[other].second - (*before)[other].second, 1000)
+          << "host " << other << " received bytes while mpirun ran on host " << k << " (host " << k << ": "
+          << (*after)[k].second - (*before)[k].second << ")";
     }
   }
 }
