@@ -84,6 +84,7 @@ struct StragglerRow {
   double cluster_s = -1;      // backup workers: the quorum's step
   double sampling_sd = 0;     // relative sd of a mean over the plan's steps (the run's own sampling noise)
   double measured_s = -1;     // -1: not measured
+  double measured_quorum_s = -1;  // backup workers: the harness's quorum_step_s, the time between step closes
   // The workers' compute per step (mean over ranks) the injection asks for, as measured, and how far above
   // it the measured may lie by chance (a fraction).
   double predicted_compute_s = 0;
@@ -94,7 +95,20 @@ struct StragglerRow {
   bool judged() const { return measured_s > 0 && note.empty(); }
   double error() const { return model::RelativeError(predicted_s, measured_s); }
   double compute_overshoot() const { return model::RelativeError(measured_compute_s, predicted_compute_s); }
+  double quorum_error() const { return model::RelativeError(cluster_s, measured_quorum_s); }
 };
+
+// Issue 35's backup-worker check: a judged row with B backup workers and a straggler at factor >= 4 against
+// the judged row of the same exchange, B, noise and buckets without one. The rule: a step closes with the
+// first N - B pushes, so the quorum's step (time between closes) should stay within kBackupSlowdownTarget of
+// the step without the straggler.
+struct BackupCheck {
+  std::string condition, baseline;  // the rows' names
+  double quorum_s = 0, baseline_quorum_s = 0;
+  double slowdown() const { return quorum_s / baseline_quorum_s - 1; }
+};
+inline constexpr double kBackupSlowdownTarget = 0.15;
+inline constexpr double kBackupCheckMinFactor = 4;
 
 struct StragglerValidation {
   StragglerPlan plan;
@@ -103,6 +117,10 @@ struct StragglerValidation {
   model::ErrorSummary straggler;  // judged straggler rows
   model::ErrorSummary control;    // judged control rows
   int judged = 0, unjudged = 0;   // straggler rows
+  // Backup workers: the model's quorum step against the measured one over the judged rows with B > 0
+  // (reported, not part of the plan's targets), and the backup-worker checks.
+  model::ErrorSummary quorum;
+  std::vector<BackupCheck> backup_checks;
   // PASS: every straggler row judged, median and p90 within the targets; INCOMPLETE: within the targets but
   // some rows unjudged; FAIL: beyond a target; UNJUDGED: nothing judged.
   std::string verdict = "UNJUDGED";

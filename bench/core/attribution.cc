@@ -51,4 +51,12 @@ StepAttribution AttributeSteps(const std::vector<std::vector<double>>& ready) {
   return a;
 }
 
+double QuorumStepSeconds(std::vector<double> rank_step_s, int backup_workers) {
+  if (rank_step_s.empty()) return 0;
+  const int n = static_cast<int>(rank_step_s.size());
+  const int quorum = n - std::clamp(backup_workers, 0, n - 1);
+  std::nth_element(rank_step_s.begin(), rank_step_s.begin() + (quorum - 1), rank_step_s.end());
+  return rank_step_s[quorum - 1];
+}
+
 }  // namespace psring::bench

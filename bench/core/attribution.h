@@ -32,6 +32,12 @@ inline constexpr double kMinStragglerLag = 0.002;
 // others limit the steps attributed; fewer than two ranks attribute nothing.
 StepAttribution AttributeSteps(const std::vector<std::vector<double>>& ready);
 
+// The time between step closes from each rank's own mean step time: a synchronous step closes once the first
+// N - B ranks are in (B: the PS's backup workers, 0 for every other exchange), so the job moves at the
+// (N-B)-th fastest rank's pace; with B = 0 that is the slowest rank's. 0 when no rank reported; B is clamped
+// to [0, N-1].
+double QuorumStepSeconds(std::vector<double> rank_step_s, int backup_workers);
+
 }  // namespace psring::bench
 
 #endif  // PSRING_BENCH_CORE_ATTRIBUTION_H_

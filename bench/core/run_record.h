@@ -113,6 +113,13 @@ struct RunRecord {
   int buckets = 0;             // gradient buckets per step as the workers report it (0: not reported)
   int steps = 0;
   double step_s = 0;           // slowest rank's mean wall time per step
+  // Each rank's own mean wall time per step (index = rank; empty: not collected). With the PS's backup
+  // workers B (--backup_workers among the server flags) a step closes once the first N - B pushes are in, so
+  // the job advances at the (N-B)-th fastest rank's pace: quorum_step_s, the time between step closes
+  // (= step_s without backup workers).
+  std::vector<double> rank_step_s;
+  int backup_workers = 0;
+  double quorum_step_s = 0;
   double compute_s = 0;        // mean over ranks
   double exchange_s = 0;       // mean over ranks: the exchange's own time (all buckets)
   double forward_s = 0;        // train/replay modes, mean over ranks (0: not reported)

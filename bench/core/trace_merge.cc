@@ -77,7 +77,7 @@ absl::StatusOr<std::string> ReadWhole(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank_traces,
-                                            const std::string& label) {
+                                            const std::string& label, const std::vector<TraceMark>& marks) {
   ListValue merged;
   for (size_t rank = 0; rank < rank_traces.size(); ++rank) {
     ASSIGN_OR_RETURN(ListValue events,
@@ -101,6 +101,25 @@ absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank
       *merged.add_values() = std::move(event);
     }
   }
+  for (const TraceMark& mark : marks) {
+    if (mark.rank < 0 || mark.rank >= static_cast<int>(rank_traces.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("a timeline mark names rank ", mark.rank, " of ",
+                                                     rank_traces.size(), " ranks"));
+    }
+    Value event;
+    Struct* fields = event.mutable_struct_value();
+    (*fields->mutable_fields())["ph"] = Text("i");
+    (*fields->mutable_fields())["s"] = Text("p");
+    (*fields->mutable_fields())["name"] = Text(mark.name);
+    (*fields->mutable_fields())["cat"] = Text("attribution");
+    (*fields->mutable_fields())["pid"] = Number(static_cast<double>(mark.rank));
+    (*fields->mutable_fields())["tid"] = Number(0);
+    (*fields->mutable_fields())["ts"] = Number(mark.ts_us);
+    auto* args = (*fields->mutable_fields())["args"].mutable_struct_value()->mutable_fields();
+    if (mark.step >= 0) (*args)["step"] = Number(mark.step);
+    (*args)["lag_ms"] = Number(mark.lag_ms);
+    *merged.add_values() = std::move(event);
+  }
   Struct root;
   *(*root.mutable_fields())["traceEvents"].mutable_list_value() = std::move(merged);
   (*root.mutable_fields())["displayTimeUnit"] = Text("ms");
@@ -112,13 +131,13 @@ absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank
 }
 
 absl::Status MergeRankTraceFiles(const std::vector<std::string>& rank_paths, const std::string& label,
-                                 const std::string& out_path) {
+                                 const std::string& out_path, const std::vector<TraceMark>& marks) {
   std::vector<std::string> traces;
   for (const std::string& path : rank_paths) {
     ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
     traces.push_back(std::move(text));
   }
-  ASSIGN_OR_RETURN(const std::string merged, MergeRankTraces(traces, label));
+  ASSIGN_OR_RETURN(const std::string merged, MergeRankTraces(traces, label, marks));
   return WriteFileAtomically(out_path, merged);
 }
 

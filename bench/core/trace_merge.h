@@ -22,13 +22,24 @@
 
 namespace psring::bench {
 
-// kInvalidArgument naming the rank whose text is not a trace.
-absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank_traces,
-                                            const std::string& label);
+// A mark on one rank's lane at one moment (an instant event, "ph": "i", scope "p"), e.g. the moment the rank
+// that held a synchronous step back was ready: "held step 12 back (+40.1 ms)".
+struct TraceMark {
+  int rank = 0;
+  double ts_us = 0;  // on the traces' clock
+  std::string name;
+  int step = -1;     // args.step (-1: none)
+  double lag_ms = 0;  // args.lag_ms
+};
 
-// Reads `rank_paths` (rank r's file at index r), merges them and writes `out_path` atomically.
+// kInvalidArgument naming the rank whose text is not a trace. `marks` go on their ranks' lanes; a mark whose
+// rank has no trace is kInvalidArgument.
+absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank_traces,
+                                            const std::string& label, const std::vector<TraceMark>& marks = {});
+
+// Reads `rank_paths` (rank r's file at index r), merges them with `marks` and writes `out_path` atomically.
 absl::Status MergeRankTraceFiles(const std::vector<std::string>& rank_paths, const std::string& label,
-                                 const std::string& out_path);
+                                 const std::string& out_path, const std::vector<TraceMark>& marks = {});
 
 // A complete event ("ph": "X") of a trace.
 struct TraceSpan {

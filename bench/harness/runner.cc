@@ -3,11 +3,16 @@
 #include "bench/harness/runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bench/core/attribution.h"
 #include "bench/core/trace_merge.h"
 #include "bench/emulator/probes.h"
@@ -34,6 +39,43 @@ constexpr int kPortRotation = 16;  // runs before a port is used again
 
 // The rendezvous master's port followed by one port per server for run `run_index`: fixed and rotating in
 // the namespaces, from the kernel on loopback (see above).
+// The last --backup_workers=B among the PS servers' extra flags (0: none or not a number).
+int BackupWorkersIn(const std::vector<std::string>& server_args) {
+  int backup = 0;
+  for (absl::string_view arg : server_args) {
+    int value = 0;
+    if (absl::ConsumePrefix(&arg, "--backup_workers=") && absl::SimpleAtoi(arg, &value)) backup = value;
+  }
+  return backup;
+}
+
+// One mark per measured step on the lane of the rank ready last, at its ready time moved onto the timelines'
+// clock (the workers stamp trace events with the steady clock, ready times with the wall clock).
+// With backup workers a step closes without the last ranks, so the mark says "ready last", not "held back".
+std::vector<TraceMark> HeldBackMarks(const StepAttribution& a, const std::vector<std::vector<double>>& ready,
+                                     int backup_workers) {
+  const double steady_minus_unix_us =
+      static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count()) -
+      static_cast<double>(absl::ToUnixMicros(absl::Now()));
+  std::vector<TraceMark> marks;
+  for (int s = 0; s < a.steps; ++s) {
+    TraceMark mark;
+    mark.rank = a.last_rank[s];
+    mark.ts_us = ready[mark.rank][s] * 1e6 + steady_minus_unix_us;
+    mark.step = s;
+    mark.lag_ms = a.lag_s[s] * 1e3;
+    mark.name = backup_workers > 0
+                    ? absl::StrFormat("ready last for measured step %d (+%.1f ms; backup workers: the step "
+                                      "closes without the last %d)",
+                                      s, mark.lag_ms, backup_workers)
+                    : absl::StrFormat("held measured step %d back (+%.1f ms)", s, mark.lag_ms);
+    marks.push_back(std::move(mark));
+  }
+  return marks;
+}
+
 absl::StatusOr<std::vector<int>> RunPorts(bool emulated, int run_index, int servers) {
   if (!emulated) return FreeLoopbackPorts(1 + servers);  // Run() retries once if one is taken meanwhile
   const int offset = (run_index % kPortRotation) * kPortStride;
@@ -168,14 +210,17 @@ class Runner::Impl {
     record->link_bytes_per_step = counters.BusiestPerStep(budget.total_steps);
     // Workers are the last N processes.
     const std::vector<ProcessResult> workers(results.end() - record->nodes, results.end());
-    RETURN_IF_ERROR(Collect(plugin, workers, record));
+    std::vector<TraceMark> marks;
+    RETURN_IF_ERROR(Collect(plugin, workers, record, &marks));
     ASSIGN_OR_RETURN(const DelayCounters delay_after, DelayCountersNow());
     Classify(sampler, job_start, workers, delay_before, delay_after, record);
     if (!timeline_stem.empty()) {
       std::vector<std::string> ranks;
       for (int r = 0; r < record->nodes; ++r) ranks.push_back(RankTimeline(timeline_stem, r));
       record->timeline = timeline_stem + ".json";
-      RETURN_IF_ERROR(MergeRankTraceFiles(ranks, RunLabel(*record), record->timeline));
+      // The marks are on the runner's clock, which is the ranks' only when they share this machine.
+      if (cluster_->box_cores() <= 0) marks.clear();
+      RETURN_IF_ERROR(MergeRankTraceFiles(ranks, RunLabel(*record), record->timeline, marks));
     }
     return absl::OkStatus();
   }
@@ -351,9 +396,10 @@ class Runner::Impl {
     return results;
   }
 
-  // The workers' result lines: per-step means over ranks (the step time of the slowest rank).
+  // The workers' result lines: per-step means over ranks (the step time of the slowest rank), and in `marks`
+  // (when given) one timeline mark per measured step on the rank that held it back.
   absl::Status Collect(const ExchangePlugin& plugin, const std::vector<ProcessResult>& workers,
-                       RunRecord* record) const {
+                       RunRecord* record, std::vector<TraceMark>* marks) const {
     const int n = record->nodes;
     std::vector<std::vector<double>> ready(n);  // per rank: when each measured step's gradient was complete
     double compute_sum = 0, exchange_sum = 0, forward_sum = 0, backward_sum = 0, exposed_sum = 0;
@@ -367,6 +413,7 @@ class Runner::Impl {
       const double steps = std::max(1, worker.has_steps() ? worker.steps() : o_.steps);
       record->steps = static_cast<int>(steps);
       record->step_s = std::max(record->step_s, worker.step_s());
+      record->rank_step_s.push_back(worker.step_s());
       record->step_spread = std::max(record->step_spread, worker.step_spread());
       compute_sum += worker.compute_s() / steps;
       exchange_sum += worker.exchange_s() / steps;
@@ -402,7 +449,10 @@ class Runner::Impl {
     record->forward_s = forward_sum / n;
     record->backward_s = backward_sum / n;
     record->exposed_s = exposed_sum / n;
+    record->backup_workers = plugin.family() == Family::kParameterServer ? BackupWorkersIn(o_.server_args) : 0;
+    record->quorum_step_s = QuorumStepSeconds(record->rank_step_s, record->backup_workers);
     const StepAttribution attribution = AttributeSteps(ready);
+    if (marks != nullptr) *marks = HeldBackMarks(attribution, ready, record->backup_workers);
     record->straggler_rank = attribution.straggler;
     record->straggler_share = attribution.share;
     record->straggler_lag_s = attribution.median_lag_s;

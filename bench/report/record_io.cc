@@ -204,6 +204,11 @@ const std::vector<Column>& Columns() {
        number(&RunRecord::straggler_share), read_number("straggler_share", &RunRecord::straggler_share)},
       {"straggler_lag_s", "straggler_lag_s", Format::kG6, Rows::kMeasured, Json::kAlways,
        number(&RunRecord::straggler_lag_s), read_number("straggler_lag_s", &RunRecord::straggler_lag_s)},
+      // Added with backup-worker pacing (issue 35): older files lack them (no backup workers, quorum unknown).
+      {"backup_workers", "backup_workers", Format::kInt, Rows::kMeasured, Json::kAlways,
+       number(&RunRecord::backup_workers), read_number("backup_workers", &RunRecord::backup_workers)},
+      {"quorum_step_s", "quorum_step_s", Format::kG6, Rows::kMeasured, Json::kAlways,
+       number(&RunRecord::quorum_step_s), read_number("quorum_step_s", &RunRecord::quorum_step_s)},
   };
   return *columns;
 }

@@ -104,7 +104,8 @@ TtaRun SummarizeRun(const Cell& cell, int rep, const RunRecord& record, double t
   }
   run.final_accuracy = record.test_accuracy;
   run.steps = record.evaluations.back().step;
-  run.step_s = record.step_s;
+  // With backup workers the job moves at its quorum's pace (time between step closes), not the straggler's.
+  run.step_s = record.backup_workers > 0 && record.quorum_step_s > 0 ? record.quorum_step_s : record.step_s;
   run.straggler_rank = record.straggler_rank;
   return run;
 }

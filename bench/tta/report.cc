@@ -45,7 +45,8 @@ std::string ReportHeader(const TtaOptions& o, const std::string& setting) {
   absl::StrAppendFormat(
       &out,
       "# times: from the first step, with the evaluation pauses left out (every rank waits while rank 0 "
-      "evaluates); s/step likewise; %d run(s) per cell, --seed=%d in every run (same initial model and data "
+      "evaluates); s/step likewise: the slowest rank's mean step (with backup workers the time between step "
+      "closes, the (N-B)-th fastest rank's); %d run(s) per cell, --seed=%d in every run (same initial model and data "
       "order)\n",
       o.reps, o.seed);
   out +=

@@ -34,5 +34,17 @@ TEST(AttributeSteps, NobodyStandsOutWithoutAMajorityOrALag) {
   EXPECT_EQ(AttributeSteps({{0, 1, 2}, {0.1, 1.1}}).steps, 2);
 }
 
+TEST(QuorumStepSeconds, TheNMinusBthFastestRanksPace) {
+  const std::vector<double> paces = {0.10, 0.40, 0.11, 0.12};  // rank 1 at factor 4
+  EXPECT_DOUBLE_EQ(QuorumStepSeconds(paces, 0), 0.40);  // no backup workers: the slowest rank's
+  EXPECT_DOUBLE_EQ(QuorumStepSeconds(paces, 1), 0.12);  // the first 3 of 4 close a step
+  EXPECT_DOUBLE_EQ(QuorumStepSeconds(paces, 2), 0.11);
+  EXPECT_DOUBLE_EQ(QuorumStepSeconds(paces, 3), 0.10);
+  // Out of range: clamped to 0 <= B <= N-1; nobody reported: 0.
+  EXPECT_DOUBLE_EQ(QuorumStepSeconds(paces, 9), 0.10);
+  EXPECT_DOUBLE_EQ(QuorumStepSeconds(paces, -1), 0.40);
+  EXPECT_DOUBLE_EQ(QuorumStepSeconds({}, 1), 0);
+}
+
 }  // namespace
 }  // namespace psring::bench

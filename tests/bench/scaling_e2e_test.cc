@@ -279,6 +279,11 @@ TEST(ScalingE2eTest, ReplaysAWorkloadFlatAndBucketedWithMergedTimelines) {
     std::set<int> pids;
     for (const TraceSpan& span : *spans) pids.insert(span.pid);
     EXPECT_EQ(pids, (std::set<int>{0, 1})) << timeline;
+    // Each measured step marked on the lane of the rank that held it back; no backup workers: the quorum's
+    // step is the slowest rank's.
+    EXPECT_EQ(Count(ReadFile(timeline), "\"cat\":\"attribution\""), 3) << timeline;
+    EXPECT_EQ(fields[column("backup_workers")], "0") << lines[i];
+    EXPECT_EQ(fields[column("quorum_step_s")], fields[column("step_s")]) << lines[i];
     for (int rank = 0; rank < 2; ++rank) {
       const std::string rank_file =
           absl::StrCat(timeline.substr(0, timeline.size() - 5), "/rank", rank, ".json");

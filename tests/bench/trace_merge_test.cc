@@ -64,6 +64,28 @@ TEST(TraceMergeTest, OnePidPerRankAndEverySpanKept) {
   EXPECT_NE(merged->find("4096"), std::string::npos);
 }
 
+TEST(TraceMergeTest, MarksLandOnTheirRanksLanes) {
+  TraceMark mark;
+  mark.rank = 1;
+  mark.ts_us = 1234.5;
+  mark.name = "held measured step 3 back (+40.0 ms)";
+  mark.step = 3;
+  mark.lag_ms = 40;
+  auto merged = MergeRankTraces({RankTrace(1, 1000), RankTrace(2, 1000)}, "", {mark});
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_NE(merged->find("\"name\":\"held measured step 3 back (+40.0 ms)\""), std::string::npos) << *merged;
+  EXPECT_NE(merged->find("\"ph\":\"i\""), std::string::npos) << *merged;
+  // The spans are read as before: a mark is no span.
+  auto spans = ReadSpans(*merged);
+  ASSERT_TRUE(spans.ok()) << spans.status();
+  EXPECT_EQ(spans->size(), 4u);
+  // A mark for a rank the run does not have is refused, not dropped.
+  mark.rank = 2;
+  auto bad = MergeRankTraces({RankTrace(1, 1000), RankTrace(2, 1000)}, "", {mark});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("rank 2 of 2"), std::string::npos) << bad.status();
+}
+
 TEST(TraceMergeTest, AcceptsABareArrayOfEvents) {
   auto merged =
       MergeRankTraces({"[{\"ph\":\"X\",\"name\":\"a\",\"pid\":9,\"tid\":3,\"ts\":5,\"dur\":2}]"}, "");

@@ -200,3 +200,62 @@ TEST(StragglerPlanTest, JoinRecordJudgesOnlyRunsThatKeptTheirCompute) {
 
 }  // namespace
 }  // namespace psring::bench
+
+namespace psring::bench {
+namespace {
+
+StragglerRow BackupRow(double factor, double quorum_measured, const std::string& note = "") {
+  StragglerRow r = Row(0.4, 0.4, note);
+  r.condition.exchange = Exchange::kPsOne;
+  r.condition.backup_workers = 1;
+  r.condition.noise_sigma = 0.3;
+  if (factor > 1) {
+    r.condition.slow_rank = 1;
+    r.condition.factor = factor;
+  }
+  r.cluster_s = 0.14;
+  r.measured_quorum_s = quorum_measured;
+  return r;
+}
+
+TEST(StragglerPlanTest, BackupCheckComparesTheQuorumWithTheSameRowWithoutTheStraggler) {
+  StragglerValidation v;
+  v.rows = {BackupRow(4, 0.150), BackupRow(2, 0.200), BackupRow(1, 0.140)};
+  ASSERT_TRUE(SummarizeStragglerRows(&v).ok());
+  // Factor 2 is below the check's factor: one check, factor 4 against the row without a straggler.
+  ASSERT_EQ(v.backup_checks.size(), 1u);
+  EXPECT_EQ(v.backup_checks[0].condition, v.rows[0].condition.Name());
+  EXPECT_EQ(v.backup_checks[0].baseline, v.rows[2].condition.Name());
+  EXPECT_NEAR(v.backup_checks[0].slowdown(), 0.15 / 0.14 - 1, 1e-12);
+  // The model's quorum is judged on every judged non-control row with B > 0 (the noise-only row too).
+  EXPECT_EQ(v.quorum.count, 3);
+  EXPECT_NEAR(v.quorum.max_abs, 0.3, 1e-12);  // predicted 0.14 against measured 0.20
+  std::string report = FormatStragglerReport(v);
+  EXPECT_NE(report.find("backup-worker check: ps-1 slow 1x4 noise 0.3 B=1 closes a step every 0.1500 s, +7.1 %"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find(": PASS"), std::string::npos) << report;
+  // 20 % slower than without the straggler fails; an unjudged baseline gives no check at all.
+  v.rows[0].measured_quorum_s = 0.168;
+  ASSERT_TRUE(SummarizeStragglerRows(&v).ok());
+  ASSERT_EQ(v.backup_checks.size(), 1u);
+  EXPECT_NE(FormatStragglerReport(v).find("target <= +15 %: FAIL"), std::string::npos);
+  v.rows[2].note = "EMULATOR-BOUND: box CPU";
+  ASSERT_TRUE(SummarizeStragglerRows(&v).ok());
+  EXPECT_TRUE(v.backup_checks.empty());
+}
+
+TEST(StragglerPlanTest, JoinRecordTakesTheQuorumOnlyWithBackupWorkers) {
+  RunRecord record;
+  record.step_s = 0.40;
+  record.quorum_step_s = 0.15;
+  StragglerRow row = BackupRow(4, -1);
+  JoinRecord(&record, &row);
+  EXPECT_EQ(row.measured_quorum_s, 0.15);
+  StragglerRow sync = Row(0.4, -1);
+  JoinRecord(&record, &sync);
+  EXPECT_EQ(sync.measured_quorum_s, -1);
+}
+
+}  // namespace
+}  // namespace psring::bench
