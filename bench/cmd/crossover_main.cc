@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/model/cpu_model.h"
 #include "bench/model/crossover.h"
@@ -22,6 +23,8 @@
 #include "bench/model/straggler_model.h"
 #include "bench/model/workload_step.h"
 #include "bench/report/crossover_report.h"
+#include "bench/report/crossover_svg.h"
+#include "common/atomic_file.h"
 #include "common/binary_main.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
@@ -104,6 +107,17 @@ absl::Status PrintStragglerPart(const proto::CostModelFile& model, const Crossov
   ASSIGN_OR_RETURN(const StragglerCrossoverMap map,
                    StragglerLinkMap(model, shape, base, factors, links, sigma, backup));
   std::cout << FormatStragglerMap(map);
+  if (o.out_dir.empty()) return absl::OkStatus();
+  const std::string svg_path = absl::StrCat(o.out_dir, "/crossover-", workload.name(), "-straggler-link.svg");
+  const std::string title = absl::StrFormat(
+      "fastest exchange with one straggler, N = %d, latency %s%s", base.nodes, FormatLatency(base.latency_s),
+      backup > 0 ? absl::StrFormat(", PS with %d backup worker(s)", backup) : "");
+  const std::string subtitle = absl::StrFormat(
+      "%s; every rank's compute x max(1, exp(%g Z)); model calibrated on %s (%s); CPU ceilings %s x %g",
+      workload.name(), sigma, model.host(), model.date(),
+      o.cpu_source.empty() ? "of the calibration host" : "from " + o.cpu_source, o.target.cpu_speedup);
+  RETURN_IF_ERROR(WriteFileAtomically(svg_path, RenderCrossoverSvg(AsCrossoverMap(map), title, subtitle, {})));
+  std::cout << "# straggler crossover map (model, not measured): " << svg_path << "\n";
   return absl::OkStatus();
 }
 

@@ -158,6 +158,20 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ScalingOptions& o, S
   return cluster;
 }
 
+// Who held the steps back. With backup workers the steps close without the last B ranks, which fall behind by
+// whole steps, so the slowest is named without a lag (step k of one rank is not step k of another).
+std::string Attribution(const RunRecord& record) {
+  if (record.straggler_rank < 0) return "";
+  if (record.backup_workers > 0) {
+    return absl::StrFormat(" slowest: rank %d, ready last in %.0f%% of its steps (%d backup worker(s): steps "
+                           "close every %.3f s without it)",
+                           record.straggler_rank, 100 * record.straggler_share, record.backup_workers,
+                           record.quorum_step_s);
+  }
+  return absl::StrFormat(" held back by rank %d in %.0f%% of steps (ready %.0f ms after the median rank)",
+                         record.straggler_rank, 100 * record.straggler_share, record.straggler_lag_s * 1e3);
+}
+
 void PrintOutcome(const RunRecord& record, std::ostream* progress) {
   if (record.emulator_bound) *progress << " EMULATOR-BOUND (" << record.bound_reason << ")";
   if (record.ok()) {
@@ -165,12 +179,7 @@ void PrintOutcome(const RunRecord& record, std::ostream* progress) {
                                  record.step_s, record.exchange_s,
                                  record.exposed_s > 0 ? absl::StrFormat(", exposed %.3f s", record.exposed_s) : "",
                                  record.busbw / 1e6, static_cast<long long>(record.wrong), record.wall_s,
-                                 record.straggler_rank >= 0
-                                     ? absl::StrFormat(" held back by rank %d in %.0f%% of steps (ready %.0f ms after "
-                                                       "the median rank)",
-                                                       record.straggler_rank, 100 * record.straggler_share,
-                                                       record.straggler_lag_s * 1e3)
-                                     : "");
+                                 Attribution(record));
   } else {
     *progress << " FAILED [" << absl::StrFormat("%.0f s", record.wall_s) << "]: " << record.error << "\n";
   }

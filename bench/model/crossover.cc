@@ -8,6 +8,7 @@
 #include "bench/model/model_file.h"
 #include "bench/model/project.h"
 #include "bench/model/straggler_model.h"
+#include "bench/model/uncertainty.h"
 #include "common/status_macros.h"
 
 namespace psring::bench::model {
@@ -31,6 +32,7 @@ void Set(AxisQuantity quantity, double value, Conditions* c) {
     case AxisQuantity::kLinkRate: c->link_bytes_per_second = value; break;
     case AxisQuantity::kLatency: c->latency_s = value; break;
     case AxisQuantity::kNodes: c->nodes = static_cast<int>(std::lround(value)); break;
+    case AxisQuantity::kStragglerFactor: break;  // not a condition: StragglerLinkMap reads it itself
   }
 }
 
@@ -107,6 +109,8 @@ absl::StatusOr<StragglerCrossoverMap> StragglerLinkMap(const proto::CostModelFil
                                                    backup_workers,
                                                    ": need sigma >= 0 and 0 <= B < N = ", base.nodes));
   }
+  double largest_bucket = 0;
+  for (const BucketRelease& b : shape.buckets) largest_bucket = std::max(largest_bucket, b.bytes);
   StragglerCrossoverMap map;
   map.factors = factors;
   map.link_rates = link_rates;
@@ -114,15 +118,12 @@ absl::StatusOr<StragglerCrossoverMap> StragglerLinkMap(const proto::CostModelFil
   map.base = base;
   map.noise_sigma = noise_sigma;
   map.backup_workers = backup_workers;
-  std::vector<ExchangeParams> params;
-  for (Topology t : map.topologies) {
-    ASSIGN_OR_RETURN(params.emplace_back(), ParamsOf(model, t));
-  }
   for (double link : link_rates) {
     for (double factor : factors) {
       Conditions c = base;
       c.link_bytes_per_second = link;
       CrossoverCell cell;
+      std::vector<PredictionInterval> intervals;
       for (size_t i = 0; i < map.topologies.size(); ++i) {
         StragglerConditions s;
         s.injected.slow_rank = factor > 1 ? 0 : -1;
@@ -136,19 +137,39 @@ absl::StatusOr<StragglerCrossoverMap> StragglerLinkMap(const proto::CostModelFil
           s.rule = StepRule::kBackup;
           s.backup_workers = backup_workers;
         }
-        ASSIGN_OR_RETURN(const StragglerStep step,
-                         PredictStragglerStep(map.topologies[i], params[i], c, shape, s));
-        cell.step_s.push_back(backup ? step.cluster_step_s : step.step_s);
+        // The interval is the exchange model's (its fitted parameters' covariance and scatter); the injected
+        // distribution is known, and the simulation's draws are seeded, so the gradient is not noise.
+        ASSIGN_OR_RETURN(
+            const PredictionInterval interval,
+            IntervalOf(model, map.topologies[i], [&](const ExchangeParams& p) -> absl::StatusOr<double> {
+              ASSIGN_OR_RETURN(const StragglerStep step, PredictStragglerStep(map.topologies[i], p, c, shape, s));
+              return backup ? step.cluster_step_s : step.step_s;
+            }));
+        cell.step_s.push_back(interval.value);
+        intervals.push_back(interval);
+        cell.extrapolation =
+            std::max(cell.extrapolation, ExtrapolationOf(model, map.topologies[i], c, largest_bucket).factor);
       }
       std::vector<double> sorted = cell.step_s;
       std::sort(sorted.begin(), sorted.end());
       cell.winner =
           static_cast<int>(std::min_element(cell.step_s.begin(), cell.step_s.end()) - cell.step_s.begin());
       cell.margin = sorted.size() > 1 ? sorted[1] / sorted[0] - 1 : 0;
+      cell.determined = ClearWinner(intervals) == cell.winner;
       map.cells.push_back(std::move(cell));
     }
   }
   return map;
+}
+
+CrossoverMap AsCrossoverMap(const StragglerCrossoverMap& map) {
+  CrossoverMap m;
+  m.x = {AxisQuantity::kStragglerFactor, map.factors};
+  m.y = {AxisQuantity::kLinkRate, map.link_rates};
+  m.topologies = map.topologies;
+  m.cells = map.cells;
+  m.base = map.base;
+  return m;
 }
 
 std::string FormatStragglerMap(const StragglerCrossoverMap& map) {
@@ -161,6 +182,15 @@ std::string FormatStragglerMap(const StragglerCrossoverMap& map) {
           ? absl::StrFormat("; PS exchanges with %d backup worker(s), compared by their quorum's step",
                             map.backup_workers)
           : "");
+  int undetermined = 0, extrapolated = 0;
+  for (const CrossoverCell& cell : map.cells) {
+    undetermined += !cell.determined;
+    extrapolated += cell.extrapolation > kExtrapolationMarkFactor;
+  }
+  absl::StrAppend(&s, absl::StrFormat("# %d of %zu cells undetermined, shown (in brackets): the exchanges' 90 %% "
+                                      "intervals overlap, the model cannot name the fastest there; %d EXTRAPOLATED "
+                                      "> %gx beyond the calibration (hatched in the SVG)\n",
+                                      undetermined, map.cells.size(), extrapolated, kExtrapolationMarkFactor));
   absl::StrAppend(&s, absl::StrFormat("# %-12s", "link \\ factor"));
   for (double f : map.factors) absl::StrAppend(&s, absl::StrFormat(" %18s", absl::StrFormat("x%g", f)));
   absl::StrAppend(&s, "\n");
@@ -168,9 +198,10 @@ std::string FormatStragglerMap(const StragglerCrossoverMap& map) {
     absl::StrAppend(&s, absl::StrFormat("# %-12s", FormatLinkRate(map.link_rates[iy])));
     for (size_t ix = 0; ix < map.factors.size(); ++ix) {
       const CrossoverCell& cell = map.At(ix, iy);
-      absl::StrAppend(&s, absl::StrFormat(" %18s", absl::StrFormat("%s +%.0f%%",
-                                                                   TopologyName(map.topologies[cell.winner]),
-                                                                   100 * cell.margin)));
+      // Undetermined (the 90 % intervals overlap): the point prediction in brackets, no winner claimed.
+      const std::string claim =
+          absl::StrFormat("%s +%.0f%%", TopologyName(map.topologies[cell.winner]), 100 * cell.margin);
+      absl::StrAppend(&s, absl::StrFormat(" %18s", cell.determined ? claim : absl::StrCat("(", claim, ")")));
     }
     absl::StrAppend(&s, "\n");
   }

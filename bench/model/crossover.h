@@ -23,7 +23,8 @@
 
 namespace psring::bench::model {
 
-enum class AxisQuantity { kLinkRate, kLatency, kNodes };
+// kStragglerFactor: the slow rank's compute factor (>= 1) of a straggler map.
+enum class AxisQuantity { kLinkRate, kLatency, kNodes, kStragglerFactor };
 
 struct MapAxis {
   AxisQuantity quantity = AxisQuantity::kLinkRate;
@@ -80,7 +81,7 @@ struct StragglerCrossoverMap {
   std::vector<double> link_rates;    // y, bytes/s
   std::vector<Topology> topologies;  // AllTopologies()
   std::vector<CrossoverCell>
-      cells;  // row-major: cells[iy * factors.size() + ix]; bound and extrapolation unset
+      cells;  // row-major: cells[iy * factors.size() + ix]; bound unset
   Conditions base;
   double noise_sigma = 0;
   int backup_workers = 0;
@@ -94,6 +95,9 @@ absl::StatusOr<StragglerCrossoverMap> StragglerLinkMap(const proto::CostModelFil
                                                        const std::vector<double>& factors,
                                                        const std::vector<double>& link_rates,
                                                        double noise_sigma, int backup_workers);
+
+// The map with the factor as its x axis (AxisQuantity::kStragglerFactor), for RenderCrossoverSvg.
+CrossoverMap AsCrossoverMap(const StragglerCrossoverMap& map);
 
 // The map as text: a header naming the conditions, then one row per link rate, one column per factor, each
 // cell the winner's name and its margin ("ring +12%"). Lines start with "# ".

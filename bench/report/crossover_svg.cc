@@ -21,6 +21,7 @@ std::string AxisLabel(AxisQuantity q) {
     case AxisQuantity::kLinkRate: return "link rate per host and direction (log)";
     case AxisQuantity::kLatency: return "one-way latency (log)";
     case AxisQuantity::kNodes: return "workers N";
+    case AxisQuantity::kStragglerFactor: return "one rank's compute factor (straggler)";
   }
   return "";
 }
@@ -30,6 +31,7 @@ std::string TickText(AxisQuantity q, double v) {
     case AxisQuantity::kLinkRate: return FormatLinkRate(v);
     case AxisQuantity::kLatency: return FormatLatency(v);
     case AxisQuantity::kNodes: return absl::StrCat(std::lround(v));
+    case AxisQuantity::kStragglerFactor: return absl::StrFormat("x%g", v);
   }
   return "";
 }
@@ -56,7 +58,7 @@ double IndexOf(const std::vector<double>& values, double v) {
 // Tick values: 1-2-5 per decade for log quantities, the grid's own values (at most ~12) for nodes.
 std::vector<double> Ticks(const MapAxis& axis) {
   std::vector<double> ticks;
-  if (axis.quantity == AxisQuantity::kNodes) {
+  if (axis.quantity == AxisQuantity::kNodes || axis.quantity == AxisQuantity::kStragglerFactor) {
     const size_t every = (axis.values.size() + 11) / 12;
     for (size_t i = 0; i < axis.values.size(); i += every) ticks.push_back(axis.values[i]);
     return ticks;

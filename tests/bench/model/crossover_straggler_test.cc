@@ -3,6 +3,7 @@
 #include <string>
 
 #include "bench/model/crossover.h"
+#include "bench/report/crossover_svg.h"
 #include "bench/model/schedule.h"
 #include "gtest/gtest.h"
 #include "tests/bench/model/synthetic_runs.h"
@@ -57,6 +58,25 @@ TEST(StragglerCrossoverTest, BackupWorkersCompareTheQuorum) {
   EXPECT_NEAR(cell.step_s[0], 0.415, 1e-9);
   EXPECT_GE(cell.step_s[2], 0.120 - 0.010 / 4 - 1e-9);
   EXPECT_LE(cell.step_s[2], 0.120 + 1e-9);
+}
+
+TEST(StragglerCrossoverTest, CloseCellsAreUndeterminedAndTheSvgHasTheFactorAxis) {
+  // A 10 % residual scatter: ring and ps-colocated, 0.6 % apart at factor 4, cannot be told apart there,
+  // while the far slower ps-1 and ps-dedicated never win.
+  proto::CostModelFile model = RingVersusColocated();
+  for (proto::ExchangeModel& e : *model.mutable_exchanges()) e.set_residual_rel_sd(0.1);
+  absl::StatusOr<StragglerCrossoverMap> map =
+      StragglerLinkMap(model, FlatStep(0, 0.1, 1e6), Base(), {1, 4}, {1e8}, 0, 0);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_FALSE(map->At(1, 0).determined);
+  EXPECT_EQ(map->At(1, 0).winner, 2);  // the point prediction is kept
+  const std::string text = FormatStragglerMap(*map);
+  EXPECT_NE(text.find("(ps-colocated +1%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("cells undetermined"), std::string::npos) << text;
+  const std::string svg = RenderCrossoverSvg(AsCrossoverMap(*map), "t", "s", {});
+  EXPECT_NE(svg.find("one rank's compute factor"), std::string::npos) << svg.substr(0, 3000);
+  EXPECT_NE(svg.find(">x4<"), std::string::npos);
+  EXPECT_NE(svg.find("undetermined, point prediction ps-colocated"), std::string::npos);
 }
 
 TEST(StragglerCrossoverTest, Errors) {
