@@ -260,6 +260,14 @@ absl::Status PsExchange::AverageMetrics(absl::Span<double> values) {
   return absl::OkStatus();
 }
 
+int64_t PsExchange::TakeSkippedSteps() {
+  if (shards_.empty()) return 0;
+  int64_t ahead = shards_.front().steps_ahead;
+  for (const Shard& shard : shards_) ahead = std::min(ahead, shard.steps_ahead);
+  for (Shard& shard : shards_) shard.steps_ahead -= ahead;
+  return ahead;
+}
+
 uint64_t PsExchange::dropped_pushes() const {
   uint64_t dropped = 0;
   for (const Shard& shard : shards_) dropped += shard.dropped_pushes;

@@ -166,6 +166,13 @@ class PsExchange final : public trainer::GradientExchange {
   absl::Status ShutdownServers();
   absl::StatusOr<proto::StatsReply> Stats(int shard);
 
+  // Backup workers: how many steps every shard closed beyond this rank's pushes since the last call (the
+  // fewest over the shards; the rest stays for the next call). The trainer skips that many steps, so its step
+  // count stays the job's (SyncReplicasOptimizer's workers take the global step): its periodic barriers
+  // (metrics windows, held-out evaluations) then fall at the same job step on every rank, and a slow rank
+  // no longer holds the others back there. 0 without backup workers.
+  int64_t TakeSkippedSteps() override;
+
   // Backup workers: this rank's pushes the shards dropped because their step had closed, summed over shards
   // (each shard decides on its own).
   uint64_t dropped_pushes() const;
@@ -193,6 +200,9 @@ class PsExchange final : public trainer::GradientExchange {
     uint64_t reply_chunk_elements = 0;
     int backup_workers = 0;       // the shard's B (RegisterReplyHeader.backup_workers)
     uint64_t dropped_pushes = 0;  // this rank's pushes the shard dropped (backup workers)
+    // Backup workers: steps the shard closed beyond this rank's pushes (its next push is tagged with the
+    // shard's current step), not yet handed to the trainer by TakeSkippedSteps.
+    int64_t steps_ahead = 0;
     uint64_t bytes_sent = 0;
     uint64_t bytes_received = 0;
     // Steps this shard skipped (ABORTED) in the current run of skips: a restarted worker catching up may

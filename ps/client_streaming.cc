@@ -200,7 +200,10 @@ absl::Status PsExchange::PushPullOnce(Shard* shard, int64_t trainer_step, traine
   // With backup workers the steps go on without this rank: its next push is tagged with the version it now
   // holds (step + 1 when its push was averaged in).
   if (shard->backup_workers > 0) {
+    // Steps the shard closed beyond the one pushed: the job went on without this rank (TakeSkippedSteps).
+    const int64_t pushed = shard->next_step;
     shard->next_step = static_cast<int64_t>(version);
+    shard->steps_ahead += std::max<int64_t>(0, shard->next_step - (pushed + 1));
   } else {
     ++shard->next_step;
   }

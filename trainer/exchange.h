@@ -223,6 +223,11 @@ class GradientExchange {
   // Replaces each host value with its mean across ranks (loss, accuracy, sample counts).
   virtual absl::Status AverageMetrics(absl::Span<double> values) = 0;
 
+  // Steps the job closed without this rank since the last call, which the trainer skips (its step count
+  // then stays the job's, so every rank reaches its barriers at the same step). Only a PS with backup
+  // workers closes steps without a rank; every other exchange returns 0.
+  virtual int64_t TakeSkippedSteps() { return 0; }
+
   // Returns when every rank has called Barrier().
   virtual absl::Status Barrier() = 0;
 

@@ -157,11 +157,22 @@ class TrainingRun {
       held_out_->StartClock();
     }
     if (warmup_ == 0) StartMeasuring();
+    // Steps the job closed without this rank (a PS with backup workers) still to skip: each is passed over
+    // like a step (its batch unused) so that evaluations and metrics windows, which are barriers, come at the
+    // same job step on every rank.
+    int64_t skip = 0;
     while (step_ < last_step_) {
       const int64_t epoch = step_ / steps_per_epoch;
       const std::vector<int64_t> indices = sampler_->Indices(epoch);
       for (int64_t b = step_ % steps_per_epoch; b < steps_per_epoch && step_ < last_step_; ++b) {
-        RETURN_IF_ERROR(Step(indices, b));
+        if (skip > 0) {
+          --skip;
+          ++step_;
+          ++result_.skipped_steps;
+        } else {
+          RETURN_IF_ERROR(Step(indices, b));
+          skip = exchange_->TakeSkippedSteps();
+        }
         if (held_out_->Due(step_, last_step_)) RETURN_IF_ERROR(EvaluateHeldOut());
         const bool log_now = options_.log_every > 0 && (b + 1) % options_.log_every == 0;
         if (log_now || step_ == last_step_) RETURN_IF_ERROR(CloseWindow(epoch, b));

@@ -65,6 +65,8 @@ struct TrainResult {
   std::vector<float> params;    // final flat parameters (host copy)
   int64_t steps = 0;            // optimizer steps taken in this call (warm-up included)
   int64_t measured_steps = 0;   // steps - warm-up steps
+  // Steps the job closed without this rank (a PS with backup workers) that it skipped, not in `steps`.
+  int64_t skipped_steps = 0;
   double final_loss = 0;        // mean training loss of the last logged window, averaged across ranks
   double train_accuracy = 0;    // same window
   double test_accuracy = -1;    // on the full test set; -1 when not evaluated

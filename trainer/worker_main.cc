@@ -120,6 +120,7 @@ proto::WorkerResult ResultFromTraining(const TrainResult& r, double bucket_mb) {
     point->set_samples(static_cast<int32_t>(e.samples));
   }
   result.set_eval_s(r.eval_pause_seconds);
+  if (r.skipped_steps > 0) result.set_skipped_steps(static_cast<double>(r.skipped_steps));
   return result;
 }
 

@@ -16,6 +16,7 @@
 #include "tests/ps/ps_cluster.h"
 #include "tests/ps/shard_core_fixture.h"
 #include "trainer/gradient_only.h"
+#include "trainer/train.h"
 
 namespace psring::ps {
 namespace {
@@ -280,6 +281,51 @@ TEST(BackupWorkersServiceTest, GradientOnlyReplayWithAStraggler) {
   EXPECT_EQ(stats.version(), static_cast<uint64_t>(kWarmup + kSteps));
   ASSERT_EQ(stats.dropped_by_rank_size(), 3);
   EXPECT_GT(stats.dropped_by_rank(2), 0u) << "the 4x slower rank was never late";
+}
+
+// Train() on real servers with B = 1 while rank 2 pauses 30 ms before every step, so the steps close without
+// it: it skips the steps the job closed without it (PsExchange::TakeSkippedSteps), so the metrics windows and
+// held-out evaluations, which are barriers, come at the same job step on every rank. Every rank ends at the
+// same step (taken + skipped), rank 0 evaluated at every 10th job step, and rank 2 took fewer steps.
+TEST(BackupWorkersServiceTest, TrainingRanksFollowTheJobsStepCount) {
+  constexpr int64_t kSteps = 40;
+  absl::StatusOr<testing::LocalCluster> cluster = StartBackupCluster(2, 4096);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  trainer::TrainOptions o;
+  o.hidden = {24, 12};
+  o.batch_size = 16;
+  o.device = "cpu";
+  o.dataset = "synthetic";
+  o.synthetic_samples = 1536;
+  o.max_steps = kSteps;
+  o.log_every = 4;
+  o.seed = 21;
+  o.held_out.every = 10;
+  o.held_out.samples = 200;
+  std::vector<absl::StatusOr<trainer::TrainResult>> results(3, absl::UnknownError("not run"));
+  std::vector<absl::Status> statuses = testing::RunRanks(3, [&](int rank) -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<PsExchange> exchange,
+                     BackupClient(*cluster, rank, {o.lr, o.momentum, o.weight_decay}));
+    trainer::TrainOptions mine = o;
+    if (rank == 2) {
+      mine.straggler.pause_every = 1;
+      mine.straggler.pause_s = 0.03;
+    }
+    results[rank] = trainer::Train(mine, exchange.get());
+    return results[rank].status();
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+    EXPECT_EQ(results[r]->steps + results[r]->skipped_steps, kSteps) << "rank " << r;
+  }
+  EXPECT_GT(results[2]->skipped_steps, 0) << "the paused rank never fell behind";
+  EXPECT_LT(results[2]->steps, kSteps);
+  std::vector<int64_t> evaluated;
+  for (const trainer::EvalPoint& e : results[0]->evaluations) evaluated.push_back(e.step);
+  EXPECT_EQ(evaluated, (std::vector<int64_t>{0, 10, 20, 30, 40}));
+  for (auto& server : cluster->servers) {
+    EXPECT_EQ(server->service()->GetStats().version(), static_cast<uint64_t>(kSteps));
+  }
 }
 
 }  // namespace
