@@ -158,9 +158,10 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   psring::InitFlagsUsage(
       "Projects a frozen psring cost model onto a target cluster for one workload and draws the crossover maps "
-      "(which exchange the model predicts fastest over link rate x latency and N x link rate).\n"
+      "(which exchange the model predicts fastest over link rate x latency and N x link rate; with "
+      "--straggler_factor/--straggler_noise/--backup_workers also one straggler's factor x link rate).\n"
       "  bazel run //bench:crossover_maps -- --model=model.json --workload=resnet50 --nodes=8 --out_dir=/tmp",
-      {"bench/model/"});
+      {"bench/"});
   return psring::RunMain(argc, argv, "crossover_maps",
                          [](const std::vector<std::string>&) { return psring::bench::model::Run(); });
 }
