@@ -61,6 +61,11 @@ absl::StatusOr<StragglerCondition> ParseCondition(const std::vector<std::string>
         return LineError(origin, line,
                          absl::StrCat("backup=", value, ": write the backup workers B >= 0, e.g. backup=1"));
       }
+    } else if (key == "staleness") {
+      if (!absl::SimpleAtoi(value, &c.staleness) || c.staleness < 0) {
+        return LineError(origin, line,
+                         absl::StrCat("staleness=", value, ": write the async PS's bound S >= 0, e.g. staleness=4"));
+      }
     } else if (key == "bucket_mb") {
       if (!absl::SimpleAtod(value, &c.bucket_mb) || !std::isfinite(c.bucket_mb) || c.bucket_mb < 0) {
         return LineError(origin, line, absl::StrCat("bucket_mb=", value, ": write MiB >= 0 (0: flat)"));
@@ -69,13 +74,17 @@ absl::StatusOr<StragglerCondition> ParseCondition(const std::vector<std::string>
       return LineError(
           origin, line,
           absl::StrCat("'", words[i], "' is not a field of a ", words[0], " line: write exchange=NAME",
-                       control ? "" : ", straggler=RANK:FACTOR, noise=SIGMA", ", backup=B, bucket_mb=MB"));
+                       control ? "" : ", straggler=RANK:FACTOR, noise=SIGMA", ", backup=B, staleness=S, bucket_mb=MB"));
     }
   }
   if (!has_exchange)
     return LineError(origin, line, "missing exchange=NAME (ring, ps-1, ps-colocated, ps-dedicated)");
   if (c.backup_workers > 0 && c.exchange == Exchange::kRing) {
     return LineError(origin, line, "backup workers are the sync PS's: drop backup= or use a PS exchange");
+  }
+  if (c.staleness >= 0 && (c.exchange == Exchange::kRing || c.backup_workers > 0)) {
+    return LineError(origin, line,
+                     "staleness= is the asynchronous PS's: use a PS exchange, without backup= (the sync PS's)");
   }
   if (!control && c.slow_rank < 0 && c.noise_sigma == 0) {
     return LineError(origin, line,
@@ -95,9 +104,9 @@ absl::StatusOr<model::StepShape> PlanShape(const StragglerPlan& plan, double buc
 }
 
 // Conditions with the same injection, bucket cap and servers' flags run in one sweep.
-using GroupKey = std::tuple<int, double, double, int, double>;
+using GroupKey = std::tuple<int, double, double, int, double, int>;
 GroupKey KeyOf(const StragglerCondition& c) {
-  return {c.slow_rank, c.factor, c.noise_sigma, c.backup_workers, c.bucket_mb};
+  return {c.slow_rank, c.factor, c.noise_sigma, c.backup_workers, c.bucket_mb, c.staleness};
 }
 
 std::string Percent(double fraction) { return absl::StrFormat("%.1f %%", 100 * fraction); }
@@ -110,6 +119,7 @@ std::string StragglerCondition::Name() const {
   if (slow_rank >= 0) absl::StrAppend(&name, absl::StrFormat(" slow %dx%g", slow_rank, factor));
   if (noise_sigma > 0) absl::StrAppend(&name, absl::StrFormat(" noise %g", noise_sigma));
   if (backup_workers > 0) absl::StrAppend(&name, " B=", backup_workers);
+  if (staleness >= 0) absl::StrAppend(&name, " async s=", staleness);
   if (bucket_mb > 0) absl::StrAppend(&name, absl::StrFormat(" bucketed %gMB", bucket_mb));
   return name;
 }
@@ -230,8 +240,11 @@ absl::StatusOr<std::vector<StragglerRow>> PredictStragglerPlan(const StragglerPl
     s.injected.slow_rank = c.slow_rank;
     s.injected.factor = c.factor;
     s.injected.noise_sigma = c.noise_sigma;
-    s.rule = c.backup_workers > 0 ? model::StepRule::kBackup : model::StepRule::kSync;
+    s.rule = c.staleness >= 0        ? model::StepRule::kAsync
+             : c.backup_workers > 0 ? model::StepRule::kBackup
+                                    : model::StepRule::kSync;
     s.backup_workers = c.backup_workers;
+    s.staleness = std::max(0, c.staleness);
     s.steps = plan.steps;
     ASSIGN_OR_RETURN(const model::StragglerStep step,
                      model::PredictStragglerStep(topology, params, at, shape, s));
@@ -378,7 +391,7 @@ absl::StatusOr<StragglerValidation> RunStragglerValidation(const StragglerPlan& 
     o.bucket_mbs = {c.bucket_mb};
     o.steps = plan.steps;
     o.warmup_steps = plan.warmup_steps;
-    o.ps_mode = "sync";
+    o.ps_mode = c.staleness >= 0 ? "async" : "sync";
     o.worker_args.clear();
     if (c.slow_rank >= 0)
       o.worker_args.push_back(absl::StrFormat("--straggler=%d:%g", c.slow_rank, c.factor));
@@ -386,6 +399,7 @@ absl::StatusOr<StragglerValidation> RunStragglerValidation(const StragglerPlan& 
       o.worker_args.push_back(absl::StrFormat("--step_noise=%g:%d", c.noise_sigma, plan.noise_seed));
     o.server_args.clear();
     if (c.backup_workers > 0) o.server_args.push_back(absl::StrCat("--backup_workers=", c.backup_workers));
+    if (c.staleness >= 0) o.server_args.push_back(absl::StrCat("--staleness=", c.staleness));
     o.model_path.clear();
     o.cpu_model_path.clear();
     o.projection = {};

@@ -18,7 +18,7 @@
 //   steps 80                    measured steps per run (warmup_steps 2 before them)
 //   noise_seed 7                --step_noise's SEED
 //   link loopback               or a tc rate (e.g. 200mbit) with `latency 1ms`
-//   condition exchange=ring straggler=1:2 noise=0.3            (backup=B, bucket_mb=MB: optional)
+//   condition exchange=ring straggler=1:2 noise=0.3            (backup=B, staleness=S, bucket_mb=MB: optional)
 //   control exchange=ps-1                                      (no straggler; reported, not judged)
 //
 //   ASSIGN_OR_RETURN(StragglerPlan plan, ReadStragglerPlanFile("plan.txt"));
@@ -49,9 +49,11 @@ struct StragglerCondition {
   double factor = 1;
   double noise_sigma = 0;
   int backup_workers = 0;    // > 0: the sync PS's --backup_workers
+  int staleness = -1;        // >= 0: the asynchronous PS (--mode=async --staleness=S); -1: synchronous
   double bucket_mb = 0;      // the workers' --bucket_mb (0: flat)
   bool control = false;      // no straggler: reported beside, never judged
-  std::string Name() const;  // "ring slow 1x2 noise 0.3", "ps-1 slow 1x4 noise 0.3 B=1 bucketed 0.25MB"
+  // "ring slow 1x2 noise 0.3", "ps-1 slow 1x4 noise 0.3 B=1 bucketed 0.25MB", "ps-1 slow 1x4 async s=4"
+  std::string Name() const;
 };
 
 struct StragglerPlan {
@@ -72,7 +74,8 @@ StragglerPlan QuickStragglerPlan();
 
 // The plan a text file describes (format above). kInvalidArgument naming `origin`, the line and what to write
 // for an unknown key, a value that does not parse, a slow rank outside [0, N), a factor < 1, sigma outside
-// [0, 3], B outside [0, N), backup workers on an exchange without a sync PS, no condition.
+// [0, 3], B outside [0, N), backup workers on an exchange without a sync PS, staleness on the ring or beside
+// backup workers, no condition.
 absl::StatusOr<StragglerPlan> ParseStragglerPlan(absl::string_view text, absl::string_view origin);
 // kNotFound when `path` cannot be read, else ParseStragglerPlan's errors.
 absl::StatusOr<StragglerPlan> ReadStragglerPlanFile(const std::string& path);

@@ -46,6 +46,19 @@ TEST(StragglerPlanTest, ParsesEveryField) {
   EXPECT_EQ(backup.Name(), "ps-1 slow 2x4 noise 0.3 B=1");
 }
 
+TEST(StragglerPlanTest, AsyncConditionsParseAndAreNamed) {
+  absl::StatusOr<StragglerPlan> plan =
+      ParseStragglerPlan("nodes 4\nworkload mlp\ncompute_scale 50\nsteps 40\n"
+                         "condition exchange=ps-1 straggler=1:4 noise=0.3 staleness=4\n"
+                         "condition exchange=ps-1 straggler=1:4 noise=0.3\n",
+                         "plan.txt");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const StragglerCondition& async = plan->conditions[0];
+  EXPECT_EQ(async.staleness, 4);
+  EXPECT_EQ(plan->conditions[1].staleness, -1);
+  EXPECT_EQ(async.Name(), "ps-1 slow 1x4 noise 0.3 async s=4");
+}
+
 TEST(StragglerPlanTest, ErrorsNameTheLineAndWhatToWrite) {
   struct Case {
     std::string text, expect;
@@ -61,6 +74,9 @@ TEST(StragglerPlanTest, ErrorsNameTheLineAndWhatToWrite) {
       {"nodes 4\n", "no condition"},
       {"steps 0\ncondition exchange=ring straggler=1:2\n", "steps"},
       {"link fast\ncondition exchange=ring straggler=1:2\n", "link"},
+      {"condition exchange=ring straggler=1:2 staleness=1\n", "asynchronous PS"},
+      {"condition exchange=ps-1 straggler=1:2 staleness=1 backup=1\n", "asynchronous PS"},
+      {"condition exchange=ps-1 straggler=1:2 staleness=-1\n", "S >= 0"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<StragglerPlan> plan = ParseStragglerPlan(c.text, "plan.txt");
