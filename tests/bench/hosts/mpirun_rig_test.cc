@@ -1,11 +1,14 @@
 // The real-hosts path as on a real cluster: //bench:scaling with --launcher=mpirun-emulated starts every rank
 // and server with mpirun over ssh into the emulated hosts (an sshd per network namespace), and the same sweep
-// with the namespace placement (the default) runs beside it. Both must finish every run with 0 wrong, and each
-// run's step time through mpirun must agree with the namespace run's within kAgreement: the launcher must not
-// change what is measured. Skips without root (namespaces), sshd or mpirun.
+// with the namespace placement (the default) runs beside it. Both must finish every run with 0 wrong, and the
+// launcher must not change what is measured: each run's processes must sit on the same hosts and move the
+// same traffic, so the workers' payload per step must be equal and the busiest host link's bytes per step
+// (the switch's port counters over the whole job) must agree within kLinkAgreement. Step times are printed,
+// not compared: on this 2-core box two 5-step runs of the same sweep differ by 8-19 % (ring N = 2), which is
+// the bench's business (bench/PERFORMANCE.md), not a test's. Skips without root (namespaces), sshd or mpirun.
 //
-// kAgreement was fixed before this test's data: on this 2-core box two runs of the same 5-step sweep
-// (200 Mbit/s, 4 MiB, N = 2 and 4, every exchange) differed by up to 8 % (ring N = 2), so 15 % is the bound.
+// kLinkAgreement, fixed before its data: mpirun's own traffic (ssh, the daemons' control connections) is tens
+// of KB per job against 7 steps x 4 MiB, under 1 %; frames and headers are otherwise the same, so 5 %.
 #include <unistd.h>
 
 #include <cmath>
@@ -30,7 +33,7 @@ namespace {
 
 using ::bazel::tools::cpp::runfiles::Runfiles;
 
-constexpr double kAgreement = 0.15;
+constexpr double kLinkAgreement = 0.05;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -109,19 +112,22 @@ TEST(MpirunRigTest, SameSweepThroughMpirunOverSshAgreesWithNamespacePlacement) {
     const proto::RunReport& reference = by_run.at({run.exchange(), run.nodes()});
     ASSERT_TRUE(reference.ok()) << label << " in the namespaces: " << reference.error();
     EXPECT_EQ(reference.wrong(), 0) << label;
-    // A run the box bound measures the box, not the placement: reported, not compared.
-    if (run.emulator_bound() || reference.emulator_bound()) {
-      std::cout << label << ": EMULATOR-BOUND, not compared\n";
-      continue;
-    }
-    const double ratio = run.step_s() / reference.step_s();
+    // Bytes do not depend on what bound the run, so EMULATOR-BOUND runs are compared too (and said).
+    if (run.emulator_bound() || reference.emulator_bound()) std::cout << label << ": EMULATOR-BOUND\n";
+    const double link_ratio = run.link_bytes_per_step() / reference.link_bytes_per_step();
     std::cout << label << ": mpirun " << run.step_s() << " s/step, namespaces " << reference.step_s()
-              << " s/step, ratio " << ratio << "\n";
-    EXPECT_LE(std::abs(ratio - 1), kAgreement) << label << ": mpirun " << run.step_s() << " s vs namespaces "
-                                               << reference.step_s() << " s per step";
+              << " s/step (ratio " << run.step_s() / reference.step_s() << "); busiest link "
+              << run.link_bytes_per_step() << " vs " << reference.link_bytes_per_step() << " B/step (ratio "
+              << link_ratio << "); payload " << run.bytes_sent_per_step() << " vs "
+              << reference.bytes_sent_per_step() << " B/step\n";
+    EXPECT_EQ(run.bytes_sent_per_step(), reference.bytes_sent_per_step()) << label;
+    EXPECT_GT(reference.link_bytes_per_step(), 0) << label;
+    EXPECT_LE(std::abs(link_ratio - 1), kLinkAgreement)
+        << label << ": the busiest link carried " << run.link_bytes_per_step() << " B/step through mpirun against "
+        << reference.link_bytes_per_step() << " B/step with the namespace placement";
     ++compared;
   }
-  EXPECT_GE(compared, 6) << "too many EMULATOR-BOUND runs to compare the placements";
+  EXPECT_EQ(compared, 8);
 }
 
 }  // namespace
