@@ -238,6 +238,20 @@ double HideablePushSeconds(const StepTime& step) {
 //   step = max_j [ T(m_(j)) - x_in + (N - j + 1) / N * x_in ]
 // (equal draws: T(m); one rank far behind: T(m_(N)) - (N - 1) / N * x_in). The joint order statistics are
 // averaged over `sync_draws` draws of all N ranks from the fixed seed.
+// A synchronous step from equally likely step times (quadrature nodes or draws): every rank steps at their
+// mean plus the pauses' share, and sd_s is their standard deviation.
+StragglerStep WithSyncSteps(const std::vector<double>& steps, int n, StragglerStep out) {
+  double sum = 0;
+  for (double t : steps) sum += t;
+  const double mean = sum / steps.size();
+  double squares = 0;
+  for (double t : steps) squares += (t - mean) * (t - mean);
+  out.sd_s = std::sqrt(squares / steps.size());
+  out.step_s = out.cluster_step_s = out.mean_rank_step_s = mean + out.pause_s_per_step;
+  out.rank_step_s.assign(n, out.step_s);
+  return out;
+}
+
 absl::StatusOr<StragglerStep> SyncPsStep(const std::vector<FactorDistribution>& ranks,
                                          const StepOfFactor& step_of, double x_in,
                                          const StragglerConditions& s, StragglerStep out) {
@@ -245,7 +259,6 @@ absl::StatusOr<StragglerStep> SyncPsStep(const std::vector<FactorDistribution>& 
   std::mt19937_64 generator(s.seed);
   std::vector<double> m(n), steps;
   steps.reserve(s.sync_draws);
-  double sum = 0;
   for (int d = 0; d < s.sync_draws; ++d) {
     for (int i = 0; i < n; ++i) m[i] = ranks[i].Quantile(UnitDraw(generator));
     std::sort(m.begin(), m.end());
@@ -257,15 +270,8 @@ absl::StatusOr<StragglerStep> SyncPsStep(const std::vector<FactorDistribution>& 
       worst = std::max(worst, t - x_in + static_cast<double>(n - j) / n * x_in);
     }
     steps.push_back(worst);
-    sum += worst;
   }
-  const double mean = sum / steps.size();
-  double squares = 0;
-  for (double t : steps) squares += (t - mean) * (t - mean);
-  out.sd_s = std::sqrt(squares / steps.size());
-  out.step_s = out.cluster_step_s = out.mean_rank_step_s = mean + out.pause_s_per_step;
-  out.rank_step_s.assign(n, out.step_s);
-  return out;
+  return WithSyncSteps(steps, n, std::move(out));
 }
 
 }  // namespace
@@ -462,18 +468,10 @@ absl::StatusOr<StragglerStep> PredictStragglerStep(Topology topology, const Exch
   if (stragglers.rule == StepRule::kSync) {
     ASSIGN_OR_RETURN(const std::vector<double> nodes, OrderStatisticNodes(ranks, n));
     std::vector<double> steps;
-    double sum = 0;
     for (double m : nodes) {
       ASSIGN_OR_RETURN(steps.emplace_back(), step_of(m));
-      sum += steps.back();
     }
-    const double mean = sum / steps.size();
-    double squares = 0;
-    for (double t : steps) squares += (t - mean) * (t - mean);
-    out.sd_s = std::sqrt(squares / steps.size());
-    out.step_s = out.cluster_step_s = out.mean_rank_step_s = mean + out.pause_s_per_step;
-    out.rank_step_s.assign(n, out.step_s);
-    return out;
+    return WithSyncSteps(steps, n, std::move(out));
   }
 
   // The reply a rank waits for after its push is in: half the exchange the unstretched step exposes (a push
