@@ -20,6 +20,7 @@
 #include "common/socket.h"
 #include "common/tcp_store.h"
 #include "gtest/gtest.h"
+#include "tests/testing/store_server.h"
 
 namespace psring {
 namespace {
@@ -27,13 +28,7 @@ namespace {
 constexpr char kToken[] = "store-admission-test-token";
 
 TcpStoreOptions ServerOptions(int world_size) {
-  TcpStoreOptions o;
-  o.is_server = true;
-  o.master_port = 0;
-  o.bind_addr = "127.0.0.1";
-  o.world_size = world_size;
-  o.auth = AuthConfig{kToken, "job-a"};
-  o.shutdown_grace = absl::Milliseconds(200);
+  TcpStoreOptions o = testing::LoopbackStoreServer(world_size, kToken);
   o.refusals_logged = 0;
   return o;
 }

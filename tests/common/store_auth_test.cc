@@ -27,6 +27,7 @@
 #include "common/tcp_store.h"
 #include "common/tcp_store_wire.h"
 #include "gtest/gtest.h"
+#include "tests/testing/store_server.h"
 #include "tests/testing/tamper_relay.h"
 
 namespace psring {
@@ -34,16 +35,7 @@ namespace {
 
 constexpr char kToken[] = "correct horse battery staple";
 
-TcpStoreOptions ServerOptions(int world_size) {
-  TcpStoreOptions o;
-  o.is_server = true;
-  o.master_port = 0;
-  o.bind_addr = "127.0.0.1";
-  o.world_size = world_size;
-  o.auth = AuthConfig{kToken, "job-a"};
-  o.shutdown_grace = absl::Milliseconds(200);
-  return o;
-}
+TcpStoreOptions ServerOptions(int world_size) { return testing::LoopbackStoreServer(world_size, kToken); }
 
 absl::StatusOr<std::unique_ptr<TcpStore>> Client(int port, int rank, const AuthConfig& auth,
                                                  absl::Duration timeout = absl::Seconds(5)) {
