@@ -62,17 +62,11 @@ class Squatter final : public proto::ParameterServer::Service {
   }
   grpc::Status Register(grpc::ServerContext* context,
                         grpc::ServerReaderWriter<proto::RegisterReply, proto::RegisterRequest>* stream) override {
-    Captured& call = Begin("Register", context);
-    proto::RegisterRequest request;
-    while (stream->Read(&request)) Record(&call, request.SerializeAsString());
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "squatter");
+    return Drain("Register", context, stream);
   }
   grpc::Status PushPull(grpc::ServerContext* context,
                         grpc::ServerReaderWriter<proto::PullReply, proto::PushRequest>* stream) override {
-    Captured& call = Begin("PushPull", context);
-    proto::PushRequest request;
-    while (stream->Read(&request)) Record(&call, request.SerializeAsString());
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "squatter");
+    return Drain("PushPull", context, stream);
   }
   grpc::Status Stats(grpc::ServerContext* context, const proto::StatsRequest*, proto::StatsReply*) override {
     Begin("Stats", context);
@@ -85,6 +79,15 @@ class Squatter final : public proto::ParameterServer::Service {
   }
 
  private:
+  // Records every message of the call's stream, answers nothing, and refuses it.
+  template <typename Reply, typename Request>
+  grpc::Status Drain(const std::string& method, grpc::ServerContext* context,
+                     grpc::ServerReaderWriter<Reply, Request>* stream) {
+    Captured& call = Begin(method, context);
+    Request request;
+    while (stream->Read(&request)) Record(&call, request.SerializeAsString());
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "squatter");
+  }
   Captured& Begin(const std::string& method, grpc::ServerContext* context) {
     absl::MutexLock lock(&mu_);
     Captured& call = calls_.emplace_back();
