@@ -22,6 +22,9 @@ struct ClusterOptions {
   std::string latency_method = "auto";
   // Path of //bench/emulator:netdelay (the NFQUEUE method); the bench binaries find it in their runfiles.
   std::string delay_program;
+  // NFQUEUEs the delay program serves, one thread each (host pairs hashed over them); 0: one per 4 of the
+  // box's cores, 1 to 8 (so 1 on a 2-core box, 4 on a 16-core host).
+  int delay_queues = 0;
   std::string queue = "50ms";    // tbf queue of every link end, as the time its bytes take at the link rate
   // tbf burst (token bucket depth) of every link end, as the time its bytes take at the link rate; at least
   // 10 full frames. A real port never sends above its rate: an idle link passes this many bytes at memory

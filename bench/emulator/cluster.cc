@@ -148,6 +148,10 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> EmulatedCluster::Create(const C
     return absl::InvalidArgumentError(absl::StrCat("latency method '", options.latency_method,
                                                    "' is not one of auto, netem, nfqueue"));
   }
+  if (options.delay_queues < 0 || options.delay_queues > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("--delay_queues=", options.delay_queues,
+                                                   " must be in 0..64 (0: one per 4 cores, 1 to 8)"));
+  }
   std::string reason;
   if (options.force_loopback) {
     reason = "loopback requested";
@@ -305,6 +309,9 @@ absl::Status EmulatedCluster::StartDelayProgram() {
     return absl::InternalError(absl::StrCat("cannot make a directory for the delay program's statistics like ",
                                             stats_dir, ": ", std::strerror(errno)));
   }
+  delay_queues_ = options_.delay_queues > 0
+                      ? options_.delay_queues
+                      : std::clamp(static_cast<int>(BoxCores()) / 4, 1, 8);
   delay_stats_dir_ = stats_dir;
   delay_stats_file_ = stats_dir + "/netdelay.stats";
   SpawnOptions spawn;
@@ -313,7 +320,8 @@ absl::Status EmulatedCluster::StartDelayProgram() {
                    Subprocess::Start({Ip(), "netns", "exec", br, options_.delay_program,
                                       absl::StrCat("--latency=", static_cast<int64_t>(std::llround(
                                                                       latency_seconds_ * 1e9)), "ns"),
-                                      "--queue_num=0", "--stats_file=" + delay_stats_file_},
+                                      "--queue_num=0", absl::StrCat("--queues=", delay_queues_),
+                                      "--stats_file=" + delay_stats_file_},
                                      spawn));
   // Its "ready" line, then the rule: a packet queued with nobody bound to the queue would be dropped.
   std::string out;
@@ -335,9 +343,13 @@ absl::Status EmulatedCluster::StartDelayProgram() {
     }
   }
   const std::string iptables = FindExecutable("iptables");
-  absl::Status rule = RunCommand({Ip(), "netns", "exec", br, iptables, "-A", "FORWARD", "-j", "NFQUEUE",
-                                  "--queue-num", "0"})
-                          .status();
+  // One queue: --queue-num 0. Several: --queue-balance hashes each packet's two addresses (either order), so
+  // a host pair's packets, both ways, share a queue and stay in order.
+  std::vector<std::string> target = {"--queue-num", "0"};
+  if (delay_queues_ > 1) target = {"--queue-balance", absl::StrCat("0:", delay_queues_ - 1)};
+  std::vector<std::string> argv = {Ip(), "netns", "exec", br, iptables, "-A", "FORWARD", "-j", "NFQUEUE"};
+  argv.insert(argv.end(), target.begin(), target.end());
+  absl::Status rule = RunCommand(argv).status();
   if (!rule.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--latency needs iptables with the NFQUEUE target (Debian's iptables; ./bazelw installs it): ",
@@ -399,7 +411,11 @@ std::string EmulatedCluster::Describe() const {
   if (!emulated_) return absl::StrCat(hosts(), " hosts on 127.0.0.1 without link limits (", fallback_reason_, ")");
   std::string text = absl::StrCat(hosts(), " hosts (network namespaces ", HostNamespace(0), "...), links ",
                                   options_.link.empty() ? "unlimited" : options_.link, " each way");
-  if (latency_seconds_ > 0) absl::StrAppend(&text, ", one-way latency ", options_.latency, " (", latency_method_, ")");
+  if (latency_seconds_ > 0) absl::StrAppend(&text, ", one-way latency ", options_.latency, " (", latency_method_,
+                    latency_method_ == "nfqueue" ? absl::StrCat(", ", delay_queues_, " queue",
+                                                                delay_queues_ > 1 ? "s" : "")
+                                                 : "",
+                    ")");
   if (!options_.slow_host.empty()) {
     absl::StrAppend(&text, "; host ", options_.slow_host.substr(0, options_.slow_host.find(':')), "'s link ",
                     options_.slow_host.substr(options_.slow_host.find(':') + 1), " (--slow_host: a straggler's link; "

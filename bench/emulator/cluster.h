@@ -141,6 +141,7 @@ class EmulatedCluster final : public Cluster {
   std::string latency_method_;
   std::string netem_delay_;     // netem's delay at each link end (latency / 2), "" without netem
   Subprocess delay_program_;     // the NFQUEUE method's netdelay, in the switch namespace
+  int delay_queues_ = 1;         // the NFQUEUEs it serves (options_.delay_queues, 0 resolved)
   // A process that only sleeps in the switch namespace: /proc/<its pid>/net/dev lists the switch ports'
   // counters without spawning anything.
   Subprocess switch_probe_;

@@ -24,6 +24,10 @@ ABSL_FLAG(std::string, latency_method, psring::bench::ClusterOptions().latency_m
 ABSL_FLAG(std::string, netdelay, "",
           "Path of the delay program //bench:netdelay (--latency without netem). Default: the copy in this "
           "binary's Bazel runfiles.");
+ABSL_FLAG(int, delay_queues, psring::bench::ClusterOptions().delay_queues,
+          "NFQUEUEs the delay program serves (--latency without netem), one thread each; the switch spreads host "
+          "pairs over them. 0: one per 4 cores of this box, 1 to 8. One thread falls behind at about 500 000 "
+          "packets per run (a 16-host cluster at 20 ms), and its late packets mark the run EMULATOR-BOUND.");
 ABSL_FLAG(std::string, queue, psring::bench::ClusterOptions().queue,
           "Queue of every emulated link end (tc tbf latency): how long the bytes waiting for the link may take "
           "to drain, e.g. 5ms for a shallow-buffered switch port, 50ms for a deep one.");
@@ -49,6 +53,7 @@ ClusterOptions ClusterOptionsFromFlags(const char* argv0) {
   options.latency_method = absl::GetFlag(FLAGS_latency_method);
   options.delay_program = absl::GetFlag(FLAGS_netdelay);
   if (options.delay_program.empty()) options.delay_program = RunfilePath(argv0, kNetdelayRunfile);
+  options.delay_queues = absl::GetFlag(FLAGS_delay_queues);
   options.queue = absl::GetFlag(FLAGS_queue);
   options.burst = absl::GetFlag(FLAGS_link_burst);
   options.force_loopback = absl::GetFlag(FLAGS_loopback);
