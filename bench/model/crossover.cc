@@ -109,8 +109,7 @@ absl::StatusOr<StragglerCrossoverMap> StragglerLinkMap(const proto::CostModelFil
                                                    backup_workers,
                                                    ": need sigma >= 0 and 0 <= B < N = ", base.nodes));
   }
-  double largest_bucket = 0;
-  for (const BucketRelease& b : shape.buckets) largest_bucket = std::max(largest_bucket, b.bytes);
+  const double largest_bucket = LargestBucketBytes(shape);
   StragglerCrossoverMap map;
   map.factors = factors;
   map.link_rates = link_rates;

@@ -12,8 +12,7 @@ namespace psring::bench::model {
 absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Conditions& target,
                                    const StepShape& shape) {
   Projection projection;
-  double largest_bucket = 0;
-  for (const BucketRelease& b : shape.buckets) largest_bucket = std::max(largest_bucket, b.bytes);
+  const double largest_bucket = LargestBucketBytes(shape);
   for (Topology topology : AllTopologies()) {
     absl::StatusOr<ExchangeParams> params = ParamsOf(model, topology);
     if (!params.ok()) return params.status();

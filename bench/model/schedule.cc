@@ -8,6 +8,12 @@
 
 namespace psring::bench::model {
 
+double LargestBucketBytes(const StepShape& shape) {
+  double largest = 0;
+  for (const BucketRelease& b : shape.buckets) largest = std::max(largest, b.bytes);
+  return largest;
+}
+
 StepShape FlatStep(double forward_s, double backward_s, double bytes) {
   return {forward_s, backward_s, {{backward_s, bytes}}};
 }

@@ -38,6 +38,9 @@ struct StepShape {
   std::vector<BucketRelease> buckets;  // in release order (non-decreasing ready_s)
 };
 
+// The largest bucket's bytes (0 without buckets): the size coverage checks and extrapolation factors read.
+double LargestBucketBytes(const StepShape& shape);
+
 // One bucket released when backward ends: the flat exchange of `bytes`.
 StepShape FlatStep(double forward_s, double backward_s, double bytes);
 

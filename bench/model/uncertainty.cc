@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/model/model_file.h"
+#include "bench/model/validate.h"
 #include "common/status_macros.h"
 
 namespace psring::bench::model {
@@ -110,15 +111,10 @@ std::string FormatInterval(const PredictionInterval& pi, double unit, int decima
 }
 
 int ClearWinner(const std::vector<PredictionInterval>& candidates) {
-  if (candidates.empty()) return -1;
-  int best = 0;
-  for (size_t i = 1; i < candidates.size(); ++i) {
-    if (candidates[i].value < candidates[best].value) best = static_cast<int>(i);
-  }
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (static_cast<int>(i) != best && !(candidates[best].hi < candidates[i].lo)) return -1;
-  }
-  return best;
+  std::vector<WinnerCandidate> plain;
+  for (const PredictionInterval& c : candidates) plain.push_back({c.value, c.lo, c.hi});
+  const WinnerCall call = CallWinner(plain);
+  return call.clear() ? call.fastest : -1;
 }
 
 }  // namespace psring::bench::model

@@ -49,6 +49,7 @@ std::string FormatInterval(const PredictionInterval& pi, double unit, int decima
 
 // The fastest of `candidates` (by value) when its interval's upper end lies below every other's lower end;
 // else -1: undetermined (the intervals overlap, the model cannot tell them apart). -1 for an empty list.
+// The rule is validate.h's CallWinner, the one the held-out verdicts use.
 int ClearWinner(const std::vector<PredictionInterval>& candidates);
 
 }  // namespace psring::bench::model

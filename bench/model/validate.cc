@@ -67,6 +67,25 @@ absl::StatusOr<TieBand> ComputeTieBand(const std::vector<std::vector<double>>& r
   return band;
 }
 
+WinnerCall CallWinner(const std::vector<WinnerCandidate>& candidates) {
+  WinnerCall call;
+  if (candidates.empty()) return call;
+  call.fastest = 0;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (candidates[i].value < candidates[call.fastest].value) call.fastest = static_cast<int>(i);
+  }
+  const WinnerCandidate& b = candidates[call.fastest];
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const WinnerCandidate& o = candidates[i];
+    if (static_cast<int>(i) == call.fastest || !(b.hi > 0 && o.lo > 0)) continue;
+    if (!(b.hi < o.lo)) {
+      call.overlapping = static_cast<int>(i);
+      break;
+    }
+  }
+  return call;
+}
+
 absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& conditions, double tie_band) {
   if (!(tie_band >= 0)) return absl::InvalidArgumentError(absl::StrCat("tie band ", tie_band, " is negative"));
   WinnerAccuracy accuracy;
@@ -83,12 +102,14 @@ absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& 
                                                        ": predicted and measured times must be > 0"));
       }
     }
-    const ExchangeResult* predicted = &c.exchanges.front();
+    std::vector<WinnerCandidate> candidates;
     const ExchangeResult* measured = nullptr;
     for (const ExchangeResult& e : c.exchanges) {
-      if (e.predicted_s < predicted->predicted_s) predicted = &e;
+      candidates.push_back({e.predicted_s, e.predicted_lo_s, e.predicted_hi_s});
       if (e.measured_s > 0 && (measured == nullptr || e.measured_s < measured->measured_s)) measured = &e;
     }
+    const WinnerCall call = CallWinner(candidates);
+    const ExchangeResult* predicted = &c.exchanges[call.fastest];  // >= 2 exchanges: fastest >= 0
     WinnerVerdict v;
     v.condition = c.condition;
     v.predicted_winner = predicted->exchange;
@@ -105,17 +126,10 @@ absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& 
                                                              ", was excluded");
     } else if (!std::isfinite(second)) {
       v.unjudged_reason = "no other usable exchange to compare with";
-    } else {
-      // With intervals: a winner only where the fastest one's upper end is below every other's lower end.
-      for (const ExchangeResult& e : c.exchanges) {
-        const bool intervals = predicted->predicted_hi_s > 0 && e.predicted_lo_s > 0;
-        if (&e != predicted && intervals && !(predicted->predicted_hi_s < e.predicted_lo_s)) {
-          v.undetermined = true;
-          v.unjudged_reason = absl::StrCat("undetermined: the predicted intervals of ", predicted->exchange,
-                                           " and ", e.exchange, " overlap");
-          break;
-        }
-      }
+    } else if (!call.clear()) {
+      v.undetermined = true;
+      v.unjudged_reason = absl::StrCat("undetermined: the predicted intervals of ", predicted->exchange, " and ",
+                                       c.exchanges[call.overlapping].exchange, " overlap");
     }
     v.judged = v.unjudged_reason.empty();
     v.correct = v.judged && v.predicted_winner == v.measured_winner;

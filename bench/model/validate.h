@@ -89,6 +89,24 @@ struct WinnerAccuracy {
   double accuracy = -1;  // correct / counted; -1 when nothing was counted
   std::vector<WinnerVerdict> verdicts;
 };
+// One candidate of psring's winner rule: its point prediction and its interval (lo or hi <= 0: none).
+struct WinnerCandidate {
+  double value = 0;
+  double lo = 0;
+  double hi = 0;
+};
+// The rule every "fastest" psring prints (validation verdicts, projections, crossover-map cells): `fastest` is
+// the candidate with the smallest value (the first of equals; -1 for an empty list); the model names it only
+// where its interval's upper end lies below every other's lower end (a pair where either has no interval is
+// not compared). Else `overlapping` is the first candidate whose interval overlaps it: "undetermined", the
+// model cannot tell them apart.
+struct WinnerCall {
+  int fastest = -1;
+  int overlapping = -1;
+  bool clear() const { return fastest >= 0 && overlapping < 0; }
+};
+WinnerCall CallWinner(const std::vector<WinnerCandidate>& candidates);
+
 // kInvalidArgument for a condition with fewer than two exchanges, a prediction not > 0, a measured time not
 // > 0 of an exchange that is not excluded, a negative band.
 absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& conditions, double tie_band);

@@ -115,6 +115,27 @@ TEST(ValidateTest, AnExcludedPrintedOrMeasuredWinnerLeavesTheConditionUnjudged) 
   EXPECT_FALSE(w->verdicts[3].judged);
 }
 
+// The one winner rule (CallWinner) that verdicts, projections and maps share.
+TEST(ValidateTest, CallWinnerNamesTheFastestOnlyWhereItsIntervalClearsTheOthers) {
+  EXPECT_FALSE(CallWinner({}).clear());
+  EXPECT_EQ(CallWinner({}).fastest, -1);
+  // 1 [0.9, 1.1] clears 2 [1.8, 2.2] and 3 [2.7, 3.3].
+  WinnerCall call = CallWinner({{2, 1.8, 2.2}, {1, 0.9, 1.1}, {3, 2.7, 3.3}});
+  EXPECT_TRUE(call.clear());
+  EXPECT_EQ(call.fastest, 1);
+  // 1 [0.5, 1.9] overlaps 2 [1.8, 2.2]: undetermined, the point winner still named, the overlap too.
+  call = CallWinner({{1, 0.5, 1.9}, {3, 2.7, 3.3}, {2, 1.8, 2.2}});
+  EXPECT_FALSE(call.clear());
+  EXPECT_EQ(call.fastest, 0);
+  EXPECT_EQ(call.overlapping, 2);
+  // A candidate without an interval is compared by value only.
+  call = CallWinner({{1, 0, 0}, {1.01, 0, 0}});
+  EXPECT_TRUE(call.clear());
+  EXPECT_EQ(call.fastest, 0);
+  // Equal values: the first.
+  EXPECT_EQ(CallWinner({{1, 0, 0}, {1, 0, 0}}).fastest, 0);
+}
+
 TEST(ValidateTest, WinnerAccuracyErrors) {
   EXPECT_FALSE(ScoreWinners({{"lonely", {{"ring", 1, 1}}}}, 0.05).ok());
   EXPECT_FALSE(ScoreWinners({{"zero", {{"ring", 1, 0}, {"ps-1", 1, 1}}}}, 0.05).ok());

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# tools/bigger_host_run.sh — one timed call on a bigger host (e.g. a lent GPU machine with 16 cores): unpack the
+# bench bundle and the GPU runbook's bundle, run one bench suite from the bundle, then the GPU runbook with the
+# seconds left. Made for a machine lent for a fixed budget, where one prepared call must do everything.
+#
+#   ./bazelw build //... && tools/bench_bundle.sh out/dev/psring-bench --without-cuda-libs     # here
+#   tools/gpu_check.sh --bundle out/gpu-slim --without-cuda-libs && tar cJf out/gpu-slim.tar.xz -C out gpu-slim
+#   # there, from a copy of this tree carrying out/dev/psring-bench.tar.xz and out/gpu-slim.tar.xz, as root:
+#   tools/bigger_host_run.sh --budget=580 --out=$OUT -- validate --plan=bench/results/plans/high_latency_2026-11-27.json
+#
+# Flags (before --; after it: the suite and its flags, given to the bundle's bench.sh unchanged):
+#   --budget=S      seconds for the whole call (default 580); the suite gets what is left minus --gpu_min, the
+#                   runbook what the suite leaves (skipped below 90 s)
+#   --gpu_min=S     seconds kept for the runbook (default 0: the suite may use the whole budget)
+#   --gpu_timeout=S the runbook's per-step timeout (PSRING_GPU_CHECK_TIMEOUT; default 240: section 8's PyTorch
+#                   comparison needs more than 60 s)
+#   --out=DIR       where <suite>.txt, gpu_check.log and, for compare, scaling, calibrate, validate and
+#                   crossover_maps, the suite's --out_dir go (default ./bigger-host-out)
+#   --bench=TAR     the bench bundle (default out/dev/psring-bench.tar.xz); --gpu=TAR the runbook's
+#                   (default out/gpu-slim.tar.xz; missing: no runbook)
+# Prints the suite's output without its header's wrapped lines, then the runbook's summary; exit status: the
+# suite's (124 when it ran out of time).
+set -uo pipefail
+
+budget=580 gpu_min=0 gpu_timeout=240 out=./bigger-host-out
+bench_tar=out/dev/psring-bench.tar.xz gpu_tar=out/gpu-slim.tar.xz
+usage() { sed -n '2,/^set -uo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'; }
+while (($#)); do
+  case "$1" in
+    --budget=*) budget="${1#*=}" ;;
+    --gpu_min=*) gpu_min="${1#*=}" ;;
+    --gpu_timeout=*) gpu_timeout="${1#*=}" ;;
+    --out=*) out="${1#*=}" ;;
+    --bench=*) bench_tar="${1#*=}" ;;
+    --gpu=*) gpu_tar="${1#*=}" ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; break ;;
+    *) echo "bigger_host_run: unknown flag '$1' (--help lists them; the suite goes after --)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if (($# == 0)); then echo "bigger_host_run: no suite after -- (e.g. -- validate --quick)" >&2; exit 2; fi
+for n in "$budget" "$gpu_min" "$gpu_timeout"; do
+  [[ "$n" =~ ^[0-9]+$ ]] || { echo "bigger_host_run: '$n' is not a number of seconds" >&2; exit 2; }
+done
+[[ -f "$bench_tar" ]] || { echo "bigger_host_run: no bench bundle at $bench_tar (tools/bench_bundle.sh makes it)" >&2; exit 2; }
+
+suite="$1"
+shift
+mkdir -p "$out" || exit 2
+work="$(mktemp -d)" || exit 2
+echo "# $(date -u +%FT%TZ) $(nproc) cores, kernel $(uname -r); budget ${budget}s"
+tar xJf "$bench_tar" -C "$work" || { echo "bigger_host_run: cannot unpack $bench_tar" >&2; exit 2; }
+bench_sh="$(ls -d "$work"/*/bench.sh | head -1)"
+gpu_sh=""
+if [[ -f "$gpu_tar" ]]; then
+  tar xJf "$gpu_tar" -C "$work" && gpu_sh="$(ls -d "$work"/*/gpu_check.sh 2>/dev/null | head -1)"
+fi
+echo "# unpacked at ${SECONDS}s"
+
+suite_s=$((budget - gpu_min - SECONDS))
+if ((suite_s < 30)); then echo "bigger_host_run: ${suite_s}s left for $suite" >&2; exit 2; fi
+out_dir=()  # the suites that write files get theirs under --out (a later --out_dir among the flags wins)
+case "$suite" in compare | scaling | calibrate | validate | crossover_maps) out_dir=(--out_dir="$out/$suite") ;; esac
+timeout "$suite_s" "$bench_sh" "$suite" "${out_dir[@]}" "$@" >"$out/$suite.txt" 2>&1
+rc=$?
+echo "# $suite exit $rc at ${SECONDS}s$( ((rc == 124)) && echo " (out of its ${suite_s}s)")"
+grep -v '^#   ' "$out/$suite.txt" | tail -80
+
+left=$((budget - SECONDS))
+if [[ -z "$gpu_sh" ]]; then
+  echo "# GPU runbook: no bundle at $gpu_tar"
+elif ((left < 90)); then
+  echo "# GPU runbook not run: ${left}s left"
+else
+  PSRING_GPU_CHECK_TIMEOUT="$gpu_timeout" timeout "$left" "$gpu_sh" >"$out/gpu_check.log" 2>&1
+  echo "# GPU runbook exit $? at ${SECONDS}s"
+  sed -n '/==== summary ====/,$p' "$out/gpu_check.log"
+fi
+rm -rf "$work"
+exit "$rc"
