@@ -1,9 +1,10 @@
 // //bench:cluster_run: runs one command per host on the emulated cluster (the harness's namespaces and tc
 // links), e.g. a reference allreduce of another library on the same links:
 //
-//   ./bazelw run //bench:cluster_run -- --hosts=4 --link=100mbit -- \
-//       /usr/bin/python3 bench/tools/gloo_allreduce.py --rank={rank} --world_size={world} \
+//   ./bazelw run //bench:cluster_run -- --hosts=4 --link=100mbit --
+//       /usr/bin/python3 bench/tools/gloo_allreduce.py --rank={rank} --world_size={world}
 //       --master_addr={master_addr}
+//   (one command line; a trailing backslash here would make the compiler join the comment lines)
 //
 // In every argument, {rank}, {world}, {addr} (this host's address) and {master_addr} (host 0's) are replaced;
 // under `bazel run`, arguments that are paths relative to the workspace are made absolute (HostCommand).

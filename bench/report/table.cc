@@ -79,9 +79,8 @@ void Table::Footer() {
   *out_ << buf;
   const auto bound = std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.emulator_bound; });
   if (bound > 0) {
-    std::snprintf(buf, sizeof(buf), "# EMULATOR-BOUND rows  : %lld (the emulating box, not the network, bound them; not in fits, checks "
-                  "or the average)\n", static_cast<long long>(bound));
-    *out_ << buf;
+    *out_ << "# EMULATOR-BOUND rows  : " << bound
+          << " (the emulating box, not the network, bound them; not in fits, checks or the average)\n";
   }
   *out_ << std::flush;
 }
