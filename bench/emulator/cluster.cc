@@ -411,11 +411,13 @@ std::string EmulatedCluster::Describe() const {
   if (!emulated_) return absl::StrCat(hosts(), " hosts on 127.0.0.1 without link limits (", fallback_reason_, ")");
   std::string text = absl::StrCat(hosts(), " hosts (network namespaces ", HostNamespace(0), "...), links ",
                                   options_.link.empty() ? "unlimited" : options_.link, " each way");
-  if (latency_seconds_ > 0) absl::StrAppend(&text, ", one-way latency ", options_.latency, " (", latency_method_,
-                    latency_method_ == "nfqueue" ? absl::StrCat(", ", delay_queues_, " queue",
-                                                                delay_queues_ > 1 ? "s" : "")
-                                                 : "",
-                    ")");
+  if (latency_seconds_ > 0) {
+    std::string method = latency_method_;
+    if (latency_method_ == "nfqueue") {
+      absl::StrAppend(&method, ", ", delay_queues_, delay_queues_ > 1 ? " queues" : " queue");
+    }
+    absl::StrAppend(&text, ", one-way latency ", options_.latency, " (", method, ")");
+  }
   if (!options_.slow_host.empty()) {
     absl::StrAppend(&text, "; host ", options_.slow_host.substr(0, options_.slow_host.find(':')), "'s link ",
                     options_.slow_host.substr(options_.slow_host.find(':') + 1), " (--slow_host: a straggler's link; "

@@ -230,14 +230,6 @@ double HideablePushSeconds(const StepTime& step) {
   return charged / 2;
 }
 
-// The sync PS: the servers take in each push as it arrives (ps/sync_step.h streams every push into its own
-// buffer; only the averaging waits for all N), so pushes of early ranks are received while the last rank
-// still computes. With the draws sorted, m_(1) <= ... <= m_(N), and x_in / N of server time per push, the
-// servers are done with the last push no earlier than the j-th rank's push is ready plus the (N - j + 1)
-// pushes from it on, for every j:
-//   step = max_j [ T(m_(j)) - x_in + (N - j + 1) / N * x_in ]
-// (equal draws: T(m); one rank far behind: T(m_(N)) - (N - 1) / N * x_in). The joint order statistics are
-// averaged over `sync_draws` draws of all N ranks from the fixed seed.
 // A synchronous step from equally likely step times (quadrature nodes or draws): every rank steps at their
 // mean plus the pauses' share, and sd_s is their standard deviation.
 StragglerStep WithSyncSteps(const std::vector<double>& steps, int n, StragglerStep out) {
@@ -252,6 +244,14 @@ StragglerStep WithSyncSteps(const std::vector<double>& steps, int n, StragglerSt
   return out;
 }
 
+// The sync PS: the servers take in each push as it arrives (ps/sync_step.h streams every push into its own
+// buffer; only the averaging waits for all N), so pushes of early ranks are received while the last rank
+// still computes. With the draws sorted, m_(1) <= ... <= m_(N), and x_in / N of server time per push, the
+// servers are done with the last push no earlier than the j-th rank's push is ready plus the (N - j + 1)
+// pushes from it on, for every j:
+//   step = max_j [ T(m_(j)) - x_in + (N - j + 1) / N * x_in ]
+// (equal draws: T(m); one rank far behind: T(m_(N)) - (N - 1) / N * x_in). The joint order statistics are
+// averaged over `sync_draws` draws of all N ranks from the fixed seed.
 absl::StatusOr<StragglerStep> SyncPsStep(const std::vector<FactorDistribution>& ranks,
                                          const StepOfFactor& step_of, double x_in,
                                          const StragglerConditions& s, StragglerStep out) {
