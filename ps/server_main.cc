@@ -87,8 +87,12 @@ ABSL_FLAG(int64_t, grpc_memory_mb, 0,
           "server without bound. 0: 64 + 8 per worker.");
 ABSL_FLAG(int64_t, receive_window_bytes, psring::ps::ServerOptions{}.receive_window_bytes,
           "HTTP/2 receive window of every call's stream (16384 .. 1073741823), with gRPC's BDP probing off: what a "
-          "caller can make this server buffer per call before it is authenticated, and a push's most bytes in "
-          "flight per stream (cover the link's bandwidth-delay product). 0: gRPC's adaptive window.");
+          "caller can make this server buffer per call before it is authenticated. It does not widen a push: with "
+          "probing off gRPC 1.51 keeps each connection's window at its 64 KiB default, so a worker's push moves "
+          "about 64-75 KiB per round trip whatever this is (ps-1 at 40 ms one-way: ~0.9 MB/s a worker, the same "
+          "at 4 and 16 MiB). Where a worker's share of the bandwidth-delay product is larger, push larger "
+          "messages (--chunk_bytes of 256 KiB and up on the workers and here) or pass 0 (bench/PERFORMANCE.md "
+          "9.9). 0: gRPC's adaptive, BDP-probed window.");
 ABSL_FLAG(int64_t, max_lead_bytes, psring::ps::ServiceOptions{}.max_lead_bytes,
           "Sync mode: stop reading a worker's push while it is more than this many bytes ahead of the slowest "
           "push of the step, so every worker gets a fair share of this server's link (0: no limit).");

@@ -36,6 +36,10 @@ struct ClusterOptions {
   bool force_loopback = false;           // loopback even where namespaces would work
   // One host with a slower link (issue 35's straggler link): "H:RATE", e.g. "3:20mbit" (tc units); "" none.
   std::string slow_host;
+  // TCP congestion control of every emulated host (a name the kernel offers: "cubic", "bbr", "reno"); "":
+  // the kernel's default, which new namespaces inherit from the host. It changes what window-limited
+  // streams get at high latency (ps-1 at 40 ms, N = 4: 4.6 s with bbr, 5.2 s with cubic; PERFORMANCE.md 9.9).
+  std::string tcp_congestion;
 };
 
 // --slow_host "H:RATE" -> the host and its rate in bits per second; {-1, 0} for "". kInvalidArgument naming

@@ -221,25 +221,13 @@ absl::Status EmulatedCluster::Build() {
         RunCommand({Ip(), "-n", host, "addr", "add", HostAddress(i) + "/15", "dev", "eth0"}).status());
     RETURN_IF_ERROR(RunCommand({Ip(), "-n", host, "link", "set", "eth0", "up"}).status());
     RETURN_IF_ERROR(RunCommand({Ip(), "-n", host, "link", "set", "lo", "up"}).status());
+    RETURN_IF_ERROR(ApplyTcpCongestion(host));
     // --slow_host's host gets its slower rate on both ends of its link (a straggler's link).
     RETURN_IF_ERROR(ShapeLink(host, "eth0", i));
     RETURN_IF_ERROR(ShapeLink(br, port, i));
   }
   if (latency_method_ == "nfqueue") RETURN_IF_ERROR(StartDelayProgram());
   return StartSwitchProbe();
-}
-
-absl::Status EmulatedCluster::DisableIpv6(const std::string& ns) const {
-  // The emulated hosts speak IPv4 only. With IPv6 on, a link that comes up sends router solicitations,
-  // duplicate-address probes and multicast-listener reports for seconds; the switch floods them to every
-  // port, which puts bytes no job sent on the per-host counters.
-  // Written through the shell rather than sysctl(8), which a minimal host may lack: /proc/sys/net shows the
-  // network namespace of the process that reads it.
-  if (access("/proc/sys/net/ipv6", F_OK) != 0) return absl::OkStatus();  // a kernel without IPv6
-  return RunCommand({Ip(), "netns", "exec", ns, "/bin/sh", "-c",
-                     "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && "
-                     "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"})
-      .status();
 }
 
 absl::Status EmulatedCluster::StartSwitchProbe() {
@@ -417,6 +405,10 @@ std::string EmulatedCluster::Describe() const {
       absl::StrAppend(&method, ", ", delay_queues_, delay_queues_ > 1 ? " queues" : " queue");
     }
     absl::StrAppend(&text, ", one-way latency ", options_.latency, " (", method, ")");
+  }
+  if (!tcp_congestion_.empty()) {
+    absl::StrAppend(&text, ", TCP ", tcp_congestion_,
+                    options_.tcp_congestion.empty() ? " (the kernel's default)" : " (--tcp_congestion)");
   }
   if (!options_.slow_host.empty()) {
     absl::StrAppend(&text, "; host ", options_.slow_host.substr(0, options_.slow_host.find(':')), "'s link ",

@@ -86,8 +86,10 @@ class EmulatedCluster final : public Cluster {
   // when the program has exited: the links then drop every packet, so no later run can succeed.
   absl::StatusOr<DelayCounters> ReadDelayCounters() override;
   const ClusterOptions& options() const { return options_; }
-  // "4 hosts (network namespaces psr123-h0...), links 100mbit each way, one-way latency 5ms (nfqueue)", or
-  // the loopback fallback and its reason.
+  // The emulated hosts' TCP congestion control (e.g. "cubic", "bbr"); "" on loopback.
+  const std::string& tcp_congestion() const { return tcp_congestion_; }
+  // "4 hosts (network namespaces psr123-h0...), links 100mbit each way, one-way latency 5ms (nfqueue), TCP
+  // cubic (the kernel's default)", or the loopback fallback and its reason.
   std::string Describe() const override;
   // BoxCores(): every host is a namespace of this machine.
   double box_cores() const override { return BoxCores(); }
@@ -126,6 +128,9 @@ class EmulatedCluster final : public Cluster {
   absl::Status StartSwitchProbe();
   // Turns IPv6 off in namespace `ns` (its devices now and later); a no-op on a kernel without IPv6.
   absl::Status DisableIpv6(const std::string& ns) const;
+  // Sets host namespace `ns`'s TCP congestion control to options_.tcp_congestion (none given: leaves the
+  // kernel's default, which a new namespace inherits from the host) and records the one in use.
+  absl::Status ApplyTcpCongestion(const std::string& ns);
   absl::Status StartDelayProgram();
   // Runs `receiver` in host `to`'s namespace on an accepted connection and `sender` in host `from`'s on the
   // connecting end, each on a thread of its own; the first error of either.
@@ -142,6 +147,7 @@ class EmulatedCluster final : public Cluster {
   std::string netem_delay_;     // netem's delay at each link end (latency / 2), "" without netem
   Subprocess delay_program_;     // the NFQUEUE method's netdelay, in the switch namespace
   int delay_queues_ = 1;         // the NFQUEUEs it serves (options_.delay_queues, 0 resolved)
+  std::string tcp_congestion_;   // the hosts' TCP congestion control ("" on loopback)
   // A process that only sleeps in the switch namespace: /proc/<its pid>/net/dev lists the switch ports'
   // counters without spawning anything.
   Subprocess switch_probe_;

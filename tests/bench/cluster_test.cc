@@ -214,6 +214,51 @@ TEST(ClusterTest, SlowHostGetsItsOwnRate) {
   EXPECT_EQ(EmulatedCluster::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The hosts' TCP congestion control: the kernel's default unless --tcp_congestion names one, set in every host
+// namespace (not the machine's), named in Describe(); a bad or unknown name is a clear error.
+TEST(ClusterTest, HostsUseTheTcpCongestionControlAsked) {
+  if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
+  constexpr char kFile[] = "/proc/sys/net/ipv4/tcp_congestion_control";
+  const auto read_first_line = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  const std::string machine = read_first_line(kFile);
+  ASSERT_FALSE(machine.empty());
+  ClusterOptions options = TwoHosts("");
+  {
+    auto cluster = EmulatedCluster::Create(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    EXPECT_EQ((*cluster)->tcp_congestion(), machine);
+    EXPECT_TRUE(absl::StrContains((*cluster)->Describe(), absl::StrCat("TCP ", machine, " (the kernel's default)")))
+        << (*cluster)->Describe();
+  }
+  // reno is built into every kernel; take cubic where reno is already the default.
+  const std::string other = machine == "reno" ? "cubic" : "reno";
+  options.tcp_congestion = other;
+  auto cluster = EmulatedCluster::Create(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_EQ((*cluster)->tcp_congestion(), other);
+  EXPECT_TRUE(absl::StrContains((*cluster)->Describe(), absl::StrCat("TCP ", other, " (--tcp_congestion)")))
+      << (*cluster)->Describe();
+  for (int host = 0; host < 2; ++host) {
+    auto in_host = RunCommand((*cluster)->Command(host, {"/bin/cat", kFile}));
+    ASSERT_TRUE(in_host.ok()) << in_host.status();
+    EXPECT_EQ(*in_host, other + "\n") << "host " << host;
+  }
+  EXPECT_EQ(read_first_line(kFile), machine) << "the machine's own setting is left alone";
+  ASSERT_TRUE((*cluster)->Destroy().ok());
+  options.tcp_congestion = "cubic; reboot";
+  auto bad = EmulatedCluster::Create(options);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  options.tcp_congestion = "nosuchcc";
+  auto unknown = EmulatedCluster::Create(options);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument) << unknown.status();
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), "it offers")) << unknown.status();
+}
+
 TEST(ClusterTest, NfqueueLatencyWithoutTheDelayProgramIsAClearError) {
   if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
   ClusterOptions options = TwoHosts("1ms");

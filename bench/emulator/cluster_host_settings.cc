@@ -1,0 +1,68 @@
+// Kernel settings of the emulated hosts' network namespaces: IPv6 off, the TCP congestion control.
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "bench/emulator/cluster.h"
+#include "common/status_macros.h"
+#include "common/subprocess.h"
+
+namespace psring::bench {
+namespace {
+
+// Runs a shell line inside namespace `ns`. Through the shell rather than sysctl(8), which a minimal host may
+// lack: /proc/sys/net shows the network namespace of the process that reads it.
+absl::StatusOr<std::string> InNamespace(const std::string& ns, const std::string& line) {
+  static const std::string* ip = new std::string(FindExecutable("ip"));
+  return RunCommand({*ip, "netns", "exec", ns, "/bin/sh", "-c", line});
+}
+
+bool IsCongestionName(const std::string& name) {
+  if (name.empty() || name.size() > 15) return false;  // TCP_CA_NAME_MAX is 16 with the NUL
+  for (char c : name) {
+    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '_') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::Status EmulatedCluster::DisableIpv6(const std::string& ns) const {
+  // The emulated hosts speak IPv4 only. With IPv6 on, a link that comes up sends router solicitations,
+  // duplicate-address probes and multicast-listener reports for seconds; the switch floods them to every
+  // port, which puts bytes no job sent on the per-host counters.
+  if (access("/proc/sys/net/ipv6", F_OK) != 0) return absl::OkStatus();  // a kernel without IPv6
+  return InNamespace(ns, "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && "
+                         "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
+      .status();
+}
+
+absl::Status EmulatedCluster::ApplyTcpCongestion(const std::string& ns) {
+  constexpr char kFile[] = "/proc/sys/net/ipv4/tcp_congestion_control";
+  const std::string& want = options_.tcp_congestion;
+  if (!want.empty()) {
+    if (!IsCongestionName(want)) {
+      return absl::InvalidArgumentError(absl::StrCat("--tcp_congestion='", want, "' is not a congestion control "
+                                                     "name (lower case, digits, '_'; e.g. cubic, bbr, reno)"));
+    }
+    absl::Status set = InNamespace(ns, absl::StrCat("echo ", want, " > ", kFile)).status();
+    if (!set.ok()) {
+      absl::StatusOr<std::string> offered = InNamespace(ns, "cat /proc/sys/net/ipv4/tcp_available_congestion_control");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tcp_congestion=", want, ": the kernel refused it (it offers: ",
+          offered.ok() ? std::string(absl::StripAsciiWhitespace(*offered)) : "unknown",
+          "; `modprobe tcp_", want, "` as root loads a module that is not in)"));
+    }
+  }
+  ASSIGN_OR_RETURN(const std::string in_use, InNamespace(ns, absl::StrCat("cat ", kFile)));
+  tcp_congestion_ = std::string(absl::StripAsciiWhitespace(in_use));
+  if (!want.empty() && tcp_congestion_ != want) {
+    return absl::InternalError(absl::StrCat("--tcp_congestion=", want, ": namespace ", ns, " still uses ",
+                                            tcp_congestion_));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psring::bench
