@@ -1,5 +1,9 @@
 #include "bench/harness/launch.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -18,13 +22,28 @@ namespace {
 // The workers keep gRPC's adaptive HTTP/2 receive window: a fixed 256 KiB one (--receive_window_bytes) slows
 // every exchange whose connections each carry a large share of a link (training the MLP, ps-1 at N = 1: 0.25
 // against 0.17 s per step).
+// Where the link's round trip is long, the push window must not be what paces a worker. Each worker's push
+// is held by gRPC's 64 KiB HTTP/2 connection window (about 64-75 KiB per round trip, bench/PERFORMANCE.md
+// 9.9), and the push window loops through the reply, which waits for every worker's push of that range: a
+// window of less than a couple of round trips' pushes ties every worker to the slowest of the N each round,
+// and the step grows with N. Measured at 150 Mbit/s, 40 ms, ps-1, 4 MiB: N = 6 took 4.98-5.27 s with 128
+// KiB and 4.57-4.76 s with 4 MiB (N = 2: 4.51-4.53 s); neither --max_lead_bytes=0 (4.96-5.23 s) nor a 10 ms
+// link queue (5.11-5.28 s) changed it. So the window covers twice the link's bandwidth-delay product
+// (B x 2L) where that is more than 128 KiB (at 100 Mbit/s: from 5 ms one-way on); the in-flight bytes stay
+// bounded by the HTTP/2 window, so this adds no incast.
 constexpr double kSlowLinkBytesPerSecond = 125e6;     // 1 Gbit/s
 constexpr int kSlowLinkChunkBytes = 32 << 10;         // PS --chunk_bytes there
-constexpr int kSlowLinkPushWindowBytes = 128 << 10;  // PS worker --push_window_bytes there
+constexpr int64_t kSlowLinkPushWindowBytes = 128 << 10;  // PS worker --push_window_bytes there, at least
+constexpr double kPushWindowRoundTrips = 2;           // ... and this many of the link's bandwidth-delay products
 
 bool SlowLink(const LaunchContext& c) {
   const double link = c.cluster->link_bytes_per_second();
   return link > 0 && link <= kSlowLinkBytesPerSecond;
+}
+
+int64_t SlowLinkPushWindowBytes(const LaunchContext& c) {
+  const double bdp = c.cluster->link_bytes_per_second() * 2 * c.cluster->latency_seconds();
+  return std::max<int64_t>(kSlowLinkPushWindowBytes, static_cast<int64_t>(std::ceil(kPushWindowRoundTrips * bdp)));
 }
 
 // A ring allreduce over TCP: each rank binds its host's address.
@@ -67,7 +86,7 @@ class PsLauncher final : public ExchangeLauncher {
                                      "--shutdown_servers=true", "--insecure"};
     if (SlowLink(c)) {
       argv.push_back(absl::StrCat("--chunk_bytes=", kSlowLinkChunkBytes));
-      argv.push_back(absl::StrCat("--push_window_bytes=", kSlowLinkPushWindowBytes));
+      argv.push_back(absl::StrCat("--push_window_bytes=", SlowLinkPushWindowBytes(c)));
     }
     return argv;
   }

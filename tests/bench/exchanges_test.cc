@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bench/emulator/cluster.h"
 #include "gtest/gtest.h"
@@ -135,6 +136,63 @@ TEST(ExchangesTest, CommandLines) {
   EXPECT_TRUE(ring.ServerArgv(context, 0).empty());
   EXPECT_EQ(ring.WorkerArgv(context, 1),
             (std::vector<std::string>{"/bin/ring_worker", "--iface_addr=127.0.0.1", "--insecure"}));
+}
+
+// A cluster that only has a link rate and a latency: what the launchers read to pick the slow-link PS flags.
+class ShapedLinks final : public Cluster {
+ public:
+  ShapedLinks(double bytes_per_second, double latency_s) : rate_(bytes_per_second), latency_(latency_s) {}
+  int hosts() const override { return 8; }
+  bool emulated() const override { return true; }
+  const std::string& fallback_reason() const override { return none_; }
+  std::string Describe() const override { return "shaped links"; }
+  double box_cores() const override { return 2; }
+  std::string HostAddress(int host) const override { return absl::StrCat("198.18.0.", host + 1); }
+  std::vector<std::string> Command(int, const std::vector<std::string>& argv) const override { return argv; }
+  double link_bytes_per_second() const override { return rate_; }
+  double latency_seconds() const override { return latency_; }
+  const std::string& latency_method() const override { return none_; }
+  absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> AllHostLinkBytes() const override {
+    return absl::UnimplementedError("no counters");
+  }
+  absl::StatusOr<DelayCounters> ReadDelayCounters() override { return absl::UnimplementedError("none"); }
+  absl::StatusOr<double> MeasureStream(int, int, size_t) const override { return absl::UnimplementedError("none"); }
+  absl::StatusOr<double> MeasureRtt(int, int, int) const override { return absl::UnimplementedError("none"); }
+  absl::Status Destroy() override { return absl::OkStatus(); }
+
+ private:
+  double rate_, latency_;
+  std::string none_;
+};
+
+// Slow links get 32 KiB PS chunks and a push window of at least 128 KiB that covers twice the link's
+// bandwidth-delay product (bench/harness/launch.cc); fast links keep the binaries' defaults.
+TEST(ExchangesTest, SlowLinkPushWindowCoversTwiceTheBandwidthDelayProduct) {
+  const BinaryPaths binaries = {"/bin/ring_worker", "/bin/ps_server", "/bin/ps_worker"};
+  const auto worker_flags = [&](double rate, double latency) {
+    ShapedLinks links(rate, latency);
+    LaunchContext context;
+    context.cluster = &links;
+    context.binaries = &binaries;
+    context.placement = PluginFor(Exchange::kPsOne).Place(4, 1);
+    context.server_ports = {7001};
+    return LauncherFor(Exchange::kPsOne).WorkerArgv(context, 0);
+  };
+  // 100 Mbit/s, 1 ms: B x 2L = 25 KB, so the floor.
+  std::vector<std::string> argv = worker_flags(12.5e6, 0.001);
+  EXPECT_TRUE(Has(argv, "--chunk_bytes=32768"));
+  EXPECT_TRUE(Has(argv, "--push_window_bytes=131072"));
+  // 150 Mbit/s, 40 ms: 2 x 18.75 MB/s x 80 ms = 3 MB.
+  argv = worker_flags(18.75e6, 0.040);
+  EXPECT_TRUE(Has(argv, "--chunk_bytes=32768"));
+  EXPECT_TRUE(Has(argv, "--push_window_bytes=3000000"));
+  // 100 Mbit/s, 5 ms: 2 x 125 KB = 250 KB.
+  EXPECT_TRUE(Has(worker_flags(12.5e6, 0.005), "--push_window_bytes=250000"));
+  // 10 Gbit/s: no slow-link flags at all.
+  argv = worker_flags(1.25e9, 0.040);
+  for (const std::string& arg : argv) {
+    EXPECT_FALSE(absl::StartsWith(arg, "--push_window_bytes") || absl::StartsWith(arg, "--chunk_bytes")) << arg;
+  }
 }
 
 }  // namespace
