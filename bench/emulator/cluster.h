@@ -128,8 +128,8 @@ class EmulatedCluster final : public Cluster {
   absl::Status StartSwitchProbe();
   // Turns IPv6 off in namespace `ns` (its devices now and later); a no-op on a kernel without IPv6.
   absl::Status DisableIpv6(const std::string& ns) const;
-  // Sets host namespace `ns`'s TCP congestion control to options_.tcp_congestion (none given: leaves the
-  // kernel's default, which a new namespace inherits from the host) and records the one in use.
+  // Sets host namespace `ns`'s TCP congestion control to options_.tcp_congestion and records the one in use
+  // (none given: records the kernel's default, which every new namespace inherits, from the first host only).
   absl::Status ApplyTcpCongestion(const std::string& ns);
   absl::Status StartDelayProgram();
   // Runs `receiver` in host `to`'s namespace on an accepted connection and `sender` in host `from`'s on the

@@ -42,6 +42,8 @@ absl::Status EmulatedCluster::DisableIpv6(const std::string& ns) const {
 absl::Status EmulatedCluster::ApplyTcpCongestion(const std::string& ns) {
   constexpr char kFile[] = "/proc/sys/net/ipv4/tcp_congestion_control";
   const std::string& want = options_.tcp_congestion;
+  // Every new namespace inherits the same default from the machine: read it once, from the first host.
+  if (want.empty() && !tcp_congestion_.empty()) return absl::OkStatus();
   if (!want.empty()) {
     if (!IsCongestionName(want)) {
       return absl::InvalidArgumentError(absl::StrCat("--tcp_congestion='", want, "' is not a congestion control "
