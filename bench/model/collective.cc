@@ -149,20 +149,34 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
   const double latency = c.latency_s;
   t.latency_s = counts.hops * latency;
   t.software_s = counts.messages * p.software_s;
-  if (c.link_bytes_per_second > 0 && counts.link_bytes > 0) {
-    const double eb = p.efficiency * c.link_bytes_per_second;
-    double wire = t.latency_s + counts.link_bytes / eb;
-    if (topology == Topology::kRing) {
-      const double chunk = c.bytes / c.nodes;
-      const double unit = std::min(chunk, kRingSegmentBytes);
-      const double credit = std::min(c.link_burst_bytes, latency * eb);
-      const double chain = counts.hops * (latency + std::max(0.0, unit - credit) / eb);
-      wire = std::max(chain, counts.hops * chunk / eb + latency);
+  const bool windowed = p.window_bytes > 0 && latency > 0 && counts.link_bytes > 0;
+  if (topology == Topology::kRing) {
+    // The ring's wire at a flow rate `rate`: the dependency chain or the link's own bytes, whichever is longer.
+    // A window caps each flow at window / RTT, so it enters the same pipelined formula as a slower rate (a
+    // window larger than the bandwidth-delay product never binds); charging it as flow_bytes * RTT / window on
+    // top of every hop's latency made a window fitted at 100 Mbit/s and 50 ms bind at 150 Mbit/s and 45 ms,
+    // where the ring measured at its link (held-out plan 3: +29 % and +47 %; PERFORMANCE.md 9.11).
+    const double chunk = c.bytes / c.nodes;
+    const double unit = std::min(chunk, kRingSegmentBytes);
+    const auto wire = [&](double chain_rate, double stream_rate, double credit) {
+      const double chain = counts.hops * (latency + std::max(0.0, unit - credit) / chain_rate);
+      return std::max(chain, counts.hops * chunk / stream_rate + latency);
+    };
+    const double eb = c.link_bytes_per_second > 0 ? p.efficiency * c.link_bytes_per_second : 0;
+    const double credit = std::min(c.link_burst_bytes, latency * eb);
+    if (eb > 0 && counts.link_bytes > 0) t.link_s = wire(eb, eb, credit) - t.latency_s;
+    const double window_rate = windowed ? p.window_bytes / (2 * latency) : 0;
+    if (windowed && (eb <= 0 || window_rate < eb)) {
+      // A segment that fits in the window crosses a hop at the link's rate; only a stream longer than the
+      // window is held to window / RTT.
+      const double chain_rate = unit <= p.window_bytes && eb > 0 ? eb : window_rate;
+      t.window_s = wire(chain_rate, window_rate, credit) - t.latency_s;
     }
-    t.link_s = wire - t.latency_s;
-  }
-  if (p.window_bytes > 0 && latency > 0 && counts.link_bytes > 0) {
-    t.window_s = counts.flow_bytes * 2 * latency / p.window_bytes;
+  } else {
+    if (c.link_bytes_per_second > 0 && counts.link_bytes > 0) {
+      t.link_s = counts.link_bytes / (p.efficiency * c.link_bytes_per_second);
+    }
+    if (windowed) t.window_s = counts.flow_bytes * 2 * latency / p.window_bytes;
   }
   if (p.cpu_bytes_per_second > 0) {
     t.cpu_s = counts.cpu_bytes / (p.cpu_bytes_per_second * c.cpu_speedup * CpuShareOf(topology, c));

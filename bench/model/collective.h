@@ -3,7 +3,8 @@
 //
 //   T = messages(N) * software_s                     per-message software cost on the busiest host
 //     + max( wire(N,K,S),                            latency and the busiest link, efficiency <= 1
-//            hops * L + flow_bytes * RTT / window,   one flow's flow-control window per RTT
+//            hops * L + flow_bytes * RTT / window,   one flow's flow-control window per RTT (PS; the ring:
+//                                                    its wire at min(eB, window / RTT), see below)
 //            hops * L + cpu_bytes / (cpu_bytes_per_second * x * share) )  the busiest host's CPU ceiling
 //                                                    (share < 1 where N processes share this box's cores)
 //
@@ -16,6 +17,10 @@
 //          the ring pipelines 512 KiB segments, ring/ring_allreduce.h), credit = min(burst, L * eB): the
 //          bytes an emulated link (tbf, bench/cluster.h) passes at once after idling L, 0 on a real port.
 //          Small chunks pay latency plus bytes per step; large ones keep the link busy and hide it.
+//          A window W caps the ring's flows at W / RTT inside the same formula (the stream part at that rate,
+//          the chain part too where a segment exceeds W): a window above the bandwidth-delay product never
+//          binds the ring. The PS's window term below is the stalled-flow form (each PushPull stream waits a
+//          round trip per window, as its gRPC flow control does).
 //
 // The three limits are bottlenecks of one pipeline, so the slowest sets the pace (max), while per-message
 // costs are paid in addition. The counts per exchange:

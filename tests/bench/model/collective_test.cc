@@ -126,6 +126,33 @@ TEST(CollectiveTest, WindowBindsAtHighLatency) {
   EXPECT_EQ(PredictCollective(Topology::kRing, p, no_delay)->window_s, 0);
 }
 
+// The ring's window caps each flow at window / RTT inside its pipelined wire term, so a window above the
+// bandwidth-delay product never binds it (the stalled-flow form charged it at 150 Mbit/s, 45 ms: plan 3).
+TEST(CollectiveTest, RingWindowAboveTheBandwidthDelayProductNeverBinds) {
+  // N = 3, S = 4 MB, eB = 0.5 * 40 MB/s = 20 MB/s, L = 45 ms: BDP = 20 MB/s * 90 ms = 1.8 MB.
+  ExchangeParams p = Hand();
+  const Conditions c{3, 0, 4 * kMB, 40 * kMB, 45e-3};
+  p.window_bytes = 2 * kMB;
+  absl::StatusOr<CollectiveTime> above = PredictCollective(Topology::kRing, p, c);
+  ASSERT_TRUE(above.ok()) << above.status();
+  EXPECT_EQ(above->window_s, 0);
+  EXPECT_NE(above->bound, Bound::kWindow);
+  // Chunks of 4/3 MB: the stream part, 4 hops * 4/3 MB / 20 MB/s + 45 ms, is longer than the chain.
+  EXPECT_DOUBLE_EQ(above->link_s + above->latency_s, 4 * (4.0 / 3) / 20 + 45e-3);
+  // 0.9 MB: 10 MB/s per flow. The 512 KiB segment fits the window and crosses a hop at the link's rate; the
+  // stream is held to 10 MB/s: 4 * 4/3 MB / 10 MB/s + 45 ms.
+  p.window_bytes = 0.9 * kMB;
+  absl::StatusOr<CollectiveTime> below = PredictCollective(Topology::kRing, p, c);
+  ASSERT_TRUE(below.ok()) << below.status();
+  EXPECT_EQ(below->bound, Bound::kWindow);
+  EXPECT_DOUBLE_EQ(below->window_s + below->latency_s, 4 * (4.0 / 3) / 10 + 45e-3);
+  EXPECT_DOUBLE_EQ(below->link_s, above->link_s);
+  // The PS keeps the stalled-flow form: ps-1's flow of S waits a round trip per window.
+  absl::StatusOr<CollectiveTime> ps = PredictCollective(Topology::kPsOne, p, c);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  EXPECT_DOUBLE_EQ(ps->window_s, 4 * kMB * 90e-3 / (0.9 * kMB));
+}
+
 TEST(CollectiveTest, CpuCeilingBindsOnFastLinksAndScalesWithSpeedup) {
   // ps-1, N = 8, S = 100 MB: N*S = 800 MB on a 3.125 GB/s link (0.256 s at efficiency 1) but the server's
   // CPU moves 0.7 GB/s (1.14 s).
