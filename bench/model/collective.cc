@@ -150,8 +150,9 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
   t.latency_s = counts.hops * latency;
   t.software_s = counts.messages * p.software_s;
   const bool windowed = p.window_bytes > 0 && latency > 0 && counts.link_bytes > 0;
+  const double eb = c.link_bytes_per_second > 0 ? p.efficiency * c.link_bytes_per_second : 0;  // 0: unlimited
   if (topology == Topology::kRing) {
-    // The ring's wire at a flow rate `rate`: the dependency chain or the link's own bytes, whichever is longer.
+    // The ring's wire: the dependency chain (at chain_rate) or the link's own bytes (at stream_rate), the longer.
     // A window caps each flow at window / RTT, so it enters the same pipelined formula as a slower rate (a
     // window larger than the bandwidth-delay product never binds); charging it as flow_bytes * RTT / window on
     // top of every hop's latency made a window fitted at 100 Mbit/s and 50 ms bind at 150 Mbit/s and 45 ms,
@@ -162,7 +163,6 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
       const double chain = counts.hops * (latency + std::max(0.0, unit - credit) / chain_rate);
       return std::max(chain, counts.hops * chunk / stream_rate + latency);
     };
-    const double eb = c.link_bytes_per_second > 0 ? p.efficiency * c.link_bytes_per_second : 0;
     const double credit = std::min(c.link_burst_bytes, latency * eb);
     if (eb > 0 && counts.link_bytes > 0) t.link_s = wire(eb, eb, credit) - t.latency_s;
     const double window_rate = windowed ? p.window_bytes / (2 * latency) : 0;
@@ -173,9 +173,7 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
       t.window_s = wire(chain_rate, window_rate, credit) - t.latency_s;
     }
   } else {
-    if (c.link_bytes_per_second > 0 && counts.link_bytes > 0) {
-      t.link_s = counts.link_bytes / (p.efficiency * c.link_bytes_per_second);
-    }
+    if (eb > 0 && counts.link_bytes > 0) t.link_s = counts.link_bytes / eb;
     if (windowed) t.window_s = counts.flow_bytes * 2 * latency / p.window_bytes;
   }
   if (p.cpu_bytes_per_second > 0) {
