@@ -59,6 +59,11 @@ absl::Status ValidateParams(const ExchangeParams& p) {
         "efficiency must be in (0, 1] (no exchange is faster than its link), got ", p.efficiency, ": ", kRefit));
   }
   if (auto s = NonNegativeFinite("window_bytes", p.window_bytes, kRefit); !s.ok()) return s;
+  if (!(std::isfinite(p.burst_share) && p.burst_share >= 0 && p.burst_share <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("burst_share must be in [0, 1] (a share of the link's burst credit), got ",
+                     p.burst_share, ": ", kRefit));
+  }
   return NonNegativeFinite("cpu_bytes_per_second", p.cpu_bytes_per_second, kRefit);
 }
 
@@ -163,7 +168,8 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
       const double chain = counts.hops * (latency + std::max(0.0, unit - credit) / chain_rate);
       return std::max(chain, counts.hops * chunk / stream_rate + latency);
     };
-    const double credit = std::min(c.link_burst_bytes, latency * eb);
+    // What a tbf link that idled for L passes at once, as far as the hosts' TCP sends fast enough to use it.
+    const double credit = p.burst_share * std::min(c.link_burst_bytes, latency * eb);
     if (eb > 0 && counts.link_bytes > 0) t.link_s = wire(eb, eb, credit) - t.latency_s;
     const double window_rate = windowed ? p.window_bytes / (2 * latency) : 0;
     if (windowed && (eb <= 0 || window_rate < eb)) {

@@ -15,7 +15,8 @@
 //                      hops * c / eB + L )                 only once it arrived; the link's own bytes
 //          c = S/N (a step's chunk), u = min(c, segment) (what must arrive before the next step can send;
 //          the ring pipelines 512 KiB segments, ring/ring_allreduce.h), credit = min(burst, L * eB): the
-//          bytes an emulated link (tbf, bench/cluster.h) passes at once after idling L, 0 on a real port.
+//          bytes an emulated link (tbf, bench/emulator/cluster.h) passes at once after idling L, 0 on a real
+//          port, times the fitted share of it the hosts' TCP realizes (burst_share).
 //          Small chunks pay latency plus bytes per step; large ones keep the link busy and hide it.
 //          A window W caps the ring's flows at W / RTT inside the same formula (the stream part at that rate,
 //          the chain part too where a segment exceeds W): a window above the bandwidth-delay product never
@@ -73,9 +74,15 @@ struct ExchangeParams {
   double efficiency = 1;            // fraction of the link rate the exchange reaches, (0, 1]
   double window_bytes = 0;          // bytes in flight per flow; 0: no window limit (never bound)
   double cpu_bytes_per_second = 0;  // cpu_bytes the busiest host moves per second; 0: no CPU limit known
+  // The share of an emulated link's burst credit (Conditions::link_burst_bytes) the exchange's hosts realize,
+  // [0, 1]: a TCP that paces near the link rate (bbr) sends a chunk through the token bucket little faster
+  // than the rate, one that bursts (cubic) nearer memory speed (PERFORMANCE.md 9.12). 1: all of it (model
+  // files before the term); 0: none. No effect without a burst (real ports, projections, maps).
+  double burst_share = 1;
 };
 
-// kInvalidArgument naming the parameter when one is negative, not finite, or efficiency is outside (0, 1].
+// kInvalidArgument naming the parameter when one is negative, not finite, efficiency is outside (0, 1] or
+// burst_share outside [0, 1].
 absl::Status ValidateParams(const ExchangeParams& params);
 
 // Where and how large one collective runs.

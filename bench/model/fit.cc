@@ -14,13 +14,16 @@ namespace {
 
 // The searched parameters in log space; kNone (a log value past the grid) means "no limit".
 constexpr double kNone = INFINITY;
-constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2;
+constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3;
+constexpr int kCoordinates = 4;
+using Theta = std::array<double, kCoordinates>;
 
 // Terms the fit holds off (dropped: the data could not identify them).
 struct Forced {
   bool software = false;
   bool window = false;
   bool cpu = false;
+  bool share = false;
 };
 
 struct Search {
@@ -28,17 +31,18 @@ struct Search {
   const std::vector<const MeasuredRun*>* runs;
   Forced forced;
 
-  ExchangeParams ParamsAt(const std::array<double, 3>& log_theta, double software_s) const {
+  ExchangeParams ParamsAt(const Theta& log_theta, double software_s) const {
     ExchangeParams p;
     p.software_s = software_s;
     p.efficiency = std::exp(log_theta[kEfficiency]);
     p.window_bytes = std::isinf(log_theta[kWindow]) ? 0 : std::exp(log_theta[kWindow]);
     p.cpu_bytes_per_second = std::isinf(log_theta[kCpu]) ? 0 : std::exp(log_theta[kCpu]);
+    p.burst_share = std::isinf(log_theta[kShare]) ? 0 : std::exp(log_theta[kShare]);  // none: no credit
     return p;
   }
 
   // The best software_s >= 0 for the other parameters (closed form: the model is linear in it), and the cost.
-  double Cost(const std::array<double, 3>& log_theta, double* software_s) const {
+  double Cost(const Theta& log_theta, double* software_s) const {
     ExchangeParams p = ParamsAt(log_theta, 0);
     double smm = 0, smr = 0;
     std::vector<std::pair<double, double>> rows;  // (rest / T, messages / T)
@@ -113,6 +117,7 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
   add(&ExchangeParams::efficiency, &fit->efficiency);
   add(&ExchangeParams::window_bytes, &fit->window_bytes);
   add(&ExchangeParams::cpu_bytes_per_second, &fit->cpu_bytes_per_second);
+  add(&ExchangeParams::burst_share, &fit->burst_share);
   const size_t n = runs.size(), p = free.size();
   if (p == 0 || n <= p) return;
   std::vector<std::vector<double>> jacobian(p);
@@ -145,7 +150,8 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
     fit->covariance_terms.push_back(free[a].first == &ExchangeParams::software_s     ? "software_s"
                                     : free[a].first == &ExchangeParams::efficiency   ? "efficiency"
                                     : free[a].first == &ExchangeParams::window_bytes ? "window_bytes"
-                                                                                     : "cpu_bytes_per_second");
+                                    : free[a].first == &ExchangeParams::burst_share  ? "burst_share"
+                                                                                    : "cpu_bytes_per_second");
     for (size_t b = 0; b < p; ++b) fit->log_covariance.push_back(s2 * cov[a][b]);
   }
 }
@@ -193,8 +199,8 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
     ExchangeFit fit = FitWith(topology, used, forced);
     ParameterFit ExchangeFit::*worst = nullptr;
     double worst_rse = kMaxRelativeStdError;
-    for (ParameterFit ExchangeFit::*term :
-         {&ExchangeFit::software_s, &ExchangeFit::window_bytes, &ExchangeFit::cpu_bytes_per_second}) {
+    for (ParameterFit ExchangeFit::*term : {&ExchangeFit::software_s, &ExchangeFit::window_bytes,
+                                            &ExchangeFit::cpu_bytes_per_second, &ExchangeFit::burst_share}) {
       const ParameterFit& t = fit.*term;
       if (t.at_bound) continue;
       const double rse = t.std_error >= 0 && t.value > 0 ? t.std_error / t.value : INFINITY;
@@ -217,6 +223,7 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
     if (worst == &ExchangeFit::software_s) forced.software = true;
     if (worst == &ExchangeFit::window_bytes) forced.window = true;
     if (worst == &ExchangeFit::cpu_bytes_per_second) forced.cpu = true;
+    if (worst == &ExchangeFit::burst_share) forced.share = true;
   }
 }
 
@@ -225,19 +232,25 @@ namespace {
 ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& used, const Forced& forced) {
   const Search search{topology, &used, forced};
   // Coarse grid: efficiency 1 .. 0.02, window 1 KiB .. 1 GiB and CPU 1 MB/s .. 1 TB/s (factor 2 and
-  // 10^0.25 apart), each with "none".
-  std::vector<double> efficiencies, windows = {kNone}, cpus = {kNone};
+  // 10^0.25 apart), each with "none"; the burst share none (0) and 1/32 .. 1 (factor 2), only where a run has
+  // a burst (it changes nothing elsewhere).
+  std::vector<double> efficiencies, windows = {kNone}, cpus = {kNone}, shares = {kNone};
   for (int i = 0; i <= 40; ++i) efficiencies.push_back(std::log(0.02) * i / 40);
   for (int i = 10; i <= 30 && !forced.window; ++i) windows.push_back(i * std::log(2.0));
   for (int i = 0; i <= 24 && !forced.cpu; ++i) cpus.push_back(std::log(1e6) + i * 0.25 * std::log(10.0));
-  std::array<double, 3> best{};
+  bool bursts = false;
+  for (const MeasuredRun* run : used) bursts = bursts || run->conditions.link_burst_bytes > 0;
+  for (int i = 5; i >= 0 && bursts && !forced.share; --i) shares.push_back(-i * std::log(2.0));
+  Theta best{};
   double best_cost = INFINITY, software_s = 0;
   for (double e : efficiencies) {
     for (double w : windows) {
       for (double c : cpus) {
-        double sw;
-        const double cost = search.Cost({e, w, c}, &sw);
-        if (cost < best_cost) best_cost = cost, best = {e, w, c};
+        for (double b : shares) {
+          double sw;
+          const double cost = search.Cost({e, w, c, b}, &sw);
+          if (cost < best_cost) best_cost = cost, best = {e, w, c, b};
+        }
       }
     }
   }
@@ -245,12 +258,12 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   for (double step = 0.5; step > 1e-7; step /= 2) {
     for (bool improved = true; improved;) {
       improved = false;
-      for (int k = 0; k < 3; ++k) {
+      for (int k = 0; k < kCoordinates; ++k) {
         if (std::isinf(best[k])) continue;
         for (double direction : {-1.0, 1.0}) {
-          std::array<double, 3> trial = best;
+          Theta trial = best;
           trial[k] += direction * step;
-          if (k == kEfficiency) trial[k] = std::min(trial[k], 0.0);
+          if (k == kEfficiency || k == kShare) trial[k] = std::min(trial[k], 0.0);  // at most 1
           double sw;
           const double cost = search.Cost(trial, &sw);
           if (cost < best_cost) best_cost = cost, best = trial, improved = true;
@@ -259,8 +272,8 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
     }
   }
   // A limit that changes nothing is "none": the runs never saw it bind.
-  for (int k : {kWindow, kCpu}) {
-    std::array<double, 3> trial = best;
+  for (int k : {kWindow, kCpu, kShare}) {
+    Theta trial = best;
     trial[k] = kNone;
     double sw;
     if (search.Cost(trial, &sw) <= best_cost * (1 + 1e-9) + 1e-15) best = trial;
@@ -275,7 +288,9 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   fit.efficiency = {fit.params.efficiency, -1, fit.params.efficiency >= 1};
   fit.window_bytes = {fit.params.window_bytes, -1, fit.params.window_bytes == 0};
   fit.cpu_bytes_per_second = {fit.params.cpu_bytes_per_second, -1, fit.params.cpu_bytes_per_second == 0};
+  fit.burst_share = {fit.params.burst_share, -1, fit.params.burst_share == 0 || fit.params.burst_share >= 1};
   if (fit.efficiency.at_bound) fit.params.efficiency = fit.efficiency.value = 1;
+  if (fit.params.burst_share >= 1) fit.params.burst_share = fit.burst_share.value = 1;
   StandardErrors(topology, used, &fit);
   double rss = 0;
   for (double r : Residuals(topology, used, fit.params)) rss += r * r;
@@ -314,6 +329,7 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
     *e->mutable_efficiency() = ToProto(fit->efficiency);
     *e->mutable_window_bytes() = ToProto(fit->window_bytes);
     *e->mutable_cpu_bytes_per_second() = ToProto(fit->cpu_bytes_per_second);
+    *e->mutable_burst_share() = ToProto(fit->burst_share);
     e->set_median_abs_rel_error(fit->median_abs_rel_error);
     e->set_max_abs_rel_error(fit->max_abs_rel_error);
     for (const std::string& term : fit->covariance_terms) e->add_covariance_terms(term);

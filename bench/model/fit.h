@@ -2,16 +2,18 @@
 // collective of S bytes per step), per exchange, by least squares on relative errors
 //
 //   minimise  sum_i ((T_model(run_i) - T_i) / T_i)^2
-//   over      software_s >= 0,  0 < efficiency <= 1,  window_bytes > 0 or none,  cpu_bytes_per_second > 0 or none
+//   over      software_s >= 0,  0 < efficiency <= 1,  window_bytes > 0 or none,
+//             cpu_bytes_per_second > 0 or none,  0 <= burst_share <= 1 (searched only where a run has an
+//             emulated link burst; none = 0 elsewhere)
 //
 // so small and large collectives count alike and no fit is faster than the wire. Loopback runs (link rate 0,
 // latency 0) see only the software and CPU terms: they measure the CPU ceiling. A limit that binds in no run
 // (e.g. the window without latency) is fitted as none (0 in the file, at_bound) rather than guessed.
 //
-// Method: software_s has a closed form given the others (the model is linear in it); efficiency, window and
-// CPU ceiling are searched on a log grid (with "none" as a grid value), then refined by a pattern search.
-// Standard errors come from the residuals and the numeric Jacobian (linearised). A term the runs cannot
-// identify (kMaxRelativeStdError) is dropped and the rest refitted; the file records it as dropped.
+// Method: software_s has a closed form given the others (the model is linear in it); efficiency, window, CPU
+// ceiling and burst share are searched on a log grid (with "none" as a grid value), then refined by a pattern
+// search. Standard errors come from the residuals and the numeric Jacobian (linearised). A term the runs
+// cannot identify (kMaxRelativeStdError) is dropped and the rest refitted; the file records it as dropped.
 //
 //   std::vector<MeasuredRun> runs = ...;   // from the calibration sweep's result lines
 //   ASSIGN_OR_RETURN(proto::CostModelFile file, FitModel(runs, {"this-host", "2026-12-01", "sweep ..."}));
@@ -55,7 +57,7 @@ inline constexpr double kMaxRelativeStdError = 0.20;
 struct ExchangeFit {
   Topology topology = Topology::kRing;
   ExchangeParams params;
-  ParameterFit software_s, efficiency, window_bytes, cpu_bytes_per_second;
+  ParameterFit software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share;
   double median_abs_rel_error = 0;
   double max_abs_rel_error = 0;
   int runs = 0;  // used (the ring at N = 1 exchanges nothing and is left out)

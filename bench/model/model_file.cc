@@ -21,9 +21,13 @@ absl::Status Invalid(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("model file: ", where, ": ", what, "; ", kRecalibrate));
 }
 
-// A parameter: present, with a finite value >= 0 (and <= 1 for the efficiency).
+// How a parameter's value is bounded beyond >= 0.
+enum class Range { kNonNegative, kEfficiency /* (0, 1] */, kShare /* [0, 1] */ };
+
+// A parameter: present, with a finite value >= 0 in `range`.
 absl::Status CheckParameter(const std::string& exchange, const char* name, bool present,
-                            const proto::ModelParameter& p, bool fraction) {
+                            const proto::ModelParameter& p, Range range) {
+  const bool fraction = range == Range::kEfficiency;
   const std::string where = absl::StrCat(exchange, ".", name);
   if (!present || !p.has_value()) return Invalid(where, "missing");
   if (!std::isfinite(p.value()) || p.value() < 0) {
@@ -31,6 +35,9 @@ absl::Status CheckParameter(const std::string& exchange, const char* name, bool 
   }
   if (fraction && !(p.value() > 0 && p.value() <= 1)) {
     return Invalid(where, absl::StrCat("= ", p.value(), ": must be in (0, 1] (no exchange beats its link)"));
+  }
+  if (range == Range::kShare && p.value() > 1) {
+    return Invalid(where, absl::StrCat("= ", p.value(), ": must be in [0, 1] (a share of the link's burst)"));
   }
   if (p.has_std_error() && !(std::isfinite(p.std_error()) && p.std_error() >= 0)) {
     return Invalid(where, absl::StrCat("std_error = ", p.std_error(), ": must be finite and >= 0"));
@@ -46,7 +53,8 @@ absl::Status CheckCovariance(const proto::ExchangeModel& e) {
   const int n = e.covariance_terms_size();
   std::set<std::string> terms;
   for (const std::string& t : e.covariance_terms()) {
-    if (t != "software_s" && t != "efficiency" && t != "window_bytes" && t != "cpu_bytes_per_second") {
+    if (t != "software_s" && t != "efficiency" && t != "window_bytes" && t != "cpu_bytes_per_second" &&
+        t != "burst_share") {
       return Invalid(e.exchange(), absl::StrCat("covariance_terms: unknown term '", t, "'"));
     }
     if (!terms.insert(t).second) return Invalid(e.exchange(), absl::StrCat("covariance_terms: '", t, "' twice"));
@@ -82,20 +90,31 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
     absl::StatusOr<Topology> topology = ParseTopology(e.exchange());
     if (!topology.ok()) return Invalid("exchanges", topology.status().message());
     if (!seen.insert(*topology).second) return Invalid(e.exchange(), "appears twice");
-    if (auto s = CheckParameter(e.exchange(), "software_s", e.has_software_s(), e.software_s(), false); !s.ok()) {
+    if (auto s = CheckParameter(e.exchange(), "software_s", e.has_software_s(), e.software_s(),
+                                Range::kNonNegative);
+        !s.ok()) {
       return s;
     }
-    if (auto s = CheckParameter(e.exchange(), "efficiency", e.has_efficiency(), e.efficiency(), true); !s.ok()) {
+    if (auto s = CheckParameter(e.exchange(), "efficiency", e.has_efficiency(), e.efficiency(),
+                                Range::kEfficiency);
+        !s.ok()) {
       return s;
     }
-    if (auto s = CheckParameter(e.exchange(), "window_bytes", e.has_window_bytes(), e.window_bytes(), false);
+    if (auto s = CheckParameter(e.exchange(), "window_bytes", e.has_window_bytes(), e.window_bytes(),
+                                Range::kNonNegative);
         !s.ok()) {
       return s;
     }
     if (auto s = CheckParameter(e.exchange(), "cpu_bytes_per_second", e.has_cpu_bytes_per_second(),
-                                e.cpu_bytes_per_second(), false);
+                                e.cpu_bytes_per_second(), Range::kNonNegative);
         !s.ok()) {
       return s;
+    }
+    if (e.has_burst_share()) {  // absent in files fitted before the term (ParamsOf: 1)
+      if (auto s = CheckParameter(e.exchange(), "burst_share", true, e.burst_share(), Range::kShare);
+          !s.ok()) {
+        return s;
+      }
     }
     if (auto s = CheckCovariance(e); !s.ok()) return s;
   }
@@ -156,6 +175,7 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
     p.efficiency = e.efficiency().value();
     p.window_bytes = e.window_bytes().value();
     p.cpu_bytes_per_second = e.cpu_bytes_per_second().value();
+    p.burst_share = e.has_burst_share() ? e.burst_share().value() : 1;  // before the term: the whole credit
     if (absl::Status s = ValidateParams(p); !s.ok()) return Invalid(e.exchange(), s.message());
     return p;
   }

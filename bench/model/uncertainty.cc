@@ -17,6 +17,7 @@ double ExchangeParams::*MemberOf(const std::string& term) {
   if (term == "efficiency") return &ExchangeParams::efficiency;
   if (term == "window_bytes") return &ExchangeParams::window_bytes;
   if (term == "cpu_bytes_per_second") return &ExchangeParams::cpu_bytes_per_second;
+  if (term == "burst_share") return &ExchangeParams::burst_share;
   return nullptr;
 }
 
@@ -53,7 +54,8 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
         {"software_s", &e->software_s()},
         {"efficiency", &e->efficiency()},
         {"window_bytes", &e->window_bytes()},
-        {"cpu_bytes_per_second", &e->cpu_bytes_per_second()}};
+        {"cpu_bytes_per_second", &e->cpu_bytes_per_second()},
+        {"burst_share", &e->burst_share()}};
     for (const auto& [name, p] : all) {
       if (p->at_bound() || !p->has_std_error() || p->value() <= 0) continue;
       terms.push_back(name);
@@ -68,7 +70,8 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     }
   }
 
-  // d value / d log(theta_j) by central differences (one-sided where the efficiency would pass 1).
+  // d value / d log(theta_j) by central differences (one-sided where the efficiency or the burst share would
+  // pass 1).
   const size_t n = terms.size();
   std::vector<double> gradient(n, 0);
   constexpr double kH = 1e-3;
@@ -80,7 +83,8 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     down.*member *= std::exp(-kH);
     double span = 2 * kH;
     double up_value = 0;
-    if (member == &ExchangeParams::efficiency && up.efficiency > 1) {
+    if ((member == &ExchangeParams::efficiency && up.efficiency > 1) ||
+        (member == &ExchangeParams::burst_share && up.burst_share > 1)) {
       up_value = value;
       span = kH;
     } else {

@@ -97,11 +97,13 @@ std::string ModelLine(const ScalingResult& result, Exchange e) {
   absl::StatusOr<model::ExchangeParams> p = model::ParamsOf(*result.model, TopologyOf(e));
   if (!p.ok()) return absl::StrCat("model ", ExchangeName(e), ": none in the model file (", p.status().message(), ")");
   return absl::StrFormat(
-      "model %s (calibrated, not fitted here): software %.1f us/message, link efficiency %.3f, window %s, CPU "
-      "ceiling %s",
+      "model %s (calibrated, not fitted here): software %.1f us/message, link efficiency %.3f, window %s, "
+      "CPU "
+      "ceiling %s, burst share %.2f (emulated links only)",
       ExchangeName(e), p->software_s * 1e6, p->efficiency,
       p->window_bytes > 0 ? Size(p->window_bytes) : "none",
-      p->cpu_bytes_per_second > 0 ? absl::StrFormat("%.2f GB/s", p->cpu_bytes_per_second / 1e9) : "none");
+      p->cpu_bytes_per_second > 0 ? absl::StrFormat("%.2f GB/s", p->cpu_bytes_per_second / 1e9) : "none",
+      p->burst_share);
 }
 
 // One nccl-tests table per exchange: every run (failed ones as comments), the footer, the fitted model.

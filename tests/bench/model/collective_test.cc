@@ -52,6 +52,37 @@ TEST(CollectiveTest, RingSmallChunksPayLatencyAndBytesPerStep) {
                    PredictCollective(Topology::kPsOne, Hand(), c)->seconds);
 }
 
+TEST(CollectiveTest, BurstShareScalesTheRingsCredit) {
+  // As above (chunks of 100 kB, 30 kB bucket): a share of the credit realized. Share 1: 6 * 24 ms; share 0.5
+  // passes 15 kB at once, 6 * (10 ms + 85 kB / 5 MB/s) = 6 * 27 ms; share 0 is the link without a burst.
+  Conditions burst{4, 0, 0.4 * kMB, 10 * kMB, 10e-3};
+  burst.link_burst_bytes = 30e3;
+  ExchangeParams p = Hand();
+  EXPECT_EQ(p.burst_share, 1);  // the default: the whole credit, as files fitted before the term
+  for (auto [share, per_step] : {std::pair{1.0, 24e-3}, {0.5, 27e-3}, {0.0, 30e-3}}) {
+    SCOPED_TRACE(share);
+    p.burst_share = share;
+    absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, p, burst);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_NEAR(t->latency_s + t->link_s, 6 * per_step, 1e-12);
+    // The PS has no credit to share.
+    EXPECT_DOUBLE_EQ(PredictCollective(Topology::kPsOne, p, burst)->seconds,
+                     PredictCollective(Topology::kPsOne, Hand(), burst)->seconds);
+  }
+  // Without a burst (a real port, projections) the share changes nothing.
+  Conditions port = burst;
+  port.link_burst_bytes = 0;
+  p.burst_share = 0.3;
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, port)->seconds,
+                   PredictCollective(Topology::kRing, Hand(), port)->seconds);
+  for (double bad : {-0.1, 1.5, static_cast<double>(NAN)}) {
+    p.burst_share = bad;
+    absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, p, burst);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find("burst_share"), std::string::npos) << t.status();
+  }
+}
+
 TEST(CollectiveTest, CpuCeilingIsSharedByTheProcessesOfOneBox) {
   // Loopback (no link), ring N = 4 on a 2-core box: four ranks share two cores, so the busiest gets half of
   // its 1 GB/s: cpu_bytes 2*3/4 * 100 MB = 150 MB in 0.3 s, not 0.15 s. A cluster (box_cores 0) gets all.

@@ -43,6 +43,56 @@ TEST(FitTest, ALimitThatNeverBindsIsNone) {
   EXPECT_NEAR(fit->params.efficiency, 0.95, 1e-4);
 }
 
+TEST(FitTest, RecoversTheBurstShareWhereRunsHaveABurst) {
+  // The ring on emulated links with a 10 ms bucket, latencies 1 .. 50 ms, chunks near the bucket: times from
+  // a known share 0.4 of the credit, the other terms as TruthFor. The fit gives the share back; without a
+  // burst in any run it is none.
+  ExchangeParams truth = TruthFor(Topology::kRing);
+  truth.window_bytes = 0;
+  truth.burst_share = 0.4;
+  std::vector<MeasuredRun> runs;
+  for (int nodes : {2, 4, 8}) {
+    for (double bytes : {0.5e6, 1e6, 4e6}) {
+      for (double link : {12.5e6, 25e6}) {
+        for (double latency : {1e-3, 5e-3, 20e-3, 50e-3}) {
+          Conditions c{nodes, 0, bytes, link, latency};
+          c.link_burst_bytes = 10e-3 * link;
+          runs.push_back({Topology::kRing, c, PredictCollectiveUnchecked(Topology::kRing, truth, c).seconds});
+        }
+      }
+    }
+  }
+  for (double bytes : {16e6, 64e6}) {
+    const Conditions c{4, 0, bytes, 0, 0};
+    runs.push_back({Topology::kRing, c, PredictCollectiveUnchecked(Topology::kRing, truth, c).seconds});
+  }
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kRing, runs);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->params.burst_share, 0.4, 1e-3);
+  EXPECT_FALSE(fit->burst_share.at_bound);
+  EXPECT_FALSE(fit->burst_share.dropped);
+  EXPECT_GE(fit->burst_share.std_error, 0);
+  EXPECT_LT(fit->max_abs_rel_error, 1e-4);
+  bool named = false;
+  for (const std::string& term : fit->covariance_terms) named = named || term == "burst_share";
+  EXPECT_TRUE(named);
+
+  // The whole credit realized: the share is held at its bound 1.
+  truth.burst_share = 1;
+  for (MeasuredRun& run : runs) {
+    run.seconds = PredictCollectiveUnchecked(Topology::kRing, truth, run.conditions).seconds;
+  }
+  fit = FitExchange(Topology::kRing, runs);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->params.burst_share, 1);
+  EXPECT_TRUE(fit->burst_share.at_bound);
+
+  fit = FitExchange(Topology::kRing, SyntheticRuns());  // no burst anywhere
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->params.burst_share, 0);
+  EXPECT_TRUE(fit->burst_share.at_bound);
+}
+
 TEST(FitTest, NoFitIsFasterThanTheWire) {
   // Measured times 20 % under the model at efficiency 0.95: faster than the link could carry them.
   absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, SyntheticRuns(0.8));

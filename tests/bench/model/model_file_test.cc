@@ -75,6 +75,28 @@ TEST(ModelFileTest, RejectsWhatCannotBeTrusted) {
   ExpectRejected(
       [](proto::CostModelFile* f) { f->mutable_exchanges(1)->mutable_cpu_bytes_per_second()->set_value(NAN); },
       {"ps-1.cpu_bytes_per_second"});
+  ExpectRejected(
+      [](proto::CostModelFile* f) { f->mutable_exchanges(0)->mutable_burst_share()->set_value(1.2); },
+      {"ring.burst_share", "[0, 1]"});
+  ExpectRejected(
+      [](proto::CostModelFile* f) { f->mutable_exchanges(0)->mutable_burst_share()->set_value(-0.2); },
+      {"ring.burst_share", ">= 0"});
+}
+
+TEST(ModelFileTest, BurstShareIsReadAndAbsentMeansTheWholeCredit) {
+  proto::CostModelFile file =
+      ModelFileOf({{1e-5, 0.9, 0, 1e9}, {1e-5, 0.9, 0, 1e9}, {1e-5, 0.9, 0, 1e9}, {1e-5, 0.9, 0, 1e9}});
+  ASSERT_TRUE(ValidateModelFile(file).ok());
+  absl::StatusOr<ExchangeParams> before = ParamsOf(file, Topology::kRing);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->burst_share, 1);  // a file fitted before the term
+  file.mutable_exchanges(0)->mutable_burst_share()->set_value(0.35);
+  absl::StatusOr<proto::CostModelFile> parsed = ParseModelFile(*ModelFileJson(file), "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  absl::StatusOr<ExchangeParams> ring = ParamsOf(*parsed, Topology::kRing);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  EXPECT_EQ(ring->burst_share, 0.35);
+  EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->burst_share, 1);
 }
 
 TEST(ModelFileTest, ParseErrorsNameTheFile) {
