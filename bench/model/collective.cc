@@ -59,6 +59,11 @@ absl::Status ValidateParams(const ExchangeParams& p) {
         "efficiency must be in (0, 1] (no exchange is faster than its link), got ", p.efficiency, ": ", kRefit));
   }
   if (auto s = NonNegativeFinite("window_bytes", p.window_bytes, kRefit); !s.ok()) return s;
+  if (!(std::isfinite(p.window_queueing) && p.window_queueing >= 0 && p.window_queueing <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("window_queueing must be in [0, 1] (a share of the other streams' bursts), got ",
+                     p.window_queueing, ": ", kRefit));
+  }
   if (!(std::isfinite(p.burst_share) && p.burst_share >= 0 && p.burst_share <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("burst_share must be in [0, 1] (a share of the link's burst credit), got ",
@@ -180,7 +185,14 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
     }
   } else {
     if (eb > 0 && counts.link_bytes > 0) t.link_s = counts.link_bytes / eb;
-    if (windowed) t.window_s = counts.flow_bytes * 2 * latency / p.window_bytes;
+    if (windowed) {
+      // Each round trip of a window-bound stream also waits for a share of the other streams' window bursts
+      // at its server's link (collective.h window_queueing).
+      const double streams = topology == Topology::kPsColocated ? c.nodes - 1 : c.nodes;
+      const double queueing =
+          eb > 0 ? p.window_queueing * std::max(0.0, streams - 1) * counts.flow_bytes / eb : 0;
+      t.window_s = counts.flow_bytes * 2 * latency / p.window_bytes + queueing;
+    }
   }
   if (p.cpu_bytes_per_second > 0) {
     t.cpu_s = counts.cpu_bytes / (p.cpu_bytes_per_second * c.cpu_speedup * CpuShareOf(topology, c));

@@ -32,6 +32,9 @@
 //   ps-dedicated   K       2        2N        max(S, N*S/K)     S/K          max(S, N*S/K)
 //   ps-colocated   N       2        4N        2(N-1)/N * S      S/N          2 * S
 //
+// and, for the PS's window term, the streams into one server F: ps-1 and ps-dedicated N, ps-colocated N - 1
+// (its own worker's slice stays on the host); the window term is flow_bytes * (2L / W + q (F - 1) / eB).
+//
 // (the PS partitions every collective across all K shards, as BytePS does; one PushPull stream per worker
 // and shard carries the push out and the averaged parameters back: one round trip, 2 hops). At N = 1 the
 // ring and the co-located PS move nothing over a link: T = 0 and T = messages * software_s + cpu term.
@@ -79,10 +82,16 @@ struct ExchangeParams {
   // than the rate, one that bursts (cubic) nearer memory speed (PERFORMANCE.md 9.12). 1: all of it (model
   // files before the term); 0: none. No effect without a burst (real ports, projections, maps).
   double burst_share = 1;
+  // The PS: the share of the other streams' window bursts a window-bound stream's round trip waits for at its
+  // server's link, [0, 1]. Each of F streams into one server sends its window at once when the window opens;
+  // the bursts queue behind each other, so a round takes 2L + q (F - 1) W / eB and the window term grows by
+  // q (F - 1) flow_bytes / eB (PERFORMANCE.md 9.12: ps-1 at 12 ms takes its modelled time with one stream and
+  // 11-14 % more with two, on a link loaded to 61 %). 0: none (files before the term). The ring: no effect.
+  double window_queueing = 0;
 };
 
-// kInvalidArgument naming the parameter when one is negative, not finite, efficiency is outside (0, 1] or
-// burst_share outside [0, 1].
+// kInvalidArgument naming the parameter when one is negative, not finite, efficiency is outside (0, 1], or
+// burst_share or window_queueing outside [0, 1].
 absl::Status ValidateParams(const ExchangeParams& params);
 
 // Where and how large one collective runs.

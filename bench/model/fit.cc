@@ -14,8 +14,8 @@ namespace {
 
 // The searched parameters in log space; kNone (a log value past the grid) means "no limit".
 constexpr double kNone = INFINITY;
-constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3;
-constexpr int kCoordinates = 4;
+constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3, kQueueing = 4;
+constexpr int kCoordinates = 5;
 using Theta = std::array<double, kCoordinates>;
 
 // Terms the fit holds off (dropped: the data could not identify them).
@@ -24,6 +24,7 @@ struct Forced {
   bool window = false;
   bool cpu = false;
   bool share = false;
+  bool queueing = false;
 };
 
 struct Search {
@@ -38,6 +39,7 @@ struct Search {
     p.window_bytes = std::isinf(log_theta[kWindow]) ? 0 : std::exp(log_theta[kWindow]);
     p.cpu_bytes_per_second = std::isinf(log_theta[kCpu]) ? 0 : std::exp(log_theta[kCpu]);
     p.burst_share = std::isinf(log_theta[kShare]) ? 0 : std::exp(log_theta[kShare]);  // none: no credit
+    p.window_queueing = std::isinf(log_theta[kQueueing]) ? 0 : std::exp(log_theta[kQueueing]);
     return p;
   }
 
@@ -118,6 +120,7 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
   add(&ExchangeParams::window_bytes, &fit->window_bytes);
   add(&ExchangeParams::cpu_bytes_per_second, &fit->cpu_bytes_per_second);
   add(&ExchangeParams::burst_share, &fit->burst_share);
+  add(&ExchangeParams::window_queueing, &fit->window_queueing);
   const size_t n = runs.size(), p = free.size();
   if (p == 0 || n <= p) return;
   std::vector<std::vector<double>> jacobian(p);
@@ -151,7 +154,9 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
                                     : free[a].first == &ExchangeParams::efficiency   ? "efficiency"
                                     : free[a].first == &ExchangeParams::window_bytes ? "window_bytes"
                                     : free[a].first == &ExchangeParams::burst_share  ? "burst_share"
-                                                                                    : "cpu_bytes_per_second");
+                                    : free[a].first == &ExchangeParams::window_queueing
+                                        ? "window_queueing"
+                                        : "cpu_bytes_per_second");
     for (size_t b = 0; b < p; ++b) fit->log_covariance.push_back(s2 * cov[a][b]);
   }
 }
@@ -199,8 +204,9 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
     ExchangeFit fit = FitWith(topology, used, forced);
     ParameterFit ExchangeFit::*worst = nullptr;
     double worst_rse = kMaxRelativeStdError;
-    for (ParameterFit ExchangeFit::*term : {&ExchangeFit::software_s, &ExchangeFit::window_bytes,
-                                            &ExchangeFit::cpu_bytes_per_second, &ExchangeFit::burst_share}) {
+    for (ParameterFit ExchangeFit::*term :
+         {&ExchangeFit::software_s, &ExchangeFit::window_bytes, &ExchangeFit::cpu_bytes_per_second,
+          &ExchangeFit::burst_share, &ExchangeFit::window_queueing}) {
       const ParameterFit& t = fit.*term;
       if (t.at_bound) continue;
       const double rse = t.std_error >= 0 && t.value > 0 ? t.std_error / t.value : INFINITY;
@@ -224,6 +230,7 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
     if (worst == &ExchangeFit::window_bytes) forced.window = true;
     if (worst == &ExchangeFit::cpu_bytes_per_second) forced.cpu = true;
     if (worst == &ExchangeFit::burst_share) forced.share = true;
+    if (worst == &ExchangeFit::window_queueing) forced.queueing = true;
   }
 }
 
@@ -234,22 +241,31 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   // Coarse grid: efficiency 1 .. 0.02, window 1 KiB .. 1 GiB and CPU 1 MB/s .. 1 TB/s (factor 2 and
   // 10^0.25 apart), each with "none"; the burst share none (0) and 1/32 .. 1 (factor 2), only where a run has
   // a burst (it changes nothing elsewhere).
-  std::vector<double> efficiencies, windows = {kNone}, cpus = {kNone}, shares = {kNone};
+  std::vector<double> efficiencies, windows = {kNone}, cpus = {kNone}, shares = {kNone}, queueings = {kNone};
   for (int i = 0; i <= 40; ++i) efficiencies.push_back(std::log(0.02) * i / 40);
   for (int i = 10; i <= 30 && !forced.window; ++i) windows.push_back(i * std::log(2.0));
   for (int i = 0; i <= 24 && !forced.cpu; ++i) cpus.push_back(std::log(1e6) + i * 0.25 * std::log(10.0));
-  bool bursts = false;
-  for (const MeasuredRun* run : used) bursts = bursts || run->conditions.link_burst_bytes > 0;
-  for (int i = 5; i >= 0 && bursts && !forced.share; --i) shares.push_back(-i * std::log(2.0));
+  // The burst share acts on the ring only, the window queueing on the PS only, each where a run can show it.
+  bool bursts = false, latency = false;
+  for (const MeasuredRun* run : used) {
+    bursts = bursts || run->conditions.link_burst_bytes > 0;
+    latency = latency || (run->conditions.latency_s > 0 && run->conditions.link_bytes_per_second > 0);
+  }
+  const bool ring = topology == Topology::kRing;
+  for (int i = 5; i >= 0 && ring && bursts && !forced.share; --i) shares.push_back(-i * std::log(2.0));
+  for (int i = 5; i >= 0 && !ring && latency && !forced.queueing; --i)
+    queueings.push_back(-i * std::log(2.0));
   Theta best{};
   double best_cost = INFINITY, software_s = 0;
   for (double e : efficiencies) {
     for (double w : windows) {
       for (double c : cpus) {
         for (double b : shares) {
-          double sw;
-          const double cost = search.Cost({e, w, c, b}, &sw);
-          if (cost < best_cost) best_cost = cost, best = {e, w, c, b};
+          for (double q : queueings) {
+            double sw;
+            const double cost = search.Cost({e, w, c, b, q}, &sw);
+            if (cost < best_cost) best_cost = cost, best = {e, w, c, b, q};
+          }
         }
       }
     }
@@ -263,7 +279,7 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
         for (double direction : {-1.0, 1.0}) {
           Theta trial = best;
           trial[k] += direction * step;
-          if (k == kEfficiency || k == kShare) trial[k] = std::min(trial[k], 0.0);  // at most 1
+          if (k == kEfficiency || k == kShare || k == kQueueing) trial[k] = std::min(trial[k], 0.0);  // <= 1
           double sw;
           const double cost = search.Cost(trial, &sw);
           if (cost < best_cost) best_cost = cost, best = trial, improved = true;
@@ -272,7 +288,7 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
     }
   }
   // A limit that changes nothing is "none": the runs never saw it bind.
-  for (int k : {kWindow, kCpu, kShare}) {
+  for (int k : {kWindow, kCpu, kShare, kQueueing}) {
     Theta trial = best;
     trial[k] = kNone;
     double sw;
@@ -291,6 +307,9 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   fit.burst_share = {fit.params.burst_share, -1, fit.params.burst_share == 0 || fit.params.burst_share >= 1};
   if (fit.efficiency.at_bound) fit.params.efficiency = fit.efficiency.value = 1;
   if (fit.params.burst_share >= 1) fit.params.burst_share = fit.burst_share.value = 1;
+  fit.window_queueing = {fit.params.window_queueing, -1,
+                         fit.params.window_queueing == 0 || fit.params.window_queueing >= 1};
+  if (fit.params.window_queueing >= 1) fit.params.window_queueing = fit.window_queueing.value = 1;
   StandardErrors(topology, used, &fit);
   double rss = 0;
   for (double r : Residuals(topology, used, fit.params)) rss += r * r;
@@ -330,6 +349,7 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
     *e->mutable_window_bytes() = ToProto(fit->window_bytes);
     *e->mutable_cpu_bytes_per_second() = ToProto(fit->cpu_bytes_per_second);
     *e->mutable_burst_share() = ToProto(fit->burst_share);
+    *e->mutable_window_queueing() = ToProto(fit->window_queueing);
     e->set_median_abs_rel_error(fit->median_abs_rel_error);
     e->set_max_abs_rel_error(fit->max_abs_rel_error);
     for (const std::string& term : fit->covariance_terms) e->add_covariance_terms(term);

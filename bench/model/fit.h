@@ -4,7 +4,8 @@
 //   minimise  sum_i ((T_model(run_i) - T_i) / T_i)^2
 //   over      software_s >= 0,  0 < efficiency <= 1,  window_bytes > 0 or none,
 //             cpu_bytes_per_second > 0 or none,  0 <= burst_share <= 1 (searched only where a run has an
-//             emulated link burst; none = 0 elsewhere)
+//             emulated link burst; none = 0 elsewhere),  0 <= window_queueing <= 1 (searched only for the
+//             PS where a run has latency and a link rate)
 //
 // so small and large collectives count alike and no fit is faster than the wire. Loopback runs (link rate 0,
 // latency 0) see only the software and CPU terms: they measure the CPU ceiling. A limit that binds in no run
@@ -57,7 +58,7 @@ inline constexpr double kMaxRelativeStdError = 0.20;
 struct ExchangeFit {
   Topology topology = Topology::kRing;
   ExchangeParams params;
-  ParameterFit software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share;
+  ParameterFit software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share, window_queueing;
   double median_abs_rel_error = 0;
   double max_abs_rel_error = 0;
   int runs = 0;  // used (the ring at N = 1 exchanges nothing and is left out)

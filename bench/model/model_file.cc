@@ -54,7 +54,7 @@ absl::Status CheckCovariance(const proto::ExchangeModel& e) {
   std::set<std::string> terms;
   for (const std::string& t : e.covariance_terms()) {
     if (t != "software_s" && t != "efficiency" && t != "window_bytes" && t != "cpu_bytes_per_second" &&
-        t != "burst_share") {
+        t != "burst_share" && t != "window_queueing") {
       return Invalid(e.exchange(), absl::StrCat("covariance_terms: unknown term '", t, "'"));
     }
     if (!terms.insert(t).second) return Invalid(e.exchange(), absl::StrCat("covariance_terms: '", t, "' twice"));
@@ -109,6 +109,12 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
                                 e.cpu_bytes_per_second(), Range::kNonNegative);
         !s.ok()) {
       return s;
+    }
+    if (e.has_window_queueing()) {  // absent in files fitted before the term (ParamsOf: 0)
+      if (auto s = CheckParameter(e.exchange(), "window_queueing", true, e.window_queueing(), Range::kShare);
+          !s.ok()) {
+        return s;
+      }
     }
     if (e.has_burst_share()) {  // absent in files fitted before the term (ParamsOf: 1)
       if (auto s = CheckParameter(e.exchange(), "burst_share", true, e.burst_share(), Range::kShare);
@@ -176,6 +182,7 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
     p.window_bytes = e.window_bytes().value();
     p.cpu_bytes_per_second = e.cpu_bytes_per_second().value();
     p.burst_share = e.has_burst_share() ? e.burst_share().value() : 1;  // before the term: the whole credit
+    p.window_queueing = e.has_window_queueing() ? e.window_queueing().value() : 0;  // before the term: none
     if (absl::Status s = ValidateParams(p); !s.ok()) return Invalid(e.exchange(), s.message());
     return p;
   }

@@ -18,6 +18,7 @@ double ExchangeParams::*MemberOf(const std::string& term) {
   if (term == "window_bytes") return &ExchangeParams::window_bytes;
   if (term == "cpu_bytes_per_second") return &ExchangeParams::cpu_bytes_per_second;
   if (term == "burst_share") return &ExchangeParams::burst_share;
+  if (term == "window_queueing") return &ExchangeParams::window_queueing;
   return nullptr;
 }
 
@@ -51,11 +52,9 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     cov.assign(e->log_covariance().begin(), e->log_covariance().end());
   } else {
     const std::pair<const char*, const proto::ModelParameter*> all[] = {
-        {"software_s", &e->software_s()},
-        {"efficiency", &e->efficiency()},
-        {"window_bytes", &e->window_bytes()},
-        {"cpu_bytes_per_second", &e->cpu_bytes_per_second()},
-        {"burst_share", &e->burst_share()}};
+        {"software_s", &e->software_s()},     {"efficiency", &e->efficiency()},
+        {"window_bytes", &e->window_bytes()}, {"cpu_bytes_per_second", &e->cpu_bytes_per_second()},
+        {"burst_share", &e->burst_share()},   {"window_queueing", &e->window_queueing()}};
     for (const auto& [name, p] : all) {
       if (p->at_bound() || !p->has_std_error() || p->value() <= 0) continue;
       terms.push_back(name);
@@ -84,7 +83,8 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     double span = 2 * kH;
     double up_value = 0;
     if ((member == &ExchangeParams::efficiency && up.efficiency > 1) ||
-        (member == &ExchangeParams::burst_share && up.burst_share > 1)) {
+        (member == &ExchangeParams::burst_share && up.burst_share > 1) ||
+        (member == &ExchangeParams::window_queueing && up.window_queueing > 1)) {
       up_value = value;
       span = kH;
     } else {

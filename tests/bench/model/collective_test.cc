@@ -83,6 +83,38 @@ TEST(CollectiveTest, BurstShareScalesTheRingsCredit) {
   }
 }
 
+TEST(CollectiveTest, WindowQueueingAddsTheOtherStreamsBurstsToEachRound) {
+  // ps-1, N = 4, S = 1 MB, eB = 5 MB/s, L = 10 ms, window 50 kB: the stalled-flow term 1 MB * 20 ms / 50 kB =
+  // 0.4 s; with a share q = 0.5 of the 3 other streams' bursts each round also waits 0.5 * 3 * 50 kB / 5 MB/s
+  // = 15 ms, 20 rounds: + 0.3 s = 0.5 * 3 * 1 MB / 5 MB/s.
+  ExchangeParams p{0, 0.5, 50e3, 0};
+  const Conditions c{4, 0, 1 * kMB, 10 * kMB, 10e-3};
+  EXPECT_EQ(p.window_queueing, 0);  // the default: none, as files fitted before the term
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, c)->window_s, 0.4, 1e-12);
+  p.window_queueing = 0.5;
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, c)->window_s, 0.4 + 0.3, 1e-12);
+  // ps-dedicated (K = 2): N streams into each server, flow S / K. ps-colocated: N - 1 remote streams, flow S
+  // / N.
+  Conditions k2 = c;
+  k2.servers = 2;
+  EXPECT_NEAR(PredictCollective(Topology::kPsDedicated, p, k2)->window_s, 0.2 + 0.5 * 3 * 0.5e6 / 5e6, 1e-12);
+  EXPECT_NEAR(PredictCollective(Topology::kPsColocated, p, c)->window_s, 0.1 + 0.5 * 2 * 0.25e6 / 5e6, 1e-12);
+  // One stream waits for no other; the ring's wire has no such term.
+  Conditions one = c;
+  one.nodes = 1;
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, one)->window_s, 0.4, 1e-12);
+  ExchangeParams ring = p;
+  ring.window_queueing = 0;
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->seconds,
+                   PredictCollective(Topology::kRing, ring, c)->seconds);
+  for (double bad : {-0.5, 2.0}) {
+    p.window_queueing = bad;
+    absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kPsOne, p, c);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find("window_queueing"), std::string::npos) << t.status();
+  }
+}
+
 TEST(CollectiveTest, CpuCeilingIsSharedByTheProcessesOfOneBox) {
   // Loopback (no link), ring N = 4 on a 2-core box: four ranks share two cores, so the busiest gets half of
   // its 1 GB/s: cpu_bytes 2*3/4 * 100 MB = 150 MB in 0.3 s, not 0.15 s. A cluster (box_cores 0) gets all.

@@ -93,6 +93,33 @@ TEST(FitTest, RecoversTheBurstShareWhereRunsHaveABurst) {
   EXPECT_TRUE(fit->burst_share.at_bound);
 }
 
+TEST(FitTest, RecoversTheWindowQueueingOfThePs) {
+  // ps-1 with a window that binds at 20 ms and a known queueing share 0.3: the fit gives it back; in runs
+  // without it (SyntheticRuns) it is none.
+  ExchangeParams truth = TruthFor(Topology::kPsOne);
+  truth.window_queueing = 0.3;
+  std::vector<MeasuredRun> runs;
+  for (const MeasuredRun& run : SyntheticRuns()) {
+    if (run.topology != Topology::kPsOne) continue;
+    runs.push_back({run.topology, run.conditions,
+                    PredictCollectiveUnchecked(Topology::kPsOne, truth, run.conditions).seconds});
+  }
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, runs);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->params.window_queueing, 0.3, 1e-3);
+  EXPECT_FALSE(fit->window_queueing.at_bound);
+  EXPECT_GE(fit->window_queueing.std_error, 0);
+  EXPECT_LT(fit->max_abs_rel_error, 1e-4);
+
+  fit = FitExchange(Topology::kPsOne, SyntheticRuns());
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->params.window_queueing, 0);
+  EXPECT_TRUE(fit->window_queueing.at_bound);
+  fit = FitExchange(Topology::kRing, SyntheticRuns());  // the ring has no such term
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->params.window_queueing, 0);
+}
+
 TEST(FitTest, NoFitIsFasterThanTheWire) {
   // Measured times 20 % under the model at efficiency 0.95: faster than the link could carry them.
   absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, SyntheticRuns(0.8));

@@ -81,6 +81,9 @@ TEST(ModelFileTest, RejectsWhatCannotBeTrusted) {
   ExpectRejected(
       [](proto::CostModelFile* f) { f->mutable_exchanges(0)->mutable_burst_share()->set_value(-0.2); },
       {"ring.burst_share", ">= 0"});
+  ExpectRejected(
+      [](proto::CostModelFile* f) { f->mutable_exchanges(1)->mutable_window_queueing()->set_value(1.5); },
+      {"ps-1.window_queueing", "[0, 1]"});
 }
 
 TEST(ModelFileTest, BurstShareIsReadAndAbsentMeansTheWholeCredit) {
@@ -97,6 +100,11 @@ TEST(ModelFileTest, BurstShareIsReadAndAbsentMeansTheWholeCredit) {
   ASSERT_TRUE(ring.ok()) << ring.status();
   EXPECT_EQ(ring->burst_share, 0.35);
   EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->burst_share, 1);
+  EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->window_queueing, 0);  // absent: none
+  file.mutable_exchanges(1)->mutable_window_queueing()->set_value(0.25);
+  parsed = ParseModelFile(*ModelFileJson(file), "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->window_queueing, 0.25);
 }
 
 TEST(ModelFileTest, ParseErrorsNameTheFile) {
