@@ -14,6 +14,13 @@ absl::Status NonNegativeFinite(const char* name, double value, const char* fix) 
   return absl::InvalidArgumentError(absl::StrCat(name, " must be finite and >= 0, got ", value, ": ", fix));
 }
 
+// A share in [0, 1] of `what`.
+absl::Status UnitShare(const char* name, double value, const char* what, const char* fix) {
+  if (std::isfinite(value) && value >= 0 && value <= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, " must be in [0, 1] (a share of ", what, "), got ", value, ": ", fix));
+}
+
 }  // namespace
 
 std::vector<Topology> AllTopologies() {
@@ -51,6 +58,31 @@ std::string BoundName(Bound bound) {
   return "link";
 }
 
+const std::vector<ParamTerm>& ParamTerms() {
+  static const auto* const kTerms =
+      new std::vector<ParamTerm>{{"software_s", &ExchangeParams::software_s},
+                                 {"efficiency", &ExchangeParams::efficiency},
+                                 {"window_bytes", &ExchangeParams::window_bytes},
+                                 {"cpu_bytes_per_second", &ExchangeParams::cpu_bytes_per_second},
+                                 {"burst_share", &ExchangeParams::burst_share},
+                                 {"window_queueing", &ExchangeParams::window_queueing}};
+  return *kTerms;
+}
+
+double ExchangeParams::*ParamMember(absl::string_view name) {
+  for (const ParamTerm& t : ParamTerms()) {
+    if (name == t.name) return t.member;
+  }
+  return nullptr;
+}
+
+const char* ParamName(double ExchangeParams::*member) {
+  for (const ParamTerm& t : ParamTerms()) {
+    if (member == t.member) return t.name;
+  }
+  return "";
+}
+
 absl::Status ValidateParams(const ExchangeParams& p) {
   const char* kRefit = "refit the model (//bench:calibrate) or fix the model file";
   if (auto s = NonNegativeFinite("software_s", p.software_s, kRefit); !s.ok()) return s;
@@ -59,16 +91,11 @@ absl::Status ValidateParams(const ExchangeParams& p) {
         "efficiency must be in (0, 1] (no exchange is faster than its link), got ", p.efficiency, ": ", kRefit));
   }
   if (auto s = NonNegativeFinite("window_bytes", p.window_bytes, kRefit); !s.ok()) return s;
-  if (!(std::isfinite(p.window_queueing) && p.window_queueing >= 0 && p.window_queueing <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("window_queueing must be in [0, 1] (a share of the other streams' bursts), got ",
-                     p.window_queueing, ": ", kRefit));
+  if (auto s = UnitShare("window_queueing", p.window_queueing, "the other streams' bursts", kRefit);
+      !s.ok()) {
+    return s;
   }
-  if (!(std::isfinite(p.burst_share) && p.burst_share >= 0 && p.burst_share <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("burst_share must be in [0, 1] (a share of the link's burst credit), got ",
-                     p.burst_share, ": ", kRefit));
-  }
+  if (auto s = UnitShare("burst_share", p.burst_share, "the link's burst credit", kRefit); !s.ok()) return s;
   return NonNegativeFinite("cpu_bytes_per_second", p.cpu_bytes_per_second, kRefit);
 }
 

@@ -56,6 +56,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace psring::bench::model {
 
@@ -86,9 +87,22 @@ struct ExchangeParams {
   // server's link, [0, 1]. Each of F streams into one server sends its window at once when the window opens;
   // the bursts queue behind each other, so a round takes 2L + q (F - 1) W / eB and the window term grows by
   // q (F - 1) flow_bytes / eB (PERFORMANCE.md 9.12: ps-1 at 12 ms takes its modelled time with one stream and
-  // 11-14 % more with two, on a link loaded to 61 %). 0: none (files before the term). The ring: no effect.
+  // 11-14 % more with two, on a link loaded to 61 %; 9.13). 0: none (files before the term). The ring: no
+  // effect.
   double window_queueing = 0;
 };
+
+// The fitted terms of ExchangeParams by the names the model file, its covariance and the reports use, in
+// this order: software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share, window_queueing.
+struct ParamTerm {
+  const char* name;
+  double ExchangeParams::*member;
+};
+const std::vector<ParamTerm>& ParamTerms();
+// The member `name` denotes; nullptr for an unknown name.
+double ExchangeParams::*ParamMember(absl::string_view name);
+// The name of a member of ParamTerms() ("" for another).
+const char* ParamName(double ExchangeParams::*member);
 
 // kInvalidArgument naming the parameter when one is negative, not finite, efficiency is outside (0, 1], or
 // burst_share or window_queueing outside [0, 1].

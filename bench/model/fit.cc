@@ -150,15 +150,15 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
   fit->covariance_terms.clear();
   fit->log_covariance.clear();
   for (size_t a = 0; a < p; ++a) {
-    fit->covariance_terms.push_back(free[a].first == &ExchangeParams::software_s     ? "software_s"
-                                    : free[a].first == &ExchangeParams::efficiency   ? "efficiency"
-                                    : free[a].first == &ExchangeParams::window_bytes ? "window_bytes"
-                                    : free[a].first == &ExchangeParams::burst_share  ? "burst_share"
-                                    : free[a].first == &ExchangeParams::window_queueing
-                                        ? "window_queueing"
-                                        : "cpu_bytes_per_second");
+    fit->covariance_terms.push_back(ParamName(free[a].first));
     for (size_t b = 0; b < p; ++b) fit->log_covariance.push_back(s2 * cov[a][b]);
   }
+}
+
+// A share in [0, 1] as fitted: held at a bound at 0 (none) or 1, and then exactly 1.
+ParameterFit ShareFit(double* value) {
+  *value = std::min(*value, 1.0);
+  return {*value, -1, *value == 0 || *value == 1};
 }
 
 // One fit with `forced` terms held off: grid, pattern search, standard errors and covariance.
@@ -239,9 +239,9 @@ namespace {
 ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& used, const Forced& forced) {
   const Search search{topology, &used, forced};
   // Coarse grid: efficiency 1 .. 0.02, window 1 KiB .. 1 GiB and CPU 1 MB/s .. 1 TB/s (factor 2 and
-  // 10^0.25 apart), each with "none"; the burst share none (0) and 1/32 .. 1 (factor 2), only where a run has
-  // a burst (it changes nothing elsewhere).
-  std::vector<double> efficiencies, windows = {kNone}, cpus = {kNone}, shares = {kNone}, queueings = {kNone};
+  // 10^0.25 apart), each with "none"; the burst share and the window queueing none (0) and 1/32 .. 1
+  // (factor 2), each only where it can act (elsewhere it changes nothing and stays none).
+  std::vector<double> efficiencies, windows = {kNone}, cpus = {kNone};
   for (int i = 0; i <= 40; ++i) efficiencies.push_back(std::log(0.02) * i / 40);
   for (int i = 10; i <= 30 && !forced.window; ++i) windows.push_back(i * std::log(2.0));
   for (int i = 0; i <= 24 && !forced.cpu; ++i) cpus.push_back(std::log(1e6) + i * 0.25 * std::log(10.0));
@@ -252,9 +252,13 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
     latency = latency || (run->conditions.latency_s > 0 && run->conditions.link_bytes_per_second > 0);
   }
   const bool ring = topology == Topology::kRing;
-  for (int i = 5; i >= 0 && ring && bursts && !forced.share; --i) shares.push_back(-i * std::log(2.0));
-  for (int i = 5; i >= 0 && !ring && latency && !forced.queueing; --i)
-    queueings.push_back(-i * std::log(2.0));
+  const auto share_grid = [](bool searched) {
+    std::vector<double> grid = {kNone};
+    for (int i = 5; i >= 0 && searched; --i) grid.push_back(-i * std::log(2.0));
+    return grid;
+  };
+  const std::vector<double> shares = share_grid(ring && bursts && !forced.share);
+  const std::vector<double> queueings = share_grid(!ring && latency && !forced.queueing);
   Theta best{};
   double best_cost = INFINITY, software_s = 0;
   for (double e : efficiencies) {
@@ -304,12 +308,9 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   fit.efficiency = {fit.params.efficiency, -1, fit.params.efficiency >= 1};
   fit.window_bytes = {fit.params.window_bytes, -1, fit.params.window_bytes == 0};
   fit.cpu_bytes_per_second = {fit.params.cpu_bytes_per_second, -1, fit.params.cpu_bytes_per_second == 0};
-  fit.burst_share = {fit.params.burst_share, -1, fit.params.burst_share == 0 || fit.params.burst_share >= 1};
   if (fit.efficiency.at_bound) fit.params.efficiency = fit.efficiency.value = 1;
-  if (fit.params.burst_share >= 1) fit.params.burst_share = fit.burst_share.value = 1;
-  fit.window_queueing = {fit.params.window_queueing, -1,
-                         fit.params.window_queueing == 0 || fit.params.window_queueing >= 1};
-  if (fit.params.window_queueing >= 1) fit.params.window_queueing = fit.window_queueing.value = 1;
+  fit.burst_share = ShareFit(&fit.params.burst_share);
+  fit.window_queueing = ShareFit(&fit.params.window_queueing);
   StandardErrors(topology, used, &fit);
   double rss = 0;
   for (double r : Residuals(topology, used, fit.params)) rss += r * r;

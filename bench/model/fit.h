@@ -12,9 +12,10 @@
 // (e.g. the window without latency) is fitted as none (0 in the file, at_bound) rather than guessed.
 //
 // Method: software_s has a closed form given the others (the model is linear in it); efficiency, window, CPU
-// ceiling and burst share are searched on a log grid (with "none" as a grid value), then refined by a pattern
-// search. Standard errors come from the residuals and the numeric Jacobian (linearised). A term the runs
-// cannot identify (kMaxRelativeStdError) is dropped and the rest refitted; the file records it as dropped.
+// ceiling, burst share and window queueing are searched on a log grid (with "none" as a grid value), then
+// refined by a pattern search. Standard errors come from the residuals and the numeric Jacobian (linearised).
+// A term the runs cannot identify (kMaxRelativeStdError) is dropped and the rest refitted; the file records
+// it as dropped.
 //
 //   std::vector<MeasuredRun> runs = ...;   // from the calibration sweep's result lines
 //   ASSIGN_OR_RETURN(proto::CostModelFile file, FitModel(runs, {"this-host", "2026-12-01", "sweep ..."}));

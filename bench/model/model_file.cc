@@ -53,8 +53,7 @@ absl::Status CheckCovariance(const proto::ExchangeModel& e) {
   const int n = e.covariance_terms_size();
   std::set<std::string> terms;
   for (const std::string& t : e.covariance_terms()) {
-    if (t != "software_s" && t != "efficiency" && t != "window_bytes" && t != "cpu_bytes_per_second" &&
-        t != "burst_share" && t != "window_queueing") {
+    if (ParamMember(t) == nullptr) {
       return Invalid(e.exchange(), absl::StrCat("covariance_terms: unknown term '", t, "'"));
     }
     if (!terms.insert(t).second) return Invalid(e.exchange(), absl::StrCat("covariance_terms: '", t, "' twice"));

@@ -11,17 +11,6 @@
 namespace psring::bench::model {
 namespace {
 
-// The member of ExchangeParams a covariance term names; nullptr for an unknown name.
-double ExchangeParams::*MemberOf(const std::string& term) {
-  if (term == "software_s") return &ExchangeParams::software_s;
-  if (term == "efficiency") return &ExchangeParams::efficiency;
-  if (term == "window_bytes") return &ExchangeParams::window_bytes;
-  if (term == "cpu_bytes_per_second") return &ExchangeParams::cpu_bytes_per_second;
-  if (term == "burst_share") return &ExchangeParams::burst_share;
-  if (term == "window_queueing") return &ExchangeParams::window_queueing;
-  return nullptr;
-}
-
 const proto::ExchangeModel* Find(const proto::CostModelFile& file, Topology topology) {
   for (const proto::ExchangeModel& e : file.exchanges()) {
     if (e.exchange() == TopologyName(topology)) return &e;
@@ -69,13 +58,13 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     }
   }
 
-  // d value / d log(theta_j) by central differences (one-sided where the efficiency or the burst share would
-  // pass 1).
+  // d value / d log(theta_j) by central differences (one-sided where the efficiency, the burst share or the
+  // window queueing would pass 1).
   const size_t n = terms.size();
   std::vector<double> gradient(n, 0);
   constexpr double kH = 1e-3;
   for (size_t j = 0; j < n; ++j) {
-    double ExchangeParams::*member = MemberOf(terms[j]);
+    double ExchangeParams::*member = ParamMember(terms[j]);
     if (member == nullptr || params.*member <= 0) continue;
     ExchangeParams up = params, down = params;
     up.*member *= std::exp(kH);

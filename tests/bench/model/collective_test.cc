@@ -115,6 +115,18 @@ TEST(CollectiveTest, WindowQueueingAddsTheOtherStreamsBurstsToEachRound) {
   }
 }
 
+TEST(CollectiveTest, ParamTermsNameEveryFittedMemberOnce) {
+  std::vector<std::string> names;
+  for (const ParamTerm& t : ParamTerms()) {
+    EXPECT_EQ(ParamMember(t.name), t.member) << t.name;
+    EXPECT_STREQ(ParamName(t.member), t.name);
+    names.push_back(t.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"software_s", "efficiency", "window_bytes",
+                                             "cpu_bytes_per_second", "burst_share", "window_queueing"}));
+  EXPECT_EQ(ParamMember("window"), nullptr);
+}
+
 TEST(CollectiveTest, CpuCeilingIsSharedByTheProcessesOfOneBox) {
   // Loopback (no link), ring N = 4 on a 2-core box: four ranks share two cores, so the busiest gets half of
   // its 1 GB/s: cpu_bytes 2*3/4 * 100 MB = 150 MB in 0.3 s, not 0.15 s. A cluster (box_cores 0) gets all.
