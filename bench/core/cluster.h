@@ -76,6 +76,10 @@ class Cluster {
   // Bytes every host's link has carried so far (index = host; sent, received). kFailedPrecondition where
   // the cluster has no per-host link counters.
   virtual absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> AllHostLinkBytes() const = 0;
+  // Each host's cumulative wait for a core so far, in microseconds (index = host; its cgroup's CPU pressure,
+  // bench/emulator/host_cgroups.h); empty where hosts have no such groups (real hosts, or a kernel without
+  // cgroup v2 PSI). Cheap enough to sample every 50 ms; thread-safe.
+  virtual std::vector<int64_t> HostStallMicros() const { return {}; }
   // The delay program's counters so far; kFailedPrecondition where latency_method() is not "nfqueue".
   virtual absl::StatusOr<DelayCounters> ReadDelayCounters() = 0;
 

@@ -145,6 +145,9 @@ struct RunRecord {
   double step_spread = 0;
   // The share of the window in which some runnable task waited for a core (PSI "some"; -1: unknown).
   double cpu_stall = -1;
+  // The worst emulated host's wait for a core as a share of the exchange time (its cgroup's PSI "some";
+  // bench/emulator/host_cgroups.h); -1: unknown (real hosts, or no per-host groups).
+  double host_stall = -1;
   // The measured steps' window on the wall clock (Unix seconds; 0: the workers did not say): earliest start
   // and latest end over the ranks.
   double measured_start_unix_s = 0;

@@ -227,6 +227,7 @@ absl::Status EmulatedCluster::Build() {
     RETURN_IF_ERROR(ShapeLink(br, port, i));
   }
   if (latency_method_ == "nfqueue") RETURN_IF_ERROR(StartDelayProgram());
+  host_cgroups_ = HostCgroups::Create(prefix, options_.hosts);
   return StartSwitchProbe();
 }
 
@@ -410,6 +411,10 @@ std::string EmulatedCluster::Describe() const {
     absl::StrAppend(&text, ", TCP ", tcp_congestion_,
                     options_.tcp_congestion.empty() ? " (the kernel's default)" : " (--tcp_congestion)");
   }
+  if (!host_cgroups_.available()) {
+    absl::StrAppend(&text, "; no per-host CPU groups (", host_cgroups_.reason(),
+                    "): the box's CPU pressure stands in for each host's");
+  }
   if (!options_.slow_host.empty()) {
     absl::StrAppend(&text, "; host ", options_.slow_host.substr(0, options_.slow_host.find(':')), "'s link ",
                     options_.slow_host.substr(options_.slow_host.find(':') + 1), " (--slow_host: a straggler's link; "
@@ -426,7 +431,7 @@ std::vector<std::string> EmulatedCluster::Command(int host, const std::vector<st
   if (!emulated_) return argv;
   std::vector<std::string> full = {Ip(), "netns", "exec", host_namespaces_.at(host)};
   full.insert(full.end(), argv.begin(), argv.end());
-  return full;
+  return host_cgroups_.Wrap(host, full);
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> EmulatedCluster::HostLinkBytes(int host) const {
@@ -602,6 +607,9 @@ absl::Status EmulatedCluster::Destroy() {
     if (first.ok()) first = deleted;
     created_.pop_back();
   }
+  // After the namespaces' processes were killed; a group whose last process is still exiting is left to the
+  // next cluster's sweep of leftovers (its name holds this pid), so it fails nothing here.
+  (void)host_cgroups_.Remove();
   return first;
 }
 

@@ -46,9 +46,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/socket.h"
 #include "bench/core/cluster.h"
 #include "bench/core/links.h"
+#include "bench/emulator/host_cgroups.h"
+#include "common/socket.h"
 #include "common/subprocess.h"
 
 namespace psring::bench {
@@ -98,7 +99,8 @@ class EmulatedCluster final : public Cluster {
   std::string HostAddress(int host) const override;
   // Namespace name of host i ("" on loopback).
   std::string HostNamespace(int host) const;
-  // argv that runs `argv` inside host i: {"ip", "netns", "exec", ns, argv...}, or argv itself on loopback.
+  // argv that runs `argv` inside host i: {"ip", "netns", "exec", ns, argv...} (behind a /bin/sh prefix that
+  // puts it in the host's cgroup, where there are groups), or argv itself on loopback.
   std::vector<std::string> Command(int host, const std::vector<std::string>& argv) const override;
 
   // Bytes host i's link has carried so far (sent, received), from the counters of its switch port (frames,
@@ -106,6 +108,10 @@ class EmulatedCluster final : public Cluster {
   absl::StatusOr<std::pair<int64_t, int64_t>> HostLinkBytes(int host) const;
   // The same for every host at once (index = host): one read of a file, cheap enough to sample often.
   absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> AllHostLinkBytes() const override;
+  // Each host's CPU stall from its cgroup (host_cgroups.h); empty without groups.
+  std::vector<int64_t> HostStallMicros() const override { return host_cgroups_.StallMicros(); }
+  // Why the hosts have no cgroups ("" when they have; Describe() says it too).
+  const std::string& host_cgroups_reason() const { return host_cgroups_.reason(); }
 
   // Sends `bytes` over one TCP connection from host `from` to host `to` and returns the receiver's goodput in
   // bytes per second over the last three quarters (a check that the hosts reach each other, and of the shaped
@@ -156,6 +162,7 @@ class EmulatedCluster final : public Cluster {
   std::string bridge_namespace_;
   std::vector<std::string> host_namespaces_;
   std::vector<std::string> created_;  // namespaces created so far, deleted in reverse
+  HostCgroups host_cgroups_;  // one CPU-pressure group per host (none on loopback or without cgroup v2)
 };
 
 }  // namespace psring::bench

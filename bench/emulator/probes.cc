@@ -11,9 +11,9 @@
 
 namespace psring::bench {
 
-
-RunSampler::RunSampler(std::function<std::vector<int64_t>()> counters, absl::Duration interval)
-    : counters_(std::move(counters)), interval_(interval) {
+RunSampler::RunSampler(std::function<std::vector<int64_t>()> counters, absl::Duration interval,
+                       std::function<std::vector<int64_t>()> host_stalls)
+    : counters_(std::move(counters)), interval_(interval), host_stalls_(std::move(host_stalls)) {
   TakeSample();
   thread_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(interval_)) TakeSample();
@@ -32,7 +32,8 @@ void RunSampler::Stop() {
 void RunSampler::TakeSample() {
   const HostCpuReading reading = ReadHostCpu();
   if (!reading.has_cpu) return;  // no /proc (then BusyFraction says -1: unknown)
-  Sample sample{reading.time, reading.cpu, reading.stall_us, counters_ ? counters_() : std::vector<int64_t>()};
+  Sample sample{reading.time, reading.cpu, reading.stall_us, counters_ ? counters_() : std::vector<int64_t>(),
+                host_stalls_ ? host_stalls_() : std::vector<int64_t>()};
   absl::MutexLock lock(&mu_);
   samples_.push_back(std::move(sample));
 }
@@ -70,27 +71,6 @@ std::vector<int64_t> RunSampler::CounterDeltas(absl::Time from, absl::Time to) c
   return deltas;
 }
 
-double RunSampler::CpuBoundShare(absl::Time from, absl::Time to, double counter_rate) const {
-  if (!(counter_rate > 0)) return -1;
-  absl::MutexLock lock(&mu_);
-  const auto [first, last] = Window(from, to);
-  if (first == nullptr) return -1;
-  double total = 0, bound = 0;
-  for (const Sample* a = first; a != last; ++a) {
-    const Sample* b = a + 1;
-    const double dt = absl::ToDoubleSeconds(b->time - a->time);
-    if (dt <= 0) continue;
-    total += dt;
-    int64_t busiest = 0;
-    for (size_t i = 0; i < a->counters.size() && i < b->counters.size(); ++i) {
-      busiest = std::max(busiest, b->counters[i] - a->counters[i]);
-    }
-    const double cpu = bench::BusyFraction(a->cpu, b->cpu);
-    if (cpu >= kSaturatedCpu && busiest < kLinkUsed * counter_rate * dt) bound += dt;
-  }
-  return total > 0 ? bound / total : -1;
-}
-
 double RunSampler::StallFraction(absl::Time from, absl::Time to) const {
   absl::MutexLock lock(&mu_);
   const auto [first, last] = Window(from, to);
@@ -100,26 +80,41 @@ double RunSampler::StallFraction(absl::Time from, absl::Time to) const {
   return std::clamp(static_cast<double>(last->stall_us - first->stall_us) / window_us, 0.0, 1.0);
 }
 
+HostStall RunSampler::WorstHostStall(absl::Time from, absl::Time to) const {
+  absl::MutexLock lock(&mu_);
+  const auto [first, last] = Window(from, to);
+  HostStall worst;
+  if (first == nullptr || first->host_stall_us.empty() ||
+      first->host_stall_us.size() != last->host_stall_us.size()) {
+    return worst;
+  }
+  for (size_t h = 0; h < first->host_stall_us.size(); ++h) {
+    const double seconds = std::max<int64_t>(0, last->host_stall_us[h] - first->host_stall_us[h]) / 1e6;
+    if (seconds > worst.seconds) worst = {static_cast<int>(h), seconds};
+  }
+  return worst;
+}
+
 BoundVerdict ClassifyRun(const BoundInputs& in) {
   BoundVerdict v;
   const double allowed = std::clamp(in.link_allowed, 0.01, 1.0);
   const double idle_below = kLinkUsed * allowed;  // the link use below which the box is suspected
   const std::string of_allowed =
       allowed < 1 ? absl::StrFormat(" (the network alone allows %.0f%%)", 100 * allowed) : std::string();
-  if (in.box_cpu >= kSaturatedCpu && in.link_util >= 0 && in.link_util < idle_below) {
-    v.emulator_bound = true;
-    v.reason = absl::StrFormat("box CPU %.0f%% busy while the busiest link carried data %.0f%% of the exchange time%s",
-                               100 * in.box_cpu, 100 * in.link_util, of_allowed);
-  } else if (in.cpu_bound_share >= kBoundShare) {
-    v.emulator_bound = true;
-    v.reason = absl::StrFormat("box CPU >= %.0f%% busy with every link under %.0f%% for %.0f%% of the measured time",
-                               100 * kSaturatedCpu, 100 * kLinkUsed, 100 * in.cpu_bound_share);
-  }
-  if (!v.emulator_bound && in.cpu_stall >= kMaxCpuStall && in.link_util >= 0 && in.link_util < idle_below) {
+  const bool link_short = in.link_util >= 0 && in.link_util < idle_below;
+  if (in.host_stall >= 0) {
+    if (in.host_stall >= kMaxCpuStall && link_short) {
+      v.emulator_bound = true;
+      v.reason = absl::StrFormat(
+          "host %d's tasks waited for a core %.0f%% of the exchange time while the busiest link carried data "
+          "%.0f%% of it%s",
+          in.stalled_host, 100 * in.host_stall, 100 * in.link_util, of_allowed);
+    }
+  } else if (in.cpu_stall >= kMaxCpuStall && link_short) {
     v.emulator_bound = true;
     v.reason = absl::StrFormat(
-        "runnable tasks waited for a core %.0f%% of the measured time while the busiest link carried data %.0f%% "
-        "of the exchange time%s",
+        "runnable tasks waited for a core %.0f%% of the measured time (the box's CPU pressure: no per-host "
+        "groups) while the busiest link carried data %.0f%% of the exchange time%s",
         100 * in.cpu_stall, 100 * in.link_util, of_allowed);
   }
   if (in.delayed_packets > 0 &&

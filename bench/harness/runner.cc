@@ -203,7 +203,8 @@ class Runner::Impl {
     const std::vector<ProcessSpec> specs = Specs(plugin, context, budget, *record, timeline_stem);
     const LinkCounters counters(cluster_);
     ASSIGN_OR_RETURN(const DelayCounters delay_before, DelayCountersNow());
-    RunSampler sampler([this] { return LinkByteCounters(*cluster_); });
+    RunSampler sampler([this] { return LinkByteCounters(*cluster_); }, kSampleInterval,
+                       [this] { return cluster_->HostStallMicros(); });
     const absl::Time job_start = absl::Now();
     ASSIGN_OR_RETURN(const std::vector<ProcessResult> results, Launch(specs, budget));
     sampler.Stop();
@@ -268,12 +269,21 @@ class Runner::Impl {
       in.link_allowed = o_.network_link_share(*record, link, cluster_->latency_seconds());
     }
     // A window of a few sample intervals says nothing about the CPU (a one-node exchange is a memory copy of
-    // a millisecond): only the delay program's lateness can mark such a run.
-    if (to - from >= 5 * kSampleInterval) {
-      in.box_cpu = record->box_cpu;
+    // a millisecond): only the delay program's lateness can mark such a run. Real hosts' CPUs are what the
+    // run measures, so only the shared box's hosts are checked for waiting on cores.
+    if (shared_box && to - from >= 5 * kSampleInterval) {
       in.link_util = record->link_util;
-      if (shared_box) in.cpu_bound_share = sampler.CpuBoundShare(from, to, link * std::clamp(in.link_allowed, 0.01, 1.0));
       in.cpu_stall = record->cpu_stall;
+      const HostStall worst = sampler.WorstHostStall(from, to);
+      const double exchange_time =
+          std::min(absl::ToDoubleSeconds(to - from), record->steps * record->exchange_s);
+      if (worst.host >= 0 && exchange_time > 0) {
+        // As a share of the exchange time: replayed compute phases are timed waits, in which no host waits
+        // for a core, so the share of the whole window would hide a CPU-bound exchange phase.
+        in.host_stall = std::min(1.0, worst.seconds / exchange_time);
+        in.stalled_host = worst.host;
+        record->host_stall = in.host_stall;
+      }
     }
     in.delayed_packets = after.packets - before.packets;
     in.late_packets = after.late_over_1ms - before.late_over_1ms;

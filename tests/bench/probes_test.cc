@@ -24,84 +24,102 @@ TEST(ProbesTest, BusyFractionBetweenReadings) {
   EXPECT_DOUBLE_EQ(BusyFraction({100, 1000}, {100, 1000}), -1);  // no time passed
 }
 
-TEST(ProbesTest, ABusyBoxWithAnIdleLinkIsEmulatorBound) {
-  BoundVerdict v = ClassifyRun({0.97, 0.55, 0, 0});
-  EXPECT_TRUE(v.emulator_bound);
-  EXPECT_NE(v.reason.find("97%"), std::string::npos) << v.reason;
-  EXPECT_NE(v.reason.find("55%"), std::string::npos) << v.reason;
+BoundInputs Stalled(double host_stall, double link_util) {
+  BoundInputs in;
+  in.host_stall = host_stall;
+  in.stalled_host = 3;
+  in.link_util = link_util;
+  return in;
 }
 
-TEST(ProbesTest, AFullLinkOrASpareCoreIsTheNetwork) {
-  EXPECT_FALSE(ClassifyRun({0.99, 0.93, 0, 0}).emulator_bound);  // link-bound, however busy the box
-  EXPECT_FALSE(ClassifyRun({0.60, 0.20, 0, 0}).emulator_bound);  // latency-bound: CPU to spare
-  EXPECT_FALSE(ClassifyRun({-1, 0.20, 0, 0}).emulator_bound);    // unknown CPU: no verdict
-  EXPECT_FALSE(ClassifyRun({0.95, -1, 0, 0}).emulator_bound);    // unknown link: no verdict
+// Rule (d): a host that waited for a core >= 10 % of the exchange time with the busiest link under 80 % of
+// what the network allows marks the run; a full link is the network's, however long the host waited.
+TEST(ProbesTest, AHostWaitingForACoreWithAnIdleLinkIsEmulatorBound) {
+  const BoundVerdict v = ClassifyRun(Stalled(0.37, 0.55));
+  EXPECT_TRUE(v.emulator_bound);
+  EXPECT_NE(v.reason.find("host 3's tasks waited for a core 37%"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("55%"), std::string::npos) << v.reason;
   // At the thresholds themselves.
-  EXPECT_TRUE(ClassifyRun({kSaturatedCpu, kLinkUsed - 0.01, 0, 0}).emulator_bound);
-  EXPECT_FALSE(ClassifyRun({kSaturatedCpu - 0.01, 0.1, 0, 0}).emulator_bound);
-  EXPECT_FALSE(ClassifyRun({0.99, kLinkUsed, 0, 0}).emulator_bound);
+  EXPECT_TRUE(ClassifyRun(Stalled(kMaxCpuStall, kLinkUsed - 0.01)).emulator_bound);
+  EXPECT_FALSE(ClassifyRun(Stalled(kMaxCpuStall - 0.01, 0.1)).emulator_bound);
+  EXPECT_FALSE(ClassifyRun(Stalled(0.9, kLinkUsed)).emulator_bound);  // link-bound, however long it waited
+  EXPECT_FALSE(ClassifyRun(Stalled(0.9, -1)).emulator_bound);         // unknown link: no verdict
+}
+
+// How busy the box was marks nothing by itself: the old rules (a) and (b) are gone. A host that never waited
+// ran as it would have on a core of its own, and a box without the per-host figure uses its own pressure.
+TEST(ProbesTest, ABusyBoxWhoseHostsNeverWaitedIsNotBound) {
+  EXPECT_FALSE(ClassifyRun(Stalled(0.0, 0.2)).emulator_bound);
+  // Per-host stall known and low: the box's pressure (some other task waited, e.g. the runner) is ignored.
+  BoundInputs in = Stalled(0.02, 0.3);
+  in.cpu_stall = 0.6;
+  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
+  // Per-host stall unknown (no groups): the box's pressure stands in, and the reason says so.
+  in.host_stall = -1;
+  const BoundVerdict v = ClassifyRun(in);
+  EXPECT_TRUE(v.emulator_bound);
+  EXPECT_NE(v.reason.find("waited for a core 60%"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("no per-host groups"), std::string::npos) << v.reason;
+  in.cpu_stall = kMaxCpuStall - 0.01;
+  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
+  in.cpu_stall = -1;  // a kernel without PSI: unknown, no verdict from it
+  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
 }
 
 TEST(ProbesTest, AnIdleLinkTheNetworkExplainsIsNotTheBox) {
   // A window-bound PS at 20 ms: the model's own window and latency let the link be busy 40 % of the time. A
-  // run that used it 38 % with a stalled box is the network's doing (38 >= 0.8 x 40); one that used 20 % is not.
-  BoundInputs window_bound{0.97, 0.38, 0, 0, -1, 0.30};
+  // run that used it 38 % while a host waited is the network's doing (38 >= 0.8 x 40); one that used 20 % is
+  // not.
+  BoundInputs window_bound = Stalled(0.30, 0.38);
   window_bound.link_allowed = 0.40;
   EXPECT_FALSE(ClassifyRun(window_bound).emulator_bound);
   window_bound.link_util = 0.20;
   const BoundVerdict v = ClassifyRun(window_bound);
   EXPECT_TRUE(v.emulator_bound);
   EXPECT_NE(v.reason.find("the network alone allows 40%"), std::string::npos) << v.reason;
-  // Rule (d) alike: stall with the link at what the network allows.
-  BoundInputs stalled{0.5, 0.35, 0, 0, -1, 0.5};
-  stalled.link_allowed = 0.40;
-  EXPECT_FALSE(ClassifyRun(stalled).emulator_bound);
-  stalled.link_allowed = 1;
-  EXPECT_TRUE(ClassifyRun(stalled).emulator_bound);
-  // The delay program's lateness (the emulator's own invariant) marks a run whatever the network allows.
-  BoundInputs late{0.5, 0.35, 1000, 50, -1, 0};
+  // The delay program's lateness (the links' invariant) marks a run whatever the network allows.
+  BoundInputs late = Stalled(0, 0.35);
+  late.delayed_packets = 1000;
+  late.late_packets = 50;
   late.link_allowed = 0.3;
   EXPECT_TRUE(ClassifyRun(late).emulator_bound);
 }
 
-TEST(ProbesTest, ACpuBoundShareOfTheWindowMakesARunEmulatorBound) {
-  // The mean CPU and link of the whole window look fine; a quarter of it was CPU-bound.
-  BoundVerdict v = ClassifyRun({0.7, 0.95, 0, 0, kBoundShare});
-  EXPECT_TRUE(v.emulator_bound);
-  EXPECT_NE(v.reason.find("25%"), std::string::npos) << v.reason;
-  EXPECT_FALSE(ClassifyRun({0.7, 0.95, 0, 0, kBoundShare - 0.01}).emulator_bound);
-  EXPECT_FALSE(ClassifyRun({0.7, 0.95, 0, 0, -1}).emulator_bound);
-}
-
 TEST(ProbesTest, LateDelayedPacketsMakeARunEmulatorBound) {
-  EXPECT_TRUE(ClassifyRun({0.5, 0.95, 1000, 10}).emulator_bound);  // 1 %
-  EXPECT_FALSE(ClassifyRun({0.5, 0.95, 1000, 9}).emulator_bound);
-  BoundVerdict both = ClassifyRun({0.99, 0.1, 1000, 500});
-  EXPECT_TRUE(both.emulator_bound);
-  EXPECT_NE(both.reason.find("; "), std::string::npos) << both.reason;
+  BoundInputs in = Stalled(0, 0.95);
+  in.delayed_packets = 1000;
+  in.late_packets = 10;  // 1 %
+  EXPECT_TRUE(ClassifyRun(in).emulator_bound);
+  in.late_packets = 9;
+  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
+  BoundInputs both = Stalled(0.5, 0.1);
+  both.delayed_packets = 1000;
+  both.late_packets = 500;
+  const BoundVerdict v = ClassifyRun(both);
+  EXPECT_TRUE(v.emulator_bound);
+  EXPECT_NE(v.reason.find("; "), std::string::npos) << v.reason;
 }
 
-// A counter that stands still: every interval's link use is 0, so the CPU-bound share is the share of the
-// window in which the box's cores were >= 90 % busy. Busy-looping both cores' worth is not possible on a
-// loaded test machine, so only the bounds and the units are checked: 0..1, -1 without a rate.
-TEST(ProbesTest, CpuBoundShareIsAShareOfTheWindow) {
-  RunSampler sampler([] { return std::vector<int64_t>{0}; }, absl::Milliseconds(5));
+// The worst host over a window: the largest growth of the per-host counters between the samples bounding it.
+TEST(ProbesTest, WorstHostStallIsTheLargestGrowthOverTheWindow) {
+  std::atomic<int64_t> tick{0};
+  RunSampler sampler({}, absl::Milliseconds(5), [&] {
+    const int64_t t = tick++;
+    return std::vector<int64_t>{100 * t, 1000 * t, 10};  // host 1 waits 1 ms a sample, host 2 never
+  });
   const absl::Time start = absl::Now();
   absl::SleepFor(absl::Milliseconds(40));
   const absl::Time end = absl::Now();
   sampler.Stop();
-  const double share = sampler.CpuBoundShare(start, end, 1e6);
-  EXPECT_GE(share, 0);
-  EXPECT_LE(share, 1);
-  EXPECT_EQ(sampler.CpuBoundShare(start, end, 0), -1);
-  // With a counter that grows faster than 80 % of the rate in every interval, no interval is CPU-bound.
-  std::atomic<int64_t> bytes{0};
-  RunSampler busy_link([&] { return std::vector<int64_t>{bytes += 1000000}; }, absl::Milliseconds(5));
-  const absl::Time s2 = absl::Now();
-  absl::SleepFor(absl::Milliseconds(40));
-  const absl::Time e2 = absl::Now();
-  busy_link.Stop();
-  EXPECT_EQ(busy_link.CpuBoundShare(s2, e2, 1000), 0);  // 1 MB per interval against a 1 kB/s link
+  const HostStall worst = sampler.WorstHostStall(start, end);
+  EXPECT_EQ(worst.host, 1);
+  EXPECT_GT(worst.seconds, 0.001);  // at least two samples' growth
+  EXPECT_LT(worst.seconds, 1.0);
+  // Without per-host counters: unknown.
+  RunSampler none([] { return std::vector<int64_t>{0}; }, absl::Milliseconds(5));
+  absl::SleepFor(absl::Milliseconds(20));
+  none.Stop();
+  EXPECT_EQ(none.WorstHostStall(start, absl::Now()).host, -1);
 }
 
 TEST(ProbesTest, ParsesCpuPressure) {
@@ -114,29 +132,6 @@ TEST(ProbesTest, ParsesCpuPressure) {
   EXPECT_FALSE(ParseCpuPressureTotal("").ok());
   EXPECT_FALSE(ParseCpuPressureTotal("full avg10=0.00 total=7\n").ok());  // only the "some" line counts
   EXPECT_FALSE(ParseCpuPressureTotal("some avg10=1.0 total=x\n").ok());
-}
-
-// Rule (d): CPU pressure >= 10 % with the busiest link under 80 % marks a run whatever the busy share says;
-// a full link is the network's, however much tasks waited (gRPC's threads wake in bursts: a co-located PS run
-// at 95 % of its link showed 23 % stall on this box).
-TEST(ProbesTest, CpuPressureWithAnUnderusedLinkMakesARunEmulatorBound) {
-  BoundInputs in{0.70, 0.60, 0, 0, 0.0};
-  in.cpu_stall = kMaxCpuStall;
-  const BoundVerdict v = ClassifyRun(in);
-  EXPECT_TRUE(v.emulator_bound);
-  EXPECT_NE(v.reason.find("waited for a core 10%"), std::string::npos) << v.reason;
-  in.cpu_stall = kMaxCpuStall - 0.01;
-  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
-  in.cpu_stall = 0.23;
-  in.link_util = 0.95;  // link-bound
-  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
-  in.link_util = kLinkUsed - 0.01;
-  EXPECT_TRUE(ClassifyRun(in).emulator_bound);
-  in.link_util = -1;  // unknown link: no verdict
-  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
-  in.link_util = 0.5;
-  in.cpu_stall = -1;  // a kernel without PSI: unknown, no verdict from it
-  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
 }
 
 TEST(ProbesTest, SamplerReadsCountersOverAWindow) {
