@@ -138,12 +138,15 @@ absl::StatusOr<StragglerCrossoverMap> StragglerLinkMap(const proto::CostModelFil
         }
         // The interval is the exchange model's (its fitted parameters' covariance and scatter); the injected
         // distribution is known, and the simulation's draws are seeded, so the gradient is not noise.
-        ASSIGN_OR_RETURN(
-            const PredictionInterval interval,
-            IntervalOf(model, map.topologies[i], [&](const ExchangeParams& p) -> absl::StatusOr<double> {
-              ASSIGN_OR_RETURN(const StragglerStep step, PredictStragglerStep(map.topologies[i], p, c, shape, s));
-              return backup ? step.cluster_step_s : step.step_s;
-            }));
+        ASSIGN_OR_RETURN(const PredictionInterval interval,
+                         IntervalOf(
+                             model, map.topologies[i],
+                             [&](const ExchangeParams& p) -> absl::StatusOr<double> {
+                               ASSIGN_OR_RETURN(const StragglerStep step,
+                                                PredictStragglerStep(map.topologies[i], p, c, shape, s));
+                               return backup ? step.cluster_step_s : step.step_s;
+                             },
+                             !(c.link_bytes_per_second > 0)));
         cell.step_s.push_back(interval.value);
         intervals.push_back(interval);
         cell.extrapolation =

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/model/model_file.h"
 #include "bench/model/validate.h"
+#include "common/status_macros.h"
 
 namespace psring::bench::model {
 namespace {
@@ -31,6 +32,7 @@ struct Search {
   Topology topology;
   const std::vector<const MeasuredRun*>* runs;
   Forced forced;
+  const std::vector<double>* weights;  // per run (RunWeights), the same length as runs
 
   ExchangeParams ParamsAt(const Theta& log_theta, double software_s) const {
     ExchangeParams p;
@@ -48,20 +50,25 @@ struct Search {
     ExchangeParams p = ParamsAt(log_theta, 0);
     double smm = 0, smr = 0;
     std::vector<std::pair<double, double>> rows;  // (rest / T, messages / T)
-    for (const MeasuredRun* run : *runs) {
+    for (size_t i = 0; i < runs->size(); ++i) {
+      const MeasuredRun* run = (*runs)[i];
+      const double w = (*weights)[i];
       const double rest = PredictCollectiveUnchecked(topology, p, run->conditions).seconds / run->seconds;
       const double m = CountsOf(topology, run->conditions.nodes,
                                 ServersOf(topology, run->conditions.nodes, run->conditions.servers),
                                 run->conditions.bytes)
                            .messages /
                        run->seconds;
-      smm += m * m;
-      smr += m * (1 - rest);
+      smm += w * m * m;
+      smr += w * m * (1 - rest);
       rows.push_back({rest, m});
     }
     *software_s = smm > 0 && !forced.software ? std::max(0.0, smr / smm) : 0;
     double cost = 0;
-    for (auto [rest, m] : rows) cost += (rest + m * *software_s - 1) * (rest + m * *software_s - 1);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto [rest, m] = rows[i];
+      cost += (*weights)[i] * (rest + m * *software_s - 1) * (rest + m * *software_s - 1);
+    }
     return cost;
   }
 };
@@ -107,10 +114,11 @@ bool Invert(std::vector<std::vector<double>> a, std::vector<std::vector<double>>
   return true;
 }
 
-// Standard errors of the parameters not held at a bound: s^2 (J^T J)^-1 with s^2 = RSS / (n - p) and J the
-// Jacobian of the relative residuals (central differences). A parameter that moves no residual (it never
-// binds) makes J^T J singular: then nothing is determined.
-void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& runs, ExchangeFit* fit) {
+// Standard errors of the parameters not held at a bound: s^2 (J^T W J)^-1 with s^2 = sum w r^2 / (n - p), J
+// the Jacobian of the relative residuals (central differences) and W the runs' weights (RunWeights). A
+// parameter that moves no residual (it never binds) makes J^T W J singular: then nothing is determined.
+void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& runs,
+                    const std::vector<double>& weights, ExchangeFit* fit) {
   std::vector<std::pair<double ExchangeParams::*, ParameterFit*>> free;
   auto add = [&](double ExchangeParams::*member, ParameterFit* parameter) {
     if (!parameter->at_bound) free.push_back({member, parameter});
@@ -136,12 +144,13 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
   std::vector<std::vector<double>> jtj(p, std::vector<double>(p, 0)), cov;
   for (size_t a = 0; a < p; ++a) {
     for (size_t b = 0; b < p; ++b) {
-      for (size_t i = 0; i < n; ++i) jtj[a][b] += jacobian[a][i] * jacobian[b][i];
+      for (size_t i = 0; i < n; ++i) jtj[a][b] += weights[i] * jacobian[a][i] * jacobian[b][i];
     }
   }
   if (!Invert(jtj, &cov)) return;
   double rss = 0;
-  for (double r : Residuals(topology, runs, fit->params)) rss += r * r;
+  const std::vector<double> residuals = Residuals(topology, runs, fit->params);
+  for (size_t i = 0; i < n; ++i) rss += weights[i] * residuals[i] * residuals[i];
   const double s2 = rss / (n - p);
   for (size_t j = 0; j < p; ++j) {
     if (cov[j][j] >= 0) free[j].second->std_error = free[j].second->value * std::sqrt(s2 * cov[j][j]);
@@ -162,7 +171,29 @@ ParameterFit ShareFit(double* value) {
 }
 
 // One fit with `forced` terms held off: grid, pattern search, standard errors and covariance.
-ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& used, const Forced& forced);
+ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& used,
+                    const std::vector<double>& weights, const Forced& forced);
+
+// A run over an unlimited link (loopback): CPU-bound on the shared box, its own noise regime.
+bool Unshaped(const MeasuredRun& run) { return !(run.conditions.link_bytes_per_second > 0); }
+
+// The relative residuals' standard deviation over the shaped runs and over the unshaped ones (-1 where a
+// regime has fewer than kMinRegimeRuns runs), each sqrt(sum r^2 / n_regime x n / (n - p)).
+std::pair<double, double> ScatterByRegime(Topology topology, const std::vector<const MeasuredRun*>& used,
+                                          const ExchangeFit& fit) {
+  const std::vector<double> r = Residuals(topology, used, fit.params);
+  double sum[2] = {0, 0};
+  int count[2] = {0, 0};
+  for (size_t i = 0; i < used.size(); ++i) {
+    const int k = Unshaped(*used[i]) ? 1 : 0;
+    sum[k] += r[i] * r[i];
+    ++count[k];
+  }
+  const double n = static_cast<double>(used.size()), p = static_cast<double>(fit.covariance_terms.size());
+  const double dof = n > p ? n / (n - p) : 1;
+  const auto sd = [&](int k) { return count[k] >= kMinRegimeRuns ? std::sqrt(sum[k] / count[k] * dof) : -1; };
+  return {sd(0), sd(1)};
+}
 
 }  // namespace
 
@@ -198,46 +229,67 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
   // Fit, then drop the least identified term while one is unidentified (relative standard error above
   // kMaxRelativeStdError, or none at all), refitting the rest each time. The efficiency is never dropped (a
   // rate-limited run always needs it).
-  Forced forced;
-  std::vector<std::pair<ParameterFit ExchangeFit::*, ParameterFit>> dropped;
-  for (;;) {
-    ExchangeFit fit = FitWith(topology, used, forced);
-    ParameterFit ExchangeFit::*worst = nullptr;
-    double worst_rse = kMaxRelativeStdError;
-    for (ParameterFit ExchangeFit::*term :
-         {&ExchangeFit::software_s, &ExchangeFit::window_bytes, &ExchangeFit::cpu_bytes_per_second,
-          &ExchangeFit::burst_share, &ExchangeFit::window_queueing}) {
-      const ParameterFit& t = fit.*term;
-      if (t.at_bound) continue;
-      const double rse = t.std_error >= 0 && t.value > 0 ? t.std_error / t.value : INFINITY;
-      if (rse > worst_rse) worst = term, worst_rse = rse;
-    }
-    if (worst == nullptr) {
-      for (const auto& [term, before] : dropped) {
-        ParameterFit& t = fit.*term;
-        t.dropped = true;
-        t.dropped_value = before.value;
-        t.dropped_std_error = before.std_error;
+  const auto fit_with_drops = [&](const std::vector<double>& weights) -> absl::StatusOr<ExchangeFit> {
+    Forced forced;
+    std::vector<std::pair<ParameterFit ExchangeFit::*, ParameterFit>> dropped;
+    for (;;) {
+      ExchangeFit fit = FitWith(topology, used, weights, forced);
+      ParameterFit ExchangeFit::*worst = nullptr;
+      double worst_rse = kMaxRelativeStdError;
+      for (ParameterFit ExchangeFit::*term :
+           {&ExchangeFit::software_s, &ExchangeFit::window_bytes, &ExchangeFit::cpu_bytes_per_second,
+            &ExchangeFit::burst_share, &ExchangeFit::window_queueing}) {
+        const ParameterFit& t = fit.*term;
+        if (t.at_bound) continue;
+        const double rse = t.std_error >= 0 && t.value > 0 ? t.std_error / t.value : INFINITY;
+        if (rse > worst_rse) worst = term, worst_rse = rse;
       }
-      absl::StatusOr<ErrorSummary> errors = SummarizeErrors(Residuals(topology, used, fit.params));
-      if (!errors.ok()) return errors.status();
-      fit.median_abs_rel_error = errors->median_abs;
-      fit.max_abs_rel_error = errors->max_abs;
-      return fit;
+      if (worst == nullptr) {
+        for (const auto& [term, before] : dropped) {
+          ParameterFit& t = fit.*term;
+          t.dropped = true;
+          t.dropped_value = before.value;
+          t.dropped_std_error = before.std_error;
+        }
+        absl::StatusOr<ErrorSummary> errors = SummarizeErrors(Residuals(topology, used, fit.params));
+        if (!errors.ok()) return errors.status();
+        fit.median_abs_rel_error = errors->median_abs;
+        fit.max_abs_rel_error = errors->max_abs;
+        return fit;
+      }
+      dropped.push_back({worst, fit.*worst});
+      if (worst == &ExchangeFit::software_s) forced.software = true;
+      if (worst == &ExchangeFit::window_bytes) forced.window = true;
+      if (worst == &ExchangeFit::cpu_bytes_per_second) forced.cpu = true;
+      if (worst == &ExchangeFit::burst_share) forced.share = true;
+      if (worst == &ExchangeFit::window_queueing) forced.queueing = true;
     }
-    dropped.push_back({worst, fit.*worst});
-    if (worst == &ExchangeFit::software_s) forced.software = true;
-    if (worst == &ExchangeFit::window_bytes) forced.window = true;
-    if (worst == &ExchangeFit::cpu_bytes_per_second) forced.cpu = true;
-    if (worst == &ExchangeFit::burst_share) forced.share = true;
-    if (worst == &ExchangeFit::window_queueing) forced.queueing = true;
+  };
+  // Two noise regimes: runs over shaped links (the network: a few per cent) and loopback runs (CPU-bound on
+  // the shared cores: tens of per cent on 2 cores). One unweighted fit estimates each regime's scatter; the
+  // final fit weighs every run by 1 / its regime's variance (relative to the shaped runs'), so the loopback
+  // runs' noise neither drowns the network terms' standard errors nor widens the intervals of shaped
+  // predictions (PERFORMANCE.md 9.14). With one regime only, the weights are 1 and the fit is the plain one.
+  std::vector<double> weights(used.size(), 1.0);
+  ASSIGN_OR_RETURN(ExchangeFit fit, fit_with_drops(weights));
+  const auto [shaped_sd, unshaped_sd] = ScatterByRegime(topology, used, fit);
+  if (shaped_sd > 0 && unshaped_sd > 0) {
+    for (size_t i = 0; i < used.size(); ++i) {
+      if (Unshaped(*used[i])) weights[i] = (shaped_sd * shaped_sd) / (unshaped_sd * unshaped_sd);
+    }
+    ASSIGN_OR_RETURN(fit, fit_with_drops(weights));
+    const auto [shaped_after, unshaped_after] = ScatterByRegime(topology, used, fit);
+    fit.residual_rel_sd = shaped_after;
+    fit.loopback_residual_rel_sd = unshaped_after;
   }
+  return fit;
 }
 
 namespace {
 
-ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& used, const Forced& forced) {
-  const Search search{topology, &used, forced};
+ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& used,
+                    const std::vector<double>& weights, const Forced& forced) {
+  const Search search{topology, &used, forced, &weights};
   // Coarse grid: efficiency 1 .. 0.02, window 1 KiB .. 1 GiB and CPU 1 MB/s .. 1 TB/s (factor 2 and
   // 10^0.25 apart), each with "none"; the burst share and the window queueing none (0) and 1/32 .. 1
   // (factor 2), each only where it can act (elsewhere it changes nothing and stays none).
@@ -311,9 +363,10 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   if (fit.efficiency.at_bound) fit.params.efficiency = fit.efficiency.value = 1;
   fit.burst_share = ShareFit(&fit.params.burst_share);
   fit.window_queueing = ShareFit(&fit.params.window_queueing);
-  StandardErrors(topology, used, &fit);
+  StandardErrors(topology, used, weights, &fit);
   double rss = 0;
-  for (double r : Residuals(topology, used, fit.params)) rss += r * r;
+  const std::vector<double> residuals = Residuals(topology, used, fit.params);
+  for (size_t i = 0; i < used.size(); ++i) rss += weights[i] * residuals[i] * residuals[i];
   const size_t free = fit.covariance_terms.size();
   fit.residual_rel_sd = used.size() > free ? std::sqrt(rss / (used.size() - free)) : 0;
   return fit;
@@ -356,6 +409,7 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
     for (const std::string& term : fit->covariance_terms) e->add_covariance_terms(term);
     for (double v : fit->log_covariance) e->add_log_covariance(v);
     e->set_residual_rel_sd(fit->residual_rel_sd);
+    if (fit->loopback_residual_rel_sd >= 0) e->set_loopback_residual_rel_sd(fit->loopback_residual_rel_sd);
     std::set<double> links, latencies, bytes;
     std::set<int> nodes, servers;
     for (const MeasuredRun& run : runs) {

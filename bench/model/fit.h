@@ -65,11 +65,17 @@ struct ExchangeFit {
   int runs = 0;  // used (the ring at N = 1 exchanges nothing and is left out)
   // Covariance of the logarithms of the free (not at_bound) parameters, row-major, in covariance_terms'
   // order; empty when the fit could not determine it. residual_rel_sd: the relative residuals' standard
-  // deviation, sqrt(RSS / (runs - free parameters)).
+  // deviation, sqrt(RSS / (runs - free parameters)); where the runs hold both regimes (shaped links and
+  // loopback, kMinRegimeRuns each), the fit is weighted by regime and residual_rel_sd is the shaped runs'
+  // scatter, loopback_residual_rel_sd the loopback runs' (-1: one regime only).
   std::vector<std::string> covariance_terms;
   std::vector<double> log_covariance;
   double residual_rel_sd = 0;
+  double loopback_residual_rel_sd = -1;
 };
+
+// The fewest runs of a noise regime (shaped links, loopback) whose scatter the fit estimates and weighs.
+inline constexpr int kMinRegimeRuns = 3;
 
 // Fits `topology` on its runs among `runs` (others are ignored). kInvalidArgument naming the run for an
 // invalid one (ValidateConditions, seconds not > 0, cpu_speedup != 1), and when no run of the topology moves

@@ -228,10 +228,14 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     at.box_cores = condition.box_cores;
     ASSIGN_OR_RETURN(const model::StepTime step, model::PredictStep(topology, params, at, shape));
     ASSIGN_OR_RETURN(const model::PredictionInterval interval,
-                     model::IntervalOf(model, topology, [&](const model::ExchangeParams& p) -> absl::StatusOr<double> {
-                       ASSIGN_OR_RETURN(const model::StepTime t, model::PredictStep(topology, p, at, shape));
-                       return t.step_s;
-                     }));
+                     model::IntervalOf(
+                         model, topology,
+                         [&](const model::ExchangeParams& p) -> absl::StatusOr<double> {
+                           ASSIGN_OR_RETURN(const model::StepTime t,
+                                            model::PredictStep(topology, p, at, shape));
+                           return t.step_s;
+                         },
+                         !(at.link_bytes_per_second > 0)));
     ValidationRow row;
     row.condition = condition.Name();
     row.exchange = e;

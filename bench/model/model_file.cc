@@ -71,6 +71,11 @@ absl::Status CheckCovariance(const proto::ExchangeModel& e) {
   if (e.has_residual_rel_sd() && !(std::isfinite(e.residual_rel_sd()) && e.residual_rel_sd() >= 0)) {
     return Invalid(e.exchange(), absl::StrCat("residual_rel_sd = ", e.residual_rel_sd(), ": must be >= 0"));
   }
+  if (e.has_loopback_residual_rel_sd() &&
+      !(std::isfinite(e.loopback_residual_rel_sd()) && e.loopback_residual_rel_sd() >= 0)) {
+    return Invalid(e.exchange(), absl::StrCat("loopback_residual_rel_sd = ", e.loopback_residual_rel_sd(),
+                                              ": must be >= 0"));
+  }
   return absl::OkStatus();
 }
 

@@ -18,12 +18,14 @@ absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Cond
     if (!params.ok()) return params.status();
     absl::StatusOr<StepTime> step = PredictStep(topology, *params, target, shape);
     if (!step.ok()) return step.status();
-    absl::StatusOr<PredictionInterval> interval =
-        IntervalOf(model, topology, [&](const ExchangeParams& p) -> absl::StatusOr<double> {
+    absl::StatusOr<PredictionInterval> interval = IntervalOf(
+        model, topology,
+        [&](const ExchangeParams& p) -> absl::StatusOr<double> {
           absl::StatusOr<StepTime> t = PredictStep(topology, p, target, shape);
           if (!t.ok()) return t.status();
           return t->step_s;
-        });
+        },
+        !(target.link_bytes_per_second > 0));
     if (!interval.ok()) return interval.status();
     projection.exchanges.push_back({topology, *step, params->cpu_bytes_per_second * target.cpu_speedup,
                                     ExtrapolationOf(model, topology, target, largest_bucket), *interval});

@@ -24,7 +24,7 @@ constexpr double kMedianAbsToSd = 1 / 0.6744897501960817;
 }  // namespace
 
 absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, Topology topology,
-                                              const Predictor& predict) {
+                                              const Predictor& predict, bool unlimited_link) {
   ASSIGN_OR_RETURN(const ExchangeParams params, ParamsOf(file, topology));
   const proto::ExchangeModel* e = Find(file, topology);
   if (e == nullptr) return absl::NotFoundError(absl::StrCat("model file has no ", TopologyName(topology)));
@@ -87,7 +87,9 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     for (size_t b = 0; b < n; ++b) parameter_var += gradient[a] * gradient[b] * cov[a * n + b];
   }
   parameter_var = std::max(0.0, parameter_var) / (value * value);
-  const double scatter = e->has_residual_rel_sd() ? e->residual_rel_sd() : e->median_abs_rel_error() * kMedianAbsToSd;
+  const double scatter = unlimited_link && e->has_loopback_residual_rel_sd() ? e->loopback_residual_rel_sd()
+                         : e->has_residual_rel_sd()                          ? e->residual_rel_sd()
+                                                    : e->median_abs_rel_error() * kMedianAbsToSd;
 
   PredictionInterval pi;
   pi.value = value;

@@ -41,8 +41,10 @@ using Predictor = std::function<absl::StatusOr<double>(const ExchangeParams&)>;
 
 // The kIntervalLevel interval of `predict` for `topology` of `file`. ParamsOf's errors, the predictor's, and
 // kInvalidArgument when the prediction is not > 0.
+// `unlimited_link`: the prediction is over an unlimited link (loopback, CPU-bound), whose scatter is the
+// file's loopback_residual_rel_sd where it has one.
 absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, Topology topology,
-                                              const Predictor& predict);
+                                              const Predictor& predict, bool unlimited_link = false);
 
 // "1.23 s [1.10, 1.38]"-style text of an interval, in the unit given (1e-3 for ms).
 std::string FormatInterval(const PredictionInterval& pi, double unit, int decimals = 2);

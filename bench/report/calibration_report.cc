@@ -80,9 +80,18 @@ std::string FormatCalibration(const Calibration& c) {
                                                             : std::string("undetermined"),
                                  100 * model::kMaxRelativeStdError));
     }
-    absl::StrAppend(&text, absl::StrFormat("#   %s residual scatter %.1f %% (sd of relative residuals; "
-                                           "prediction intervals add it to the parameters' error)\n",
-                                           e.exchange(), 100 * e.residual_rel_sd()));
+    if (e.has_loopback_residual_rel_sd()) {
+      absl::StrAppend(
+          &text,
+          absl::StrFormat("#   %s residual scatter %.1f %% over shaped links, %.1f %% over loopback "
+                          "(sd of relative residuals, each regime's; the fit weighs the runs by "
+                          "it, and prediction intervals add it to the parameters' error)\n",
+                          e.exchange(), 100 * e.residual_rel_sd(), 100 * e.loopback_residual_rel_sd()));
+    } else {
+      absl::StrAppend(&text, absl::StrFormat("#   %s residual scatter %.1f %% (sd of relative residuals; "
+                                             "prediction intervals add it to the parameters' error)\n",
+                                             e.exchange(), 100 * e.residual_rel_sd()));
+    }
   }
   for (const std::string& d : c.dropped) absl::StrAppend(&text, "# dropped: ", d, "\n");
   return text;

@@ -217,6 +217,30 @@ TEST(ClusterTest, DelaySpreadOverSeveralQueuesKeepsEveryPairsLatency) {
   EXPECT_EQ(EmulatedCluster::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Every emulated host's processes run in a CPU-pressure group of their own (bench/emulator/host_cgroups.h),
+// so the EMULATOR-BOUND rule can tell which host waited for a core; the groups go with the cluster.
+TEST(ClusterTest, HostProcessesRunInTheirHostsGroup) {
+  if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
+  ClusterOptions options = TwoHosts("");
+  auto cluster = EmulatedCluster::Create(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  if (!(*cluster)->host_cgroups_reason().empty()) {
+    EXPECT_NE((*cluster)->Describe().find("no per-host CPU groups"), std::string::npos)
+        << (*cluster)->Describe();
+    GTEST_SKIP() << "no per-host groups here: " << (*cluster)->host_cgroups_reason();
+  }
+  EXPECT_EQ((*cluster)->HostStallMicros().size(), 2u);
+  JobOptions job;
+  job.timeout = absl::Seconds(30);
+  auto results = RunJob({{"cat", (*cluster)->Command(1, {"cat", "/proc/self/cgroup"})}}, job);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ((*results)[0].exit_code, 0) << (*results)[0].stderr_tail;
+  const std::string& groups = (*results)[0].stdout_text;
+  EXPECT_TRUE(absl::StrContains(groups, "/psring/" + (*cluster)->HostNamespace(1))) << groups;
+  ASSERT_TRUE((*cluster)->Destroy().ok());
+  EXPECT_TRUE((*cluster)->HostStallMicros().empty()) << "the groups go with the cluster";
+}
+
 // --slow_host: that host's link carries its slower rate both ways, the other links keep --link.
 TEST(ClusterTest, SlowHostGetsItsOwnRate) {
   if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";

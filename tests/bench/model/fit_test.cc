@@ -120,6 +120,36 @@ TEST(FitTest, RecoversTheWindowQueueingOfThePs) {
   EXPECT_EQ(fit->params.window_queueing, 0);
 }
 
+// Runs over shaped links scatter by a few per cent, loopback runs (CPU-bound on the shared cores) by tens:
+// the fit weighs each regime by its own scatter and records both, so the loopback noise neither widens the
+// shaped runs' scatter nor moves the network terms (PERFORMANCE.md 9.14).
+TEST(FitTest, WeighsShapedAndLoopbackRunsByTheirOwnScatter) {
+  std::vector<MeasuredRun> runs = SyntheticRuns();
+  int shaped = 0, loopback = 0;
+  for (MeasuredRun& run : runs) {
+    if (run.conditions.link_bytes_per_second > 0) {
+      run.seconds *= (shaped++ % 2 == 0) ? 1.02 : 0.98;
+    } else {
+      run.seconds *= (loopback++ % 2 == 0) ? 1.4 : 0.6;
+    }
+  }
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, runs);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_GT(fit->residual_rel_sd, 0.01);
+  EXPECT_LT(fit->residual_rel_sd, 0.04) << "the shaped runs' scatter, not the pooled one";
+  EXPECT_GT(fit->loopback_residual_rel_sd, 0.2);
+  EXPECT_NEAR(fit->params.efficiency, TruthFor(Topology::kPsOne).efficiency, 0.01);
+  EXPECT_NEAR(fit->params.window_bytes / TruthFor(Topology::kPsOne).window_bytes, 1, 0.05);
+  // Without loopback runs there is one regime: no loopback scatter.
+  std::vector<MeasuredRun> shaped_only;
+  for (const MeasuredRun& run : runs) {
+    if (run.conditions.link_bytes_per_second > 0) shaped_only.push_back(run);
+  }
+  fit = FitExchange(Topology::kPsOne, shaped_only);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->loopback_residual_rel_sd, -1);
+}
+
 TEST(FitTest, NoFitIsFasterThanTheWire) {
   // Measured times 20 % under the model at efficiency 0.95: faster than the link could carry them.
   absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, SyntheticRuns(0.8));

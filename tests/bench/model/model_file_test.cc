@@ -84,6 +84,8 @@ TEST(ModelFileTest, RejectsWhatCannotBeTrusted) {
   ExpectRejected(
       [](proto::CostModelFile* f) { f->mutable_exchanges(1)->mutable_window_queueing()->set_value(1.5); },
       {"ps-1.window_queueing", "[0, 1]"});
+  ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(2)->set_loopback_residual_rel_sd(-0.1); },
+                 {"ps-colocated", "loopback_residual_rel_sd", ">= 0"});
 }
 
 TEST(ModelFileTest, BurstShareIsReadAndAbsentMeansTheWholeCredit) {

@@ -61,6 +61,29 @@ TEST(Uncertainty, TheIntervalAddsTheParametersErrorToTheScatter) {
   EXPECT_NEAR(pi->hi, pi->value * std::exp(kIntervalZ * pi->rel_sd), 1e-12 * pi->value);
 }
 
+// A file with both regimes' scatter: a prediction over an unlimited link (loopback) takes the loopback runs'
+// scatter, one over a shaped link the shaped runs'.
+TEST(Uncertainty, PredictionsOverAnUnlimitedLinkUseTheLoopbackScatter) {
+  absl::StatusOr<proto::CostModelFile> file = FitModel(NoisyRuns(0.05, 5), {"host", "2026-12-01", ""});
+  ASSERT_TRUE(file.ok()) << file.status();
+  proto::ExchangeModel& ring = *file->mutable_exchanges(0);
+  ring.set_residual_rel_sd(0.02);
+  ring.set_loopback_residual_rel_sd(0.3);
+  const Conditions loopback{4, 2, 64e6, 0, 0};
+  absl::StatusOr<PredictionInterval> pi =
+      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, loopback), /*unlimited_link=*/true);
+  ASSERT_TRUE(pi.ok()) << pi.status();
+  EXPECT_NEAR(pi->rel_sd * pi->rel_sd, pi->parameter_rel_sd * pi->parameter_rel_sd + 0.3 * 0.3, 1e-12);
+  pi = IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, {6, 2, 4e6, 12.5e6, 2e-3}));
+  ASSERT_TRUE(pi.ok()) << pi.status();
+  EXPECT_NEAR(pi->rel_sd * pi->rel_sd, pi->parameter_rel_sd * pi->parameter_rel_sd + 0.02 * 0.02, 1e-12);
+  // Without the field (one regime, older files) the one scatter serves both.
+  ring.clear_loopback_residual_rel_sd();
+  pi = IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, loopback), true);
+  ASSERT_TRUE(pi.ok()) << pi.status();
+  EXPECT_NEAR(pi->rel_sd * pi->rel_sd, pi->parameter_rel_sd * pi->parameter_rel_sd + 0.02 * 0.02, 1e-12);
+}
+
 TEST(Uncertainty, OlderFilesUseTheStandardErrorsAlone) {
   absl::StatusOr<proto::CostModelFile> file = FitModel(NoisyRuns(0.05, 3), {"host", "2026-12-01", ""});
   ASSERT_TRUE(file.ok()) << file.status();
