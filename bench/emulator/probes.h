@@ -1,5 +1,5 @@
 // What the emulator watches about itself, so a run can say whether the emulated network or the box that
-// emulates it was the binding resource (bench/PERFORMANCE.md 1.3 derives the rule).
+// emulates it was the binding resource (bench/PERFORMANCE.md 1.2 derives the rule).
 //
 // All emulated hosts share this machine's cores. A real cluster gives every host its own, so a run whose
 // time went to the box's CPU (processes of several hosts queueing for 2 cores, softirq work of the shaped
