@@ -60,15 +60,12 @@ void RemoveLeftovers(const std::string& base) {
 }  // namespace
 
 std::string Cgroup2Mount() {
+  // A hybrid hierarchy's cgroup2 mount (".../unified") has no subtree_control at its root on some kernels:
+  // its cgroup.procs and cpu.pressure are enough.
   for (const char* mount : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
     if (IsFile(absl::StrCat(mount, "/cgroup.procs")) &&
-        IsFile(absl::StrCat(mount, "/cgroup.subtree_control"))) {
-      return mount;
-    }
-    // A hybrid hierarchy's cgroup2 mount has no subtree_control at its root on some kernels: its
-    // cgroup.procs and cpu.pressure are enough.
-    if (IsFile(absl::StrCat(mount, "/cgroup.procs")) && IsFile(absl::StrCat(mount, "/cpu.pressure")) &&
-        absl::StrContains(mount, "unified")) {
+        (IsFile(absl::StrCat(mount, "/cgroup.subtree_control")) ||
+         (absl::StrContains(mount, "unified") && IsFile(absl::StrCat(mount, "/cpu.pressure"))))) {
       return mount;
     }
   }
@@ -100,10 +97,7 @@ HostCgroups HostCgroups::Create(const std::string& prefix, int hosts) {
     if (!groups.reason_.empty()) break;
   }
   groups.dirs_ = std::move(dirs);
-  if (!groups.reason_.empty()) {
-    (void)groups.Remove();
-    groups.dirs_.clear();
-  }
+  if (!groups.reason_.empty()) (void)groups.Remove();  // Remove() also forgets the groups
   return groups;
 }
 

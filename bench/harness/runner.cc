@@ -255,11 +255,12 @@ class Runner::Impl {
     }
     // The busiest link direction over the same window, against what the link could carry in the exchange
     // time of those steps; without link counters (real hosts) a worker's payload sent per step instead.
+    // Over the window itself where the exchange fills it (gradient mode), else over the exchange's time.
+    const double exchange_time =
+        std::min(absl::ToDoubleSeconds(to - from), record->steps * record->exchange_s);
     const std::vector<int64_t> bytes = sampler.CounterDeltas(from, to);
     if (link > 0 && record->exchange_s > 0 && !bytes.empty()) {
       const int64_t busiest = *std::max_element(bytes.begin(), bytes.end());
-      // Over the window itself where the exchange fills it (gradient mode), else over the exchange's time.
-      const double exchange_time = std::min(absl::ToDoubleSeconds(to - from), record->steps * record->exchange_s);
       if (exchange_time > 0) record->link_util = busiest / (exchange_time * link);
     } else if (!shared_box && link > 0 && record->exchange_s > 0) {
       record->link_util = record->bytes_sent_per_step / (record->exchange_s * link);
@@ -275,8 +276,6 @@ class Runner::Impl {
       in.link_util = record->link_util;
       in.cpu_stall = record->cpu_stall;
       const HostStall worst = sampler.WorstHostStall(from, to);
-      const double exchange_time =
-          std::min(absl::ToDoubleSeconds(to - from), record->steps * record->exchange_s);
       if (worst.host >= 0 && exchange_time > 0) {
         // As a share of the exchange time: replayed compute phases are timed waits, in which no host waits
         // for a core, so the share of the whole window would hide a CPU-bound exchange phase.
