@@ -47,9 +47,27 @@ absl::Status RingCollectives::AllReduce(void* data, size_t count, DataType type,
   const int n = peer_->world_size();
   times_ = PhaseTimes{};
   if (n == 1) return absl::OkStatus();
+  // Fewer elements than ranks leave blocks empty, and an empty block is not sent: the values then travel one
+  // hop at a time, and the ranks finish one latency apart (2 (n - 1) latencies for a one-value barrier). One
+  // element per block keeps every step's sends parallel, so every rank finishes in the same step. The header
+  // keeps the caller's count, so ranks that disagree on it still fail.
+  const size_t es = ElementSize(type);
+  if (count > 0 && count < static_cast<size_t>(n)) {
+    padded_.assign(static_cast<size_t>(n) * es, 0);
+    std::copy_n(static_cast<const char*>(data), count * es, padded_.data());
+    RETURN_IF_ERROR(AllReduceBlocks(padded_.data(), count, n, type, op));
+    std::copy_n(padded_.data(), count * es, static_cast<char*>(data));
+    return absl::OkStatus();
+  }
+  return AllReduceBlocks(data, count, count, type, op);
+}
+
+absl::Status RingCollectives::AllReduceBlocks(void* data, size_t count, size_t elements, DataType type,
+                                              ReduceOp op) {
+  const int n = peer_->world_size();
   const int r = peer_->rank();
   const size_t seg = std::max<size_t>(1, options_.segment_bytes / ElementSize(type));
-  const size_t q = count / n, rem = count % n;
+  const size_t q = elements / n, rem = elements % n;
   auto block_start = [&](int b) { return b * q + std::min<size_t>(b, rem); };
   auto block_len = [&](int b) { return q + (static_cast<size_t>(b) < rem ? 1 : 0); };
 

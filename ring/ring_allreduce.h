@@ -101,6 +101,9 @@ class RingCollectives {
     uint64_t count;
   };
 
+  // AllReduce over `elements` (>= count) elements of `data`, the header naming the caller's `count`.
+  absl::Status AllReduceBlocks(void* data, size_t count, size_t elements, DataType type, ReduceOp op)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Run(const Header& header, void* data, DataType type, int world) ABSL_LOCKS_EXCLUDED(mu_);
   void SenderLoop() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Receive(const Header& header, char* data, DataType type, absl::Time deadline)
@@ -114,6 +117,7 @@ class RingCollectives {
   std::vector<SendItem> send_items_;
   size_t rs_items_ = 0;  // the first rs_items_ receive items are the reduce-scatter
   std::vector<char> scratch_;
+  std::vector<char> padded_;  // AllReduce of fewer elements than ranks: one element per block
   absl::Time rs_end_;
   PhaseTimes times_;
 

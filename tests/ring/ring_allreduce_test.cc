@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "ring/process_group.h"
 #include "ring/thread_ranks.h"
@@ -179,6 +180,38 @@ TEST(RingTest, SizeMismatchNamesBothValues) {
   EXPECT_FALSE(results[0].ok());
   EXPECT_NE(results[0].code(), absl::StatusCode::kDeadlineExceeded)
       << "rank 0 should fail fast: " << results[0];
+}
+
+// Fewer values than ranks (the barrier's one float, a few metrics): every rank still sends one element in
+// each of the 2 (N-1) steps, so the steps run side by side and the ranks finish together instead of one
+// latency apart as the lone value travels the ring.
+TEST(RingTest, FewerValuesThanRanksStillSendInEveryStep) {
+  constexpr int kRanks = 5;
+  std::vector<uint64_t> sent(kRanks);
+  std::vector<absl::Status> results = RunRanks(kRanks, LoopbackOptions(), [&](int rank, ProcessGroup* g) {
+    std::vector<float> buf = {Value(rank, 0), Value(rank, 1)};
+    const uint64_t before = g->bytes_sent();
+    RETURN_IF_ERROR(g->AllReduce(buf.data(), buf.size(), ReduceOp::kSum, false));
+    sent[rank] = g->bytes_sent() - before;
+    const std::string bad = Check(buf, kRanks, ReduceOp::kSum);
+    return bad.empty() ? absl::OkStatus() : absl::InternalError(bad);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_TRUE(results[r].ok()) << results[r];
+    EXPECT_EQ(sent[r], 2 * (kRanks - 1) * sizeof(float) + 24) << "rank " << r << " (24: the header)";
+  }
+}
+
+TEST(RingTest, SizeMismatchBelowTheWorldSizeStillFails) {
+  constexpr int kRanks = 4;
+  std::vector<absl::Status> results = RunRanks(kRanks, LoopbackOptions(), [&](int rank, ProcessGroup* g) {
+    std::vector<float> buf(rank == 1 ? 1 : 2, 1.0f);
+    return g->AllReduce(buf.data(), buf.size(), ReduceOp::kSum, false);
+  });
+  EXPECT_EQ(results[1].code(), absl::StatusCode::kInvalidArgument) << results[1];
+  EXPECT_NE(results[1].message().find("1 elements here, 2 there"), std::string::npos) << results[1];
+  EXPECT_EQ(results[2].code(), absl::StatusCode::kInvalidArgument) << results[2];
+  EXPECT_NE(results[2].message().find("2 elements here, 1 there"), std::string::npos) << results[2];
 }
 
 TEST(RingTest, WorldSizeMismatchNamesBothValues) {
