@@ -1,11 +1,14 @@
 // //bench:calibrate: the cost model's own sweep (gradient mode, sizes x N x link rates x latencies x the four
-// exchanges, plus loopback runs that measure each exchange's CPU ceiling), fitted once and frozen into a model
-// file (bench/PERFORMANCE.md 9.3). Needs root (network namespaces) for the link conditions.
+// exchanges, plus loopback runs that measure each exchange's CPU ceiling), fitted once and frozen into a
+// model file (bench/PERFORMANCE.md 9.3). Needs root (network namespaces) for the link conditions.
 //
 //   ./bazelw run //bench:calibrate -- --quick                       # ~10 min on 2 cores
 //   ./bazelw run //bench:calibrate                                  # the default plan, < 25 min
 //   ./bazelw run //bench:calibrate -- --quick --nodes=2 --sizes=1M --links=100mbit --latencies=5ms
 //   ./bazelw run //bench:calibrate -- --cpu_only                    # this host's CPU ceilings, < 2 min
+//   ./bazelw run //bench:calibrate -- --quick --runs_out=/tmp/runs.json   # also save the fitted runs
+//   ./bazelw run //bench:calibrate -- --refit=/tmp/runs.json --model_out=/tmp/m.json  # fit them again, no
+//   runs
 //
 // Writes <out_dir>/model.json (or --model_out) and prints the parameters with their errors and coverage;
 // --cpu_only writes <out_dir>/cpu_model.json (bench/model/cpu_model.proto) and prints the ceilings.
@@ -27,6 +30,7 @@
 #include "bench/cmd/calibration.h"
 #include "bench/cmd/scaling_flags.h"
 #include "bench/core/cluster.h"
+#include "bench/model/calibration_runs.h"
 #include "bench/model/cpu_model.h"
 #include "bench/model/data_path.h"
 #include "bench/model/exchange_topology.h"
@@ -35,8 +39,8 @@
 #include "bench/report/table.h"
 #include "common/atomic_file.h"
 #include "common/binary_main.h"
-#include "common/host_cpu.h"
 #include "common/flags_usage.h"
+#include "common/host_cpu.h"
 #include "common/status_macros.h"
 
 // The single-condition link flags of cluster_flags.cc: calibration sweeps its own (--links, --latencies).
@@ -73,6 +77,15 @@ ABSL_FLAG(std::string, model_out, "",
 ABSL_FLAG(std::string, host, "",
           "The calibration host's name in the file (its CPU ceilings hold for it). Default: the hostname.");
 ABSL_FLAG(std::string, note, "", "Free text stored in the file (default: the plan and the runs' counts).");
+ABSL_FLAG(std::string, runs_out, "",
+          "Also write the runs the fit used (their conditions and measured exchange times, and the data path "
+          "that measured them; JSON, bench/model/cost_model_file.proto CalibrationRunsFile) to this file, so "
+          "--refit can fit them again. Default: <out_dir>/runs.json beside the model.");
+ABSL_FLAG(
+    std::string, refit, "",
+    "Run nothing: fit the runs of this file (written by --runs_out) again, print the parameters and write "
+    "the model (--model_out, default <out_dir>/model.json) with the runs' host, date and data path. For "
+    "a change of the fit or of the model's terms; every other plan flag is ignored.");
 ABSL_FLAG(bool, cpu_only, false,
           "Measure only this host's CPU ceilings (< 2 min on 2 cores, no root): loopback runs at N = 1 .. min(cores, "
           "4) per exchange with no more processes than cores (the smallest N that moves bytes always), each run's "
@@ -214,6 +227,27 @@ absl::Status RunCpuOnly(const ScalingOptions& base, const std::string& out_dir) 
   return absl::OkStatus();
 }
 
+// --refit: the saved runs fitted again, nothing run.
+absl::Status Refit(const std::string& path) {
+  ASSIGN_OR_RETURN(const model::SavedRuns saved, model::ReadCalibrationRuns(path));
+  Calibration calibration;
+  ASSIGN_OR_RETURN(calibration.file, model::RefitModel(saved, path));
+  calibration.runs = saved.runs;
+  calibration.total_runs = static_cast<int>(saved.runs.size());
+  std::cout << "# refit of " << saved.runs.size() << " saved runs measured on " << saved.file.host() << ", "
+            << saved.file.date() << " (data path " << saved.file.data_path_fingerprint() << ")\n";
+  std::cout << FormatCalibration(calibration);
+  std::string model_out = absl::GetFlag(FLAGS_model_out);
+  if (model_out.empty()) {
+    ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("calibrate"));
+    RETURN_IF_ERROR(MakeDirectories(out_dir));
+    model_out = out_dir + "/model.json";
+  }
+  RETURN_IF_ERROR(model::WriteModelFile(model_out, calibration.file));
+  std::cout << "# model file: " << model_out << "\n";
+  return absl::OkStatus();
+}
+
 absl::Status Run(const char* argv0) {
   if (absl::GetFlag(FLAGS_link) != ClusterOptions().link || absl::GetFlag(FLAGS_latency) != ClusterOptions().latency ||
       absl::GetFlag(FLAGS_loopback)) {
@@ -221,6 +255,7 @@ absl::Status Run(const char* argv0) {
         "calibrate sweeps its own link conditions: use --links=... and --latencies=... (and --cpu_runs for the "
         "loopback condition) instead of --link/--latency/--loopback");
   }
+  if (!absl::GetFlag(FLAGS_refit).empty()) return Refit(absl::GetFlag(FLAGS_refit));
   ASSIGN_OR_RETURN(const CalibrationPlan plan, PlanFromFlags());
   ScalingOptions base;
   base.exchanges = plan.exchanges;
@@ -265,6 +300,11 @@ absl::Status Run(const char* argv0) {
   model::RecordDataPath(file);  // which PS/ring code these parameters were fitted on
   RETURN_IF_ERROR(model::WriteModelFile(model_out, file));
   std::cout << "# model file: " << model_out << "\n";
+  std::string runs_out = absl::GetFlag(FLAGS_runs_out);
+  if (runs_out.empty()) runs_out = model_out.substr(0, model_out.find_last_of('/') + 1) + "runs.json";
+  RETURN_IF_ERROR(model::WriteCalibrationRuns(runs_out, calibration.runs, info));
+  std::cout << "# runs file: " << runs_out << " (fit them again: //bench:calibrate --refit=" << runs_out
+            << ")\n";
   return absl::OkStatus();
 }
 

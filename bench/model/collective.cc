@@ -211,15 +211,15 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
       t.window_s = wire(chain_rate, window_rate, credit) - t.latency_s;
     }
   } else {
-    if (eb > 0 && counts.link_bytes > 0) t.link_s = counts.link_bytes / eb;
-    if (windowed) {
-      // Each round trip of a window-bound stream also waits for a share of the other streams' window bursts
-      // at its server's link (collective.h window_queueing).
-      const double streams = topology == Topology::kPsColocated ? c.nodes - 1 : c.nodes;
-      const double queueing =
-          eb > 0 ? p.window_queueing * std::max(0.0, streams - 1) * counts.flow_bytes / eb : 0;
-      t.window_s = counts.flow_bytes * 2 * latency / p.window_bytes + queueing;
-    }
+    // Each round trip of a stream whose window is below its link's bandwidth-delay product also waits for a
+    // share of the other streams' window bursts at its server's link, whether the window or the link binds
+    // (collective.h window_queueing).
+    const double streams = topology == Topology::kPsColocated ? c.nodes - 1 : c.nodes;
+    const double bursty = windowed && eb > 0 ? std::min(1.0, 2 * latency * eb / p.window_bytes) : 0;
+    const double queueing =
+        eb > 0 ? p.window_queueing * bursty * std::max(0.0, streams - 1) * counts.flow_bytes / eb : 0;
+    if (eb > 0 && counts.link_bytes > 0) t.link_s = counts.link_bytes / eb + queueing;
+    if (windowed) t.window_s = counts.flow_bytes * 2 * latency / p.window_bytes + queueing;
   }
   if (p.cpu_bytes_per_second > 0) {
     t.cpu_s = counts.cpu_bytes / (p.cpu_bytes_per_second * c.cpu_speedup * CpuShareOf(topology, c));

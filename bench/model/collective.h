@@ -83,12 +83,15 @@ struct ExchangeParams {
   // than the rate, one that bursts (cubic) nearer memory speed (PERFORMANCE.md 9.12). 1: all of it (model
   // files before the term); 0: none. No effect without a burst (real ports, projections, maps).
   double burst_share = 1;
-  // The PS: the share of the other streams' window bursts a window-bound stream's round trip waits for at its
-  // server's link, [0, 1]. Each of F streams into one server sends its window at once when the window opens;
-  // the bursts queue behind each other, so a round takes 2L + q (F - 1) W / eB and the window term grows by
-  // q (F - 1) flow_bytes / eB (PERFORMANCE.md 9.12: ps-1 at 12 ms takes its modelled time with one stream and
-  // 11-14 % more with two, on a link loaded to 61 %; 9.13). 0: none (files before the term). The ring: no
-  // effect.
+  // The PS: the share of the other streams' window bursts a stream's round trip waits for at its server's
+  // link, [0, 1]. Each of F streams into one server sends its window at once when the window opens; the
+  // bursts queue behind each other, so a round takes 2L + q (F - 1) W / eB and the stream's time grows by
+  // q b (F - 1) flow_bytes / eB, whether its window or its link binds (PERFORMANCE.md 9.12: ps-1 at 12 ms
+  // takes its modelled time with one stream and 11-14 % more with two, on a link loaded to 61 %; 9.13; 9.15:
+  // link-bound ps-1 and ps-dedicated at 14 ms, N = 5-10, 8-10 % slower than a model with the term on the
+  // window alone). b = min(1, 2 L eB / W) is how bursty the stream is: 1 where the window is below the link's
+  // bandwidth-delay product (the stream sends a window and waits), less where a round trip's worth of the
+  // link exceeds it; 0 without a window or a link rate. 0: none (files before the term). The ring: no effect.
   double window_queueing = 0;
 };
 

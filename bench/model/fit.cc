@@ -18,6 +18,9 @@ constexpr double kNone = INFINITY;
 constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3, kQueueing = 4;
 constexpr int kCoordinates = 5;
 using Theta = std::array<double, kCoordinates>;
+// The smallest burst share or window queueing the search keeps apart from none (log of 1e-3): below it the
+// term changes a step by less than a thousandth of what it adds at 1.
+const double kShareFloorLog = std::log(1e-3);
 
 // Terms the fit holds off (dropped: the data could not identify them).
 struct Forced {
@@ -311,36 +314,49 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   };
   const std::vector<double> shares = share_grid(ring && bursts && !forced.share);
   const std::vector<double> queueings = share_grid(!ring && latency && !forced.queueing);
-  Theta best{};
-  double best_cost = INFINITY, software_s = 0;
-  for (double e : efficiencies) {
-    for (double w : windows) {
-      for (double c : cpus) {
-        for (double b : shares) {
-          for (double q : queueings) {
+  // The grid's best point for each combination of the burst share and the window queueing (each none or a
+  // grid value), then a pattern search from every one of them: a search started where a term is none never
+  // turns it on, so a term the coarse grid missed (a window a factor 2 off beside it) would stay none.
+  const auto pattern_search = [&](Theta from, double from_cost) {
+    for (double step = 0.5; step > 1e-7; step /= 2) {
+      for (bool improved = true; improved;) {
+        improved = false;
+        for (int k = 0; k < kCoordinates; ++k) {
+          if (std::isinf(from[k])) continue;
+          for (double direction : {-1.0, 1.0}) {
+            Theta trial = from;
+            trial[k] += direction * step;
+            if (k == kEfficiency || k == kShare || k == kQueueing)
+              trial[k] = std::min(trial[k], 0.0);  // <= 1
+            // A share walking towards 0 would take a step per improvement forever (0 is log -inf): below the
+            // floor it is none, which is its limit.
+            if ((k == kShare || k == kQueueing) && trial[k] < kShareFloorLog) trial[k] = kNone;
             double sw;
-            const double cost = search.Cost({e, w, c, b, q}, &sw);
-            if (cost < best_cost) best_cost = cost, best = {e, w, c, b, q};
+            const double cost = search.Cost(trial, &sw);
+            if (cost < from_cost) from_cost = cost, from = trial, improved = true;
           }
         }
       }
     }
-  }
-  // Pattern search on the finite coordinates, steps halving from the grid spacing.
-  for (double step = 0.5; step > 1e-7; step /= 2) {
-    for (bool improved = true; improved;) {
-      improved = false;
-      for (int k = 0; k < kCoordinates; ++k) {
-        if (std::isinf(best[k])) continue;
-        for (double direction : {-1.0, 1.0}) {
-          Theta trial = best;
-          trial[k] += direction * step;
-          if (k == kEfficiency || k == kShare || k == kQueueing) trial[k] = std::min(trial[k], 0.0);  // <= 1
-          double sw;
-          const double cost = search.Cost(trial, &sw);
-          if (cost < best_cost) best_cost = cost, best = trial, improved = true;
+    return std::make_pair(from, from_cost);
+  };
+  Theta best{};
+  double best_cost = INFINITY, software_s = 0;
+  for (double b : shares) {
+    for (double q : queueings) {
+      Theta start{};
+      double start_cost = INFINITY;
+      for (double e : efficiencies) {
+        for (double w : windows) {
+          for (double c : cpus) {
+            double sw;
+            const double cost = search.Cost({e, w, c, b, q}, &sw);
+            if (cost < start_cost) start_cost = cost, start = {e, w, c, b, q};
+          }
         }
       }
+      const auto [found, found_cost] = pattern_search(start, start_cost);
+      if (found_cost < best_cost) best_cost = found_cost, best = found;
     }
   }
   // A limit that changes nothing is "none": the runs never saw it bind.

@@ -13,9 +13,10 @@
 //
 // Method: software_s has a closed form given the others (the model is linear in it); efficiency, window, CPU
 // ceiling, burst share and window queueing are searched on a log grid (with "none" as a grid value), then
-// refined by a pattern search. Standard errors come from the residuals and the numeric Jacobian (linearised).
-// A term the runs cannot identify (kMaxRelativeStdError) is dropped and the rest refitted; the file records
-// it as dropped.
+// refined by a pattern search started from the grid's best point for every value of the burst share and the
+// window queueing (a search started where a term is none never turns it on). Standard errors come from the
+// residuals and the numeric Jacobian (linearised). A term the runs cannot identify (kMaxRelativeStdError) is
+// dropped and the rest refitted; the file records it as dropped.
 //
 //   std::vector<MeasuredRun> runs = ...;   // from the calibration sweep's result lines
 //   ASSIGN_OR_RETURN(proto::CostModelFile file, FitModel(runs, {"this-host", "2026-12-01", "sweep ..."}));

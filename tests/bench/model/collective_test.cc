@@ -107,6 +107,18 @@ TEST(CollectiveTest, WindowQueueingAddsTheOtherStreamsBurstsToEachRound) {
   ring.window_queueing = 0;
   EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->seconds,
                    PredictCollective(Topology::kRing, ring, c)->seconds);
+  // Link-bound (a window of 500 kB passes 25 MB/s per stream, above the 5 MB/s link) the other streams'
+  // bursts still cost each round: the link term grows by the same q b (F - 1) flow / eB, with b = 2 L eB / W
+  // = 0.2 of a round trip's worth of the link in a window.
+  ExchangeParams wide = p;
+  wide.window_bytes = 500e3;
+  const CollectiveTime linked = *PredictCollective(Topology::kPsOne, wide, c);
+  EXPECT_EQ(linked.bound, Bound::kLink);
+  EXPECT_NEAR(linked.link_s, 4 * 1e6 / 5e6 + 0.5 * 0.2 * 3 * 1e6 / 5e6, 1e-12);
+  // No window (none fitted) means no bursts, and so no term.
+  ExchangeParams unlimited = p;
+  unlimited.window_bytes = 0;
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, unlimited, c)->link_s, 4 * 1e6 / 5e6, 1e-12);
   for (double bad : {-0.5, 2.0}) {
     p.window_queueing = bad;
     absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kPsOne, p, c);

@@ -1,8 +1,12 @@
 // The model committed with psring must have been calibrated on this tree's data path (bench/model/data_path.h):
 // this test fails when PS/ring code that alters timing changed and nobody recalibrated.
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 
+#include "bench/model/calibration_runs.h"
+#include "bench/model/collective.h"
 #include "bench/model/data_path.h"
 #include "bench/model/model_file.h"
 #include "gtest/gtest.h"
@@ -25,6 +29,35 @@ TEST(DataPath, TheCommittedModelWasCalibratedOnThisTree) {
   ASSERT_TRUE(file.ok()) << file.status();
   const DataPathState state = CompareDataPath(*file);
   EXPECT_TRUE(state.current) << state.Describe();
+}
+
+// The committed model is the fit of the committed runs by this tree's fit: a change of the fit or of the
+// model's terms must refit them (./bazelw run //bench:calibrate -- --refit=bench/results/committed_runs.json
+// --model_out=bench/results/committed_model.json) and be validated again, not leave a model the code would no
+// longer produce.
+TEST(DataPath, TheCommittedModelIsTheFitOfTheCommittedRuns) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  const std::string runs_path = runfiles->Rlocation("psring/bench/results/committed_runs.json");
+  absl::StatusOr<SavedRuns> saved = ReadCalibrationRuns(runs_path);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  absl::StatusOr<proto::CostModelFile> committed =
+      ReadModelFile(runfiles->Rlocation("psring/bench/results/committed_model.json"));
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_EQ(saved->file.date(), committed->date()) << "the runs are not the committed model's calibration";
+  EXPECT_EQ(saved->file.data_path_fingerprint(), committed->data_path_fingerprint());
+  absl::StatusOr<proto::CostModelFile> refit = RefitModel(*saved, runs_path);
+  ASSERT_TRUE(refit.ok()) << refit.status();
+  for (Topology t : AllTopologies()) {
+    absl::StatusOr<ExchangeParams> want = ParamsOf(*committed, t);
+    absl::StatusOr<ExchangeParams> got = ParamsOf(*refit, t);
+    ASSERT_TRUE(want.ok() && got.ok());
+    for (const ParamTerm& term : ParamTerms()) {
+      const double a = (*want).*term.member, b = (*got).*term.member;
+      EXPECT_NEAR(b, a, 1e-9 * std::max(1.0, std::abs(a))) << TopologyName(t) << " " << term.name;
+    }
+  }
 }
 
 }  // namespace

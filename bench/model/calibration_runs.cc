@@ -1,0 +1,114 @@
+#include "bench/model/calibration_runs.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "bench/model/collective.h"
+#include "bench/model/data_path.h"
+#include "common/atomic_file.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace psring::bench::model {
+namespace {
+
+constexpr int kRunsFileVersion = 1;
+
+}  // namespace
+
+absl::Status WriteCalibrationRuns(const std::string& path, const std::vector<MeasuredRun>& runs,
+                                  const FileInfo& info) {
+  proto::CalibrationRunsFile file;
+  file.set_version(kRunsFileVersion);
+  file.set_host(info.host);
+  file.set_date(info.date);
+  file.set_note(info.note);
+  proto::CostModelFile data_path;
+  RecordDataPath(data_path);
+  file.set_data_path_fingerprint(data_path.data_path_fingerprint());
+  *file.mutable_data_path_sources() = data_path.data_path_sources();
+  for (const MeasuredRun& run : runs) {
+    proto::CalibrationRun* r = file.add_runs();
+    r->set_exchange(TopologyName(run.topology));
+    r->set_nodes(run.conditions.nodes);
+    r->set_servers(run.conditions.servers);
+    r->set_bytes(run.conditions.bytes);
+    r->set_link_bytes_per_second(run.conditions.link_bytes_per_second);
+    r->set_latency_s(run.conditions.latency_s);
+    r->set_link_burst_bytes(run.conditions.link_burst_bytes);
+    r->set_box_cores(run.conditions.box_cores);
+    r->set_seconds(run.seconds);
+  }
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = true;
+  std::string json;
+  const auto printed = google::protobuf::util::MessageToJsonString(file, &json, options);
+  if (!printed.ok())
+    return absl::InternalError(absl::StrCat("cannot print the runs as JSON: ", printed.ToString()));
+  return WriteFileAtomically(path, json);
+}
+
+absl::StatusOr<SavedRuns> ReadCalibrationRuns(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open the calibration runs; //bench:calibrate ",
+                                            "--runs_out=FILE writes them"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  SavedRuns saved;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), &saved.file, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a calibration runs file (bench/model/cost_model_file.proto CalibrationRunsFile): ",
+        parsed.ToString()));
+  }
+  if (saved.file.version() != kRunsFileVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": version ", saved.file.version(),
+                                                   ", this build reads ", kRunsFileVersion,
+                                                   "; calibrate again with --runs_out"));
+  }
+  for (int i = 0; i < saved.file.runs_size(); ++i) {
+    const proto::CalibrationRun& r = saved.file.runs(i);
+    const std::string which = absl::StrCat(path, ": run ", i, " (", r.exchange(), ")");
+    absl::StatusOr<Topology> topology = ParseTopology(r.exchange());
+    if (!topology.ok())
+      return absl::InvalidArgumentError(absl::StrCat(which, ": ", topology.status().message()));
+    MeasuredRun run;
+    run.topology = *topology;
+    run.conditions.nodes = r.nodes();
+    run.conditions.servers = r.servers();
+    run.conditions.bytes = r.bytes();
+    run.conditions.link_bytes_per_second = r.link_bytes_per_second();
+    run.conditions.latency_s = r.latency_s();
+    run.conditions.link_burst_bytes = r.link_burst_bytes();
+    run.conditions.box_cores = r.box_cores();
+    run.seconds = r.seconds();
+    if (absl::Status s = ValidateConditions(run.topology, run.conditions); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(which, ": ", s.message()));
+    }
+    if (!(std::isfinite(run.seconds) && run.seconds > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, ": measured time ", run.seconds, " s is not > 0"));
+    }
+    saved.runs.push_back(run);
+  }
+  saved.file.clear_runs();
+  return saved;
+}
+
+absl::StatusOr<proto::CostModelFile> RefitModel(const SavedRuns& saved, const std::string& origin) {
+  const FileInfo info{saved.file.host(), saved.file.date(),
+                      absl::StrCat("refit of the runs in ", origin, " (", saved.file.note(), ")")};
+  absl::StatusOr<proto::CostModelFile> file = FitModel(saved.runs, info);
+  if (!file.ok()) return file.status();
+  file->set_data_path_fingerprint(saved.file.data_path_fingerprint());
+  *file->mutable_data_path_sources() = saved.file.data_path_sources();
+  return file;
+}
+
+}  // namespace psring::bench::model
