@@ -246,6 +246,9 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     // Gradient mode has no compute: the whole step is the exchange, all of it exposed.
     row.predicted_exposed_s = condition.replay() ? step.exposed_s : step.step_s;
     row.bound = model::BoundName(step.bound);
+    row.extrapolation = model::ExtrapolationOf(model, topology, at,
+                                               condition.replay() ? 0 : static_cast<double>(condition.bytes))
+                            .factor;
     rows.push_back(row);
   }
   return rows;
@@ -260,8 +263,13 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
     if (r.emulator_bound) ++s.emulator_bound;
     if (!r.emulator_bound && !r.usable()) ++s.failed;
     if (r.usable() && r.predicted_hi_s > 0) {
+      const bool inside = r.measured_step_s >= r.predicted_lo_s && r.measured_step_s <= r.predicted_hi_s;
       ++s.interval_rows;
-      s.interval_inside += r.measured_step_s >= r.predicted_lo_s && r.measured_step_s <= r.predicted_hi_s;
+      s.interval_inside += inside;
+      if (r.beyond_coverage()) {
+        ++s.interval_rows_beyond;
+        s.interval_inside_beyond += inside;
+      }
     }
   }
   ASSIGN_OR_RETURN(s.step, SummaryOf(Errors(rows, Over::kUsableSteps)));

@@ -110,6 +110,10 @@ struct ValidationRow {
   double predicted_lo_s = 0;
   double predicted_hi_s = 0;
   std::string bound;               // the prediction's binding resource
+  // How far outside the model's calibrated coverage (N, link, latency, size) the condition lies
+  // (model_file.h ExtrapolationOf): 1 inside it, 0 when the file records none.
+  double extrapolation = 0;
+  bool beyond_coverage() const { return extrapolation > 1; }
   double measured_step_s = -1;     // -1: not run or failed
   double measured_exposed_s = -1;  // gradient: the exchange time; replay: the time the step waited for it
   bool emulator_bound = false;
@@ -142,6 +146,10 @@ struct ValidationSummary {
   // Usable runs whose measured step lies inside its prediction interval, of the usable runs with one.
   int interval_inside = 0;
   int interval_rows = 0;
+  // The same for the usable runs beyond the calibrated coverage (ValidationRow::beyond_coverage), whose
+  // intervals carry the scatter of runs inside it.
+  int interval_inside_beyond = 0;
+  int interval_rows_beyond = 0;
 };
 // `repeats`: step times of the same (condition, exchange) measured more than once (for the tie band).
 // Errors of SummarizeErrors, ComputeTieBand and ScoreWinners; empty error sets give count 0.

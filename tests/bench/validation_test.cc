@@ -142,6 +142,16 @@ TEST(PredictConditionTest, GradientConditionIsOneCollectiveAllExposed) {
   }
   const std::string line = FormatPrediction(*rows);
   EXPECT_EQ(line.rfind("# PREDICTED before running 150mbit 2ms N=12 4MiB (90 % intervals): ring ", 0), 0u) << line;
+  // No coverage recorded: nothing to be beyond. Calibrated at N = 2-8: N = 12 lies 1.5x beyond.
+  for (const ValidationRow& r : *rows) EXPECT_FALSE(r.beyond_coverage()) << ExchangeName(r.exchange);
+  proto::CostModelFile covered = model;
+  for (proto::ExchangeModel& e : *covered.mutable_exchanges()) {
+    e.mutable_coverage()->add_nodes(2);
+    e.mutable_coverage()->add_nodes(8);
+  }
+  absl::StatusOr<std::vector<ValidationRow>> beyond = PredictCondition(covered, c, *shape, AllExchanges(), 2);
+  ASSERT_TRUE(beyond.ok()) << beyond.status();
+  for (const ValidationRow& r : *beyond) EXPECT_DOUBLE_EQ(r.extrapolation, 1.5) << ExchangeName(r.exchange);
 }
 
 TEST(ShapeOfTest, ReplayUsesTheScaledProfileAndScaledCap) {
@@ -277,6 +287,23 @@ TEST(SummarizeTest, OverlappingIntervalsLeaveTheWinnerUndetermined) {
       << report;
   EXPECT_NE(report.find("outside interval"), std::string::npos) << report;
   EXPECT_NE(FormatHeldOutChecks(*s).find("4 of 5 usable runs inside"), std::string::npos);
+  // No run beyond the calibrated coverage: no split.
+  EXPECT_EQ(report.find("beyond it"), std::string::npos) << report;
+
+  // Coverage split: ps-1 B (out) and ring B (in) beyond the calibrated coverage, the other three inside it.
+  for (ValidationRow& r : rows) r.extrapolation = r.condition == "B" ? 1.5 : 1;
+  absl::StatusOr<ValidationSummary> split = Summarize(rows, {});
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_EQ(split->interval_rows_beyond, 2);
+  EXPECT_EQ(split->interval_inside_beyond, 1);
+  v.summary = *split;
+  const std::string with_split = FormatValidationReport(v);
+  EXPECT_NE(
+      with_split.find("4 of 5 usable runs inside (80 %); inside the calibrated coverage 3 of 3 (100 %), "
+                      "beyond it 1 of 2 (50 %)"),
+      std::string::npos)
+      << with_split;
+  EXPECT_NE(FormatHeldOutChecks(*split).find("beyond it 1 of 2 (50 %)"), std::string::npos);
 }
 
 TEST(FormatValidationReportTest, ReportsEveryRunAndTheFigures) {
