@@ -7,8 +7,7 @@
 //   ./bazelw run //bench:calibrate -- --quick --nodes=2 --sizes=1M --links=100mbit --latencies=5ms
 //   ./bazelw run //bench:calibrate -- --cpu_only                    # this host's CPU ceilings, < 2 min
 //   ./bazelw run //bench:calibrate -- --quick --runs_out=/tmp/runs.json   # also save the fitted runs
-//   ./bazelw run //bench:calibrate -- --refit=/tmp/runs.json --model_out=/tmp/m.json  # fit them again, no
-//   runs
+//   ./bazelw run //bench:calibrate -- --refit=/tmp/runs.json --model_out=/tmp/m.json   # refit, no runs
 //
 // Writes <out_dir>/model.json (or --model_out) and prints the parameters with their errors and coverage;
 // --cpu_only writes <out_dir>/cpu_model.json (bench/model/cpu_model.proto) and prints the ceilings.
@@ -227,6 +226,17 @@ absl::Status RunCpuOnly(const ScalingOptions& base, const std::string& out_dir) 
   return absl::OkStatus();
 }
 
+// --model_out, or <out_dir>/model.json (the directory made).
+absl::StatusOr<std::string> ModelOutFromFlags() {
+  std::string model_out = absl::GetFlag(FLAGS_model_out);
+  if (model_out.empty()) {
+    ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("calibrate"));
+    RETURN_IF_ERROR(MakeDirectories(out_dir));
+    model_out = out_dir + "/model.json";
+  }
+  return model_out;
+}
+
 // --refit: the saved runs fitted again, nothing run.
 absl::Status Refit(const std::string& path) {
   ASSIGN_OR_RETURN(const model::SavedRuns saved, model::ReadCalibrationRuns(path));
@@ -237,12 +247,7 @@ absl::Status Refit(const std::string& path) {
   std::cout << "# refit of " << saved.runs.size() << " saved runs measured on " << saved.file.host() << ", "
             << saved.file.date() << " (data path " << saved.file.data_path_fingerprint() << ")\n";
   std::cout << FormatCalibration(calibration);
-  std::string model_out = absl::GetFlag(FLAGS_model_out);
-  if (model_out.empty()) {
-    ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("calibrate"));
-    RETURN_IF_ERROR(MakeDirectories(out_dir));
-    model_out = out_dir + "/model.json";
-  }
+  ASSIGN_OR_RETURN(const std::string model_out, ModelOutFromFlags());
   RETURN_IF_ERROR(model::WriteModelFile(model_out, calibration.file));
   std::cout << "# model file: " << model_out << "\n";
   return absl::OkStatus();
@@ -273,12 +278,7 @@ absl::Status Run(const char* argv0) {
                                plan.conditions.size(), runs, plan.warmup_steps, plan.steps,
                                EstimateSeconds(plan) / 60);
   if (absl::GetFlag(FLAGS_plan_only)) return absl::OkStatus();
-  std::string model_out = absl::GetFlag(FLAGS_model_out);
-  if (model_out.empty()) {
-    ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("calibrate"));
-    RETURN_IF_ERROR(MakeDirectories(out_dir));
-    model_out = out_dir + "/model.json";
-  }
+  ASSIGN_OR_RETURN(const std::string model_out, ModelOutFromFlags());
   model::FileInfo info;
   info.host = HostName();
   info.date = Now();
