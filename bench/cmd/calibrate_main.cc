@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/cmd/calibration.h"
@@ -84,7 +85,9 @@ ABSL_FLAG(
     std::string, refit, "",
     "Run nothing: fit the runs of this file (written by --runs_out) again, print the parameters and write "
     "the model (--model_out, default <out_dir>/model.json) with the runs' host, date and data path. For "
-    "a change of the fit or of the model's terms; every other plan flag is ignored.");
+    "a change of the fit or of the model's terms; every other plan flag is ignored. Several files, "
+    "comma-separated (a supplementary sweep beside a calibration), are fitted as one; they must come from "
+    "one host and one data path. With --runs_out the runs fitted are written there as one file.");
 ABSL_FLAG(bool, cpu_only, false,
           "Measure only this host's CPU ceilings (< 2 min on 2 cores, no root): loopback runs at N = 1 .. min(cores, "
           "4) per exchange with no more processes than cores (the smallest N that moves bytes always), each run's "
@@ -238,8 +241,15 @@ absl::StatusOr<std::string> ModelOutFromFlags() {
 }
 
 // --refit: the saved runs fitted again, nothing run.
-absl::Status Refit(const std::string& path) {
-  ASSIGN_OR_RETURN(const model::SavedRuns saved, model::ReadCalibrationRuns(path));
+absl::Status Refit(const std::string& paths) {
+  const std::vector<std::string> origins = absl::StrSplit(paths, ',', absl::SkipWhitespace());
+  std::vector<model::SavedRuns> parts;
+  for (const std::string& p : origins) {
+    ASSIGN_OR_RETURN(model::SavedRuns part, model::ReadCalibrationRuns(p));
+    parts.push_back(std::move(part));
+  }
+  ASSIGN_OR_RETURN(const model::SavedRuns saved, model::MergeSavedRuns(parts, origins));
+  const std::string path = absl::StrJoin(origins, ",");
   Calibration calibration;
   ASSIGN_OR_RETURN(calibration.file, model::RefitModel(saved, path));
   calibration.runs = saved.runs;
@@ -250,6 +260,11 @@ absl::Status Refit(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string model_out, ModelOutFromFlags());
   RETURN_IF_ERROR(model::WriteModelFile(model_out, calibration.file));
   std::cout << "# model file: " << model_out << "\n";
+  // With --runs_out the runs fitted (several files merged) are written as one file, their data path kept.
+  if (const std::string runs_out = absl::GetFlag(FLAGS_runs_out); !runs_out.empty()) {
+    RETURN_IF_ERROR(model::WriteSavedRuns(runs_out, saved));
+    std::cout << "# runs file: " << runs_out << " (" << saved.runs.size() << " runs)\n";
+  }
   return absl::OkStatus();
 }
 
@@ -294,17 +309,22 @@ absl::Status Run(const char* argv0) {
     ASSIGN_OR_RETURN(const proto::CostModelFile previous, model::ReadModelFile(base.model_path));
     base.network_link_share = model::NetworkLinkShareOf(previous, plan.ps_servers);
   }
-  ASSIGN_OR_RETURN(const Calibration calibration, RunCalibration(plan, base, info, &std::cerr));
+  // The runs are saved before the fit: a sweep whose fit fails (one exchange without a usable run) keeps its
+  // measurements for a refit merged with other runs (--refit=a.json,b.json).
+  std::string runs_out = absl::GetFlag(FLAGS_runs_out);
+  if (runs_out.empty()) runs_out = model_out.substr(0, model_out.find_last_of('/') + 1) + "runs.json";
+  const auto keep_runs = [&](const std::vector<model::MeasuredRun>& runs) -> absl::Status {
+    RETURN_IF_ERROR(model::WriteCalibrationRuns(runs_out, runs, info));
+    std::cout << "# runs file: " << runs_out << " (fit them again: //bench:calibrate --refit=" << runs_out
+              << ")" << std::endl;
+    return absl::OkStatus();
+  };
+  ASSIGN_OR_RETURN(const Calibration calibration, RunCalibration(plan, base, info, &std::cerr, keep_runs));
   std::cout << FormatCalibration(calibration);
   proto::CostModelFile file = calibration.file;
   model::RecordDataPath(file);  // which PS/ring code these parameters were fitted on
   RETURN_IF_ERROR(model::WriteModelFile(model_out, file));
   std::cout << "# model file: " << model_out << "\n";
-  std::string runs_out = absl::GetFlag(FLAGS_runs_out);
-  if (runs_out.empty()) runs_out = model_out.substr(0, model_out.find_last_of('/') + 1) + "runs.json";
-  RETURN_IF_ERROR(model::WriteCalibrationRuns(runs_out, calibration.runs, info));
-  std::cout << "# runs file: " << runs_out << " (fit them again: //bench:calibrate --refit=" << runs_out
-            << ")\n";
   return absl::OkStatus();
 }
 

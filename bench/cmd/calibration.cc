@@ -37,8 +37,10 @@ ScalingOptions GradientSweep(const ScalingOptions& base, const std::vector<int>&
 
 }  // namespace
 
-absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const ScalingOptions& base,
-                                           const model::FileInfo& info, std::ostream* progress) {
+absl::StatusOr<Calibration> RunCalibration(
+    const CalibrationPlan& plan, const ScalingOptions& base, const model::FileInfo& info,
+    std::ostream* progress,
+    const std::function<absl::Status(const std::vector<model::MeasuredRun>&)>& keep_runs) {
   RETURN_IF_ERROR(ValidatePlan(plan));
   const absl::Time start = absl::Now();
   Calibration out;
@@ -75,6 +77,7 @@ absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const Sc
     out.runs.insert(out.runs.end(), converted.runs.begin(), converted.runs.end());
   }
   out.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  if (keep_runs) RETURN_IF_ERROR(keep_runs(out.runs));
   absl::StatusOr<proto::CostModelFile> file = model::FitModel(out.runs, info);
   if (!file.ok()) {
     return absl::Status(file.status().code(),

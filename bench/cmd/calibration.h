@@ -16,6 +16,7 @@
 #ifndef PSRING_BENCH_CALIBRATION_H_
 #define PSRING_BENCH_CALIBRATION_H_
 
+#include <functional>
 #include <ostream>
 #include <vector>
 
@@ -32,9 +33,14 @@ namespace psring::bench {
 // Runs the plan (one RunScaling per condition, progress on `progress`), converts and fits. `base` carries
 // the programs and the link flags other than rate and latency (queue, latency method, delay program).
 // kInvalidArgument from ValidatePlan; RunScaling's errors naming the condition; FitModel's (e.g. an exchange
-// without any usable run over a rate-limited link: the message says which).
-absl::StatusOr<Calibration> RunCalibration(const CalibrationPlan& plan, const ScalingOptions& base,
-                                           const model::FileInfo& info, std::ostream* progress);
+// without any usable run over a rate-limited link: the message says which). `keep_runs`, when set, gets the
+// usable runs before the fit, so a sweep whose fit fails (every run of one exchange dropped) still keeps its
+// measurements (calibrate writes them to --runs_out, to be merged into another refit); its error is returned
+// before the fit.
+absl::StatusOr<Calibration> RunCalibration(
+    const CalibrationPlan& plan, const ScalingOptions& base, const model::FileInfo& info,
+    std::ostream* progress,
+    const std::function<absl::Status(const std::vector<model::MeasuredRun>&)>& keep_runs = nullptr);
 
 // //bench:calibrate --cpu_only: the plan's loopback runs (every process on this host, unlimited links; one
 // RunScaling per exchange and N, gradient mode at each of `sizes`, `warmup_steps` + `steps` steps), and this

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "bench/model/collective.h"
 #include "bench/model/data_path.h"
 #include "common/atomic_file.h"
@@ -17,18 +18,11 @@ constexpr int kRunsFileVersion = 1;
 
 }  // namespace
 
-absl::Status WriteCalibrationRuns(const std::string& path, const std::vector<MeasuredRun>& runs,
-                                  const FileInfo& info) {
-  proto::CalibrationRunsFile file;
+absl::Status WriteSavedRuns(const std::string& path, const SavedRuns& saved) {
+  proto::CalibrationRunsFile file = saved.file;
   file.set_version(kRunsFileVersion);
-  file.set_host(info.host);
-  file.set_date(info.date);
-  file.set_note(info.note);
-  proto::CostModelFile data_path;
-  RecordDataPath(data_path);
-  file.set_data_path_fingerprint(data_path.data_path_fingerprint());
-  *file.mutable_data_path_sources() = data_path.data_path_sources();
-  for (const MeasuredRun& run : runs) {
+  file.clear_runs();
+  for (const MeasuredRun& run : saved.runs) {
     proto::CalibrationRun* r = file.add_runs();
     r->set_exchange(TopologyName(run.topology));
     r->set_nodes(run.conditions.nodes);
@@ -48,6 +42,20 @@ absl::Status WriteCalibrationRuns(const std::string& path, const std::vector<Mea
   if (!printed.ok())
     return absl::InternalError(absl::StrCat("cannot print the runs as JSON: ", printed.ToString()));
   return WriteFileAtomically(path, json);
+}
+
+absl::Status WriteCalibrationRuns(const std::string& path, const std::vector<MeasuredRun>& runs,
+                                  const FileInfo& info) {
+  SavedRuns saved;
+  saved.file.set_host(info.host);
+  saved.file.set_date(info.date);
+  saved.file.set_note(info.note);
+  proto::CostModelFile data_path;
+  RecordDataPath(data_path);
+  saved.file.set_data_path_fingerprint(data_path.data_path_fingerprint());
+  *saved.file.mutable_data_path_sources() = data_path.data_path_sources();
+  saved.runs = runs;
+  return WriteSavedRuns(path, saved);
 }
 
 absl::StatusOr<SavedRuns> ReadCalibrationRuns(const std::string& path) {
@@ -99,6 +107,34 @@ absl::StatusOr<SavedRuns> ReadCalibrationRuns(const std::string& path) {
   }
   saved.file.clear_runs();
   return saved;
+}
+
+absl::StatusOr<SavedRuns> MergeSavedRuns(const std::vector<SavedRuns>& parts,
+                                         const std::vector<std::string>& origins) {
+  if (parts.empty() || parts.size() != origins.size()) {
+    return absl::InvalidArgumentError("no runs files to merge (give one or more, comma-separated)");
+  }
+  SavedRuns merged = parts[0];
+  std::vector<std::string> notes = {absl::StrCat(origins[0], ": ", parts[0].file.note())};
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const proto::CalibrationRunsFile& f = parts[i].file;
+    if (f.host() != merged.file.host()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          origins[i], " was measured on host '", f.host(), "', ", origins[0], " on '", merged.file.host(),
+          "': a model's CPU ceilings hold for one host; refit each host's runs on their own"));
+    }
+    if (f.data_path_fingerprint() != merged.file.data_path_fingerprint()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origins[i], " was measured on data path ", f.data_path_fingerprint(), ", ", origins[0],
+                       " on ", merged.file.data_path_fingerprint(),
+                       ": the runs time different code; recalibrate instead of merging them"));
+    }
+    if (f.date() > merged.file.date()) merged.file.set_date(f.date());
+    merged.runs.insert(merged.runs.end(), parts[i].runs.begin(), parts[i].runs.end());
+    notes.push_back(absl::StrCat(origins[i], ": ", f.note()));
+  }
+  merged.file.set_note(absl::StrJoin(notes, "; "));
+  return merged;
 }
 
 absl::StatusOr<proto::CostModelFile> RefitModel(const SavedRuns& saved, const std::string& origin) {

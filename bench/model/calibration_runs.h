@@ -30,9 +30,20 @@ struct SavedRuns {
 absl::Status WriteCalibrationRuns(const std::string& path, const std::vector<MeasuredRun>& runs,
                                   const FileInfo& info);
 
+// Writes `saved` as it is (its host, date, note and data path: a merge of runs files keeps theirs),
+// atomically.
+absl::Status WriteSavedRuns(const std::string& path, const SavedRuns& saved);
+
 // kNotFound when the file cannot be opened; kInvalidArgument naming the run for a file that is not a runs
 // file, an unknown exchange, conditions ValidateConditions refuses, or a time that is not > 0.
 absl::StatusOr<SavedRuns> ReadCalibrationRuns(const std::string& path);
+
+// Several runs files as one (calibrate --refit=a.json,b.json: a supplementary sweep beside a calibration):
+// their runs in order, the latest date, the notes joined. kInvalidArgument naming both files when two were
+// measured on different hosts (the CPU ceilings hold for one) or different data paths (the parameters would
+// describe two codes); kInvalidArgument for an empty list.
+absl::StatusOr<SavedRuns> MergeSavedRuns(const std::vector<SavedRuns>& parts,
+                                         const std::vector<std::string>& origins);
 
 // FitModel over the saved runs; the model file carries the runs' host, date and data path (not this
 // build's: the parameters describe the code that was measured), its note says it is a refit.

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bench/model/model_file.h"
@@ -403,6 +406,63 @@ proto::ModelParameter ToProto(const ParameterFit& p) {
 
 }  // namespace
 
+std::vector<ExtrapolationScatter> MeasureExtrapolation(Topology topology,
+                                                       const std::vector<MeasuredRun>& runs) {
+  struct Dimension {
+    const char* name;
+    double (*value)(const Conditions&);
+  };
+  const Dimension dimensions[] = {
+      {"N", [](const Conditions& c) { return static_cast<double>(c.nodes); }},
+      {"latency", [](const Conditions& c) { return c.latency_s; }},
+      {"size", [](const Conditions& c) { return c.bytes; }},
+      {"link", [](const Conditions& c) { return c.link_bytes_per_second; }},
+  };
+  std::vector<ExtrapolationScatter> out;
+  for (const Dimension& d : dimensions) {
+    std::set<double> values;
+    for (const MeasuredRun& run : runs) {
+      if (run.topology == topology && !Unshaped(run) && d.value(run.conditions) > 0) {
+        values.insert(d.value(run.conditions));
+      }
+    }
+    if (values.size() < 2) continue;
+    // Held out: the values above the largest over sqrt(2), at least the largest; each held-out run is
+    // predicted at its own factor over the largest value kept (a factor near 1 would divide noise by ~0).
+    const double top = *values.rbegin();
+    double kept_max = 0;
+    for (double v : values) {
+      if (v <= top / std::sqrt(2.0) || v == *values.begin()) kept_max = std::max(kept_max, v);
+    }
+    std::vector<MeasuredRun> inner;
+    std::vector<const MeasuredRun*> held;
+    for (const MeasuredRun& run : runs) {
+      if (run.topology != topology) continue;
+      (!Unshaped(run) && d.value(run.conditions) > kept_max ? held.push_back(&run) : inner.push_back(run));
+    }
+    absl::StatusOr<ExchangeFit> fit = FitExchange(topology, inner);
+    if (!fit.ok()) continue;
+    double sum_sq = 0, sum_log_factor_sq = 0;
+    for (const MeasuredRun* run : held) {
+      const double predicted = PredictCollectiveUnchecked(topology, fit->params, run->conditions).seconds;
+      const double e = std::log(run->seconds / predicted);
+      const double log_factor = std::log(d.value(run->conditions) / kept_max);
+      sum_sq += e * e;
+      sum_log_factor_sq += log_factor * log_factor;
+    }
+    ExtrapolationScatter x;
+    x.dimension = d.name;
+    x.factor = top / kept_max;
+    x.held_out_runs = static_cast<int>(held.size());
+    x.rms_log_error = std::sqrt(sum_sq / held.size());
+    x.inner_scatter = fit->residual_rel_sd;
+    x.log_sd_per_log_factor = std::sqrt(
+        std::max(0.0, sum_sq - held.size() * x.inner_scatter * x.inner_scatter) / sum_log_factor_sq);
+    out.push_back(x);
+  }
+  return out;
+}
+
 absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& runs, const FileInfo& info) {
   proto::CostModelFile file;
   file.set_version(kModelFileVersion);
@@ -443,6 +503,15 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
     for (int v : nodes) c->add_nodes(v);
     for (int v : servers) c->add_servers(v);
     c->set_runs(fit->runs);
+    for (const ExtrapolationScatter& x : MeasureExtrapolation(topology, runs)) {
+      proto::ExtrapolationScatter* p = e->add_extrapolation();
+      p->set_dimension(x.dimension);
+      p->set_log_sd_per_log_factor(x.log_sd_per_log_factor);
+      p->set_factor(x.factor);
+      p->set_held_out_runs(x.held_out_runs);
+      p->set_rms_log_error(x.rms_log_error);
+      p->set_inner_scatter(x.inner_scatter);
+    }
   }
   if (absl::Status s = ValidateModelFile(file); !s.ok()) return s;
   return file;

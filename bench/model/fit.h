@@ -89,7 +89,31 @@ struct FileInfo {
   std::string note;
 };
 
-// Every exchange fitted and frozen into a file with its coverage. FitExchange's errors, naming the exchange.
+// How far a fit is off beyond its coverage, from the calibration itself: for one dimension (N, one-way
+// latency, size S, link rate) with at least two values among the topology's shaped-link runs, the runs at the
+// values above largest / sqrt(2) (at least the largest; never the smallest) are held out, the others
+// (loopback ones included) fitted by FitExchange, and each held-out run i predicted at its factor f_i = its
+// value / the largest value kept (so no factor is near 1, where noise over log(f) would blow up). With e_i =
+// log(measured / predicted) and s the inner fit's residual_rel_sd, the error the extrapolation added per unit
+// of log(factor) is
+//
+//   log_sd_per_log_factor = sqrt(max(0, sum_i (e_i^2 - s^2)) / sum_i log(f_i)^2)
+//
+// (bias and scatter alike; the inner fit's parameter error is in e_i too, so it errs wide). The dimensions
+// whose inner fit fails (too few runs left) are left out.
+struct ExtrapolationScatter {
+  std::string dimension;  // model_file.h Extrapolation::what: "N", "latency", "size", "link"
+  double log_sd_per_log_factor = 0;
+  double factor = 0;  // the largest value over the largest value kept
+  int held_out_runs = 0;
+  double rms_log_error = 0;
+  double inner_scatter = 0;
+};
+std::vector<ExtrapolationScatter> MeasureExtrapolation(Topology topology,
+                                                       const std::vector<MeasuredRun>& runs);
+
+// Every exchange fitted and frozen into a file with its coverage and MeasureExtrapolation's scatter.
+// FitExchange's errors, naming the exchange.
 absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& runs, const FileInfo& info);
 
 }  // namespace psring::bench::model

@@ -227,15 +227,17 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     at.link_burst_bytes = condition.link_burst_bytes;
     at.box_cores = condition.box_cores;
     ASSIGN_OR_RETURN(const model::StepTime step, model::PredictStep(topology, params, at, shape));
-    ASSIGN_OR_RETURN(const model::PredictionInterval interval,
-                     model::IntervalOf(
-                         model, topology,
-                         [&](const model::ExchangeParams& p) -> absl::StatusOr<double> {
-                           ASSIGN_OR_RETURN(const model::StepTime t,
-                                            model::PredictStep(topology, p, at, shape));
-                           return t.step_s;
-                         },
-                         !(at.link_bytes_per_second > 0)));
+    ASSIGN_OR_RETURN(
+        const model::PredictionInterval interval,
+        model::IntervalOf(
+            model, topology,
+            [&](const model::ExchangeParams& p) -> absl::StatusOr<double> {
+              ASSIGN_OR_RETURN(const model::StepTime t, model::PredictStep(topology, p, at, shape));
+              return t.step_s;
+            },
+            !(at.link_bytes_per_second > 0),
+            model::ExtrapolationLogVariance(model, topology, at,
+                                            condition.replay() ? 0 : static_cast<double>(condition.bytes))));
     ValidationRow row;
     row.condition = condition.Name();
     row.exchange = e;

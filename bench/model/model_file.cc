@@ -127,6 +127,17 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
       }
     }
     if (auto s = CheckCovariance(e); !s.ok()) return s;
+    for (const proto::ExtrapolationScatter& x : e.extrapolation()) {
+      const std::string& d = x.dimension();
+      if (d != "N" && d != "latency" && d != "size" && d != "link") {
+        return Invalid(e.exchange(),
+                       absl::StrCat("extrapolation dimension '", d, "' is none of N, latency, size, link"));
+      }
+      if (!(x.log_sd_per_log_factor() >= 0 && std::isfinite(x.log_sd_per_log_factor()))) {
+        return Invalid(e.exchange(), absl::StrCat("extrapolation ", d, " log_sd_per_log_factor ",
+                                                  x.log_sd_per_log_factor(), " is not a finite value >= 0"));
+      }
+    }
   }
   for (Topology t : AllTopologies()) {
     if (!seen.count(t)) return Invalid(TopologyName(t), "missing (every exchange of the race is required)");
@@ -205,15 +216,14 @@ double OutsideBy(double value, double lo, double hi) {
 
 }  // namespace
 
-Extrapolation ExtrapolationOf(const proto::CostModelFile& file, Topology topology, const Conditions& at,
-                              double bytes) {
-  Extrapolation out;
+std::vector<Extrapolation> ExtrapolationFactors(const proto::CostModelFile& file, Topology topology,
+                                                const Conditions& at, double bytes) {
+  std::vector<Extrapolation> out;
   for (const proto::ExchangeModel& e : file.exchanges()) {
     if (e.exchange() != TopologyName(topology) || !e.has_coverage()) continue;
     const proto::Coverage& c = e.coverage();
-    out.factor = 1;
     auto consider = [&](double factor, const char* what) {
-      if (factor > out.factor) out = {factor, what};
+      if (factor > 1) out.push_back({factor, what});
     };
     if (c.nodes_size() > 0 && at.nodes > 0) {
       const auto [lo, hi] = std::minmax_element(c.nodes().begin(), c.nodes().end());
@@ -236,6 +246,18 @@ Extrapolation ExtrapolationOf(const proto::CostModelFile& file, Topology topolog
       const auto [lo, hi] = std::minmax_element(c.bytes().begin(), c.bytes().end());
       consider(OutsideBy(bytes, *lo, *hi), "size");
     }
+  }
+  return out;
+}
+
+Extrapolation ExtrapolationOf(const proto::CostModelFile& file, Topology topology, const Conditions& at,
+                              double bytes) {
+  Extrapolation out;
+  for (const proto::ExchangeModel& e : file.exchanges()) {
+    if (e.exchange() == TopologyName(topology) && e.has_coverage()) out.factor = 1;  // inside, unless below
+  }
+  for (const Extrapolation& x : ExtrapolationFactors(file, topology, at, bytes)) {
+    if (x.factor > out.factor) out = x;
   }
   return out;
 }

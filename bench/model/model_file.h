@@ -10,6 +10,7 @@
 #define PSRING_BENCH_MODEL_MODEL_FILE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +51,9 @@ struct Extrapolation {
 };
 Extrapolation ExtrapolationOf(const proto::CostModelFile& file, Topology topology, const Conditions& at,
                               double bytes);
+// Every dimension `at` lies outside the calibration by (factor > 1 only; ExtrapolationOf is their largest).
+std::vector<Extrapolation> ExtrapolationFactors(const proto::CostModelFile& file, Topology topology,
+                                                const Conditions& at, double bytes);
 // Beyond this factor a prediction is marked.
 inline constexpr double kExtrapolationMarkFactor = 2;
 // "EXTRAPOLATED x128 (N)" when the factor is above kExtrapolationMarkFactor, else "".

@@ -23,8 +23,25 @@ constexpr double kMedianAbsToSd = 1 / 0.6744897501960817;
 
 }  // namespace
 
+double ExtrapolationLogVariance(const proto::CostModelFile& file, Topology topology, const Conditions& at,
+                                double bytes) {
+  const proto::ExchangeModel* e = Find(file, topology);
+  if (e == nullptr) return 0;
+  double var = 0;
+  for (const Extrapolation& x : ExtrapolationFactors(file, topology, at, bytes)) {
+    if (!std::isfinite(x.factor)) continue;
+    for (const proto::ExtrapolationScatter& s : e->extrapolation()) {
+      if (s.dimension() != x.what) continue;
+      const double sd = s.log_sd_per_log_factor() * std::log(x.factor);
+      var += sd * sd;
+    }
+  }
+  return var;
+}
+
 absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, Topology topology,
-                                              const Predictor& predict, bool unlimited_link) {
+                                              const Predictor& predict, bool unlimited_link,
+                                              double extrapolation_log_var) {
   ASSIGN_OR_RETURN(const ExchangeParams params, ParamsOf(file, topology));
   const proto::ExchangeModel* e = Find(file, topology);
   if (e == nullptr) return absl::NotFoundError(absl::StrCat("model file has no ", TopologyName(topology)));
@@ -94,7 +111,9 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
   PredictionInterval pi;
   pi.value = value;
   pi.parameter_rel_sd = std::sqrt(parameter_var);
-  pi.rel_sd = std::sqrt(parameter_var + scatter * scatter);
+  pi.extrapolation_rel_sd = std::sqrt(std::max(0.0, extrapolation_log_var));
+  pi.rel_sd =
+      std::sqrt(parameter_var + scatter * scatter + pi.extrapolation_rel_sd * pi.extrapolation_rel_sd);
   pi.lo = value * std::exp(-kIntervalZ * pi.rel_sd);
   pi.hi = value * std::exp(kIntervalZ * pi.rel_sd);
   return pi;

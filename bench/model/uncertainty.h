@@ -1,12 +1,15 @@
 // Prediction intervals: how far a prediction can be off, from the calibration's own uncertainty.
 //
-// Two parts, added in log space: the fitted parameters' covariance (bench/model/fit.h records it in the model
-// file) pushed through the prediction by its numeric gradient (the delta method), and the scatter a new run
-// shows around the fit (the fit's relative residual standard deviation). With rel_sd the combined standard
-// deviation of log(T), the interval at level L is value * exp(+-z_L * rel_sd).
+// Three parts, added in log space: the fitted parameters' covariance (bench/model/fit.h records it in the
+// model file) pushed through the prediction by its numeric gradient (the delta method), the scatter a new run
+// shows around the fit (the fit's relative residual standard deviation), and beyond the calibrated coverage
+// the extrapolation error the calibration measured on itself (fit.h MeasureExtrapolation: per dimension
+// outside it, (log_sd_per_log_factor * log(factor))^2; ExtrapolationLogVariance). With rel_sd the combined
+// standard deviation of log(T), the interval at level L is value * exp(+-z_L * rel_sd).
 //
 //   ASSIGN_OR_RETURN(PredictionInterval pi, IntervalOf(file, Topology::kRing,
-//       [&](const ExchangeParams& p) { return PredictStep(Topology::kRing, p, at, shape)->step_s; }));
+//       [&](const ExchangeParams& p) { return PredictStep(Topology::kRing, p, at, shape)->step_s; },
+//       !(at.link_bytes_per_second > 0), ExtrapolationLogVariance(file, Topology::kRing, at, bytes)));
 //   // pi.lo <= pi.value <= pi.hi, a 90 % interval
 //
 // A model file written before the covariance was recorded falls back to the parameters' standard errors as
@@ -34,6 +37,7 @@ struct PredictionInterval {
   double hi = 0;      // value * exp(+z * rel_sd)
   double rel_sd = 0;  // standard deviation of log(prediction)
   double parameter_rel_sd = 0;  // the parameters' share of it
+  double extrapolation_rel_sd = 0;  // the extrapolation's share of it (0 inside the calibrated coverage)
 };
 
 // The model's prediction as a function of one exchange's parameters (the rest of the call fixed).
@@ -43,8 +47,18 @@ using Predictor = std::function<absl::StatusOr<double>(const ExchangeParams&)>;
 // kInvalidArgument when the prediction is not > 0.
 // `unlimited_link`: the prediction is over an unlimited link (loopback, CPU-bound), whose scatter is the
 // file's loopback_residual_rel_sd where it has one.
+// `extrapolation_log_var`: ExtrapolationLogVariance at the prediction's conditions (0: inside the coverage).
 absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, Topology topology,
-                                              const Predictor& predict, bool unlimited_link = false);
+                                              const Predictor& predict, bool unlimited_link = false,
+                                              double extrapolation_log_var = 0);
+
+// The variance of log(T) that predicting `topology` at `at` (`bytes`: the collective's size, a flat step's S
+// or the largest bucket; 0: not judged) adds by lying outside the calibrated coverage: the sum over the
+// dimensions outside it (model_file.h ExtrapolationFactors) of (log_sd_per_log_factor * log(factor))^2 from
+// the file's extrapolation entries. A dimension the file has no entry for, or one never calibrated (infinite
+// factor, marked "EXTRAPOLATED (... never calibrated)" instead), adds nothing. 0 inside the coverage.
+double ExtrapolationLogVariance(const proto::CostModelFile& file, Topology topology, const Conditions& at,
+                                double bytes);
 
 // "1.23 s [1.10, 1.38]"-style text of an interval, in the unit given (1e-3 for ms).
 std::string FormatInterval(const PredictionInterval& pi, double unit, int decimals = 2);

@@ -93,6 +93,21 @@ std::string FormatCalibration(const Calibration& c) {
                                              e.exchange(), 100 * e.residual_rel_sd()));
     }
   }
+  // The extrapolation error the calibration measured on itself (bench/model/fit.h MeasureExtrapolation).
+  for (const proto::ExchangeModel& e : c.file.exchanges()) {
+    std::vector<std::string> parts;
+    for (const proto::ExtrapolationScatter& x : e.extrapolation()) {
+      parts.push_back(
+          absl::StrFormat("%s %.3f (up to x%.2g beyond, %d runs held out, rms %.1f %% vs %.1f %% inside)",
+                          x.dimension(), x.log_sd_per_log_factor(), x.factor(), x.held_out_runs(),
+                          100 * x.rms_log_error(), 100 * x.inner_scatter()));
+    }
+    if (parts.empty()) continue;
+    absl::StrAppend(
+        &text, "#   ", e.exchange(),
+        " extrapolation error per unit of log(factor) (its largest values held out, the rest fitted): ",
+        absl::StrJoin(parts, "; "), "\n");
+  }
   for (const std::string& d : c.dropped) absl::StrAppend(&text, "# dropped: ", d, "\n");
   return text;
 }

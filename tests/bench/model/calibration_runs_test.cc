@@ -76,6 +76,41 @@ TEST(CalibrationRunsTest, RefitIsTheFitOfTheRunsWithTheirDataPath) {
   EXPECT_FALSE(CompareDataPath(*refit).current);
 }
 
+// --refit=a.json,b.json: a supplementary sweep merged with a calibration, only from one host and one data
+// path.
+TEST(CalibrationRunsTest, MergesRunsOfOneHostAndDataPath) {
+  const std::vector<MeasuredRun> runs = SyntheticRuns();
+  SavedRuns a, b;
+  a.file.set_host("box");
+  a.file.set_date("2026-12-01T00:00:00+00:00");
+  a.file.set_data_path_fingerprint("0123456789abcdef");
+  a.file.set_note("quick");
+  b.file = a.file;
+  b.file.set_date("2026-12-02T00:00:00+00:00");
+  b.file.set_note("N = 12, 16");
+  a.runs.assign(runs.begin(), runs.begin() + 10);
+  b.runs.assign(runs.begin() + 10, runs.end());
+  absl::StatusOr<SavedRuns> merged = MergeSavedRuns({a, b}, {"a.json", "b.json"});
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_EQ(merged->runs.size(), runs.size());
+  EXPECT_EQ(merged->runs[10].seconds, runs[10].seconds);
+  EXPECT_EQ(merged->file.date(), "2026-12-02T00:00:00+00:00");
+  EXPECT_EQ(merged->file.data_path_fingerprint(), "0123456789abcdef");
+  EXPECT_NE(merged->file.note().find("b.json: N = 12, 16"), std::string::npos) << merged->file.note();
+
+  SavedRuns other_host = b;
+  other_host.file.set_host("bigger");
+  absl::Status status = MergeSavedRuns({a, other_host}, {"a.json", "c.json"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("c.json was measured on host 'bigger'"), std::string::npos) << status;
+  SavedRuns other_code = b;
+  other_code.file.set_data_path_fingerprint("fedcba9876543210");
+  status = MergeSavedRuns({a, other_code}, {"a.json", "d.json"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("recalibrate"), std::string::npos) << status;
+  EXPECT_EQ(MergeSavedRuns({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(CalibrationRunsTest, RefusesBadFiles) {
   EXPECT_EQ(ReadCalibrationRuns(FreshTempPath("no_such_runs.json")).status().code(),
             absl::StatusCode::kNotFound);

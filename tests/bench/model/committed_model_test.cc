@@ -58,6 +58,21 @@ TEST(DataPath, TheCommittedModelIsTheFitOfTheCommittedRuns) {
       EXPECT_NEAR(b, a, 1e-9 * std::max(1.0, std::abs(a))) << TopologyName(t) << " " << term.name;
     }
   }
+  // What the intervals take from the fit: the scatter and the extrapolation error measured on the runs.
+  ASSERT_EQ(refit->exchanges_size(), committed->exchanges_size());
+  for (int i = 0; i < committed->exchanges_size(); ++i) {
+    const proto::ExchangeModel& want = committed->exchanges(i);
+    const proto::ExchangeModel& got = refit->exchanges(i);
+    SCOPED_TRACE(want.exchange());
+    EXPECT_NEAR(got.residual_rel_sd(), want.residual_rel_sd(), 1e-9);
+    EXPECT_NEAR(got.loopback_residual_rel_sd(), want.loopback_residual_rel_sd(), 1e-9);
+    ASSERT_EQ(got.extrapolation_size(), want.extrapolation_size()) << "refit the committed runs";
+    for (int j = 0; j < want.extrapolation_size(); ++j) {
+      EXPECT_EQ(got.extrapolation(j).dimension(), want.extrapolation(j).dimension());
+      EXPECT_NEAR(got.extrapolation(j).log_sd_per_log_factor(), want.extrapolation(j).log_sd_per_log_factor(),
+                  1e-9);
+    }
+  }
 }
 
 }  // namespace

@@ -27,6 +27,38 @@ TEST(FitTest, RecoversKnownParametersOfEveryExchange) {
   }
 }
 
+// MeasureExtrapolation: on exact runs every dimension's held-out runs are predicted by the fit of the rest,
+// so nothing widens; where the largest N runs 20 % slower than the model, the N dimension measures that error
+// per unit of log(factor), ln(1.2) / ln(8 / 4).
+TEST(FitTest, MeasuresTheExtrapolationErrorOnTheCalibrationItself) {
+  for (Topology topology : AllTopologies()) {
+    SCOPED_TRACE(TopologyName(topology));
+    const std::vector<ExtrapolationScatter> x = MeasureExtrapolation(topology, SyntheticRuns());
+    ASSERT_EQ(x.size(), 4u);
+    const std::pair<const char*, double> expected[] = {
+        {"N", 8.0 / 4}, {"latency", 20.0 / 5}, {"size", 16.0 / 4}, {"link", 10}};
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_EQ(x[i].dimension, expected[i].first);
+      EXPECT_NEAR(x[i].factor, expected[i].second, 1e-9);
+      EXPECT_GT(x[i].held_out_runs, 0);
+      EXPECT_LT(x[i].log_sd_per_log_factor, 2e-3) << x[i].dimension;
+    }
+  }
+  std::vector<MeasuredRun> runs = SyntheticRuns();
+  for (MeasuredRun& run : runs) {
+    if (run.topology == Topology::kRing && run.conditions.nodes == 8 &&
+        run.conditions.link_bytes_per_second > 0) {
+      run.seconds *= 1.2;
+    }
+  }
+  const std::vector<ExtrapolationScatter> x = MeasureExtrapolation(Topology::kRing, runs);
+  ASSERT_FALSE(x.empty());
+  ASSERT_EQ(x[0].dimension, "N");
+  EXPECT_EQ(x[0].held_out_runs, 24);  // 3 S x 2 links x 4 latencies at N = 8 (the loopback runs stay in)
+  EXPECT_NEAR(x[0].rms_log_error, std::log(1.2), 2e-3);
+  EXPECT_NEAR(x[0].log_sd_per_log_factor, std::log(1.2) / std::log(2.0), 5e-3);
+}
+
 TEST(FitTest, ALimitThatNeverBindsIsNone) {
   // Without latency no window binds, without loopback runs no CPU ceiling: both are fitted as none (0).
   std::vector<MeasuredRun> runs;

@@ -86,6 +86,20 @@ TEST(ModelFileTest, RejectsWhatCannotBeTrusted) {
       {"ps-1.window_queueing", "[0, 1]"});
   ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(2)->set_loopback_residual_rel_sd(-0.1); },
                  {"ps-colocated", "loopback_residual_rel_sd", ">= 0"});
+  ExpectRejected(
+      [](proto::CostModelFile* f) {
+        proto::ExtrapolationScatter* x = f->mutable_exchanges(0)->add_extrapolation();
+        x->set_dimension("servers");
+        x->set_log_sd_per_log_factor(0.1);
+      },
+      {"ring", "extrapolation dimension 'servers'"});
+  ExpectRejected(
+      [](proto::CostModelFile* f) {
+        proto::ExtrapolationScatter* x = f->mutable_exchanges(1)->add_extrapolation();
+        x->set_dimension("N");
+        x->set_log_sd_per_log_factor(-0.1);
+      },
+      {"ps-1", "extrapolation N", ">= 0"});
 }
 
 TEST(ModelFileTest, BurstShareIsReadAndAbsentMeansTheWholeCredit) {
@@ -146,6 +160,15 @@ TEST(ModelFileTest, ExtrapolationIsTheLargestFactorOutsideTheCoverage) {
   EXPECT_EQ(at(8, 0, 0, 4e6).factor, 1);  // loopback was calibrated
   // Another exchange without coverage says nothing.
   EXPECT_EQ(ExtrapolationOf(file, Topology::kPsOne, Conditions{1024, 1, 4e6, 12.5e6, 0}, 4e6).factor, 0);
+  // Every dimension outside, not only the largest: N x4 and latency x2.5 at once.
+  const std::vector<Extrapolation> all =
+      ExtrapolationFactors(file, Topology::kRing, Conditions{32, 0, 4e6, 12.5e6, 50e-3}, 4e6);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].what, "N");
+  EXPECT_NEAR(all[0].factor, 4, 1e-12);
+  EXPECT_EQ(all[1].what, "latency");
+  EXPECT_NEAR(all[1].factor, 2.5, 1e-12);
+  EXPECT_TRUE(ExtrapolationFactors(file, Topology::kRing, Conditions{4, 0, 4e6, 12.5e6, 5e-3}, 4e6).empty());
 }
 
 }  // namespace

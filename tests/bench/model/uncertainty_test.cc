@@ -3,6 +3,7 @@
 #include "bench/model/uncertainty.h"
 
 #include <cmath>
+#include <map>
 
 #include "bench/model/fit.h"
 #include "gtest/gtest.h"
@@ -17,8 +18,17 @@ Predictor CollectiveAt(Topology topology, const Conditions& at) {
   };
 }
 
+// The fit of NoisyRuns(0.05, seed), once per seed (each fit measures its extrapolation too: seconds).
+absl::StatusOr<proto::CostModelFile> NoisyFit(int seed) {
+  static auto* fits = new std::map<int, absl::StatusOr<proto::CostModelFile>>();
+  auto it = fits->find(seed);
+  if (it == fits->end())
+    it = fits->emplace(seed, FitModel(NoisyRuns(0.05, seed), {"host", "2026-12-01", ""})).first;
+  return it->second;
+}
+
 TEST(Uncertainty, NinetyPercentIntervalsCoverFreshRunsAboutNinetyPercentOfTheTime) {
-  absl::StatusOr<proto::CostModelFile> file = FitModel(NoisyRuns(0.05, 3), {"host", "2026-12-01", ""});
+  absl::StatusOr<proto::CostModelFile> file = NoisyFit(3);
   ASSERT_TRUE(file.ok()) << file.status();
   int inside = 0, total = 0;
   for (const MeasuredRun& run : NoisyRuns(0.05, 99)) {  // same truth, fresh scatter
@@ -48,7 +58,7 @@ TEST(Uncertainty, ExactDataGivesNarrowIntervals) {
 }
 
 TEST(Uncertainty, TheIntervalAddsTheParametersErrorToTheScatter) {
-  absl::StatusOr<proto::CostModelFile> file = FitModel(NoisyRuns(0.05, 5), {"host", "2026-12-01", ""});
+  absl::StatusOr<proto::CostModelFile> file = NoisyFit(5);
   ASSERT_TRUE(file.ok()) << file.status();
   const proto::ExchangeModel& ring = file->exchanges(0);
   ASSERT_EQ(ring.exchange(), "ring");
@@ -64,7 +74,7 @@ TEST(Uncertainty, TheIntervalAddsTheParametersErrorToTheScatter) {
 // A file with both regimes' scatter: a prediction over an unlimited link (loopback) takes the loopback runs'
 // scatter, one over a shaped link the shaped runs'.
 TEST(Uncertainty, PredictionsOverAnUnlimitedLinkUseTheLoopbackScatter) {
-  absl::StatusOr<proto::CostModelFile> file = FitModel(NoisyRuns(0.05, 5), {"host", "2026-12-01", ""});
+  absl::StatusOr<proto::CostModelFile> file = NoisyFit(5);
   ASSERT_TRUE(file.ok()) << file.status();
   proto::ExchangeModel& ring = *file->mutable_exchanges(0);
   ring.set_residual_rel_sd(0.02);
@@ -84,8 +94,46 @@ TEST(Uncertainty, PredictionsOverAnUnlimitedLinkUseTheLoopbackScatter) {
   EXPECT_NEAR(pi->rel_sd * pi->rel_sd, pi->parameter_rel_sd * pi->parameter_rel_sd + 0.02 * 0.02, 1e-12);
 }
 
+// Beyond the calibrated coverage the interval adds the extrapolation error the calibration measured on
+// itself, per dimension outside it: (log_sd_per_log_factor * log(factor))^2; inside it, or in a dimension
+// without an entry, nothing.
+TEST(Uncertainty, BeyondTheCoverageTheIntervalAddsTheMeasuredExtrapolationError) {
+  absl::StatusOr<proto::CostModelFile> file = NoisyFit(5);
+  ASSERT_TRUE(file.ok()) << file.status();
+  proto::ExchangeModel& ring = *file->mutable_exchanges(0);
+  ASSERT_EQ(ring.exchange(), "ring");
+  ring.clear_extrapolation();
+  proto::ExtrapolationScatter* n = ring.add_extrapolation();
+  n->set_dimension("N");
+  n->set_log_sd_per_log_factor(0.1);
+  proto::ExtrapolationScatter* latency = ring.add_extrapolation();
+  latency->set_dimension("latency");
+  latency->set_log_sd_per_log_factor(0.05);
+
+  const Conditions inside{6, 2, 4e6, 12.5e6, 2e-3};
+  EXPECT_EQ(ExtrapolationLogVariance(*file, Topology::kRing, inside, inside.bytes), 0);
+  // N = 32 against the calibrated 8 (x4), latency 80 ms against 20 ms (x4), link 10x above: no link entry.
+  const Conditions beyond{32, 2, 4e6, 1250e6, 80e-3};
+  const double var = ExtrapolationLogVariance(*file, Topology::kRing, beyond, beyond.bytes);
+  const double expected = std::pow(0.1 * std::log(4.0), 2) + std::pow(0.05 * std::log(4.0), 2);
+  EXPECT_NEAR(var, expected, 1e-12);
+  absl::StatusOr<PredictionInterval> plain =
+      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, beyond));
+  absl::StatusOr<PredictionInterval> wide =
+      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, beyond), false, var);
+  ASSERT_TRUE(plain.ok() && wide.ok());
+  EXPECT_EQ(plain->extrapolation_rel_sd, 0);
+  EXPECT_NEAR(wide->extrapolation_rel_sd, std::sqrt(expected), 1e-12);
+  EXPECT_NEAR(wide->rel_sd * wide->rel_sd, plain->rel_sd * plain->rel_sd + expected, 1e-12);
+  EXPECT_GT(wide->hi, plain->hi);
+  EXPECT_LT(wide->lo, plain->lo);
+  // Another exchange without entries widens nothing.
+  EXPECT_EQ(ExtrapolationLogVariance(*file, Topology::kPsOne, beyond, beyond.bytes) > 0,
+            file->exchanges(1).extrapolation_size() > 0);
+}
+
 TEST(Uncertainty, OlderFilesUseTheStandardErrorsAlone) {
-  absl::StatusOr<proto::CostModelFile> file = FitModel(NoisyRuns(0.05, 3), {"host", "2026-12-01", ""});
+  absl::StatusOr<proto::CostModelFile> file = NoisyFit(3);
   ASSERT_TRUE(file.ok()) << file.status();
   proto::CostModelFile old = *file;
   for (proto::ExchangeModel& e : *old.mutable_exchanges()) {
