@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -443,21 +442,25 @@ std::vector<ExtrapolationScatter> MeasureExtrapolation(Topology topology,
     absl::StatusOr<ExchangeFit> fit = FitExchange(topology, inner);
     if (!fit.ok()) continue;
     double sum_sq = 0, sum_log_factor_sq = 0;
+    int judged = 0;
     for (const MeasuredRun* run : held) {
       const double predicted = PredictCollectiveUnchecked(topology, fit->params, run->conditions).seconds;
+      if (!(predicted > 0)) continue;  // nothing exchanged (the ring at N = 1): no time to judge
+      ++judged;
       const double e = std::log(run->seconds / predicted);
       const double log_factor = std::log(d.value(run->conditions) / kept_max);
       sum_sq += e * e;
       sum_log_factor_sq += log_factor * log_factor;
     }
+    if (judged == 0) continue;
     ExtrapolationScatter x;
     x.dimension = d.name;
     x.factor = top / kept_max;
-    x.held_out_runs = static_cast<int>(held.size());
-    x.rms_log_error = std::sqrt(sum_sq / held.size());
+    x.held_out_runs = judged;
+    x.rms_log_error = std::sqrt(sum_sq / judged);
     x.inner_scatter = fit->residual_rel_sd;
-    x.log_sd_per_log_factor = std::sqrt(
-        std::max(0.0, sum_sq - held.size() * x.inner_scatter * x.inner_scatter) / sum_log_factor_sq);
+    x.log_sd_per_log_factor =
+        std::sqrt(std::max(0.0, sum_sq - judged * x.inner_scatter * x.inner_scatter) / sum_log_factor_sq);
     out.push_back(x);
   }
   return out;
