@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/cmd/scaling_flags.h"
 #include "bench/cmd/validation.h"
+#include "bench/emulator/cluster_flags.h"
 #include "bench/model/data_path.h"
 #include "bench/model/model_file.h"
 #include "common/atomic_file.h"
@@ -59,8 +60,9 @@ ABSL_FLAG(std::vector<std::string>, sweeps, {},
 ABSL_FLAG(std::vector<std::string>, nodes, {},
           "Run only these node counts of each sweep (sweeps left without any are dropped). Empty: the plan's.");
 ABSL_FLAG(bool, plan_only, false,
-          "Print the held-out plan, the conditions left out because calibration covers them, and the model's "
-          "estimate of the run time; run nothing.");
+          "Print the held-out plan, the conditions left out because calibration covers them, the model's "
+          "estimate of the run time, and its PREDICTED line (90 % intervals, the winner or undetermined) for "
+          "every condition, as a run would print them before it starts; run nothing.");
 
 namespace psring::bench {
 namespace {
@@ -166,7 +168,11 @@ absl::Status Run(const char* argv0) {
   std::cout << absl::StrFormat("# the model's estimate of this plan's run time: %.0f min (model of %s, %s)\n",
                                estimate / 60, model.host(), model.date());
   std::cout << "# " << model::CompareDataPath(model).Describe() << "\n";
-  if (absl::GetFlag(FLAGS_plan_only)) return absl::OkStatus();
+  if (absl::GetFlag(FLAGS_plan_only)) {
+    // What the model will be judged on, before anything runs: a plan's predictions can be read (or two
+    // models' compared) without the emulated cluster.
+    return PrintPredictions(held_out.plan, model, ClusterOptionsFromFlags(argv0).burst, &std::cout);
+  }
 
   ScalingOptions base;
   base.exchanges = held_out.plan.exchanges;

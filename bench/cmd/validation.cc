@@ -249,6 +249,43 @@ absl::StatusOr<ValidationPlan> ReadValidationPlanFile(const std::string& path) {
   return ParseValidationPlanFile(text.str(), path);
 }
 
+namespace {
+
+// One sweep's conditions on this machine's emulated links (their tbf burst, the cores every process shares)
+// and the model's rows for each, predicted before anything runs.
+struct PredictedSweep {
+  std::vector<HeldOutCondition> conditions;
+  std::vector<std::vector<ValidationRow>> rows;  // per condition
+};
+
+absl::StatusOr<PredictedSweep> PredictSweep(const HeldOutSweep& sweep, const ValidationPlan& plan,
+                                            const proto::CostModelFile& model, double burst_s,
+                                            double box_cores) {
+  PredictedSweep out;
+  ASSIGN_OR_RETURN(out.conditions, ExpandSweep(sweep));
+  for (HeldOutCondition& c : out.conditions) {
+    c.link_burst_bytes = static_cast<double>(TbfBurstBytes(c.link_bytes_per_second, burst_s));
+    c.box_cores = box_cores;
+    ASSIGN_OR_RETURN(const model::StepShape shape, ShapeOf(c));
+    ASSIGN_OR_RETURN(out.rows.emplace_back(),
+                     PredictCondition(model, c, shape, plan.exchanges, plan.ps_servers));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status PrintPredictions(const ValidationPlan& plan, const proto::CostModelFile& model,
+                              const std::string& burst, std::ostream* out) {
+  RETURN_IF_ERROR(model::ValidateModelFile(model));
+  ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(burst));
+  for (const HeldOutSweep& sweep : plan.sweeps) {
+    ASSIGN_OR_RETURN(const PredictedSweep predicted, PredictSweep(sweep, plan, model, burst_s, BoxCores()));
+    for (const std::vector<ValidationRow>& rows : predicted.rows) *out << FormatPrediction(rows);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto::CostModelFile& model,
                                          const ScalingOptions& base, std::ostream* out,
                                          std::ostream* progress) {
@@ -265,18 +302,11 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
   const double box_cores = BoxCores();
   for (size_t i = 0; i < plan.sweeps.size(); ++i) {
     const HeldOutSweep& sweep = plan.sweeps[i];
-    ASSIGN_OR_RETURN(std::vector<HeldOutCondition> conditions, ExpandSweep(sweep));
-    for (HeldOutCondition& c : conditions) {
-      c.link_burst_bytes = static_cast<double>(TbfBurstBytes(c.link_bytes_per_second, burst_s));
-      c.box_cores = box_cores;
-    }
-    std::vector<std::vector<ValidationRow>> predicted;
-    for (const HeldOutCondition& c : conditions) {
-      ASSIGN_OR_RETURN(const model::StepShape shape, ShapeOf(c));
-      ASSIGN_OR_RETURN(predicted.emplace_back(),
-                       PredictCondition(model, c, shape, plan.exchanges, plan.ps_servers));
-      *out << FormatPrediction(predicted.back());
-    }
+    ASSIGN_OR_RETURN(const PredictedSweep predicted_sweep,
+                     PredictSweep(sweep, plan, model, burst_s, box_cores));
+    const std::vector<HeldOutCondition>& conditions = predicted_sweep.conditions;
+    const std::vector<std::vector<ValidationRow>>& predicted = predicted_sweep.rows;
+    for (const std::vector<ValidationRow>& rows : predicted) *out << FormatPrediction(rows);
     out->flush();
     ScalingOptions o = base;
     o.exchanges = plan.exchanges;

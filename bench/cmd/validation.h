@@ -45,6 +45,13 @@ absl::StatusOr<ValidationPlan> ParseValidationPlanFile(absl::string_view json, a
 // kNotFound when `path` cannot be read, else ParseValidationPlanFile's errors.
 absl::StatusOr<ValidationPlan> ReadValidationPlanFile(const std::string& path);
 
+// The PREDICTED line of every condition of the plan, as RunValidation prints them before each sweep runs, on
+// this machine's emulated links (`burst`: the tbf burst, e.g. "10ms", ClusterOptions::burst) and cores; runs
+// nothing (validate --plan_only). ValidateModelFile's errors, the burst's, and the predictor's naming nothing
+// run.
+absl::Status PrintPredictions(const ValidationPlan& plan, const proto::CostModelFile& model,
+                              const std::string& burst, std::ostream* out);
+
 // Runs the plan: per sweep, predictions of every condition on `out` first, then RunScaling, then the rows.
 // The noise sweep runs ValidationPlan::noise_runs times; its first run gives the rows. RunScaling's errors
 // naming the sweep; kFailedPrecondition when a sweep fell back to loopback (no link to validate on).

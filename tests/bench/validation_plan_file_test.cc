@@ -228,6 +228,20 @@ TEST_F(ValidatePlanOnlyTest, PrintsTheFilesHeldOutPlanAndWhereItCameFrom) {
   EXPECT_NE(r.stdout_text.find("# held-out sweep 0: 50mbit 10ms gradient"), std::string::npos)
       << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("estimate of this plan's run time"), std::string::npos) << r.stdout_text;
+  // Every condition's prediction, as a run prints it before it starts: sweep 0's four (N = 6, 10 x 1, 4 MiB),
+  // then the replayed one (flat and 25 MB buckets at N = 6), each with the two exchanges asked for.
+  EXPECT_NE(r.stdout_text.find("# PREDICTED before running 50mbit 10ms N=6 1MiB (90 % intervals): ring "),
+            std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# PREDICTED before running 50mbit 10ms N=10 4MiB"), std::string::npos)
+      << r.stdout_text;
+  size_t lines = 0;
+  for (size_t at = r.stdout_text.find("# PREDICTED"); at != std::string::npos;
+       at = r.stdout_text.find("# PREDICTED", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 6u) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("ps-colocated"), std::string::npos) << "only the exchanges asked for";
 }
 
 TEST_F(ValidatePlanOnlyTest, RefusesPlanWithQuickAndABadFile) {
