@@ -146,8 +146,7 @@ absl::StatusOr<StragglerCrossoverMap> StragglerLinkMap(const proto::CostModelFil
                                                 PredictStragglerStep(map.topologies[i], p, c, shape, s));
                                return backup ? step.cluster_step_s : step.step_s;
                              },
-                             !(c.link_bytes_per_second > 0),
-                             ExtrapolationLogVariance(model, map.topologies[i], c, largest_bucket)));
+                             c, largest_bucket));
         cell.step_s.push_back(interval.value);
         intervals.push_back(interval);
         cell.extrapolation =

@@ -227,17 +227,16 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     at.link_burst_bytes = condition.link_burst_bytes;
     at.box_cores = condition.box_cores;
     ASSIGN_OR_RETURN(const model::StepTime step, model::PredictStep(topology, params, at, shape));
-    ASSIGN_OR_RETURN(
-        const model::PredictionInterval interval,
-        model::IntervalOf(
-            model, topology,
-            [&](const model::ExchangeParams& p) -> absl::StatusOr<double> {
-              ASSIGN_OR_RETURN(const model::StepTime t, model::PredictStep(topology, p, at, shape));
-              return t.step_s;
-            },
-            !(at.link_bytes_per_second > 0),
-            model::ExtrapolationLogVariance(model, topology, at,
-                                            condition.replay() ? 0 : static_cast<double>(condition.bytes))));
+    const double bytes = condition.replay() ? 0 : static_cast<double>(condition.bytes);  // a flat step's S
+    ASSIGN_OR_RETURN(const model::PredictionInterval interval,
+                     model::IntervalOf(
+                         model, topology,
+                         [&](const model::ExchangeParams& p) -> absl::StatusOr<double> {
+                           ASSIGN_OR_RETURN(const model::StepTime t,
+                                            model::PredictStep(topology, p, at, shape));
+                           return t.step_s;
+                         },
+                         at, bytes));
     ValidationRow row;
     row.condition = condition.Name();
     row.exchange = e;
@@ -248,9 +247,7 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     // Gradient mode has no compute: the whole step is the exchange, all of it exposed.
     row.predicted_exposed_s = condition.replay() ? step.exposed_s : step.step_s;
     row.bound = model::BoundName(step.bound);
-    row.extrapolation = model::ExtrapolationOf(model, topology, at,
-                                               condition.replay() ? 0 : static_cast<double>(condition.bytes))
-                            .factor;
+    row.extrapolation = model::ExtrapolationOf(model, topology, at, bytes).factor;
     rows.push_back(row);
   }
   return rows;

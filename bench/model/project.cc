@@ -25,8 +25,7 @@ absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Cond
           if (!t.ok()) return t.status();
           return t->step_s;
         },
-        !(target.link_bytes_per_second > 0),
-        ExtrapolationLogVariance(model, topology, target, largest_bucket));
+        target, largest_bucket);
     if (!interval.ok()) return interval.status();
     projection.exchanges.push_back({topology, *step, params->cpu_bytes_per_second * target.cpu_speedup,
                                     ExtrapolationOf(model, topology, target, largest_bucket), *interval});

@@ -40,8 +40,8 @@ double ExtrapolationLogVariance(const proto::CostModelFile& file, Topology topol
 }
 
 absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, Topology topology,
-                                              const Predictor& predict, bool unlimited_link,
-                                              double extrapolation_log_var) {
+                                              const Predictor& predict, const Conditions& at, double bytes) {
+  const bool unlimited_link = !(at.link_bytes_per_second > 0);
   ASSIGN_OR_RETURN(const ExchangeParams params, ParamsOf(file, topology));
   const proto::ExchangeModel* e = Find(file, topology);
   if (e == nullptr) return absl::NotFoundError(absl::StrCat("model file has no ", TopologyName(topology)));
@@ -111,7 +111,7 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
   PredictionInterval pi;
   pi.value = value;
   pi.parameter_rel_sd = std::sqrt(parameter_var);
-  pi.extrapolation_rel_sd = std::sqrt(std::max(0.0, extrapolation_log_var));
+  pi.extrapolation_rel_sd = std::sqrt(ExtrapolationLogVariance(file, topology, at, bytes));
   pi.rel_sd =
       std::sqrt(parameter_var + scatter * scatter + pi.extrapolation_rel_sd * pi.extrapolation_rel_sd);
   pi.lo = value * std::exp(-kIntervalZ * pi.rel_sd);

@@ -8,8 +8,8 @@
 // standard deviation of log(T), the interval at level L is value * exp(+-z_L * rel_sd).
 //
 //   ASSIGN_OR_RETURN(PredictionInterval pi, IntervalOf(file, Topology::kRing,
-//       [&](const ExchangeParams& p) { return PredictStep(Topology::kRing, p, at, shape)->step_s; },
-//       !(at.link_bytes_per_second > 0), ExtrapolationLogVariance(file, Topology::kRing, at, bytes)));
+//       [&](const ExchangeParams& p) { return PredictStep(Topology::kRing, p, at, shape)->step_s; }, at,
+//       bytes));
 //   // pi.lo <= pi.value <= pi.hi, a 90 % interval
 //
 // A model file written before the covariance was recorded falls back to the parameters' standard errors as
@@ -43,14 +43,13 @@ struct PredictionInterval {
 // The model's prediction as a function of one exchange's parameters (the rest of the call fixed).
 using Predictor = std::function<absl::StatusOr<double>(const ExchangeParams&)>;
 
-// The kIntervalLevel interval of `predict` for `topology` of `file`. ParamsOf's errors, the predictor's, and
-// kInvalidArgument when the prediction is not > 0.
-// `unlimited_link`: the prediction is over an unlimited link (loopback, CPU-bound), whose scatter is the
-// file's loopback_residual_rel_sd where it has one.
-// `extrapolation_log_var`: ExtrapolationLogVariance at the prediction's conditions (0: inside the coverage).
+// The kIntervalLevel interval of `predict` for `topology` of `file`, predicting at `at` (`bytes`: the
+// collective's size as ExtrapolationLogVariance takes it). Over an unlimited link (loopback, CPU-bound) the
+// scatter is the file's loopback_residual_rel_sd where it has one; outside the calibrated coverage the
+// interval adds ExtrapolationLogVariance. ParamsOf's errors, the predictor's, and kInvalidArgument when the
+// prediction is not > 0.
 absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, Topology topology,
-                                              const Predictor& predict, bool unlimited_link = false,
-                                              double extrapolation_log_var = 0);
+                                              const Predictor& predict, const Conditions& at, double bytes);
 
 // The variance of log(T) that predicting `topology` at `at` (`bytes`: the collective's size, a flat step's S
 // or the largest bucket; 0: not judged) adds by lying outside the calibrated coverage: the sum over the

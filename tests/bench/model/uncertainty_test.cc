@@ -33,7 +33,9 @@ TEST(Uncertainty, NinetyPercentIntervalsCoverFreshRunsAboutNinetyPercentOfTheTim
   int inside = 0, total = 0;
   for (const MeasuredRun& run : NoisyRuns(0.05, 99)) {  // same truth, fresh scatter
     if (run.topology == Topology::kRing && run.conditions.nodes == 1) continue;
-    absl::StatusOr<PredictionInterval> pi = IntervalOf(*file, run.topology, CollectiveAt(run.topology, run.conditions));
+    absl::StatusOr<PredictionInterval> pi =
+        IntervalOf(*file, run.topology, CollectiveAt(run.topology, run.conditions), run.conditions,
+                   run.conditions.bytes);
     ASSERT_TRUE(pi.ok()) << pi.status();
     EXPECT_LE(pi->lo, pi->value);
     EXPECT_LE(pi->value, pi->hi);
@@ -51,7 +53,8 @@ TEST(Uncertainty, ExactDataGivesNarrowIntervals) {
   absl::StatusOr<proto::CostModelFile> file = FitModel(SyntheticRuns(), {"host", "2026-12-01", ""});
   ASSERT_TRUE(file.ok()) << file.status();
   const Conditions at{16, 2, 8e6, 50e6, 2e-3};  // not a calibration condition
-  absl::StatusOr<PredictionInterval> pi = IntervalOf(*file, Topology::kPsOne, CollectiveAt(Topology::kPsOne, at));
+  absl::StatusOr<PredictionInterval> pi =
+      IntervalOf(*file, Topology::kPsOne, CollectiveAt(Topology::kPsOne, at), at, at.bytes);
   ASSERT_TRUE(pi.ok()) << pi.status();
   EXPECT_LT(pi->rel_sd, 1e-3);
   EXPECT_NEAR(pi->hi / pi->lo, 1, 1e-2);
@@ -62,8 +65,9 @@ TEST(Uncertainty, TheIntervalAddsTheParametersErrorToTheScatter) {
   ASSERT_TRUE(file.ok()) << file.status();
   const proto::ExchangeModel& ring = file->exchanges(0);
   ASSERT_EQ(ring.exchange(), "ring");
+  const Conditions at{6, 2, 4e6, 12.5e6, 2e-3};
   absl::StatusOr<PredictionInterval> pi =
-      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, {6, 2, 4e6, 12.5e6, 2e-3}));
+      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, at), at, at.bytes);
   ASSERT_TRUE(pi.ok()) << pi.status();
   EXPECT_GT(pi->parameter_rel_sd, 0);
   EXPECT_NEAR(pi->rel_sd * pi->rel_sd,
@@ -81,15 +85,16 @@ TEST(Uncertainty, PredictionsOverAnUnlimitedLinkUseTheLoopbackScatter) {
   ring.set_loopback_residual_rel_sd(0.3);
   const Conditions loopback{4, 2, 64e6, 0, 0};
   absl::StatusOr<PredictionInterval> pi =
-      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, loopback), /*unlimited_link=*/true);
+      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, loopback), loopback, loopback.bytes);
   ASSERT_TRUE(pi.ok()) << pi.status();
   EXPECT_NEAR(pi->rel_sd * pi->rel_sd, pi->parameter_rel_sd * pi->parameter_rel_sd + 0.3 * 0.3, 1e-12);
-  pi = IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, {6, 2, 4e6, 12.5e6, 2e-3}));
+  const Conditions shaped{6, 2, 4e6, 12.5e6, 2e-3};
+  pi = IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, shaped), shaped, shaped.bytes);
   ASSERT_TRUE(pi.ok()) << pi.status();
   EXPECT_NEAR(pi->rel_sd * pi->rel_sd, pi->parameter_rel_sd * pi->parameter_rel_sd + 0.02 * 0.02, 1e-12);
   // Without the field (one regime, older files) the one scatter serves both.
   ring.clear_loopback_residual_rel_sd();
-  pi = IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, loopback), true);
+  pi = IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, loopback), loopback, loopback.bytes);
   ASSERT_TRUE(pi.ok()) << pi.status();
   EXPECT_NEAR(pi->rel_sd * pi->rel_sd, pi->parameter_rel_sd * pi->parameter_rel_sd + 0.02 * 0.02, 1e-12);
 }
@@ -117,10 +122,12 @@ TEST(Uncertainty, BeyondTheCoverageTheIntervalAddsTheMeasuredExtrapolationError)
   const double var = ExtrapolationLogVariance(*file, Topology::kRing, beyond, beyond.bytes);
   const double expected = std::pow(0.1 * std::log(4.0), 2) + std::pow(0.05 * std::log(4.0), 2);
   EXPECT_NEAR(var, expected, 1e-12);
+  proto::CostModelFile without = *file;  // the same fit, no extrapolation entries
+  without.mutable_exchanges(0)->clear_extrapolation();
   absl::StatusOr<PredictionInterval> plain =
-      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, beyond));
+      IntervalOf(without, Topology::kRing, CollectiveAt(Topology::kRing, beyond), beyond, beyond.bytes);
   absl::StatusOr<PredictionInterval> wide =
-      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, beyond), false, var);
+      IntervalOf(*file, Topology::kRing, CollectiveAt(Topology::kRing, beyond), beyond, beyond.bytes);
   ASSERT_TRUE(plain.ok() && wide.ok());
   EXPECT_EQ(plain->extrapolation_rel_sd, 0);
   EXPECT_NEAR(wide->extrapolation_rel_sd, std::sqrt(expected), 1e-12);
@@ -142,7 +149,8 @@ TEST(Uncertainty, OlderFilesUseTheStandardErrorsAlone) {
     e.clear_residual_rel_sd();
   }
   const Conditions at{8, 2, 16e6, 12.5e6, 5e-3};
-  absl::StatusOr<PredictionInterval> pi = IntervalOf(old, Topology::kPsDedicated, CollectiveAt(Topology::kPsDedicated, at));
+  absl::StatusOr<PredictionInterval> pi =
+      IntervalOf(old, Topology::kPsDedicated, CollectiveAt(Topology::kPsDedicated, at), at, at.bytes);
   ASSERT_TRUE(pi.ok()) << pi.status();
   EXPECT_GT(pi->rel_sd, 0);  // the median residual as scatter
   EXPECT_LT(pi->lo, pi->value);
