@@ -9,6 +9,8 @@
 #include "bench/model/collective.h"
 #include "bench/model/data_path.h"
 #include "common/atomic_file.h"
+#include "common/proto_json.h"
+#include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace psring::bench::model {
@@ -34,13 +36,7 @@ absl::Status WriteSavedRuns(const std::string& path, const SavedRuns& saved) {
     r->set_box_cores(run.conditions.box_cores);
     r->set_seconds(run.seconds);
   }
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.add_whitespace = true;
-  std::string json;
-  const auto printed = google::protobuf::util::MessageToJsonString(file, &json, options);
-  if (!printed.ok())
-    return absl::InternalError(absl::StrCat("cannot print the runs as JSON: ", printed.ToString()));
+  ASSIGN_OR_RETURN(const std::string json, PrettyJson(file, "the runs"));
   return WriteFileAtomically(path, json);
 }
 
@@ -114,6 +110,7 @@ absl::StatusOr<SavedRuns> MergeSavedRuns(const std::vector<SavedRuns>& parts,
   if (parts.empty() || parts.size() != origins.size()) {
     return absl::InvalidArgumentError("no runs files to merge (give one or more, comma-separated)");
   }
+  if (parts.size() == 1) return parts[0];  // nothing merged: its note as it was
   SavedRuns merged = parts[0];
   std::vector<std::string> notes = {absl::StrCat(origins[0], ": ", parts[0].file.note())};
   for (size_t i = 1; i < parts.size(); ++i) {

@@ -39,9 +39,9 @@ absl::Status WriteSavedRuns(const std::string& path, const SavedRuns& saved);
 absl::StatusOr<SavedRuns> ReadCalibrationRuns(const std::string& path);
 
 // Several runs files as one (calibrate --refit=a.json,b.json: a supplementary sweep beside a calibration):
-// their runs in order, the latest date, the notes joined. kInvalidArgument naming both files when two were
-// measured on different hosts (the CPU ceilings hold for one) or different data paths (the parameters would
-// describe two codes); kInvalidArgument for an empty list.
+// their runs in order, the latest date, the notes joined, each after its file (one file: as it is).
+// kInvalidArgument naming both files when two were measured on different hosts (the CPU ceilings hold for
+// one) or different data paths (the parameters would describe two codes); kInvalidArgument for an empty list.
 absl::StatusOr<SavedRuns> MergeSavedRuns(const std::vector<SavedRuns>& parts,
                                          const std::vector<std::string>& origins);
 

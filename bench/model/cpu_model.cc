@@ -12,6 +12,8 @@
 #include "bench/model/model_file.h"
 #include "bench/model/validate.h"
 #include "common/atomic_file.h"
+#include "common/proto_json.h"
+#include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace psring::bench::model {
@@ -200,14 +202,7 @@ absl::StatusOr<proto::CpuModelFile> ReadCpuModelFile(const std::string& path) {
 
 absl::Status WriteCpuModelFile(const std::string& path, const proto::CpuModelFile& file) {
   if (absl::Status s = ValidateCpuModelFile(file); !s.ok()) return s;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.add_whitespace = true;
-  std::string json;
-  const auto printed = google::protobuf::util::MessageToJsonString(file, &json, options);
-  if (!printed.ok()) {
-    return absl::InternalError(absl::StrCat("cannot print the CPU model as JSON: ", printed.ToString()));
-  }
+  ASSIGN_OR_RETURN(const std::string json, PrettyJson(file, "the CPU model"));
   return WriteFileAtomically(path, json);
 }
 

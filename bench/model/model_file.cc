@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
+#include "common/proto_json.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace psring::bench::model {
@@ -162,13 +163,7 @@ absl::StatusOr<proto::CostModelFile> ParseModelFile(absl::string_view json, absl
 
 absl::StatusOr<std::string> ModelFileJson(const proto::CostModelFile& file) {
   if (absl::Status s = ValidateModelFile(file); !s.ok()) return s;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.add_whitespace = true;
-  std::string json;
-  const auto status = google::protobuf::util::MessageToJsonString(file, &json, options);
-  if (!status.ok()) return absl::InternalError(absl::StrCat("cannot print the model as JSON: ", status.ToString()));
-  return json;
+  return PrettyJson(file, "the model");
 }
 
 absl::StatusOr<proto::CostModelFile> ReadModelFile(const std::string& path) {
