@@ -65,7 +65,8 @@ const std::vector<ParamTerm>& ParamTerms() {
                                  {"window_bytes", &ExchangeParams::window_bytes},
                                  {"cpu_bytes_per_second", &ExchangeParams::cpu_bytes_per_second},
                                  {"burst_share", &ExchangeParams::burst_share},
-                                 {"window_queueing", &ExchangeParams::window_queueing}};
+                                 {"window_queueing", &ExchangeParams::window_queueing},
+                                 {"stream_contention", &ExchangeParams::stream_contention}};
   return *kTerms;
 }
 
@@ -92,6 +93,11 @@ absl::Status ValidateParams(const ExchangeParams& p) {
   }
   if (auto s = NonNegativeFinite("window_bytes", p.window_bytes, kRefit); !s.ok()) return s;
   if (auto s = UnitShare("window_queueing", p.window_queueing, "the other streams' bursts", kRefit);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = UnitShare("stream_contention", p.stream_contention, "the smaller of the link and window times",
+                         kRefit);
       !s.ok()) {
     return s;
   }
@@ -218,8 +224,16 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
     const double bursty = windowed && eb > 0 ? std::min(1.0, 2 * latency * eb / p.window_bytes) : 0;
     const double queueing =
         eb > 0 ? p.window_queueing * bursty * std::max(0.0, streams - 1) * counts.flow_bytes / eb : 0;
-    if (eb > 0 && counts.link_bytes > 0) t.link_s = counts.link_bytes / eb + queueing;
-    if (windowed) t.window_s = counts.flow_bytes * 2 * latency / p.window_bytes + queueing;
+    // Near the knee of the two bounds the streams take turns at the link: each stream beyond the first adds a
+    // share of the smaller time (collective.h stream_contention).
+    const double window_time = windowed ? counts.flow_bytes * 2 * latency / p.window_bytes : 0;
+    const double link_time = eb > 0 ? counts.link_bytes / eb : 0;
+    const double contention =
+        windowed && eb > 0 && counts.link_bytes > 0
+            ? p.stream_contention * std::max(0.0, streams - 1) * std::min(link_time, window_time)
+            : 0;
+    if (eb > 0 && counts.link_bytes > 0) t.link_s = link_time + queueing + contention;
+    if (windowed) t.window_s = window_time + queueing + contention;
   }
   if (p.cpu_bytes_per_second > 0) {
     t.cpu_s = counts.cpu_bytes / (p.cpu_bytes_per_second * c.cpu_speedup * CpuShareOf(topology, c));

@@ -33,7 +33,9 @@
 //   ps-colocated   N       2        4N        2(N-1)/N * S      S/N          2 * S
 //
 // and, for the PS's window term, the streams into one server F: ps-1 and ps-dedicated N, ps-colocated N - 1
-// (its own worker's slice stays on the host); the window term is flow_bytes * (2L / W + q (F - 1) / eB).
+// (its own worker's slice stays on the host); the window term is flow_bytes * (2L / W + q (F - 1) / eB), and
+// both the PS's link and window terms add c (F - 1) min(link_bytes / eB, flow_bytes 2L / W)
+// (stream_contention).
 //
 // (the PS partitions every collective across all K shards, as BytePS does; one PushPull stream per worker
 // and shard carries the push out and the averaged parameters back: one round trip, 2 hops). At N = 1 the
@@ -93,10 +95,21 @@ struct ExchangeParams {
   // bandwidth-delay product (the stream sends a window and waits), less where a round trip's worth of the
   // link exceeds it; 0 without a window or a link rate. 0: none (files before the term). The ring: no effect.
   double window_queueing = 0;
+  // The PS: what each stream beyond the first into one server adds, as a share of the smaller of the link
+  // time (link_bytes / eB) and the window time (flow_bytes 2L / W), [0, 1]. Near the knee where the streams'
+  // joint window N W meets the server link's bandwidth-delay product, neither bound is reached: the streams
+  // take turns filling the link, and the more of them, the more of the round is lost
+  // (PERFORMANCE.md 9.16-9.17: ps-1 at N = 12-16 and 20-45 ms measured 5-23 % of the smaller time slower than
+  // max(link, window), at N <= 8 about none; at 5 ms, where the window time is small, none). Far from the
+  // knee the smaller time is small and so is the term. The time grows by c (F - 1) min(link, window)
+  // whichever binds; 0 without a window, latency or link rate. 0: none (files before the term). The ring: no
+  // effect.
+  double stream_contention = 0;
 };
 
 // The fitted terms of ExchangeParams by the names the model file, its covariance and the reports use, in
-// this order: software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share, window_queueing.
+// this order: software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share, window_queueing,
+// stream_contention.
 struct ParamTerm {
   const char* name;
   double ExchangeParams::*member;
@@ -108,7 +121,7 @@ double ExchangeParams::*ParamMember(absl::string_view name);
 const char* ParamName(double ExchangeParams::*member);
 
 // kInvalidArgument naming the parameter when one is negative, not finite, efficiency is outside (0, 1], or
-// burst_share or window_queueing outside [0, 1].
+// burst_share, window_queueing or stream_contention outside [0, 1].
 absl::Status ValidateParams(const ExchangeParams& params);
 
 // Where and how large one collective runs.

@@ -17,11 +17,12 @@ namespace {
 
 // The searched parameters in log space; kNone (a log value past the grid) means "no limit".
 constexpr double kNone = INFINITY;
-constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3, kQueueing = 4;
-constexpr int kCoordinates = 5;
+constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3, kQueueing = 4, kContention = 5;
+constexpr int kCoordinates = 6;
 using Theta = std::array<double, kCoordinates>;
-// The smallest burst share or window queueing the search keeps apart from none (log of 1e-3): below it the
-// term changes a step by less than a thousandth of what it adds at 1.
+// The smallest share (burst, window queueing, stream contention) the search keeps apart from none (log of
+// 1e-3): below it the term changes a step by less than a thousandth of what it adds at 1.
+bool IsShare(int k) { return k == kShare || k == kQueueing || k == kContention; }
 const double kShareFloorLog = std::log(1e-3);
 
 // Terms the fit holds off (dropped: the data could not identify them).
@@ -31,6 +32,7 @@ struct Forced {
   bool cpu = false;
   bool share = false;
   bool queueing = false;
+  bool contention = false;
 };
 
 struct Search {
@@ -47,6 +49,7 @@ struct Search {
     p.cpu_bytes_per_second = std::isinf(log_theta[kCpu]) ? 0 : std::exp(log_theta[kCpu]);
     p.burst_share = std::isinf(log_theta[kShare]) ? 0 : std::exp(log_theta[kShare]);  // none: no credit
     p.window_queueing = std::isinf(log_theta[kQueueing]) ? 0 : std::exp(log_theta[kQueueing]);
+    p.stream_contention = std::isinf(log_theta[kContention]) ? 0 : std::exp(log_theta[kContention]);
     return p;
   }
 
@@ -134,6 +137,7 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
   add(&ExchangeParams::cpu_bytes_per_second, &fit->cpu_bytes_per_second);
   add(&ExchangeParams::burst_share, &fit->burst_share);
   add(&ExchangeParams::window_queueing, &fit->window_queueing);
+  add(&ExchangeParams::stream_contention, &fit->stream_contention);
   const size_t n = runs.size(), p = free.size();
   if (p == 0 || n <= p) return;
   std::vector<std::vector<double>> jacobian(p);
@@ -243,7 +247,7 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
       double worst_rse = kMaxRelativeStdError;
       for (ParameterFit ExchangeFit::*term :
            {&ExchangeFit::software_s, &ExchangeFit::window_bytes, &ExchangeFit::cpu_bytes_per_second,
-            &ExchangeFit::burst_share, &ExchangeFit::window_queueing}) {
+            &ExchangeFit::burst_share, &ExchangeFit::window_queueing, &ExchangeFit::stream_contention}) {
         const ParameterFit& t = fit.*term;
         if (t.at_bound) continue;
         const double rse = t.std_error >= 0 && t.value > 0 ? t.std_error / t.value : INFINITY;
@@ -268,6 +272,7 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
       if (worst == &ExchangeFit::cpu_bytes_per_second) forced.cpu = true;
       if (worst == &ExchangeFit::burst_share) forced.share = true;
       if (worst == &ExchangeFit::window_queueing) forced.queueing = true;
+      if (worst == &ExchangeFit::stream_contention) forced.contention = true;
     }
   };
   // Two noise regimes: runs over shaped links (the network: a few per cent) and loopback runs (CPU-bound on
@@ -316,9 +321,14 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   };
   const std::vector<double> shares = share_grid(ring && bursts && !forced.share);
   const std::vector<double> queueings = share_grid(!ring && latency && !forced.queueing);
-  // The grid's best point for each combination of the burst share and the window queueing (each none or a
-  // grid value), then a pattern search from every one of them: a search started where a term is none never
-  // turns it on, so a term the coarse grid missed (a window a factor 2 off beside it) would stay none.
+  // The stream contention is small per stream (a few per cent of the smaller time, times F - 1): the pattern
+  // search starts from none, 1/64 and 1/8.
+  std::vector<double> contentions = {kNone};
+  if (!ring && latency && !forced.contention) contentions = {kNone, std::log(1.0 / 64), std::log(1.0 / 8)};
+  // The grid's best point for each combination of the burst share, the window queueing and the stream
+  // contention (each none or a grid value), then a pattern search from every one of them: a search started
+  // where a term is none never turns it on, so a term the coarse grid missed (a window a factor 2 off beside
+  // it) would stay none.
   const auto pattern_search = [&](Theta from, double from_cost) {
     for (double step = 0.5; step > 1e-7; step /= 2) {
       for (bool improved = true; improved;) {
@@ -328,11 +338,10 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
           for (double direction : {-1.0, 1.0}) {
             Theta trial = from;
             trial[k] += direction * step;
-            if (k == kEfficiency || k == kShare || k == kQueueing)
-              trial[k] = std::min(trial[k], 0.0);  // <= 1
+            if (k == kEfficiency || IsShare(k)) trial[k] = std::min(trial[k], 0.0);  // <= 1
             // A share walking towards 0 would take a step per improvement forever (0 is log -inf): below the
             // floor it is none, which is its limit.
-            if ((k == kShare || k == kQueueing) && trial[k] < kShareFloorLog) trial[k] = kNone;
+            if (IsShare(k) && trial[k] < kShareFloorLog) trial[k] = kNone;
             double sw;
             const double cost = search.Cost(trial, &sw);
             if (cost < from_cost) from_cost = cost, from = trial, improved = true;
@@ -352,17 +361,24 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
         for (double w : windows) {
           for (double c : cpus) {
             double sw;
-            const double cost = search.Cost({e, w, c, b, q}, &sw);
-            if (cost < start_cost) start_cost = cost, start = {e, w, c, b, q};
+            const double cost = search.Cost({e, w, c, b, q, kNone}, &sw);
+            if (cost < start_cost) start_cost = cost, start = {e, w, c, b, q, kNone};
           }
         }
       }
-      const auto [found, found_cost] = pattern_search(start, start_cost);
-      if (found_cost < best_cost) best_cost = found_cost, best = found;
+      // The stream contention starts from the same point at each of its values (a grid of its own would
+      // multiply the grid's cost by their number; the pattern search moves the other terms with it).
+      for (double x : contentions) {
+        Theta from = start;
+        from[kContention] = x;
+        double sw;
+        const auto [found, found_cost] = pattern_search(from, search.Cost(from, &sw));
+        if (found_cost < best_cost) best_cost = found_cost, best = found;
+      }
     }
   }
   // A limit that changes nothing is "none": the runs never saw it bind.
-  for (int k : {kWindow, kCpu, kShare, kQueueing}) {
+  for (int k : {kWindow, kCpu, kShare, kQueueing, kContention}) {
     Theta trial = best;
     trial[k] = kNone;
     double sw;
@@ -381,6 +397,7 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   if (fit.efficiency.at_bound) fit.params.efficiency = fit.efficiency.value = 1;
   fit.burst_share = ShareFit(&fit.params.burst_share);
   fit.window_queueing = ShareFit(&fit.params.window_queueing);
+  fit.stream_contention = ShareFit(&fit.params.stream_contention);
   StandardErrors(topology, used, weights, &fit);
   double rss = 0;
   const std::vector<double> residuals = Residuals(topology, used, fit.params);
@@ -483,6 +500,7 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
     *e->mutable_cpu_bytes_per_second() = ToProto(fit->cpu_bytes_per_second);
     *e->mutable_burst_share() = ToProto(fit->burst_share);
     *e->mutable_window_queueing() = ToProto(fit->window_queueing);
+    *e->mutable_stream_contention() = ToProto(fit->stream_contention);
     e->set_median_abs_rel_error(fit->median_abs_rel_error);
     e->set_max_abs_rel_error(fit->max_abs_rel_error);
     for (const std::string& term : fit->covariance_terms) e->add_covariance_terms(term);

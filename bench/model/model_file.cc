@@ -121,6 +121,13 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
         return s;
       }
     }
+    if (e.has_stream_contention()) {  // absent in files fitted before the term (ParamsOf: 0)
+      if (auto s =
+              CheckParameter(e.exchange(), "stream_contention", true, e.stream_contention(), Range::kShare);
+          !s.ok()) {
+        return s;
+      }
+    }
     if (e.has_burst_share()) {  // absent in files fitted before the term (ParamsOf: 1)
       if (auto s = CheckParameter(e.exchange(), "burst_share", true, e.burst_share(), Range::kShare);
           !s.ok()) {
@@ -193,6 +200,7 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
     p.cpu_bytes_per_second = e.cpu_bytes_per_second().value();
     p.burst_share = e.has_burst_share() ? e.burst_share().value() : 1;  // before the term: the whole credit
     p.window_queueing = e.has_window_queueing() ? e.window_queueing().value() : 0;  // before the term: none
+    p.stream_contention = e.has_stream_contention() ? e.stream_contention().value() : 0;  // likewise
     if (absl::Status s = ValidateParams(p); !s.ok()) return Invalid(e.exchange(), s.message());
     return p;
   }

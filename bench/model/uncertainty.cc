@@ -58,9 +58,13 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     cov.assign(e->log_covariance().begin(), e->log_covariance().end());
   } else {
     const std::pair<const char*, const proto::ModelParameter*> all[] = {
-        {"software_s", &e->software_s()},     {"efficiency", &e->efficiency()},
-        {"window_bytes", &e->window_bytes()}, {"cpu_bytes_per_second", &e->cpu_bytes_per_second()},
-        {"burst_share", &e->burst_share()},   {"window_queueing", &e->window_queueing()}};
+        {"software_s", &e->software_s()},
+        {"efficiency", &e->efficiency()},
+        {"window_bytes", &e->window_bytes()},
+        {"cpu_bytes_per_second", &e->cpu_bytes_per_second()},
+        {"burst_share", &e->burst_share()},
+        {"window_queueing", &e->window_queueing()},
+        {"stream_contention", &e->stream_contention()}};
     for (const auto& [name, p] : all) {
       if (p->at_bound() || !p->has_std_error() || p->value() <= 0) continue;
       terms.push_back(name);
@@ -75,8 +79,8 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     }
   }
 
-  // d value / d log(theta_j) by central differences (one-sided where the efficiency, the burst share or the
-  // window queueing would pass 1).
+  // d value / d log(theta_j) by central differences (one-sided where the efficiency or a share (burst, window
+  // queueing, stream contention) would pass 1).
   const size_t n = terms.size();
   std::vector<double> gradient(n, 0);
   constexpr double kH = 1e-3;
@@ -90,7 +94,8 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     double up_value = 0;
     if ((member == &ExchangeParams::efficiency && up.efficiency > 1) ||
         (member == &ExchangeParams::burst_share && up.burst_share > 1) ||
-        (member == &ExchangeParams::window_queueing && up.window_queueing > 1)) {
+        (member == &ExchangeParams::window_queueing && up.window_queueing > 1) ||
+        (member == &ExchangeParams::stream_contention && up.stream_contention > 1)) {
       up_value = value;
       span = kH;
     } else {

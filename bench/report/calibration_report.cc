@@ -37,22 +37,24 @@ std::string FormatCalibration(const Calibration& c) {
       "# CALIBRATION (frozen; host %s, %s): %d runs, %d fitted, %d failed, %d EMULATOR-BOUND (dropped), %d with "
       "nothing to model; %.0f s\n",
       c.file.host(), c.file.date(), c.total_runs, c.runs.size(), c.failed, c.emulator_bound, c.skipped, c.wall_s);
-  absl::StrAppend(&text,
-                  absl::StrFormat("# %-13s %-22s %-16s %-24s %-22s %-16s %-16s %7s %7s %5s\n", "exchange",
-                                  "software (us/msg)", "efficiency", "window (KiB)", "CPU ceiling (MB/s)",
-                                  "burst share", "window queueing", "med|e|", "max|e|", "runs"));
+  absl::StrAppend(&text, absl::StrFormat("# %-13s %-22s %-16s %-24s %-22s %-16s %-16s %-18s %7s %7s %5s\n",
+                                         "exchange", "software (us/msg)", "efficiency", "window (KiB)",
+                                         "CPU ceiling (MB/s)", "burst share", "window queueing",
+                                         "stream contention", "med|e|", "max|e|", "runs"));
   for (const proto::ExchangeModel& e : c.file.exchanges()) {
     // A file fitted before the term realized the whole credit (model_file.h ParamsOf).
     const std::string share =
         e.has_burst_share() ? FormatParameter(e.burst_share(), 1, "") : "1 (not fitted)";
     const std::string queueing =
         e.has_window_queueing() ? FormatParameter(e.window_queueing(), 1, "") : "0 (not fitted)";
+    const std::string contention =
+        e.has_stream_contention() ? FormatParameter(e.stream_contention(), 1, "") : "0 (not fitted)";
     absl::StrAppend(
         &text,
-        absl::StrFormat("# %-13s %-22s %-16s %-24s %-22s %-16s %-16s %6.1f%% %6.1f%% %5d\n", e.exchange(),
-                        FormatParameter(e.software_s(), 1e-6, ""), FormatParameter(e.efficiency(), 1, ""),
-                        FormatParameter(e.window_bytes(), 1024, ""),
-                        FormatParameter(e.cpu_bytes_per_second(), 1e6, ""), share, queueing,
+        absl::StrFormat("# %-13s %-22s %-16s %-24s %-22s %-16s %-16s %-18s %6.1f%% %6.1f%% %5d\n",
+                        e.exchange(), FormatParameter(e.software_s(), 1e-6, ""),
+                        FormatParameter(e.efficiency(), 1, ""), FormatParameter(e.window_bytes(), 1024, ""),
+                        FormatParameter(e.cpu_bytes_per_second(), 1e6, ""), share, queueing, contention,
                         100 * e.median_abs_rel_error(), 100 * e.max_abs_rel_error(), e.coverage().runs()));
   }
   for (const proto::ExchangeModel& e : c.file.exchanges()) {
@@ -69,7 +71,8 @@ std::string FormatCalibration(const Calibration& c) {
         {"window_bytes", &e.window_bytes()},
         {"cpu_bytes_per_second", &e.cpu_bytes_per_second()},
         {"burst_share", &e.burst_share()},
-        {"window_queueing", &e.window_queueing()}};
+        {"window_queueing", &e.window_queueing()},
+        {"stream_contention", &e.stream_contention()}};
     for (const auto& [name, p] : terms) {
       if (!p->dropped()) continue;
       absl::StrAppend(&text, absl::StrFormat(

@@ -127,6 +127,51 @@ TEST(CollectiveTest, WindowQueueingAddsTheOtherStreamsBurstsToEachRound) {
   }
 }
 
+TEST(CollectiveTest, StreamContentionAddsAShareOfTheSmallerTimePerExtraStream) {
+  // ps-1, N = 4, S = 1 MB, eB = 5 MB/s, L = 10 ms, window 50 kB: link time 4 MB / 5 MB/s = 0.8 s, window time
+  // 1 MB * 20 ms / 50 kB = 0.4 s. With c = 0.1 each of the 3 streams beyond the first adds 0.1 * 0.4 s, to
+  // whichever bound binds: 0.8 + 0.12 s.
+  ExchangeParams p{0, 0.5, 50e3, 0};
+  const Conditions c{4, 0, 1 * kMB, 10 * kMB, 10e-3};
+  EXPECT_EQ(p.stream_contention, 0);  // the default: none, as files fitted before the term
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, c)->link_s, 0.8, 1e-12);
+  p.stream_contention = 0.1;
+  CollectiveTime t = *PredictCollective(Topology::kPsOne, p, c);
+  EXPECT_NEAR(t.link_s, 0.8 + 0.1 * 3 * 0.4, 1e-12);
+  EXPECT_NEAR(t.window_s, 0.4 + 0.1 * 3 * 0.4, 1e-12);
+  EXPECT_EQ(t.bound, Bound::kLink);
+  // Window-bound (a 10 kB window: 2 s) the smaller time is the link's 0.8 s.
+  ExchangeParams narrow = p;
+  narrow.window_bytes = 10e3;
+  t = *PredictCollective(Topology::kPsOne, narrow, c);
+  EXPECT_EQ(t.bound, Bound::kWindow);
+  EXPECT_NEAR(t.window_s, 2 + 0.1 * 3 * 0.8, 1e-12);
+  // ps-colocated: N - 1 = 3 remote streams into each server, 2 beyond the first; link 2 (N - 1) / N S / eB =
+  // 0.3 s, window S / N * 20 ms / 50 kB = 0.1 s.
+  EXPECT_NEAR(PredictCollective(Topology::kPsColocated, p, c)->link_s, 0.3 + 0.1 * 2 * 0.1, 1e-12);
+  // One stream contends with none; without latency (no window time) or without a window there is no knee.
+  Conditions one = c;
+  one.nodes = 1;
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, one)->link_s, 0.2, 1e-12);
+  Conditions near = c;
+  near.latency_s = 0;
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, near)->link_s, 0.8, 1e-12);
+  ExchangeParams unlimited = p;
+  unlimited.window_bytes = 0;
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, unlimited, c)->link_s, 0.8, 1e-12);
+  // The ring has no such term.
+  ExchangeParams ring = p;
+  ring.stream_contention = 0;
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->seconds,
+                   PredictCollective(Topology::kRing, ring, c)->seconds);
+  for (double bad : {-0.1, 1.5}) {
+    p.stream_contention = bad;
+    absl::StatusOr<CollectiveTime> r = PredictCollective(Topology::kPsOne, p, c);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("stream_contention"), std::string::npos) << r.status();
+  }
+}
+
 TEST(CollectiveTest, ParamTermsNameEveryFittedMemberOnce) {
   std::vector<std::string> names;
   for (const ParamTerm& t : ParamTerms()) {
@@ -134,8 +179,9 @@ TEST(CollectiveTest, ParamTermsNameEveryFittedMemberOnce) {
     EXPECT_STREQ(ParamName(t.member), t.name);
     names.push_back(t.name);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"software_s", "efficiency", "window_bytes",
-                                             "cpu_bytes_per_second", "burst_share", "window_queueing"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"software_s", "efficiency", "window_bytes", "cpu_bytes_per_second",
+                                      "burst_share", "window_queueing", "stream_contention"}));
   EXPECT_EQ(ParamMember("window"), nullptr);
 }
 

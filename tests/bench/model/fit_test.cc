@@ -152,6 +152,35 @@ TEST(FitTest, RecoversTheWindowQueueingOfThePs) {
   EXPECT_EQ(fit->params.window_queueing, 0);
 }
 
+TEST(FitTest, RecoversTheStreamContentionOfThePs) {
+  // ps-1 with a window that binds at 20 ms, queueing 0.1 and a known stream contention 0.03: the fit gives
+  // both back; in runs without it (SyntheticRuns) it is none, and the ring has no such term.
+  ExchangeParams truth = TruthFor(Topology::kPsOne);
+  truth.window_queueing = 0.1;
+  truth.stream_contention = 0.03;
+  std::vector<MeasuredRun> runs;
+  for (const MeasuredRun& run : SyntheticRuns()) {
+    if (run.topology != Topology::kPsOne) continue;
+    runs.push_back({run.topology, run.conditions,
+                    PredictCollectiveUnchecked(Topology::kPsOne, truth, run.conditions).seconds});
+  }
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, runs);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->params.stream_contention, 0.03, 1e-4);
+  EXPECT_NEAR(fit->params.window_queueing, 0.1, 1e-3);
+  EXPECT_FALSE(fit->stream_contention.at_bound);
+  EXPECT_GE(fit->stream_contention.std_error, 0);
+  EXPECT_LT(fit->max_abs_rel_error, 1e-4);
+
+  fit = FitExchange(Topology::kPsOne, SyntheticRuns());
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->params.stream_contention, 0);
+  EXPECT_TRUE(fit->stream_contention.at_bound);
+  fit = FitExchange(Topology::kRing, SyntheticRuns());
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->params.stream_contention, 0);
+}
+
 // Runs over shaped links scatter by a few per cent, loopback runs (CPU-bound on the shared cores) by tens:
 // the fit weighs each regime by its own scatter and records both, so the loopback noise neither widens the
 // shaped runs' scatter nor moves the network terms (PERFORMANCE.md 9.14).

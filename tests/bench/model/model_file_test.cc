@@ -84,6 +84,9 @@ TEST(ModelFileTest, RejectsWhatCannotBeTrusted) {
   ExpectRejected(
       [](proto::CostModelFile* f) { f->mutable_exchanges(1)->mutable_window_queueing()->set_value(1.5); },
       {"ps-1.window_queueing", "[0, 1]"});
+  ExpectRejected(
+      [](proto::CostModelFile* f) { f->mutable_exchanges(1)->mutable_stream_contention()->set_value(-0.1); },
+      {"ps-1.stream_contention", ">= 0"});
   ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(2)->set_loopback_residual_rel_sd(-0.1); },
                  {"ps-colocated", "loopback_residual_rel_sd", ">= 0"});
   ExpectRejected(
@@ -121,6 +124,11 @@ TEST(ModelFileTest, BurstShareIsReadAndAbsentMeansTheWholeCredit) {
   parsed = ParseModelFile(*ModelFileJson(file), "test");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->window_queueing, 0.25);
+  EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->stream_contention, 0);  // absent: none
+  file.mutable_exchanges(1)->mutable_stream_contention()->set_value(0.02);
+  parsed = ParseModelFile(*ModelFileJson(file), "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->stream_contention, 0.02);
 }
 
 TEST(ModelFileTest, ParseErrorsNameTheFile) {
