@@ -51,11 +51,25 @@ absl::Status EmulatedCluster::ApplyTcpCongestion(const std::string& ns) {
     }
     absl::Status set = InNamespace(ns, absl::StrCat("echo ", want, " > ", kFile)).status();
     if (!set.ok()) {
-      absl::StatusOr<std::string> offered = InNamespace(ns, "cat /proc/sys/net/ipv4/tcp_available_congestion_control");
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tcp_congestion=", want, ": the kernel refused it (it offers: ",
-          offered.ok() ? std::string(absl::StripAsciiWhitespace(*offered)) : "unknown",
-          "; `modprobe tcp_", want, "` as root loads a module that is not in)"));
+      const auto words = [&](const char* file) -> std::string {
+        absl::StatusOr<std::string> text = InNamespace(ns, absl::StrCat("cat /proc/sys/net/ipv4/", file));
+        return text.ok() ? std::string(absl::StripAsciiWhitespace(*text)) : "";
+      };
+      const std::string offered = words("tcp_available_congestion_control");
+      const std::string allowed = words("tcp_allowed_congestion_control");
+      if (absl::StrCat(" ", offered, " ").find(absl::StrCat(" ", want, " ")) != std::string::npos) {
+        // Loaded, but a namespace other than the machine's own may only pick an allowed one.
+        return absl::InvalidArgumentError(
+            absl::StrCat("--tcp_congestion=", want,
+                         ": the kernel has it, but a network namespace may only choose one of "
+                         "tcp_allowed_congestion_control (",
+                         allowed.empty() ? "unknown" : allowed, "); as root: echo '", allowed, " ", want,
+                         "' > /proc/sys/net/ipv4/tcp_allowed_congestion_control"));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tcp_congestion=", want,
+                       ": the kernel refused it (it offers: ", offered.empty() ? "unknown" : offered,
+                       "; `modprobe tcp_", want, "` as root loads a module that is not in)"));
     }
   }
   ASSIGN_OR_RETURN(const std::string in_use, InNamespace(ns, absl::StrCat("cat ", kFile)));

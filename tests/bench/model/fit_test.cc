@@ -125,60 +125,54 @@ TEST(FitTest, RecoversTheBurstShareWhereRunsHaveABurst) {
   EXPECT_TRUE(fit->burst_share.at_bound);
 }
 
-TEST(FitTest, RecoversTheWindowQueueingOfThePs) {
-  // ps-1 with a window that binds at 20 ms and a known queueing share 0.3: the fit gives it back; in runs
-  // without it (SyntheticRuns) it is none.
-  ExchangeParams truth = TruthFor(Topology::kPsOne);
-  truth.window_queueing = 0.3;
+// SyntheticRuns' runs of `topology` with the times `truth` gives.
+std::vector<MeasuredRun> ExactRuns(Topology topology, const ExchangeParams& truth) {
   std::vector<MeasuredRun> runs;
   for (const MeasuredRun& run : SyntheticRuns()) {
-    if (run.topology != Topology::kPsOne) continue;
-    runs.push_back({run.topology, run.conditions,
-                    PredictCollectiveUnchecked(Topology::kPsOne, truth, run.conditions).seconds});
+    if (run.topology != topology) continue;
+    runs.push_back(
+        {run.topology, run.conditions, PredictCollectiveUnchecked(topology, truth, run.conditions).seconds});
   }
-  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, runs);
+  return runs;
+}
+
+TEST(FitTest, RecoversTheWindowQueueingOfThePs) {
+  // ps-1 with a window that binds at 20 ms and a known queueing share 0.3: the fit gives it back.
+  ExchangeParams truth = TruthFor(Topology::kPsOne);
+  truth.window_queueing = 0.3;
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, ExactRuns(Topology::kPsOne, truth));
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_NEAR(fit->params.window_queueing, 0.3, 1e-3);
   EXPECT_FALSE(fit->window_queueing.at_bound);
   EXPECT_GE(fit->window_queueing.std_error, 0);
   EXPECT_LT(fit->max_abs_rel_error, 1e-4);
-
-  fit = FitExchange(Topology::kPsOne, SyntheticRuns());
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_EQ(fit->params.window_queueing, 0);
-  EXPECT_TRUE(fit->window_queueing.at_bound);
-  fit = FitExchange(Topology::kRing, SyntheticRuns());  // the ring has no such term
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_EQ(fit->params.window_queueing, 0);
 }
 
 TEST(FitTest, RecoversTheStreamContentionOfThePs) {
   // ps-1 with a window that binds at 20 ms, queueing 0.1 and a known stream contention 0.03: the fit gives
-  // both back; in runs without it (SyntheticRuns) it is none, and the ring has no such term.
+  // both back.
   ExchangeParams truth = TruthFor(Topology::kPsOne);
   truth.window_queueing = 0.1;
   truth.stream_contention = 0.03;
-  std::vector<MeasuredRun> runs;
-  for (const MeasuredRun& run : SyntheticRuns()) {
-    if (run.topology != Topology::kPsOne) continue;
-    runs.push_back({run.topology, run.conditions,
-                    PredictCollectiveUnchecked(Topology::kPsOne, truth, run.conditions).seconds});
-  }
-  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, runs);
+  absl::StatusOr<ExchangeFit> fit = FitExchange(Topology::kPsOne, ExactRuns(Topology::kPsOne, truth));
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_NEAR(fit->params.stream_contention, 0.03, 1e-4);
   EXPECT_NEAR(fit->params.window_queueing, 0.1, 1e-3);
   EXPECT_FALSE(fit->stream_contention.at_bound);
   EXPECT_GE(fit->stream_contention.std_error, 0);
   EXPECT_LT(fit->max_abs_rel_error, 1e-4);
+}
 
-  fit = FitExchange(Topology::kPsOne, SyntheticRuns());
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_EQ(fit->params.stream_contention, 0);
-  EXPECT_TRUE(fit->stream_contention.at_bound);
-  fit = FitExchange(Topology::kRing, SyntheticRuns());
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_EQ(fit->params.stream_contention, 0);
+TEST(FitTest, ThePsSharesAreNoneInRunsWithoutThemAndTheRingHasNone) {
+  for (Topology topology : {Topology::kPsOne, Topology::kRing}) {
+    SCOPED_TRACE(TopologyName(topology));
+    absl::StatusOr<ExchangeFit> fit = FitExchange(topology, SyntheticRuns());
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    EXPECT_EQ(fit->params.window_queueing, 0);
+    EXPECT_TRUE(fit->window_queueing.at_bound);
+    EXPECT_EQ(fit->params.stream_contention, 0);
+    EXPECT_TRUE(fit->stream_contention.at_bound);
+  }
 }
 
 // Runs over shaped links scatter by a few per cent, loopback runs (CPU-bound on the shared cores) by tens:
