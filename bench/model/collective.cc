@@ -60,13 +60,13 @@ std::string BoundName(Bound bound) {
 
 const std::vector<ParamTerm>& ParamTerms() {
   static const auto* const kTerms =
-      new std::vector<ParamTerm>{{"software_s", &ExchangeParams::software_s},
-                                 {"efficiency", &ExchangeParams::efficiency},
-                                 {"window_bytes", &ExchangeParams::window_bytes},
-                                 {"cpu_bytes_per_second", &ExchangeParams::cpu_bytes_per_second},
-                                 {"burst_share", &ExchangeParams::burst_share},
-                                 {"window_queueing", &ExchangeParams::window_queueing},
-                                 {"stream_contention", &ExchangeParams::stream_contention}};
+      new std::vector<ParamTerm>{{"software_s", &ExchangeParams::software_s, false},
+                                 {"efficiency", &ExchangeParams::efficiency, true},
+                                 {"window_bytes", &ExchangeParams::window_bytes, false},
+                                 {"cpu_bytes_per_second", &ExchangeParams::cpu_bytes_per_second, false},
+                                 {"burst_share", &ExchangeParams::burst_share, true},
+                                 {"window_queueing", &ExchangeParams::window_queueing, true},
+                                 {"stream_contention", &ExchangeParams::stream_contention, true}};
   return *kTerms;
 }
 
@@ -82,6 +82,13 @@ const char* ParamName(double ExchangeParams::*member) {
     if (member == t.member) return t.name;
   }
   return "";
+}
+
+bool ParamAtMostOne(double ExchangeParams::*member) {
+  for (const ParamTerm& t : ParamTerms()) {
+    if (member == t.member) return t.at_most_one;
+  }
+  return false;
 }
 
 absl::Status ValidateParams(const ExchangeParams& p) {
@@ -228,8 +235,8 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
     // share of the smaller time (collective.h stream_contention).
     const double window_time = windowed ? counts.flow_bytes * 2 * latency / p.window_bytes : 0;
     const double link_time = eb > 0 ? counts.link_bytes / eb : 0;
-    const double contention =
-        windowed && eb > 0 && counts.link_bytes > 0
+    const double contention =  // windowed: there are link bytes
+        windowed && eb > 0
             ? p.stream_contention * std::max(0.0, streams - 1) * std::min(link_time, window_time)
             : 0;
     if (eb > 0 && counts.link_bytes > 0) t.link_s = link_time + queueing + contention;

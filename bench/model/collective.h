@@ -113,12 +113,15 @@ struct ExchangeParams {
 struct ParamTerm {
   const char* name;
   double ExchangeParams::*member;
+  bool at_most_one;  // bounded above by 1: the efficiency and the shares (ValidateParams)
 };
 const std::vector<ParamTerm>& ParamTerms();
 // The member `name` denotes; nullptr for an unknown name.
 double ExchangeParams::*ParamMember(absl::string_view name);
 // The name of a member of ParamTerms() ("" for another).
 const char* ParamName(double ExchangeParams::*member);
+// Whether a member of ParamTerms() is bounded above by 1 (false for another).
+bool ParamAtMostOne(double ExchangeParams::*member);
 
 // kInvalidArgument naming the parameter when one is negative, not finite, efficiency is outside (0, 1], or
 // burst_share, window_queueing or stream_contention outside [0, 1].

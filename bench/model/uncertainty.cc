@@ -79,8 +79,8 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     }
   }
 
-  // d value / d log(theta_j) by central differences (one-sided where the efficiency or a share (burst, window
-  // queueing, stream contention) would pass 1).
+  // d value / d log(theta_j) by central differences (one-sided where a term bounded by 1, the efficiency or a
+  // share, would pass it).
   const size_t n = terms.size();
   std::vector<double> gradient(n, 0);
   constexpr double kH = 1e-3;
@@ -92,10 +92,7 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     down.*member *= std::exp(-kH);
     double span = 2 * kH;
     double up_value = 0;
-    if ((member == &ExchangeParams::efficiency && up.efficiency > 1) ||
-        (member == &ExchangeParams::burst_share && up.burst_share > 1) ||
-        (member == &ExchangeParams::window_queueing && up.window_queueing > 1) ||
-        (member == &ExchangeParams::stream_contention && up.stream_contention > 1)) {
+    if (ParamAtMostOne(member) && up.*member > 1) {
       up_value = value;
       span = kH;
     } else {

@@ -183,6 +183,12 @@ TEST(CollectiveTest, ParamTermsNameEveryFittedMemberOnce) {
             (std::vector<std::string>{"software_s", "efficiency", "window_bytes", "cpu_bytes_per_second",
                                       "burst_share", "window_queueing", "stream_contention"}));
   EXPECT_EQ(ParamMember("window"), nullptr);
+  std::vector<std::string> at_most_one;  // the efficiency and the shares (ValidateParams)
+  for (const ParamTerm& t : ParamTerms()) {
+    if (ParamAtMostOne(t.member)) at_most_one.push_back(t.name);
+  }
+  EXPECT_EQ(at_most_one,
+            (std::vector<std::string>{"efficiency", "burst_share", "window_queueing", "stream_contention"}));
 }
 
 TEST(CollectiveTest, CpuCeilingIsSharedByTheProcessesOfOneBox) {
