@@ -41,7 +41,11 @@ struct CalibrationCondition {
 struct CalibrationPlan {
   std::vector<CalibrationCondition> conditions;
   std::vector<Exchange> exchanges = AllExchanges();
-  int steps = 3;         // measured steps per run
+  // Measured steps per run. A run's time is the slowest rank's mean step, and a ring's ranks end each
+  // collective at times that differ by their chains' luck: over K steps the slowest rank's mean carries
+  // about that spread / K. With 3 steps the ring at N = 16, 45 ms measured 4-11 % above its steady state
+  // (bench/PERFORMANCE.md 9.18); 8 keeps it near 2 %.
+  int steps = 8;
   int warmup_steps = 1;
   int ps_servers = 2;    // K of ps-dedicated
 };

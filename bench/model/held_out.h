@@ -43,7 +43,8 @@ struct HeldOutSweep {
 struct ValidationPlan {
   std::vector<HeldOutSweep> sweeps;
   std::vector<Exchange> exchanges = AllExchanges();
-  int steps = 3;
+  int steps =
+      8;  // as the calibration's (CalibrationPlan::steps): the model is judged on what it was fitted to
   int warmup_steps = 1;
   int ps_servers = 2;
   // Sweep `noise_sweep` runs `noise_runs` times in all (>= 1); its conditions' spread sets the tie band.
