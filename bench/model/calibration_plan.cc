@@ -48,7 +48,7 @@ std::vector<CalibrationCondition> LinkConditions(const std::vector<std::string>&
 // a step). 12 ms at N = 3, 5 and 8 with 2 MiB: one server's streams with the window and link terms close,
 // where the PS's window queueing (collective.h) grows with the streams (PERFORMANCE.md 9.14; 9.15: without
 // N = 8 there the term's standard error was 26 % of it, and it was dropped). The estimate stays within the
-// quick preset's 15 minutes; on this box it runs 17-18.
+// quick preset's 22 minutes (21 with 8 measured steps a run); on this box it ran 27 (1596 s, 2026-11-28).
 std::vector<CalibrationCondition> LongRoundTripConditions() {
   std::vector<CalibrationCondition> out = LinkConditions({"100mbit"}, {"12ms"}, {2 * kMiB}, {3, 5, 8});
   const std::vector<CalibrationCondition> mid =
