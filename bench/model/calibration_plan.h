@@ -38,14 +38,17 @@ struct CalibrationCondition {
   std::string Name() const;   // "100mbit 5ms", "loopback"
 };
 
+// Measured steps per run, of calibration and of validation alike (the model is judged on what it was fitted
+// to). A run's time is the slowest rank's mean step, and a ring's ranks end each collective at times that
+// differ by their chains' luck: over K steps the slowest rank's mean carries about that spread / K. With 3
+// steps the ring at N = 16, 45 ms measured 4-11 % above its steady state (bench/PERFORMANCE.md 9.18); 8 keeps
+// it near 2 %.
+inline constexpr int kMeasuredSteps = 8;
+
 struct CalibrationPlan {
   std::vector<CalibrationCondition> conditions;
   std::vector<Exchange> exchanges = AllExchanges();
-  // Measured steps per run. A run's time is the slowest rank's mean step, and a ring's ranks end each
-  // collective at times that differ by their chains' luck: over K steps the slowest rank's mean carries
-  // about that spread / K. With 3 steps the ring at N = 16, 45 ms measured 4-11 % above its steady state
-  // (bench/PERFORMANCE.md 9.18); 8 keeps it near 2 %.
-  int steps = 8;
+  int steps = kMeasuredSteps;
   int warmup_steps = 1;
   int ps_servers = 2;    // K of ps-dedicated
 };

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "bench/core/exchange.h"
 #include "bench/core/run_record.h"
+#include "bench/model/calibration_plan.h"
 #include "bench/model/cost_model_file.pb.h"
 #include "bench/model/schedule.h"
 #include "bench/model/validate.h"
@@ -43,8 +44,7 @@ struct HeldOutSweep {
 struct ValidationPlan {
   std::vector<HeldOutSweep> sweeps;
   std::vector<Exchange> exchanges = AllExchanges();
-  int steps =
-      8;  // as the calibration's (CalibrationPlan::steps): the model is judged on what it was fitted to
+  int steps = kMeasuredSteps;  // as the calibration's
   int warmup_steps = 1;
   int ps_servers = 2;
   // Sweep `noise_sweep` runs `noise_runs` times in all (>= 1); its conditions' spread sets the tie band.

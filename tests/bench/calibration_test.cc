@@ -81,7 +81,7 @@ TEST(CalibrationPlanTest, PresetsAreValidAndWithinTheirBudgets) {
     EXPECT_EQ(plan.exchanges.size(), 4u);
   }
   // 20 ms at N = 8 (2026-11-26) took it to 13 min by the estimate, which runs high: 12 min estimated for
-  // a plan that took 8.5 min. 8 measured steps a run in place of 3 (2026-11-29, CalibrationPlan::steps)
+  // a plan that took 8.5 min. 8 measured steps a run in place of 3 (2026-11-28, kMeasuredSteps)
   // took the quick plan from 15 to 21 min by the estimate.
   EXPECT_LE(EstimateSeconds(QuickCalibrationPlan()), 22 * 60);
   EXPECT_LE(EstimateSeconds(DefaultCalibrationPlan()), 40 * 60);
