@@ -109,6 +109,11 @@ absl::Status ValidateParams(const ExchangeParams& p) {
     return s;
   }
   if (auto s = UnitShare("burst_share", p.burst_share, "the link's burst credit", kRefit); !s.ok()) return s;
+  if (auto s = UnitShare("window_update_share", p.window_update_share,
+                         "the window consumed before credit returns", kRefit);
+      !s.ok()) {
+    return s;
+  }
   return NonNegativeFinite("cpu_bytes_per_second", p.cpu_bytes_per_second, kRefit);
 }
 
@@ -233,7 +238,11 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
         eb > 0 ? p.window_queueing * bursty * std::max(0.0, streams - 1) * counts.flow_bytes / eb : 0;
     // Near the knee of the two bounds the streams take turns at the link: each stream beyond the first adds a
     // share of the smaller time (collective.h stream_contention).
-    const double window_time = windowed ? counts.flow_bytes * 2 * latency / p.window_bytes : 0;
+    // Each window costs a round trip plus the share of it the receiver consumes before it returns credit,
+    // sent at the link's rate (collective.h window_update_share).
+    const double window_time = windowed ? counts.flow_bytes * 2 * latency / p.window_bytes +
+                                              (eb > 0 ? p.window_update_share * counts.flow_bytes / eb : 0)
+                                        : 0;
     const double link_time = eb > 0 ? counts.link_bytes / eb : 0;
     const double contention =  // windowed: there are link bytes
         windowed && eb > 0

@@ -32,6 +32,11 @@
 //   ps-dedicated   K       2        2N        max(S, N*S/K)     S/K          max(S, N*S/K)
 //   ps-colocated   N       2        4N        2(N-1)/N * S      S/N          2 * S
 //
+// The PS's window round is the stalled-flow one plus what its receiver waits for before it returns credit:
+// gRPC (chttp2) sends a connection WINDOW_UPDATE once half its window is consumed, so a stream sends its
+// window and the first half's credit comes back a round trip after that half left: 2L + W / (2 eB) a window,
+// and the window term gains window_update_share * flow_bytes / eB (share 1/2; 0 in files before the term).
+//
 // and, for the PS's window term, the streams into one server F: ps-1 and ps-dedicated N, ps-colocated N - 1
 // (its own worker's slice stays on the host); the window term is flow_bytes * (2L / W + q (F - 1) / eB), and
 // both the PS's link and window terms add c (F - 1) min(link_bytes / eB, flow_bytes 2L / W)
@@ -105,7 +110,19 @@ struct ExchangeParams {
   // whichever binds; 0 without a window, latency or link rate. 0: none (files before the term). The ring: no
   // effect.
   double stream_contention = 0;
+  // The PS: the share of its window a stream's receiver consumes before it returns credit, [0, 1]. gRPC's
+  // chttp2 transport sends the connection's WINDOW_UPDATE once its announced window falls below half the
+  // target (TransportFlowControl::UpdateAction), so a stream that sends its window W at the link's rate gets
+  // the first half's credit back 2L + W / (2 eB) after it began: each window costs that, and the window time
+  // is flow_bytes (2L / W + share / eB) (PERFORMANCE.md 9.19: the window-bound PS runs' effective window grew
+  // with the round trip, 62-68 KiB at 5 ms to 76-81 KiB at 50 ms, as this form says). Not fitted: the fit
+  // sets kGrpcWindowUpdateShare for the PS exchanges. 0: none (files fitted before the term). The ring: no
+  // effect.
+  double window_update_share = 0;
 };
+
+// gRPC's rule for the connection window (ExchangeParams::window_update_share): credit returns at half.
+constexpr double kGrpcWindowUpdateShare = 0.5;
 
 // The fitted terms of ExchangeParams by the names the model file, its covariance and the reports use, in
 // this order: software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share, window_queueing,
@@ -124,7 +141,7 @@ const char* ParamName(double ExchangeParams::*member);
 bool ParamAtMostOne(double ExchangeParams::*member);
 
 // kInvalidArgument naming the parameter when one is negative, not finite, efficiency is outside (0, 1], or
-// burst_share, window_queueing or stream_contention outside [0, 1].
+// burst_share, window_queueing, stream_contention or window_update_share outside [0, 1].
 absl::Status ValidateParams(const ExchangeParams& params);
 
 // Where and how large one collective runs.

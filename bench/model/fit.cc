@@ -50,6 +50,7 @@ struct Search {
     p.burst_share = std::isinf(log_theta[kShare]) ? 0 : std::exp(log_theta[kShare]);  // none: no credit
     p.window_queueing = std::isinf(log_theta[kQueueing]) ? 0 : std::exp(log_theta[kQueueing]);
     p.stream_contention = std::isinf(log_theta[kContention]) ? 0 : std::exp(log_theta[kContention]);
+    p.window_update_share = topology == Topology::kRing ? 0 : kGrpcWindowUpdateShare;  // gRPC's, not fitted
     return p;
   }
 
@@ -501,6 +502,7 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
     *e->mutable_burst_share() = ToProto(fit->burst_share);
     *e->mutable_window_queueing() = ToProto(fit->window_queueing);
     *e->mutable_stream_contention() = ToProto(fit->stream_contention);
+    if (fit->params.window_update_share > 0) e->set_window_update_share(fit->params.window_update_share);
     e->set_median_abs_rel_error(fit->median_abs_rel_error);
     e->set_max_abs_rel_error(fit->max_abs_rel_error);
     for (const std::string& term : fit->covariance_terms) e->add_covariance_terms(term);

@@ -128,6 +128,12 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
         return s;
       }
     }
+    if (e.has_window_update_share() &&  // absent in files fitted before the term (ParamsOf: 0)
+        !(std::isfinite(e.window_update_share()) && e.window_update_share() >= 0 &&
+          e.window_update_share() <= 1)) {
+      return Invalid(absl::StrCat(e.exchange(), ".window_update_share"),
+                     absl::StrCat(e.window_update_share(), " is not in [0, 1] (a share of the window)"));
+    }
     if (e.has_burst_share()) {  // absent in files fitted before the term (ParamsOf: 1)
       if (auto s = CheckParameter(e.exchange(), "burst_share", true, e.burst_share(), Range::kShare);
           !s.ok()) {
@@ -201,6 +207,7 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
     p.burst_share = e.has_burst_share() ? e.burst_share().value() : 1;  // before the term: the whole credit
     p.window_queueing = e.has_window_queueing() ? e.window_queueing().value() : 0;  // before the term: none
     p.stream_contention = e.has_stream_contention() ? e.stream_contention().value() : 0;  // likewise
+    p.window_update_share = e.window_update_share();  // absent: 0, likewise
     if (absl::Status s = ValidateParams(p); !s.ok()) return Invalid(e.exchange(), s.message());
     return p;
   }

@@ -64,6 +64,14 @@ std::string FormatCalibration(const Calibration& c) {
                                            JoinScaled(cov.latency_s(), 1e-3, ""), absl::StrJoin(cov.nodes(), ","),
                                            JoinScaled(cov.bytes(), kMiB, ""), absl::StrJoin(cov.servers(), ",")));
   }
+  // The fixed share of gRPC's flow control (collective.h window_update_share), where the file has it.
+  for (const proto::ExchangeModel& e : c.file.exchanges()) {
+    if (!e.has_window_update_share()) continue;
+    absl::StrAppend(&text,
+                    absl::StrFormat("#   %s window update share %.2f (gRPC's: credit returns once that share "
+                                    "of the window is consumed; fixed, not fitted)\n",
+                                    e.exchange(), e.window_update_share()));
+  }
   // Terms the runs could not identify: what the fit gave them before they were dropped (bench/model/fit.h).
   for (const proto::ExchangeModel& e : c.file.exchanges()) {
     const std::pair<const char*, const proto::ModelParameter*> terms[] = {

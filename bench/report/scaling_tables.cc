@@ -98,11 +98,12 @@ std::string ModelLine(const ScalingResult& result, Exchange e) {
   if (!p.ok()) return absl::StrCat("model ", ExchangeName(e), ": none in the model file (", p.status().message(), ")");
   return absl::StrFormat(
       "model %s (calibrated, not fitted here): software %.1f us/message, link efficiency %.3f, window %s, "
-      "CPU ceiling %s, burst share %.2f (emulated links only), window queueing %.2f, stream contention %.3f",
+      "CPU ceiling %s, burst share %.2f (emulated links only), window queueing %.2f, stream contention %.3f, "
+      "window update share %.2f",
       ExchangeName(e), p->software_s * 1e6, p->efficiency,
       p->window_bytes > 0 ? Size(p->window_bytes) : "none",
       p->cpu_bytes_per_second > 0 ? absl::StrFormat("%.2f GB/s", p->cpu_bytes_per_second / 1e9) : "none",
-      p->burst_share, p->window_queueing, p->stream_contention);
+      p->burst_share, p->window_queueing, p->stream_contention, p->window_update_share);
 }
 
 // One nccl-tests table per exchange: every run (failed ones as comments), the footer, the fitted model.

@@ -11,6 +11,17 @@ constexpr double kMB = 1e6;
 // Parameters where every term is easy to compute by hand.
 ExchangeParams Hand() { return {1e-4, 0.5}; }
 
+// A share outside [0, 1] (or not a number) in `member` is kInvalidArgument naming it.
+void ExpectShareRejected(ExchangeParams p, double ExchangeParams::*member, const char* name,
+                         Topology topology, const Conditions& c) {
+  for (double bad : {-0.1, 1.5, static_cast<double>(NAN)}) {
+    p.*member = bad;
+    absl::StatusOr<CollectiveTime> t = PredictCollective(topology, p, c);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << name << " = " << bad;
+    EXPECT_NE(t.status().message().find(name), std::string::npos) << t.status();
+  }
+}
+
 TEST(CollectiveTest, RingByHand) {
   // N = 4, S = 8 MB, B = 10 MB/s at efficiency 0.5 (eB = 5 MB/s), L = 1 ms: 6 hops, 6 messages, chunks
   // c = 2 MB, larger than the 512 KiB segment: the link (6 chunks = 12 MB, 2.4 s) binds and the segments
@@ -75,12 +86,7 @@ TEST(CollectiveTest, BurstShareScalesTheRingsCredit) {
   p.burst_share = 0.3;
   EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, port)->seconds,
                    PredictCollective(Topology::kRing, Hand(), port)->seconds);
-  for (double bad : {-0.1, 1.5, static_cast<double>(NAN)}) {
-    p.burst_share = bad;
-    absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, p, burst);
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(t.status().message().find("burst_share"), std::string::npos) << t.status();
-  }
+  ExpectShareRejected(p, &ExchangeParams::burst_share, "burst_share", Topology::kRing, burst);
 }
 
 TEST(CollectiveTest, WindowQueueingAddsTheOtherStreamsBurstsToEachRound) {
@@ -119,12 +125,7 @@ TEST(CollectiveTest, WindowQueueingAddsTheOtherStreamsBurstsToEachRound) {
   ExchangeParams unlimited = p;
   unlimited.window_bytes = 0;
   EXPECT_NEAR(PredictCollective(Topology::kPsOne, unlimited, c)->link_s, 4 * 1e6 / 5e6, 1e-12);
-  for (double bad : {-0.5, 2.0}) {
-    p.window_queueing = bad;
-    absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kPsOne, p, c);
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(t.status().message().find("window_queueing"), std::string::npos) << t.status();
-  }
+  ExpectShareRejected(p, &ExchangeParams::window_queueing, "window_queueing", Topology::kPsOne, c);
 }
 
 TEST(CollectiveTest, StreamContentionAddsAShareOfTheSmallerTimePerExtraStream) {
@@ -164,12 +165,40 @@ TEST(CollectiveTest, StreamContentionAddsAShareOfTheSmallerTimePerExtraStream) {
   ring.stream_contention = 0;
   EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->seconds,
                    PredictCollective(Topology::kRing, ring, c)->seconds);
-  for (double bad : {-0.1, 1.5}) {
-    p.stream_contention = bad;
-    absl::StatusOr<CollectiveTime> r = PredictCollective(Topology::kPsOne, p, c);
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find("stream_contention"), std::string::npos) << r.status();
-  }
+  ExpectShareRejected(p, &ExchangeParams::stream_contention, "stream_contention", Topology::kPsOne, c);
+}
+
+TEST(CollectiveTest, WindowUpdateShareAddsTheHalfWindowTheReceiverWaitsFor) {
+  // ps-1, N = 2, S = 1 MB, eB = 5 MB/s, L = 10 ms, window 20 kB: the stalled-flow window time is
+  // 1 MB * 20 ms / 20 kB = 1 s; each of the 50 windows also waits for the half the receiver consumes before
+  // it returns credit, 10 kB at 5 MB/s: 50 * 2 ms = 0.1 s = 0.5 * S / eB. The link's time (2 MB / 5 MB/s) is
+  // unchanged.
+  ExchangeParams p{0, 0.5, 20e3, 0};
+  const Conditions c{2, 0, 1 * kMB, 10 * kMB, 10e-3};
+  EXPECT_EQ(p.window_update_share, 0);  // the default: none, as files fitted before the term
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, c)->window_s, 1, 1e-12);
+  p.window_update_share = kGrpcWindowUpdateShare;
+  CollectiveTime t = *PredictCollective(Topology::kPsOne, p, c);
+  EXPECT_NEAR(t.window_s, 1.1, 1e-12);
+  EXPECT_NEAR(t.link_s, 0.4, 1e-12);
+  EXPECT_EQ(t.bound, Bound::kWindow);
+  EXPECT_NEAR(t.seconds, 2 * 10e-3 + 1.1, 1e-12);
+  // The streams of the co-located PS carry S / N each: half of that at the link's rate.
+  EXPECT_NEAR(PredictCollective(Topology::kPsColocated, p, c)->window_s, 0.5 + 0.5 * 0.5 * kMB / (5 * kMB),
+              1e-12);
+  // Without a link rate there is no serialization to wait for; without latency no window time at all.
+  Conditions unlimited = c;
+  unlimited.link_bytes_per_second = 0;
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, unlimited)->window_s, 1, 1e-12);
+  Conditions near = c;
+  near.latency_s = 0;
+  EXPECT_EQ(PredictCollective(Topology::kPsOne, p, near)->window_s, 0);
+  // The ring has no such term.
+  ExchangeParams ring = p;
+  ring.window_update_share = 0;
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->seconds,
+                   PredictCollective(Topology::kRing, ring, c)->seconds);
+  ExpectShareRejected(p, &ExchangeParams::window_update_share, "window_update_share", Topology::kPsOne, c);
 }
 
 TEST(CollectiveTest, ParamTermsNameEveryFittedMemberOnce) {

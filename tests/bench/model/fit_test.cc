@@ -306,6 +306,13 @@ TEST(FitTest, FileHoldsParametersErrorsAndCoverage) {
   EXPECT_EQ(ring.coverage().bytes_size(), 4);
   EXPECT_EQ(file->exchanges(3).coverage().servers(0), 2);
   EXPECT_EQ(file->host(), "box");
+  // gRPC's window update share is set, not fitted: on every PS exchange, never on the ring.
+  EXPECT_FALSE(ring.has_window_update_share());
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(file->exchanges(i).window_update_share(), kGrpcWindowUpdateShare)
+        << file->exchanges(i).exchange();
+    EXPECT_EQ(ParamsOf(*file, *ParseTopology(file->exchanges(i).exchange()))->window_update_share, 0.5);
+  }
 }
 
 }  // namespace

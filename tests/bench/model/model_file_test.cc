@@ -87,6 +87,10 @@ TEST(ModelFileTest, RejectsWhatCannotBeTrusted) {
   ExpectRejected(
       [](proto::CostModelFile* f) { f->mutable_exchanges(1)->mutable_stream_contention()->set_value(-0.1); },
       {"ps-1.stream_contention", ">= 0"});
+  ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(3)->set_window_update_share(1.5); },
+                 {"ps-dedicated.window_update_share", "[0, 1]"});
+  ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(3)->set_window_update_share(-0.5); },
+                 {"ps-dedicated.window_update_share", "[0, 1]"});
   ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(2)->set_loopback_residual_rel_sd(-0.1); },
                  {"ps-colocated", "loopback_residual_rel_sd", ">= 0"});
   ExpectRejected(
@@ -129,6 +133,11 @@ TEST(ModelFileTest, BurstShareIsReadAndAbsentMeansTheWholeCredit) {
   parsed = ParseModelFile(*ModelFileJson(file), "test");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->stream_contention, 0.02);
+  EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->window_update_share, 0);  // absent: none
+  file.mutable_exchanges(1)->set_window_update_share(0.5);
+  parsed = ParseModelFile(*ModelFileJson(file), "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->window_update_share, 0.5);
 }
 
 TEST(ModelFileTest, ParseErrorsNameTheFile) {
