@@ -148,6 +148,10 @@ absl::Status ValidateConditions(Topology topology, const Conditions& c) {
   return absl::OkStatus();
 }
 
+double WindowUpdateShareOf(Topology topology) {
+  return topology == Topology::kRing ? 0 : kGrpcWindowUpdateShare;
+}
+
 int ServersOf(Topology topology, int nodes, int servers) {
   switch (topology) {
     case Topology::kRing: return 0;

@@ -123,6 +123,8 @@ struct ExchangeParams {
 
 // gRPC's rule for the connection window (ExchangeParams::window_update_share): credit returns at half.
 constexpr double kGrpcWindowUpdateShare = 0.5;
+// The window update share `topology` has: gRPC's for the PS exchanges, none for the ring (no gRPC).
+double WindowUpdateShareOf(Topology topology);
 
 // The fitted terms of ExchangeParams by the names the model file, its covariance and the reports use, in
 // this order: software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share, window_queueing,

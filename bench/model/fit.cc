@@ -50,7 +50,7 @@ struct Search {
     p.burst_share = std::isinf(log_theta[kShare]) ? 0 : std::exp(log_theta[kShare]);  // none: no credit
     p.window_queueing = std::isinf(log_theta[kQueueing]) ? 0 : std::exp(log_theta[kQueueing]);
     p.stream_contention = std::isinf(log_theta[kContention]) ? 0 : std::exp(log_theta[kContention]);
-    p.window_update_share = topology == Topology::kRing ? 0 : kGrpcWindowUpdateShare;  // gRPC's, not fitted
+    p.window_update_share = WindowUpdateShareOf(topology);  // gRPC's, not fitted
     return p;
   }
 

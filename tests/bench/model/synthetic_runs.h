@@ -13,25 +13,17 @@
 
 namespace psring::bench::model {
 
-// The PS's parameters carry gRPC's window update share, which the fit sets rather than fits
-// (collective.h kGrpcWindowUpdateShare).
-inline ExchangeParams WithGrpcWindowUpdate(ExchangeParams p) {
-  p.window_update_share = kGrpcWindowUpdateShare;
-  return p;
-}
-
-// Parameters where every limit binds somewhere in SyntheticRuns' grid.
+// Parameters where every limit binds somewhere in SyntheticRuns' grid; the PS's with gRPC's window update
+// share, which the fit sets rather than fits (collective.h WindowUpdateShareOf).
 inline ExchangeParams TruthFor(Topology topology) {
-  switch (topology) {
-    case Topology::kRing: return {30e-6, 0.95, 256 << 10, 600e6};
-    case Topology::kPsOne:
-      return WithGrpcWindowUpdate({80e-6, 0.9, 128 << 10, 700e6});
-    case Topology::kPsColocated:
-      return WithGrpcWindowUpdate({50e-6, 0.85, 128 << 10, 500e6});
-    case Topology::kPsDedicated:
-      return WithGrpcWindowUpdate({60e-6, 0.88, 128 << 10, 650e6});
-  }
-  return {};
+  // In Topology's order: ring, ps-1, ps-colocated, ps-dedicated.
+  static const ExchangeParams kTruths[] = {{30e-6, 0.95, 256 << 10, 600e6},
+                                           {80e-6, 0.9, 128 << 10, 700e6},
+                                           {50e-6, 0.85, 128 << 10, 500e6},
+                                           {60e-6, 0.88, 128 << 10, 650e6}};
+  ExchangeParams p = kTruths[static_cast<int>(topology)];
+  p.window_update_share = WindowUpdateShareOf(topology);
+  return p;
 }
 
 // N = 2, 4, 8 x S = 1, 4, 16 MB x 100 Mbit/s and 1 Gbit/s x latency 0, 1, 5, 20 ms, plus loopback runs
