@@ -313,8 +313,9 @@ absl::Status Run(const char* argv0) {
   // measurements for a refit merged with other runs (--refit=a.json,b.json).
   std::string runs_out = absl::GetFlag(FLAGS_runs_out);
   if (runs_out.empty()) runs_out = model_out.substr(0, model_out.find_last_of('/') + 1) + "runs.json";
-  const auto keep_runs = [&](const std::vector<model::MeasuredRun>& runs) -> absl::Status {
-    RETURN_IF_ERROR(model::WriteCalibrationRuns(runs_out, runs, info));
+  const auto keep_runs = [&](const std::vector<model::MeasuredRun>& runs,
+                             const model::FileInfo& fitted) -> absl::Status {
+    RETURN_IF_ERROR(model::WriteCalibrationRuns(runs_out, runs, fitted));
     std::cout << "# runs file: " << runs_out << " (fit them again: //bench:calibrate --refit=" << runs_out
               << ")" << std::endl;
     return absl::OkStatus();

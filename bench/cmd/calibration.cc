@@ -40,10 +40,12 @@ ScalingOptions GradientSweep(const ScalingOptions& base, const std::vector<int>&
 absl::StatusOr<Calibration> RunCalibration(
     const CalibrationPlan& plan, const ScalingOptions& base, const model::FileInfo& info,
     std::ostream* progress,
-    const std::function<absl::Status(const std::vector<model::MeasuredRun>&)>& keep_runs) {
+    const std::function<absl::Status(const std::vector<model::MeasuredRun>&, const model::FileInfo&)>&
+        keep_runs) {
   RETURN_IF_ERROR(ValidatePlan(plan));
   const absl::Time start = absl::Now();
   Calibration out;
+  model::FileInfo fitted = info;  // and the hosts' TCP the emulated conditions ran under
   int index = 0;
   for (const CalibrationCondition& c : plan.conditions) {
     ++index;
@@ -65,6 +67,7 @@ absl::StatusOr<Calibration> RunCalibration(
           "calibration condition ", c.Name(), " ran on loopback (", result->fallback_reason,
           "): the link terms need the emulated cluster; run as root (CAP_NET_ADMIN)"));
     }
+    if (fitted.hosts_tcp.empty()) fitted.hosts_tcp = result->hosts_tcp;
     ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(o.cluster.burst));
     ConvertedRuns converted =
         ConvertRecords(result->records, result->link_bytes_per_second, result->latency_s,
@@ -77,8 +80,8 @@ absl::StatusOr<Calibration> RunCalibration(
     out.runs.insert(out.runs.end(), converted.runs.begin(), converted.runs.end());
   }
   out.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
-  if (keep_runs) RETURN_IF_ERROR(keep_runs(out.runs));
-  absl::StatusOr<proto::CostModelFile> file = model::FitModel(out.runs, info);
+  if (keep_runs) RETURN_IF_ERROR(keep_runs(out.runs, fitted));
+  absl::StatusOr<proto::CostModelFile> file = model::FitModel(out.runs, fitted);
   if (!file.ok()) {
     return absl::Status(file.status().code(),
                         absl::StrCat("fitting ", out.runs.size(), " usable runs (", out.failed, " failed, ",

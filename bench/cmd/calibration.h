@@ -35,12 +35,14 @@ namespace psring::bench {
 // kInvalidArgument from ValidatePlan; RunScaling's errors naming the condition; FitModel's (e.g. an exchange
 // without any usable run over a rate-limited link: the message says which). `keep_runs`, when set, gets the
 // usable runs before the fit, so a sweep whose fit fails (every run of one exchange dropped) still keeps its
-// measurements (calibrate writes them to --runs_out, to be merged into another refit); its error is returned
-// before the fit.
+// measurements (calibrate writes them to --runs_out, to be merged into another refit), with `info` and the
+// hosts' TCP the emulated conditions ran under (FileInfo::hosts_tcp, which the model file records too); its
+// error is returned before the fit.
 absl::StatusOr<Calibration> RunCalibration(
     const CalibrationPlan& plan, const ScalingOptions& base, const model::FileInfo& info,
     std::ostream* progress,
-    const std::function<absl::Status(const std::vector<model::MeasuredRun>&)>& keep_runs = nullptr);
+    const std::function<absl::Status(const std::vector<model::MeasuredRun>&, const model::FileInfo&)>&
+        keep_runs = nullptr);
 
 // //bench:calibrate --cpu_only: the plan's loopback runs (every process on this host, unlimited links; one
 // RunScaling per exchange and N, gradient mode at each of `sizes`, `warmup_steps` + `steps` steps), and this

@@ -293,6 +293,7 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
   Validation v;
   v.model_host = model.host();
   v.model_date = model.date();
+  v.model_hosts_tcp = model.hosts_tcp();
   const absl::Time start = absl::Now();
   // (condition, exchange) -> step times of every run of the noise sweep.
   std::map<std::pair<std::string, Exchange>, std::vector<double>> repeated;
@@ -348,6 +349,7 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
             absl::StrCat("validation sweep ", sweep.Name(), " ran on loopback (", result->fallback_reason,
                          "): run as root (CAP_NET_ADMIN) for the emulated links"));
       }
+      if (v.hosts_tcp.empty()) v.hosts_tcp = result->hosts_tcp;
       for (size_t c = 0; c < conditions.size(); ++c) {
         for (ValidationRow row : predicted[c]) {
           auto record = std::find_if(result->records.begin(), result->records.end(), [&](const RunRecord& r) {

@@ -57,6 +57,9 @@ class Cluster {
   // (real hosts: the measured link matrix; "" for none).
   virtual std::string label() const { return "emulated cluster"; }
   virtual std::string LinkReport() const { return ""; }
+  // The hosts' TCP as far as it changes the exchanges' timing, e.g. "cubic, slow start after idle off"; ""
+  // where unknown (real hosts, loopback). A cost model fitted under one TCP does not hold under another.
+  virtual std::string HostsTcp() const { return ""; }
 
   // The cores every host's processes share: this machine's for an emulated cluster (all hosts on one box,
   // which the model's CPU term accounts for); 0 where each host has cores of its own.

@@ -37,9 +37,18 @@ struct ClusterOptions {
   // One host with a slower link (issue 35's straggler link): "H:RATE", e.g. "3:20mbit" (tc units); "" none.
   std::string slow_host;
   // TCP congestion control of every emulated host (a name the kernel offers: "cubic", "bbr", "reno"); "":
-  // the kernel's default, which new namespaces inherit from the host. It changes what window-limited
-  // streams get at high latency (ps-1 at 40 ms, N = 4: 4.6 s with bbr, 5.2 s with cubic; PERFORMANCE.md 9.9).
-  std::string tcp_congestion;
+  // the kernel's default, which new namespaces inherit from the host. cubic, Linux's default, unless asked:
+  // the emulated hosts then run the same TCP whatever this machine's default is, and the committed model was
+  // calibrated with it. It changes what window-limited streams get at high latency (ps-1 at 40 ms, N = 4:
+  // 4.6 s with bbr, 5.2 s with cubic; PERFORMANCE.md 9.9), and bbr's pace, which follows its own estimate,
+  // decides how much of an emulated link's burst a ring's chunk uses (PERFORMANCE.md 9.20).
+  std::string tcp_congestion = "cubic";
+  // net.ipv4.tcp_slow_start_after_idle of every emulated host: "on", "off", or "" (the kernel's default, on
+  // in Linux). On, a connection idle for longer than its retransmission timeout (at least 200 ms) restarts
+  // from its initial window (RFC 2861). At 45 ms one-way latency a ring at N = 16 idles that long between its
+  // collectives, and under cubic every chunk then slow-starts: 8.6-9.1 s a step against 1.37 s with it off
+  // (PERFORMANCE.md 9.20). Off, as clusters that train over TCP are tuned, unless asked.
+  std::string tcp_slow_start_after_idle = "off";
 };
 
 // --slow_host "H:RATE" -> the host and its rate in bits per second; {-1, 0} for "". kInvalidArgument naming

@@ -187,6 +187,8 @@ struct SweepResult {
   // measured link matrix ("# " lines). latency_method is then "measured" and the link its slowest pair.
   std::string hosts_description;
   std::string link_matrix;
+  // The hosts' TCP (Cluster::HostsTcp), "" where unknown.
+  std::string hosts_tcp;
   std::vector<RunRecord> records;
 };
 

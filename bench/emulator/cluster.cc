@@ -222,6 +222,7 @@ absl::Status EmulatedCluster::Build() {
     RETURN_IF_ERROR(RunCommand({Ip(), "-n", host, "link", "set", "eth0", "up"}).status());
     RETURN_IF_ERROR(RunCommand({Ip(), "-n", host, "link", "set", "lo", "up"}).status());
     RETURN_IF_ERROR(ApplyTcpCongestion(host));
+    RETURN_IF_ERROR(ApplySlowStartAfterIdle(host));
     // --slow_host's host gets its slower rate on both ends of its link (a straggler's link).
     RETURN_IF_ERROR(ShapeLink(host, "eth0", i));
     RETURN_IF_ERROR(ShapeLink(br, port, i));
@@ -396,6 +397,11 @@ std::string EmulatedCluster::HostAddress(int host) const {
   return absl::StrCat("198.18.", k / 256, ".", k % 256);
 }
 
+std::string EmulatedCluster::HostsTcp() const {
+  if (!emulated_ || tcp_congestion_.empty()) return "";
+  return absl::StrCat(tcp_congestion_, ", slow start after idle ", tcp_slow_start_after_idle_);
+}
+
 std::string EmulatedCluster::Describe() const {
   if (!emulated_) return absl::StrCat(hosts(), " hosts on 127.0.0.1 without link limits (", fallback_reason_, ")");
   std::string text = absl::StrCat(hosts(), " hosts (network namespaces ", HostNamespace(0), "...), links ",
@@ -410,6 +416,11 @@ std::string EmulatedCluster::Describe() const {
   if (!tcp_congestion_.empty()) {
     absl::StrAppend(&text, ", TCP ", tcp_congestion_,
                     options_.tcp_congestion.empty() ? " (the kernel's default)" : " (--tcp_congestion)");
+  }
+  if (!tcp_slow_start_after_idle_.empty()) {
+    absl::StrAppend(&text, ", slow start after idle ", tcp_slow_start_after_idle_,
+                    options_.tcp_slow_start_after_idle.empty() ? " (the kernel's default)"
+                                                               : " (--tcp_slow_start_after_idle)");
   }
   if (!host_cgroups_.available()) {
     absl::StrAppend(&text, "; no per-host CPU groups (", host_cgroups_.reason(),

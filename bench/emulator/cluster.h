@@ -89,6 +89,10 @@ class EmulatedCluster final : public Cluster {
   const ClusterOptions& options() const { return options_; }
   // The emulated hosts' TCP congestion control (e.g. "cubic", "bbr"); "" on loopback.
   const std::string& tcp_congestion() const { return tcp_congestion_; }
+  // The emulated hosts' net.ipv4.tcp_slow_start_after_idle, "on" or "off"; "" on loopback.
+  const std::string& tcp_slow_start_after_idle() const { return tcp_slow_start_after_idle_; }
+  // "cubic, slow start after idle off"; "" on loopback.
+  std::string HostsTcp() const override;
   // "4 hosts (network namespaces psr123-h0...), links 100mbit each way, one-way latency 5ms (nfqueue), TCP
   // cubic (the kernel's default)", or the loopback fallback and its reason.
   std::string Describe() const override;
@@ -137,6 +141,11 @@ class EmulatedCluster final : public Cluster {
   // Sets host namespace `ns`'s TCP congestion control to options_.tcp_congestion and records the one in use
   // (none given: records the kernel's default, which every new namespace inherits, from the first host only).
   absl::Status ApplyTcpCongestion(const std::string& ns);
+  // Reads host namespace `ns`'s congestion control into tcp_congestion_; an error if it is not the one asked.
+  absl::Status RecordTcpCongestion(const std::string& ns);
+  // Sets host namespace `ns`'s net.ipv4.tcp_slow_start_after_idle to options_.tcp_slow_start_after_idle (none
+  // given: leaves the kernel's default) and records the one in use.
+  absl::Status ApplySlowStartAfterIdle(const std::string& ns);
   absl::Status StartDelayProgram();
   // Runs `receiver` in host `to`'s namespace on an accepted connection and `sender` in host `from`'s on the
   // connecting end, each on a thread of its own; the first error of either.
@@ -154,6 +163,7 @@ class EmulatedCluster final : public Cluster {
   Subprocess delay_program_;     // the NFQUEUE method's netdelay, in the switch namespace
   int delay_queues_ = 1;         // the NFQUEUEs it serves (options_.delay_queues, 0 resolved)
   std::string tcp_congestion_;   // the hosts' TCP congestion control ("" on loopback)
+  std::string tcp_slow_start_after_idle_;  // "on" or "off" ("" on loopback)
   // A process that only sleeps in the switch namespace: /proc/<its pid>/net/dev lists the switch ports'
   // counters without spawning anything.
   Subprocess switch_probe_;

@@ -40,11 +40,22 @@ ABSL_FLAG(std::string, slow_host, psring::bench::ClusterOptions().slow_host,
           "One emulated host with a slower link, HOST:RATE (e.g. 3:20mbit; tc units, below --link): a straggler's "
           "link (issue 35). Host indices are the placement's: rank r's host is r for every exchange, ps-1's server "
           "is host N, ps-dedicated's servers hosts N.. N+K-1. The model still assumes --link everywhere. Empty: none.");
-ABSL_FLAG(std::string, tcp_congestion, psring::bench::ClusterOptions().tcp_congestion,
-          "TCP congestion control of every emulated host, a name this kernel offers (cubic, bbr, reno; "
-          "/proc/sys/net/ipv4/tcp_available_congestion_control). Empty: the kernel's default, which the hosts "
-          "inherit from this machine; the report's cluster line says which. Match your real cluster's: at 40 ms "
-          "a window-limited PS step differs by ~15 % between bbr and cubic.");
+ABSL_FLAG(
+    std::string, tcp_congestion, psring::bench::ClusterOptions().tcp_congestion,
+    "TCP congestion control of every emulated host, a name this kernel offers (cubic, bbr, reno; "
+    "/proc/sys/net/ipv4/tcp_available_congestion_control; one this machine does not allow namespaces "
+    "yet is added to tcp_allowed_congestion_control, with a note). Empty: the kernel's default, which the "
+    "hosts inherit from this machine. The default, cubic (Linux's), is what the committed model was "
+    "calibrated with; the report's cluster line says which ran, and the model line warns when the model "
+    "was fitted with another. Match your real cluster's: at 40 ms a window-limited PS step differs by "
+    "~15 % between bbr and cubic.");
+ABSL_FLAG(
+    std::string, tcp_slow_start_after_idle, psring::bench::ClusterOptions().tcp_slow_start_after_idle,
+    "net.ipv4.tcp_slow_start_after_idle of every emulated host: on, off, or empty for the kernel's default "
+    "(on). On, a connection idle longer than its retransmission timeout (>= 200 ms) restarts from its "
+    "initial window: at 45 ms a ring at N = 16 idles that long between collectives, and under cubic each "
+    "chunk then slow-starts (8.6-9.1 s a step against 1.37 s off). Default off, as training clusters are "
+    "tuned and as the committed model was calibrated; the report's cluster line says which ran.");
 ABSL_FLAG(bool, loopback, psring::bench::ClusterOptions().force_loopback,
           "Run every host on 127.0.0.1 without namespaces or link limits, even as root (the automatic "
           "fallback without CAP_NET_ADMIN).");
@@ -64,6 +75,7 @@ ClusterOptions ClusterOptionsFromFlags(const char* argv0) {
   options.force_loopback = absl::GetFlag(FLAGS_loopback);
   options.slow_host = absl::GetFlag(FLAGS_slow_host);
   options.tcp_congestion = absl::GetFlag(FLAGS_tcp_congestion);
+  options.tcp_slow_start_after_idle = absl::GetFlag(FLAGS_tcp_slow_start_after_idle);
   return options;
 }
 

@@ -129,6 +129,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(const ScalingOptions& o, S
   }
   result->emulated = true;
   result->link_bytes_per_second = cluster->link_bytes_per_second();
+  result->hosts_tcp = cluster->HostsTcp();
   *progress << "# " << cluster->label() << ": " << cluster->Describe() << "\n" << cluster->LinkReport();
   if (cluster->label() != "emulated cluster") {
     result->hosts_description = cluster->Describe();

@@ -46,6 +46,7 @@ absl::Status WriteCalibrationRuns(const std::string& path, const std::vector<Mea
   saved.file.set_host(info.host);
   saved.file.set_date(info.date);
   saved.file.set_note(info.note);
+  if (!info.hosts_tcp.empty()) saved.file.set_hosts_tcp(info.hosts_tcp);
   proto::CostModelFile data_path;
   RecordDataPath(data_path);
   saved.file.set_data_path_fingerprint(data_path.data_path_fingerprint());
@@ -126,6 +127,11 @@ absl::StatusOr<SavedRuns> MergeSavedRuns(const std::vector<SavedRuns>& parts,
                        " on ", merged.file.data_path_fingerprint(),
                        ": the runs time different code; recalibrate instead of merging them"));
     }
+    if (f.hosts_tcp() != merged.file.hosts_tcp()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          origins[i], " was measured with the hosts' TCP '", f.hosts_tcp(), "', ", origins[0], " with '",
+          merged.file.hosts_tcp(), "': the emulated links time them differently; refit each on its own"));
+    }
     if (f.date() > merged.file.date()) merged.file.set_date(f.date());
     merged.runs.insert(merged.runs.end(), parts[i].runs.begin(), parts[i].runs.end());
     notes.push_back(absl::StrCat(origins[i], ": ", f.note()));
@@ -136,7 +142,8 @@ absl::StatusOr<SavedRuns> MergeSavedRuns(const std::vector<SavedRuns>& parts,
 
 absl::StatusOr<proto::CostModelFile> RefitModel(const SavedRuns& saved, const std::string& origin) {
   const FileInfo info{saved.file.host(), saved.file.date(),
-                      absl::StrCat("refit of the runs in ", origin, " (", saved.file.note(), ")")};
+                      absl::StrCat("refit of the runs in ", origin, " (", saved.file.note(), ")"),
+                      saved.file.hosts_tcp()};
   absl::StatusOr<proto::CostModelFile> file = FitModel(saved.runs, info);
   if (!file.ok()) return file.status();
   file->set_data_path_fingerprint(saved.file.data_path_fingerprint());

@@ -490,6 +490,7 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
   file.set_host(info.host);
   file.set_date(info.date);
   if (!info.note.empty()) file.set_note(info.note);
+  if (!info.hosts_tcp.empty()) file.set_hosts_tcp(info.hosts_tcp);
   for (Topology topology : AllTopologies()) {
     absl::StatusOr<ExchangeFit> fit = FitExchange(topology, runs);
     if (!fit.ok()) return fit.status();

@@ -89,6 +89,7 @@ struct FileInfo {
   std::string host;
   std::string date;  // ISO 8601
   std::string note;
+  std::string hosts_tcp;  // the emulated hosts' TCP the runs were measured under ("" unknown)
 };
 
 // How far a fit is off beyond its coverage, from the calibration itself: for one dimension (N, one-way

@@ -163,6 +163,8 @@ struct Validation {
   std::vector<std::vector<double>> repeats;
   ValidationSummary summary;
   std::string model_host, model_date;
+  // The emulated hosts' TCP the model was fitted under and the one the sweeps ran under ("" unknown).
+  std::string model_hosts_tcp, hosts_tcp;
   double wall_s = 0;
 };
 

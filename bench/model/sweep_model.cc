@@ -80,6 +80,17 @@ std::string ModelSource(const ScalingResult& result) {
                       result.options.model_path, ")");
 }
 
+std::string HostsTcpNote(const ScalingResult& result) {
+  if (!result.model.has_value() || result.model->hosts_tcp().empty() || result.hosts_tcp.empty()) return "";
+  if (result.model->hosts_tcp() == result.hosts_tcp) {
+    return absl::StrCat("the model was fitted with the hosts' TCP ", result.hosts_tcp, " (as these hosts)");
+  }
+  return absl::StrCat("WARNING: the model was fitted with the hosts' TCP ", result.model->hosts_tcp(),
+                      "; these hosts run ", result.hosts_tcp,
+                      ": its predictions for the emulated links do not hold here (--tcp_congestion and "
+                      "--tcp_slow_start_after_idle set the hosts' TCP; or calibrate with this one)");
+}
+
 std::vector<size_t> Sizes(const ScalingResult& result) {
   std::set<size_t> sizes;
   for (const auto& r : result.records) {

@@ -57,6 +57,12 @@ absl::StatusOr<ScalingResult> AnalyzeSweep(SweepResult sweep);
 // "the frozen model of <host>, <date> (<path>)", or "" without a model.
 std::string ModelSource(const ScalingResult& result);
 
+// The model's hosts' TCP against this sweep's: "fitted with the hosts' TCP cubic, slow start after idle off
+// (as these hosts)"; a line starting "WARNING" where the two differ (its emulated-link predictions were
+// fitted under another TCP); "" without a model, or where either is unknown (real hosts, loopback, older
+// files).
+std::string HostsTcpNote(const ScalingResult& result);
+
 // The sizes of the successful runs, ascending, and the options' exchanges, each once, in their order.
 std::vector<size_t> Sizes(const ScalingResult& result);
 std::vector<Exchange> ExchangesRun(const ScalingResult& result);

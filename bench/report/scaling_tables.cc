@@ -69,6 +69,7 @@ void PrintIntro(const ScalingResult& result, std::ostream& out) {
   intro.Comment(result.model.has_value() ? "model: " + ModelSource(result)
                                          : "model: none (--model=none): no model columns, lines or curves");
   if (result.model.has_value()) intro.Comment(model::CompareDataPath(*result.model).Describe());
+  if (const std::string tcp = HostsTcpNote(result); !tcp.empty()) intro.Comment(tcp);
   out << "#\n";
 }
 

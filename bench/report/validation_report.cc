@@ -132,6 +132,17 @@ std::string FormatValidationReport(const Validation& v) {
       "# VALIDATION on held-out conditions (model of %s, %s, frozen; predicted before each run): %d runs, %d "
       "usable, %d EMULATOR-BOUND (excluded), %d failed (excluded)\n",
       v.model_host, v.model_date, s.rows, s.usable, s.emulator_bound, s.failed);
+  if (!v.hosts_tcp.empty()) {
+    if (v.model_hosts_tcp.empty() || v.model_hosts_tcp == v.hosts_tcp) {
+      absl::StrAppend(&out, "# the hosts' TCP: ", v.hosts_tcp,
+                      v.model_hosts_tcp.empty() ? " (the model file does not say which it was fitted with)"
+                                                : " (as the model's calibration)",
+                      "\n");
+    } else {
+      absl::StrAppend(&out, "# WARNING: the hosts ran TCP ", v.hosts_tcp, ", the model was fitted with ",
+                      v.model_hosts_tcp, ": its emulated-link terms do not hold for these runs\n");
+    }
+  }
   absl::StrAppendFormat(&out, "# %-38s %-13s %9s %-19s %9s %7s %9s %9s %7s  %-8s %s\n", "condition", "exchange",
                         "pred_s", absl::StrFormat("%.0f%% interval", 100 * model::kIntervalLevel), "meas_s", "err",
                         "pred_exp", "meas_exp", "err", "bound", "note");

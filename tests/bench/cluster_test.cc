@@ -264,20 +264,25 @@ TEST(ClusterTest, SlowHostGetsItsOwnRate) {
   EXPECT_EQ(EmulatedCluster::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// The hosts' TCP congestion control: the kernel's default unless --tcp_congestion names one, set in every host
-// namespace (not the machine's), named in Describe(); a bad or unknown name is a clear error.
+// The first line of a (/proc) file, "" if it cannot be read.
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The hosts' TCP congestion control: cubic unless --tcp_congestion names another or is empty (the kernel's
+// default), set in every host namespace (not the machine's), named in Describe(); a bad or unknown name is a
+// clear error.
 TEST(ClusterTest, HostsUseTheTcpCongestionControlAsked) {
   if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
   constexpr char kFile[] = "/proc/sys/net/ipv4/tcp_congestion_control";
-  const auto read_first_line = [](const std::string& path) {
-    std::ifstream in(path);
-    std::string line;
-    std::getline(in, line);
-    return line;
-  };
-  const std::string machine = read_first_line(kFile);
+  const std::string machine = ReadFirstLine(kFile);
   ASSERT_FALSE(machine.empty());
   ClusterOptions options = TwoHosts("");
+  EXPECT_EQ(options.tcp_congestion, "cubic") << "the default";
+  options.tcp_congestion = "";
   {
     auto cluster = EmulatedCluster::Create(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -298,7 +303,7 @@ TEST(ClusterTest, HostsUseTheTcpCongestionControlAsked) {
     ASSERT_TRUE(in_host.ok()) << in_host.status();
     EXPECT_EQ(*in_host, other + "\n") << "host " << host;
   }
-  EXPECT_EQ(read_first_line(kFile), machine) << "the machine's own setting is left alone";
+  EXPECT_EQ(ReadFirstLine(kFile), machine) << "the machine's own setting is left alone";
   ASSERT_TRUE((*cluster)->Destroy().ok());
   options.tcp_congestion = "cubic; reboot";
   auto bad = EmulatedCluster::Create(options);
@@ -307,21 +312,68 @@ TEST(ClusterTest, HostsUseTheTcpCongestionControlAsked) {
   auto unknown = EmulatedCluster::Create(options);
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument) << unknown.status();
   EXPECT_TRUE(absl::StrContains(unknown.status().message(), "it offers")) << unknown.status();
-  // A loaded one that a namespace may not choose (not in tcp_allowed_congestion_control, as cubic is here
-  // when bbr is the default): the error says where to allow it.
+  // A loaded one that a namespace may not choose (not in tcp_allowed_congestion_control, as cubic is not
+  // where bbr is the machine's default): the cluster adds it to the machine's allowed list and uses it. The
+  // test puts the list back as it found it.
+  constexpr char kAllowed[] = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+  const std::string allowed_before = ReadFirstLine(kAllowed);
   const std::vector<std::string> available = absl::StrSplit(
-      read_first_line("/proc/sys/net/ipv4/tcp_available_congestion_control"), ' ', absl::SkipEmpty());
-  const std::vector<std::string> allowed = absl::StrSplit(
-      read_first_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control"), ' ', absl::SkipEmpty());
+      ReadFirstLine("/proc/sys/net/ipv4/tcp_available_congestion_control"), ' ', absl::SkipEmpty());
+  const std::vector<std::string> allowed = absl::StrSplit(allowed_before, ' ', absl::SkipEmpty());
   for (const std::string& name : available) {
     if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) continue;
     options.tcp_congestion = name;
-    auto refused = EmulatedCluster::Create(options);
-    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
-    EXPECT_TRUE(absl::StrContains(refused.status().message(), "tcp_allowed_congestion_control"))
-        << refused.status();
+    auto added = EmulatedCluster::Create(options);
+    const std::string allowed_after = ReadFirstLine(kAllowed);
+    std::ofstream(kAllowed) << allowed_before << "\n";
+    ASSERT_TRUE(added.ok()) << added.status();
+    EXPECT_EQ((*added)->tcp_congestion(), name);
+    EXPECT_TRUE(absl::StrContains(absl::StrCat(" ", allowed_after, " "), absl::StrCat(" ", name, " ")))
+        << allowed_after;
+    ASSERT_TRUE((*added)->Destroy().ok());
     break;
   }
+  EXPECT_EQ(ReadFirstLine(kAllowed), allowed_before);
+}
+
+// TCP's slow start after idle: off unless --tcp_slow_start_after_idle says on or is empty (the kernel's
+// default), set in every host namespace (not the machine's), named in Describe(); any other value is a clear
+// error.
+TEST(ClusterTest, HostsUseTheSlowStartAfterIdleAsked) {
+  if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
+  constexpr char kFile[] = "/proc/sys/net/ipv4/tcp_slow_start_after_idle";
+  const std::string machine = ReadFirstLine(kFile);
+  ASSERT_TRUE(machine == "0" || machine == "1") << machine;
+  ClusterOptions options = TwoHosts("");
+  EXPECT_EQ(options.tcp_slow_start_after_idle, "off") << "the default";
+  for (const std::string want : {"off", "on"}) {
+    options.tcp_slow_start_after_idle = want;
+    auto cluster = EmulatedCluster::Create(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    EXPECT_EQ((*cluster)->tcp_slow_start_after_idle(), want);
+    EXPECT_TRUE(absl::StrContains((*cluster)->Describe(), absl::StrCat("slow start after idle ", want,
+                                                                       " (--tcp_slow_start_after_idle)")))
+        << (*cluster)->Describe();
+    for (int host = 0; host < 2; ++host) {
+      auto in_host = RunCommand((*cluster)->Command(host, {"/bin/cat", kFile}));
+      ASSERT_TRUE(in_host.ok()) << in_host.status();
+      EXPECT_EQ(*in_host, want == "on" ? "1\n" : "0\n") << "host " << host;
+    }
+    ASSERT_TRUE((*cluster)->Destroy().ok());
+  }
+  EXPECT_EQ(ReadFirstLine(kFile), machine) << "the machine's own setting is left alone";
+  options.tcp_slow_start_after_idle = "";
+  {
+    auto cluster = EmulatedCluster::Create(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    EXPECT_EQ((*cluster)->tcp_slow_start_after_idle(), machine == "0" ? "off" : "on");
+    EXPECT_TRUE(absl::StrContains((*cluster)->Describe(), "(the kernel's default)"))
+        << (*cluster)->Describe();
+  }
+  options.tcp_slow_start_after_idle = "0; reboot";
+  auto bad = EmulatedCluster::Create(options);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "must be on, off")) << bad.status();
 }
 
 TEST(ClusterTest, NfqueueLatencyWithoutTheDelayProgramIsAClearError) {

@@ -167,6 +167,29 @@ TEST(ScalingReportTest, ReportAndVerdict) {
             std::string::npos)
       << v;
   EXPECT_NE(v.find("failed/not run"), std::string::npos) << v;
+  EXPECT_EQ(report.str().find("hosts' TCP"), std::string::npos) << "neither TCP known: no line";
+}
+
+// The report says which TCP the model was fitted under against the hosts', and warns where they differ.
+TEST(ScalingReportTest, SaysWhetherTheHostsRunTheModelsTcp) {
+  ScalingResult result = Synthetic();
+  result.hosts_tcp = "cubic, slow start after idle off";
+  result.model->set_hosts_tcp("cubic, slow start after idle off");
+  std::ostringstream same;
+  PrintReport(result, same);
+  EXPECT_NE(
+      same.str().find("# the model was fitted with the hosts' TCP cubic, slow start after idle off (as these "
+                      "hosts)"),
+      std::string::npos)
+      << same.str();
+  result.model->set_hosts_tcp("bbr, slow start after idle on");
+  std::ostringstream other;
+  PrintReport(result, other);
+  EXPECT_NE(
+      other.str().find("# WARNING: the model was fitted with the hosts' TCP bbr, slow start after idle on; "
+                       "these hosts run cubic, slow start after idle off"),
+      std::string::npos)
+      << other.str();
 }
 
 // An EMULATOR-BOUND cell is marked and never named fastest: the ring's N = 4 run bound by the box leaves the

@@ -329,6 +329,33 @@ TEST(FormatValidationReportTest, ReportsEveryRunAndTheFigures) {
   EXPECT_NE(text.find("# tie band: 5.0 %"), std::string::npos) << text;
   EXPECT_NE(text.find("tie (within the band)"), std::string::npos) << text;
   EXPECT_NE(text.find("# winner accuracy: 1 of 1 = 100 %"), std::string::npos) << text;
+  EXPECT_EQ(text.find("TCP"), std::string::npos) << "neither TCP known: no line";
+}
+
+// The hosts' TCP beside the model's: said when they agree, a WARNING when the model was fitted under another.
+TEST(FormatValidationReportTest, SaysWhetherTheHostsRanTheModelsTcp) {
+  Validation v;
+  v.rows = FixedRows();
+  absl::StatusOr<ValidationSummary> s = Summarize(v.rows, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  v.summary = *s;
+  v.hosts_tcp = "cubic, slow start after idle off";
+  v.model_hosts_tcp = v.hosts_tcp;
+  std::string text = FormatValidationReport(v);
+  EXPECT_NE(text.find("# the hosts' TCP: cubic, slow start after idle off (as the model's calibration)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("WARNING"), std::string::npos) << text;
+  v.model_hosts_tcp = "bbr, slow start after idle on";
+  text = FormatValidationReport(v);
+  EXPECT_NE(
+      text.find("# WARNING: the hosts ran TCP cubic, slow start after idle off, the model was fitted with "
+                "bbr, slow start after idle on"),
+      std::string::npos)
+      << text;
+  v.model_hosts_tcp.clear();  // an older model file
+  text = FormatValidationReport(v);
+  EXPECT_NE(text.find("the model file does not say which it was fitted with"), std::string::npos) << text;
 }
 
 TEST(FormatHeldOutChecksTest, WinnerIsACheckErrorsAreReportedAgainstTheTargets) {

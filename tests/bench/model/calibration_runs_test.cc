@@ -25,10 +25,14 @@ TEST(CalibrationRunsTest, RoundTripsEveryRun) {
   runs[0].conditions.link_burst_bytes = 12345;
   runs[1].conditions.box_cores = 2;
   const std::string path = FreshTempPath("runs_round_trip.json");
-  ASSERT_TRUE(WriteCalibrationRuns(path, runs, {"box", "2026-12-01T00:00:00+00:00", "quick"}).ok());
+  ASSERT_TRUE(
+      WriteCalibrationRuns(path, runs,
+                           {"box", "2026-12-01T00:00:00+00:00", "quick", "cubic, slow start after idle off"})
+          .ok());
   absl::StatusOr<SavedRuns> saved = ReadCalibrationRuns(path);
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(saved->file.host(), "box");
+  EXPECT_EQ(saved->file.hosts_tcp(), "cubic, slow start after idle off");
   EXPECT_EQ(saved->file.date(), "2026-12-01T00:00:00+00:00");
   EXPECT_EQ(saved->file.data_path_fingerprint(), kDataPathFingerprint);
   ASSERT_EQ(saved->runs.size(), runs.size());
@@ -51,7 +55,10 @@ TEST(CalibrationRunsTest, RoundTripsEveryRun) {
 TEST(CalibrationRunsTest, RefitIsTheFitOfTheRunsWithTheirDataPath) {
   const std::vector<MeasuredRun> runs = SyntheticRuns();
   const std::string path = FreshTempPath("runs_refit.json");
-  ASSERT_TRUE(WriteCalibrationRuns(path, runs, {"box", "2026-12-01T00:00:00+00:00", "quick"}).ok());
+  ASSERT_TRUE(
+      WriteCalibrationRuns(path, runs,
+                           {"box", "2026-12-01T00:00:00+00:00", "quick", "cubic, slow start after idle off"})
+          .ok());
   absl::StatusOr<SavedRuns> saved = ReadCalibrationRuns(path);
   ASSERT_TRUE(saved.ok()) << saved.status();
   // As if measured by other code: the refit must name that code, not this build's.
@@ -62,6 +69,7 @@ TEST(CalibrationRunsTest, RefitIsTheFitOfTheRunsWithTheirDataPath) {
   ASSERT_TRUE(direct.ok()) << direct.status();
   EXPECT_EQ(refit->data_path_fingerprint(), "0123456789abcdef");
   EXPECT_EQ(refit->host(), "box");
+  EXPECT_EQ(refit->hosts_tcp(), "cubic, slow start after idle off") << "the TCP the runs were measured under";
   EXPECT_NE(refit->note().find("refit of the runs in"), std::string::npos) << refit->note();
   for (Topology t : AllTopologies()) {
     SCOPED_TRACE(TopologyName(t));
@@ -76,8 +84,8 @@ TEST(CalibrationRunsTest, RefitIsTheFitOfTheRunsWithTheirDataPath) {
   EXPECT_FALSE(CompareDataPath(*refit).current);
 }
 
-// --refit=a.json,b.json: a supplementary sweep merged with a calibration, only from one host and one data
-// path.
+// --refit=a.json,b.json: a supplementary sweep merged with a calibration, only from one host, one data path
+// and one TCP of the emulated hosts.
 TEST(CalibrationRunsTest, MergesRunsOfOneHostAndDataPath) {
   const std::vector<MeasuredRun> runs = SyntheticRuns();
   SavedRuns a, b;
@@ -85,6 +93,7 @@ TEST(CalibrationRunsTest, MergesRunsOfOneHostAndDataPath) {
   a.file.set_date("2026-12-01T00:00:00+00:00");
   a.file.set_data_path_fingerprint("0123456789abcdef");
   a.file.set_note("quick");
+  a.file.set_hosts_tcp("cubic, slow start after idle off");
   b.file = a.file;
   b.file.set_date("2026-12-02T00:00:00+00:00");
   b.file.set_note("N = 12, 16");
@@ -108,6 +117,13 @@ TEST(CalibrationRunsTest, MergesRunsOfOneHostAndDataPath) {
   status = MergeSavedRuns({a, other_code}, {"a.json", "d.json"}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("recalibrate"), std::string::npos) << status;
+  SavedRuns other_tcp = b;
+  other_tcp.file.set_hosts_tcp("bbr, slow start after idle on");
+  status = MergeSavedRuns({a, other_tcp}, {"a.json", "e.json"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("e.json was measured with the hosts' TCP 'bbr, slow start after idle on'"),
+            std::string::npos)
+      << status;
   EXPECT_EQ(MergeSavedRuns({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
