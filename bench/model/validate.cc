@@ -118,8 +118,14 @@ absl::StatusOr<WinnerAccuracy> ScoreWinners(const std::vector<ConditionResult>& 
     for (const ExchangeResult& e : c.exchanges) {
       if (&e != measured && !e.excluded) second = std::min(second, e.measured_s);
     }
+    v.winner_named = call.clear();
     if (predicted->excluded) {
-      v.unjudged_reason = absl::StrCat("the predicted winner ", predicted->exchange, " was excluded");
+      v.unjudged_reason = v.winner_named
+                              ? absl::StrCat("the predicted winner ", predicted->exchange, " was excluded")
+                              : absl::StrCat(
+                                    "the model named no winner (intervals overlap), and its "
+                                    "point prediction ",
+                                    predicted->exchange, " was excluded");
     } else if (measured == nullptr || measured->excluded) {
       v.unjudged_reason = measured == nullptr ? "nothing measured"
                                               : absl::StrCat("the fastest run, ", measured->exchange,

@@ -76,6 +76,10 @@ struct WinnerVerdict {
   // The predicted winner's interval overlaps another's: the model named no winner ("undetermined"), so
   // there is nothing to score; `predicted_winner` is then only the fastest point prediction.
   bool undetermined = false;
+  // The model named `predicted_winner` (its interval cleared the others'). False where the intervals overlap:
+  // the condition printed "fastest undetermined", and if it is unjudged (a run excluded) the report says so
+  // rather than naming a winner the model never named.
+  bool winner_named = true;
   bool counted = false;        // judged and margin > band
   bool correct = false;        // predicted winner == measured winner
 };

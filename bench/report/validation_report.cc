@@ -189,7 +189,8 @@ std::string FormatValidationReport(const Validation& v) {
       continue;
     }
     if (!w.judged) {
-      absl::StrAppendFormat(&out, "#   %-38s predicted %-13s UNJUDGED: %s\n", w.condition, w.predicted_winner,
+      absl::StrAppendFormat(&out, "#   %-38s predicted %-13s UNJUDGED: %s\n", w.condition,
+                            w.winner_named ? w.predicted_winner : std::string("UNDETERMINED"),
                             w.unjudged_reason);
       continue;
     }

@@ -129,28 +129,33 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
     EXPECT_TRUE(run.ok()) << run.exchange() << " " << run.error();
 }
 
-// 8 hosts on 4 Gbit/s links want 500 MB/s each way per host: far more than 2 shared cores can move through
-// veth, bridge and tbf, so the box, not the links, binds. The run must say so everywhere and stay out of the
-// checks (bench/probes.h).
+// The co-located PS at N = 12 puts 24 processes (12 workers, 12 shards) on 2 shared cores: each host's tasks
+// wait for a core most of the exchange (88-89 % in two hand runs) while its link carries data about half of
+// it, so the box, not the links, binds (at N = 8 it is borderline: 71-77 % against 79-81 %). The run must say
+// so everywhere and stay out of the checks (bench/emulator/probes.h). Before 2026-11-29 this was a ring on 4
+// Gbit/s links under bbr; a cubic ring there kept the links busy 98 % of the time (the network bound it), and
+// at 40 Gbit/s it ran faster than the model's CPU ceiling, so neither is the box's shortfall and the
+// invariants rightly marked neither.
 TEST(ScalingE2eTest, MarksASaturatedRunEmulatorBound) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for the emulated cluster (loopback runs have no link to saturate)";
   std::string error;
   std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
   ASSERT_NE(runfiles, nullptr) << error;
   const std::string out_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/saturated");
-  auto result = RunScalingTool(*runfiles,
-                               {"--nodes=8", "--exchanges=ring", "--model_bytes=16M", "--steps=3",
-                                "--warmup_steps=1", "--link=4gbit", "--worker_timeout=60", "--job_timeout=90",
-                                "--out_dir=" + out_dir},
-                               absl::Seconds(150));
+  auto result = RunScalingTool(
+      *runfiles,
+      {"--nodes=12", "--exchanges=ps-colocated", "--model_bytes=4M", "--steps=3", "--warmup_steps=1",
+       "--link=100mbit", "--worker_timeout=60", "--job_timeout=90", "--out_dir=" + out_dir},
+      absl::Seconds(150));
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->exit_code, 0) << result->stderr_tail << "\n" << result->stdout_text;
   const std::string& out = result->stdout_text;
   EXPECT_NE(out.find("  EMULATOR-BOUND\n"), std::string::npos) << out;
   EXPECT_NE(out.find("# EMULATOR-BOUND rows  : 1"), std::string::npos) << out;
   EXPECT_NE(result->stderr_tail.find("EMULATOR-BOUND (host "), std::string::npos) << result->stderr_tail;
-  // Not a failed acceptance check: left out of the checks.
-  EXPECT_EQ(out.find("check ring busbw N=8"), std::string::npos) << out;
+  // Left out of the checks (the model line needs a usable run at S >= 4 MiB) and never named fastest.
+  EXPECT_EQ(out.find("model ps-colocated S>=4 MiB"), std::string::npos) << out;
+  EXPECT_NE(out.find("    12  -  "), std::string::npos) << out;
   const std::string csv = ReadFile(out_dir + "/scaling.csv");
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_GE(lines.size(), 2u) << csv;

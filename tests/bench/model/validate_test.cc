@@ -115,6 +115,36 @@ TEST(ValidateTest, AnExcludedPrintedOrMeasuredWinnerLeavesTheConditionUnjudged) 
   EXPECT_FALSE(w->verdicts[3].judged);
 }
 
+// Where the intervals overlap, the model printed "fastest undetermined": when its point prediction's run is
+// then excluded, the condition is unjudged and its reason says the model named no winner (plan 15, run 2:
+// the report had printed "predicted ring UNJUDGED" for a condition the model had left undetermined).
+TEST(ValidateTest, AnUnjudgedConditionSaysWhenTheModelNamedNoWinner) {
+  const std::vector<ConditionResult> conditions = {
+      // ring [0.9, 1.1] overlaps ps-colocated [1.0, 1.2]: undetermined; the ring's run excluded.
+      {"overlap",
+       {{"ring", 1.0, 1.0, true, 0.9, 1.1},
+        {"ps-colocated", 1.1, 1.05, false, 1.0, 1.2},
+        {"ps-1", 3.0, 3.1, false, 2.8, 3.2}}},
+      // ring [0.9, 1.0] clears ps-colocated [1.1, 1.3]: named; the ring's run excluded.
+      {"named",
+       {{"ring", 0.95, 1.0, true, 0.9, 1.0},
+        {"ps-colocated", 1.2, 1.05, false, 1.1, 1.3},
+        {"ps-1", 3.0, 3.1, false, 2.8, 3.2}}},
+  };
+  absl::StatusOr<WinnerAccuracy> w = ScoreWinners(conditions, 0.05);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->unjudged, 2);
+  EXPECT_EQ(w->undetermined, 0);
+  ASSERT_EQ(w->verdicts.size(), 2u);
+  EXPECT_FALSE(w->verdicts[0].winner_named);
+  EXPECT_FALSE(w->verdicts[0].judged);
+  EXPECT_NE(w->verdicts[0].unjudged_reason.find("named no winner"), std::string::npos)
+      << w->verdicts[0].unjudged_reason;
+  EXPECT_TRUE(w->verdicts[1].winner_named);
+  EXPECT_NE(w->verdicts[1].unjudged_reason.find("the predicted winner ring was excluded"), std::string::npos)
+      << w->verdicts[1].unjudged_reason;
+}
+
 // The one winner rule (CallWinner) that verdicts, projections and maps share.
 TEST(ValidateTest, CallWinnerNamesTheFastestOnlyWhereItsIntervalClearsTheOthers) {
   EXPECT_FALSE(CallWinner({}).clear());
