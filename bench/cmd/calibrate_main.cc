@@ -88,6 +88,9 @@ ABSL_FLAG(
     "a change of the fit or of the model's terms; every other plan flag is ignored. Several files, "
     "comma-separated (a supplementary sweep beside a calibration), are fitted as one; they must come from "
     "one host and one data path. With --runs_out the runs fitted are written there as one file.");
+ABSL_FLAG(bool, residuals, false,
+          "After the report, print every fitted run against the fitted model (measured, predicted, signed error, "
+          "bound) and each exchange's signed median error: where the model leans one way. Works with --refit.");
 ABSL_FLAG(bool, cpu_only, false,
           "Measure only this host's CPU ceilings (< 2 min on 2 cores, no root): loopback runs at N = 1 .. min(cores, "
           "4) per exchange with no more processes than cores (the smallest N that moves bytes always), each run's "
@@ -257,6 +260,7 @@ absl::Status Refit(const std::string& paths) {
   std::cout << "# refit of " << saved.runs.size() << " saved runs measured on " << saved.file.host() << ", "
             << saved.file.date() << " (data path " << saved.file.data_path_fingerprint() << ")\n";
   std::cout << FormatCalibration(calibration);
+  if (absl::GetFlag(FLAGS_residuals)) std::cout << FormatResiduals(calibration);
   ASSIGN_OR_RETURN(const std::string model_out, ModelOutFromFlags());
   RETURN_IF_ERROR(model::WriteModelFile(model_out, calibration.file));
   std::cout << "# model file: " << model_out << "\n";
@@ -322,6 +326,7 @@ absl::Status Run(const char* argv0) {
   };
   ASSIGN_OR_RETURN(const Calibration calibration, RunCalibration(plan, base, info, &std::cerr, keep_runs));
   std::cout << FormatCalibration(calibration);
+  if (absl::GetFlag(FLAGS_residuals)) std::cout << FormatResiduals(calibration);
   proto::CostModelFile file = calibration.file;
   model::RecordDataPath(file);  // which PS/ring code these parameters were fitted on
   RETURN_IF_ERROR(model::WriteModelFile(model_out, file));

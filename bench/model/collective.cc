@@ -218,8 +218,12 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
     // where the ring measured at its link (held-out plan 3: +29 % and +47 %; PERFORMANCE.md 9.11).
     const double chunk = c.bytes / c.nodes;
     const double unit = std::min(chunk, kRingSegmentBytes);
+    // The chain ends when the last hop has delivered its whole chunk, not only the segment that lets a next
+    // step start: the rest of that chunk follows its first segment at the stream rate (a two-rank ring of
+    // 1.5 MiB at 44 ms measured 0.141-0.144 s where the chain of first segments alone gave 0.124; plan 15).
     const auto wire = [&](double chain_rate, double stream_rate, double credit) {
-      const double chain = counts.hops * (latency + std::max(0.0, unit - credit) / chain_rate);
+      const double chain =
+          counts.hops * (latency + std::max(0.0, unit - credit) / chain_rate) + (chunk - unit) / stream_rate;
       return std::max(chain, counts.hops * chunk / stream_rate + latency);
     };
     // What a tbf link that idled for L passes at once, as far as the hosts' TCP sends fast enough to use it.

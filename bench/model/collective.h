@@ -11,8 +11,9 @@
 // with RTT = 2L, eB = efficiency * B. The wire term is where PS and ring differ:
 //
 //   PS:    wire = hops * L + link_bytes / eB         one round trip, the busiest link's bytes streamed
-//   ring:  wire = max( hops * (L + (u - credit)+ / eB),   the dependency chain: a step forwards a segment
-//                      hops * c / eB + L )                 only once it arrived; the link's own bytes
+//   ring:  wire = max( hops * (L + (u - credit)+ / eB)    the dependency chain: a step forwards a segment
+//                        + (c - u) / eB,                   only once it arrived, and the last hop delivers
+//                      hops * c / eB + L )                 its whole chunk; the link's own bytes
 //          c = S/N (a step's chunk), u = min(c, segment) (what must arrive before the next step can send;
 //          the ring pipelines 512 KiB segments, ring/ring_allreduce.h), credit = min(burst, L * eB): the
 //          bytes an emulated link (tbf, bench/emulator/cluster.h) passes at once after idling L, 0 on a real

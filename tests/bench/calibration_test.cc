@@ -138,5 +138,34 @@ TEST(FormatCalibrationTest, PrintsParametersErrorsCoverageAndDrops) {
   EXPECT_NE(text.find("# dropped: 200mbit 5ms: ring N=8"), std::string::npos) << text;
 }
 
+// Each fitted run against the model, with validation's sign, and each exchange's lean: two ring runs on a
+// 10 MB/s link without latency, where the model (efficiency 0.5) gives 1 MB / 5 MB/s = 0.2 s, one measured
+// slower (0.25 s: -20 %) and one faster (0.19 s: +5.3 %); a ps-1 run the file has no exchange for is named.
+TEST(FormatResidualsTest, PrintsEachRunsErrorAndEachExchangesLean) {
+  Calibration c;
+  proto::ExchangeModel* e = c.file.add_exchanges();
+  e->set_exchange("ring");
+  e->mutable_efficiency()->set_value(0.5);
+  model::MeasuredRun run;
+  run.topology = model::Topology::kRing;
+  run.conditions.nodes = 2;
+  run.conditions.bytes = 1e6;
+  run.conditions.link_bytes_per_second = 10e6;
+  run.seconds = 0.25;
+  c.runs.push_back(run);
+  run.seconds = 0.19;
+  c.runs.push_back(run);
+  run.topology = model::Topology::kPsOne;
+  c.runs.push_back(run);
+  const std::string text = FormatResiduals(c);
+  EXPECT_NE(text.find("RESIDUALS: 3 fitted runs"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.2500     0.2000   -20.0%  link"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.1900     0.2000    +5.3%  link"), std::string::npos) << text;
+  EXPECT_NE(text.find("not predicted: model file has no ps-1 exchange"), std::string::npos) << text;
+  EXPECT_NE(text.find("ring: signed error median -7.4 %, 1 of 2 runs slower than the model"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("ps-1: signed"), std::string::npos) << text;  // nothing predicted, no lean
+}
+
 }  // namespace
 }  // namespace psring::bench

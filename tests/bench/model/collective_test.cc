@@ -294,6 +294,29 @@ TEST(CollectiveTest, WindowBindsAtHighLatency) {
   EXPECT_EQ(PredictCollective(Topology::kRing, p, no_delay)->window_s, 0);
 }
 
+// The ring's chain ends when the last hop has delivered its whole chunk: two ranks, 1.5 MiB, 160 Mbit/s at
+// 44 ms with a 10 ms token bucket (plan 15 measured 0.141-0.144 s; the chain of first segments alone gave
+// 0.124). By hand: the first 512 KiB segment less the credit crosses each of the 2 hops, then the last hop's
+// other 256 KiB follow at the link's rate.
+TEST(CollectiveTest, RingChainEndsWithTheLastHopsWholeChunk) {
+  ExchangeParams p = Hand();
+  p.efficiency = 1;
+  p.burst_share = 0.5;
+  Conditions c{2, 0, 1.5 * (1 << 20), 20 * kMB, 44e-3};
+  c.link_burst_bytes = 0.2 * kMB;  // 10 ms of the link
+  absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kRing, p, c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const double segment = 512 << 10, chunk = 0.75 * (1 << 20), credit = 0.5 * 0.2 * kMB, rate = 20 * kMB;
+  const double chain = 2 * (44e-3 + (segment - credit) / rate) + (chunk - segment) / rate;
+  EXPECT_DOUBLE_EQ(t->link_s + t->latency_s, chain);
+  EXPECT_GT(chain, 2 * chunk / rate + 44e-3);  // the stream part is shorter
+  // A chunk no larger than a segment has nothing after it: the chain is the hops' alone.
+  c.bytes = 1 << 20;
+  t = PredictCollective(Topology::kRing, p, c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->link_s + t->latency_s, 2 * (44e-3 + (segment - credit) / rate));
+}
+
 // The ring's window caps each flow at window / RTT inside its pipelined wire term, so a window above the
 // bandwidth-delay product never binds it (the stalled-flow form charged it at 150 Mbit/s, 45 ms: plan 3).
 TEST(CollectiveTest, RingWindowAboveTheBandwidthDelayProductNeverBinds) {
@@ -305,8 +328,13 @@ TEST(CollectiveTest, RingWindowAboveTheBandwidthDelayProductNeverBinds) {
   ASSERT_TRUE(above.ok()) << above.status();
   EXPECT_EQ(above->window_s, 0);
   EXPECT_NE(above->bound, Bound::kWindow);
-  // Chunks of 4/3 MB: the stream part, 4 hops * 4/3 MB / 20 MB/s + 45 ms, is longer than the chain.
-  EXPECT_DOUBLE_EQ(above->link_s + above->latency_s, 4 * (4.0 / 3) / 20 + 45e-3);
+  // Chunks of 4/3 MB: a step's first 512 KiB segment arrives 45 ms + 26.2 ms after it left, later than the
+  // link streams the chunk (66.7 ms), so the chain binds: 4 hops of a segment, then the last hop's rest of
+  // its chunk (0.325 s against the stream's 4 hops * 4/3 MB / 20 MB/s + 45 ms = 0.312 s).
+  const double segment = 512 << 10;
+  EXPECT_DOUBLE_EQ(above->link_s + above->latency_s,
+                   4 * (45e-3 + segment / (20 * kMB)) + (4.0 / 3 * kMB - segment) / (20 * kMB));
+  EXPECT_GT(above->link_s + above->latency_s, 4 * (4.0 / 3) / 20 + 45e-3);
   // 0.9 MB: 10 MB/s per flow. The 512 KiB segment fits the window and crosses a hop at the link's rate; the
   // stream is held to 10 MB/s: 4 * 4/3 MB / 10 MB/s + 45 ms.
   p.window_bytes = 0.9 * kMB;
