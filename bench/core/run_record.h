@@ -154,6 +154,9 @@ struct RunRecord {
   double measured_end_unix_s = 0;
   bool emulator_bound = false;
   std::string bound_reason;    // why it is EMULATOR-BOUND ("" otherwise)
+  // Why a run whose hosts waited for a core while its link fell short was kept: the waits cannot explain the
+  // shortfall (bench/emulator/probes.h BoundVerdict::kept; "" otherwise).
+  std::string kept_reason;
   // The rank ready last in more than half the measured steps, by the workers' ready times
   // (bench/core/attribution.h; -1: none stands out), that share, and its median lag behind the median rank.
   int straggler_rank = -1;

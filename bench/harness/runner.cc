@@ -289,6 +289,7 @@ class Runner::Impl {
     const BoundVerdict verdict = ClassifyRun(in);
     record->emulator_bound = verdict.emulator_bound;
     record->bound_reason = verdict.reason;
+    record->kept_reason = verdict.kept;
   }
 
   // <timeline_dir>/<run>, the stem of the run's rank files and of their merge; "" without timelines.

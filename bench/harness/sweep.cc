@@ -175,6 +175,7 @@ std::string Attribution(const RunRecord& record) {
 
 void PrintOutcome(const RunRecord& record, std::ostream* progress) {
   if (record.emulator_bound) *progress << " EMULATOR-BOUND (" << record.bound_reason << ")";
+  if (!record.kept_reason.empty()) *progress << " usable (" << record.kept_reason << ")";
   if (record.ok()) {
     *progress << absl::StrFormat(" %.3f s/step (exchange %.3f s%s, busbw %.2f MB/s, %lld wrong) [%.0f s]%s\n",
                                  record.step_s, record.exchange_s,

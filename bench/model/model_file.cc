@@ -196,6 +196,16 @@ absl::Status WriteModelFile(const std::string& path, const proto::CostModelFile&
   return WriteFileAtomically(path, *json);
 }
 
+std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameters(const proto::ExchangeModel& e) {
+  return {{"software_s", &e.software_s()},
+          {"efficiency", &e.efficiency()},
+          {"window_bytes", &e.window_bytes()},
+          {"cpu_bytes_per_second", &e.cpu_bytes_per_second()},
+          {"burst_share", &e.burst_share()},
+          {"window_queueing", &e.window_queueing()},
+          {"stream_contention", &e.stream_contention()}};
+}
+
 absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topology topology) {
   for (const proto::ExchangeModel& e : file.exchanges()) {
     if (e.exchange() != TopologyName(topology)) continue;

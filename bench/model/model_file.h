@@ -10,6 +10,7 @@
 #define PSRING_BENCH_MODEL_MODEL_FILE_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +38,10 @@ absl::StatusOr<std::string> ModelFileJson(const proto::CostModelFile& file);
 absl::StatusOr<proto::CostModelFile> ReadModelFile(const std::string& path);
 // Validates, then writes atomically (common/atomic_file.h).
 absl::Status WriteModelFile(const std::string& path, const proto::CostModelFile& file);
+
+// The fitted parameters of one exchange by their names (ParamTerms() order: software_s, efficiency,
+// window_bytes, cpu_bytes_per_second, burst_share, window_queueing, stream_contention), pointing into `e`.
+std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameters(const proto::ExchangeModel& e);
 
 // The parameters of `topology` (the file validated). kNotFound when the file lacks it.
 absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topology topology);

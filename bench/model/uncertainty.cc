@@ -57,14 +57,7 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
     terms.assign(e->covariance_terms().begin(), e->covariance_terms().end());
     cov.assign(e->log_covariance().begin(), e->log_covariance().end());
   } else {
-    const std::pair<const char*, const proto::ModelParameter*> all[] = {
-        {"software_s", &e->software_s()},
-        {"efficiency", &e->efficiency()},
-        {"window_bytes", &e->window_bytes()},
-        {"cpu_bytes_per_second", &e->cpu_bytes_per_second()},
-        {"burst_share", &e->burst_share()},
-        {"window_queueing", &e->window_queueing()},
-        {"stream_contention", &e->stream_contention()}};
+    const auto all = NamedParameters(*e);
     for (const auto& [name, p] : all) {
       if (p->at_bound() || !p->has_std_error() || p->value() <= 0) continue;
       terms.push_back(name);

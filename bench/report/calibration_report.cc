@@ -78,14 +78,7 @@ std::string FormatCalibration(const Calibration& c) {
   }
   // Terms the runs could not identify: what the fit gave them before they were dropped (bench/model/fit.h).
   for (const proto::ExchangeModel& e : c.file.exchanges()) {
-    const std::pair<const char*, const proto::ModelParameter*> terms[] = {
-        {"software_s", &e.software_s()},
-        {"window_bytes", &e.window_bytes()},
-        {"cpu_bytes_per_second", &e.cpu_bytes_per_second()},
-        {"burst_share", &e.burst_share()},
-        {"window_queueing", &e.window_queueing()},
-        {"stream_contention", &e.stream_contention()}};
-    for (const auto& [name, p] : terms) {
+    for (const auto& [name, p] : model::NamedParameters(e)) {
       if (!p->dropped()) continue;
       absl::StrAppend(&text, absl::StrFormat(
                                  "#   %s %s dropped: the runs do not identify it (fit %.4g +- %s, relative standard "

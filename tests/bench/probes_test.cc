@@ -32,18 +32,42 @@ BoundInputs Stalled(double host_stall, double link_util) {
   return in;
 }
 
-// Rule (d): a host that waited for a core >= 10 % of the exchange time with the busiest link under 80 % of
-// what the network allows marks the run; a full link is the network's, however long the host waited.
+// Rule (d): a host that waited for a core >= 10 % of the exchange time, and at least the share the busiest
+// link fell short of what the network allows, with that link under 80 % of it, marks the run; a full link is
+// the network's, however long the host waited.
 TEST(ProbesTest, AHostWaitingForACoreWithAnIdleLinkIsEmulatorBound) {
-  const BoundVerdict v = ClassifyRun(Stalled(0.37, 0.55));
+  const BoundVerdict v = ClassifyRun(Stalled(0.47, 0.55));
   EXPECT_TRUE(v.emulator_bound);
-  EXPECT_NE(v.reason.find("host 3's tasks waited for a core 37%"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("host 3's tasks waited for a core 47%"), std::string::npos) << v.reason;
   EXPECT_NE(v.reason.find("55%"), std::string::npos) << v.reason;
-  // At the thresholds themselves.
-  EXPECT_TRUE(ClassifyRun(Stalled(kMaxCpuStall, kLinkUsed - 0.01)).emulator_bound);
+  EXPECT_TRUE(v.kept.empty()) << v.kept;
+  // At the thresholds themselves: the link 21 % short, a wait of 21 % explains it.
+  EXPECT_TRUE(ClassifyRun(Stalled(0.21, kLinkUsed - 0.01)).emulator_bound);
   EXPECT_FALSE(ClassifyRun(Stalled(kMaxCpuStall - 0.01, 0.1)).emulator_bound);
   EXPECT_FALSE(ClassifyRun(Stalled(0.9, kLinkUsed)).emulator_bound);  // link-bound, however long it waited
   EXPECT_FALSE(ClassifyRun(Stalled(0.9, -1)).emulator_bound);         // unknown link: no verdict
+}
+
+// A wait shorter than the link's shortfall cannot explain it: the box stretched the run by at most the share
+// its hosts waited, so the rest is the network's (or the model's miss), and the run is kept, saying why
+// (issue 33: PS runs at 48 ms 20-31 % slower than the model were marked by 13-24 % waits).
+TEST(ProbesTest, AWaitTooShortToExplainTheShortfallKeepsTheRun) {
+  const BoundVerdict v = ClassifyRun(Stalled(0.37, 0.55));  // 45 % short, 37 % waited
+  EXPECT_FALSE(v.emulator_bound);
+  EXPECT_TRUE(v.reason.empty()) << v.reason;
+  EXPECT_NE(v.kept.find("host 3's tasks waited for a core 37%"), std::string::npos) << v.kept;
+  EXPECT_NE(v.kept.find("too little to explain the link's 45% shortfall"), std::string::npos) << v.kept;
+  // Against what the network allows: 63 % of 79 % is 20 % short; 13 % waited keeps it, 20 % marks it.
+  BoundInputs in = Stalled(0.13, 0.63);
+  in.link_allowed = 0.79;
+  EXPECT_FALSE(ClassifyRun(in).emulator_bound);
+  EXPECT_NE(ClassifyRun(in).kept.find("20% shortfall"), std::string::npos) << ClassifyRun(in).kept;
+  in.host_stall = 0.21;
+  EXPECT_TRUE(ClassifyRun(in).emulator_bound);
+  EXPECT_TRUE(ClassifyRun(in).kept.empty());
+  // Below the 10 % floor nothing is judged, and a link that is not short says nothing either.
+  EXPECT_TRUE(ClassifyRun(Stalled(kMaxCpuStall - 0.01, 0.1)).kept.empty());
+  EXPECT_TRUE(ClassifyRun(Stalled(0.05, kLinkUsed)).kept.empty());
 }
 
 // How busy the box was marks nothing by itself: the old rules (a) and (b) are gone. A host that never waited
@@ -51,7 +75,7 @@ TEST(ProbesTest, AHostWaitingForACoreWithAnIdleLinkIsEmulatorBound) {
 TEST(ProbesTest, ABusyBoxWhoseHostsNeverWaitedIsNotBound) {
   EXPECT_FALSE(ClassifyRun(Stalled(0.0, 0.2)).emulator_bound);
   // Per-host stall known and low: the box's pressure (some other task waited, e.g. the runner) is ignored.
-  BoundInputs in = Stalled(0.02, 0.3);
+  BoundInputs in = Stalled(0.02, 0.5);
   in.cpu_stall = 0.6;
   EXPECT_FALSE(ClassifyRun(in).emulator_bound);
   // Per-host stall unknown (no groups): the box's pressure stands in, and the reason says so.
@@ -68,9 +92,9 @@ TEST(ProbesTest, ABusyBoxWhoseHostsNeverWaitedIsNotBound) {
 
 TEST(ProbesTest, AnIdleLinkTheNetworkExplainsIsNotTheBox) {
   // A window-bound PS at 20 ms: the model's own window and latency let the link be busy 40 % of the time. A
-  // run that used it 38 % while a host waited is the network's doing (38 >= 0.8 x 40); one that used 20 % is
-  // not.
-  BoundInputs window_bound = Stalled(0.30, 0.38);
+  // run that used it 38 % while a host waited is the network's doing (38 >= 0.8 x 40); one that used 20 %,
+  // half of it, while a host waited 60 % is not.
+  BoundInputs window_bound = Stalled(0.60, 0.38);
   window_bound.link_allowed = 0.40;
   EXPECT_FALSE(ClassifyRun(window_bound).emulator_bound);
   window_bound.link_util = 0.20;
@@ -92,7 +116,7 @@ TEST(ProbesTest, LateDelayedPacketsMakeARunEmulatorBound) {
   EXPECT_TRUE(ClassifyRun(in).emulator_bound);
   in.late_packets = 9;
   EXPECT_FALSE(ClassifyRun(in).emulator_bound);
-  BoundInputs both = Stalled(0.5, 0.1);
+  BoundInputs both = Stalled(0.95, 0.1);
   both.delayed_packets = 1000;
   both.late_packets = 500;
   const BoundVerdict v = ClassifyRun(both);
