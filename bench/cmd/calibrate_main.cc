@@ -88,9 +88,10 @@ ABSL_FLAG(
     "a change of the fit or of the model's terms; every other plan flag is ignored. Several files, "
     "comma-separated (a supplementary sweep beside a calibration), are fitted as one; they must come from "
     "one host and one data path. With --runs_out the runs fitted are written there as one file.");
-ABSL_FLAG(bool, residuals, false,
-          "After the report, print every fitted run against the fitted model (measured, predicted, signed error, "
-          "bound) and each exchange's signed median error: where the model leans one way. Works with --refit.");
+ABSL_FLAG(
+    bool, residuals, false,
+    "After the report, print every fitted run against the fitted model (measured, predicted, signed error, "
+    "bound) and each exchange's signed median error: where the model leans one way. Works with --refit.");
 ABSL_FLAG(bool, cpu_only, false,
           "Measure only this host's CPU ceilings (< 2 min on 2 cores, no root): loopback runs at N = 1 .. min(cores, "
           "4) per exchange with no more processes than cores (the smallest N that moves bytes always), each run's "

@@ -365,7 +365,7 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
             row.measured_exposed_s = conditions[c].replay() ? record->exposed_s : record->exchange_s;
             row.emulator_bound = record->emulator_bound;
             if (record->emulator_bound) row.note = record->bound_reason;
-            // Hosts that waited for a core, too little to explain the link's shortfall: judged, and marked so.
+            // Hosts that waited for a core too little to explain the link's shortfall: judged, marked so.
             if (!record->kept_reason.empty()) row.note = "box waits cannot explain the shortfall: judged";
             if (runs > 1 && row.usable())
               repeated[{row.condition, row.exchange}].push_back(row.measured_step_s);

@@ -105,8 +105,8 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
   const bool link_short = in.link_util >= 0 && in.link_util < idle_below;
   // The share of the time the network allows the link that it lost: what the box would have to explain.
   const double shortfall = link_short ? 1 - in.link_util / allowed : 0;
-  // Marks the run where `stall` (a share of the time) can explain the shortfall; keeps it, saying so, where it
-  // cannot.
+  // Marks the run where `stall` (a share of the time) can explain the shortfall; keeps it, saying so, where
+  // it cannot.
   const auto judge = [&](double stall, const std::string& waited) {
     if (!(stall >= kMaxCpuStall) || !link_short) return;
     const std::string link = absl::StrFormat("the busiest link carried data %.0f%% of the exchange time%s",
@@ -116,8 +116,8 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
       v.reason = absl::StrCat(waited, " while ", link);
     } else {
       v.kept = absl::StrFormat(
-          "%s, too little to explain the link's %.0f%% shortfall against what the network allows (%s): kept, the "
-          "rest is not the box's",
+          "%s, too little to explain the link's %.0f%% shortfall against what the network allows (%s): kept, "
+          "the rest is not the box's",
           waited, 100 * shortfall, link);
     }
   };
@@ -125,9 +125,10 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
     judge(in.host_stall, absl::StrFormat("host %d's tasks waited for a core %.0f%% of the exchange time",
                                          in.stalled_host, 100 * in.host_stall));
   } else {
-    judge(in.cpu_stall, absl::StrFormat("runnable tasks waited for a core %.0f%% of the measured time (the box's "
-                                        "CPU pressure: no per-host groups)",
-                                        100 * in.cpu_stall));
+    judge(in.cpu_stall,
+          absl::StrFormat("runnable tasks waited for a core %.0f%% of the measured time (the box's "
+                          "CPU pressure: no per-host groups)",
+                          100 * in.cpu_stall));
   }
   if (in.delayed_packets > 0 &&
       static_cast<double>(in.late_packets) >= kLateShare * static_cast<double>(in.delayed_packets)) {

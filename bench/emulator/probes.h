@@ -146,8 +146,8 @@ struct BoundInputs {
 struct BoundVerdict {
   bool emulator_bound = false;
   std::string reason;  // why, in words with the figures ("" when not bound)
-  // A run whose hosts waited for a core (>= kMaxCpuStall) with its link short of what the network allows, kept
-  // because the waits cannot explain the shortfall: why, with the figures ("" otherwise).
+  // A run whose hosts waited for a core (>= kMaxCpuStall) with its link short of what the network allows,
+  // kept because the waits cannot explain the shortfall: why, with the figures ("" otherwise).
   std::string kept;
 };
 

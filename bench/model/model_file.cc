@@ -196,7 +196,8 @@ absl::Status WriteModelFile(const std::string& path, const proto::CostModelFile&
   return WriteFileAtomically(path, *json);
 }
 
-std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameters(const proto::ExchangeModel& e) {
+std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameters(
+    const proto::ExchangeModel& e) {
   return {{"software_s", &e.software_s()},
           {"efficiency", &e.efficiency()},
           {"window_bytes", &e.window_bytes()},

@@ -41,7 +41,8 @@ absl::Status WriteModelFile(const std::string& path, const proto::CostModelFile&
 
 // The fitted parameters of one exchange by their names (ParamTerms() order: software_s, efficiency,
 // window_bytes, cpu_bytes_per_second, burst_share, window_queueing, stream_contention), pointing into `e`.
-std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameters(const proto::ExchangeModel& e);
+std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameters(
+    const proto::ExchangeModel& e);
 
 // The parameters of `topology` (the file validated). kNotFound when the file lacks it.
 absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topology topology);

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "bench/model/cost_model_file.pb.h"
 #include "bench/model/collective.h"
+#include "bench/model/cost_model_file.pb.h"
 #include "bench/model/fit.h"
 #include "bench/model/model_file.h"
 
@@ -121,11 +121,13 @@ std::string FormatCalibration(const Calibration& c) {
 }
 
 std::string FormatResiduals(const Calibration& c) {
-  std::string text = absl::StrFormat("# RESIDUALS: %d fitted runs against the model (err = (predicted - measured) / "
-                                     "measured, as validation's; negative: the run was slower than the model)\n",
-                                     c.runs.size());
-  absl::StrAppend(&text, absl::StrFormat("# %-13s %9s %8s %4s %3s %9s %10s %10s %8s  %s\n", "exchange", "link_MB/s",
-                                         "lat_ms", "N", "K", "S_MiB", "meas_s", "pred_s", "err", "bound"));
+  std::string text = absl::StrFormat(
+      "# RESIDUALS: %d fitted runs against the model (err = (predicted - measured) / "
+      "measured, as validation's; negative: the run was slower than the model)\n",
+      c.runs.size());
+  absl::StrAppend(&text,
+                  absl::StrFormat("# %-13s %9s %8s %4s %3s %9s %10s %10s %8s  %s\n", "exchange", "link_MB/s",
+                                  "lat_ms", "N", "K", "S_MiB", "meas_s", "pred_s", "err", "bound"));
   struct Signed {
     std::vector<double> errors;
     int slower = 0;
@@ -135,24 +137,26 @@ std::string FormatResiduals(const Calibration& c) {
   for (const model::MeasuredRun& r : c.runs) {
     const std::string name = model::TopologyName(r.topology);
     const model::Conditions& k = r.conditions;
-    std::string row = absl::StrFormat("# %-13s %9.3g %8.3g %4d %3d %9.3g %10.4f", name, k.link_bytes_per_second / 1e6,
-                                      k.latency_s * 1e3, k.nodes, model::ServersOf(r.topology, k.nodes, k.servers),
-                                      k.bytes / kMiB, r.seconds);
+    std::string row = absl::StrFormat(
+        "# %-13s %9.3g %8.3g %4d %3d %9.3g %10.4f", name, k.link_bytes_per_second / 1e6, k.latency_s * 1e3,
+        k.nodes, model::ServersOf(r.topology, k.nodes, k.servers), k.bytes / kMiB, r.seconds);
     absl::StatusOr<model::ExchangeParams> params = model::ParamsOf(c.file, r.topology);
-    absl::StatusOr<model::CollectiveTime> t =
-        params.ok() ? model::PredictCollective(r.topology, *params, k) : absl::StatusOr<model::CollectiveTime>(
-                                                                              params.status());
+    absl::StatusOr<model::CollectiveTime> t = params.ok()
+                                                  ? model::PredictCollective(r.topology, *params, k)
+                                                  : absl::StatusOr<model::CollectiveTime>(params.status());
     if (!t.ok()) {
       absl::StrAppend(&text, row, "  not predicted: ", t.status().message(), "\n");
       continue;
     }
     if (t->seconds <= 0) {
-      absl::StrAppend(&text, row, absl::StrFormat(" %10.4f %8s  %s\n", t->seconds, "-", model::BoundName(t->bound)));
+      absl::StrAppend(&text, row,
+                      absl::StrFormat(" %10.4f %8s  %s\n", t->seconds, "-", model::BoundName(t->bound)));
       continue;
     }
     const double err = (t->seconds - r.seconds) / r.seconds;
-    absl::StrAppend(&text, row,
-                    absl::StrFormat(" %10.4f %+7.1f%%  %s\n", t->seconds, 100 * err, model::BoundName(t->bound)));
+    absl::StrAppend(
+        &text, row,
+        absl::StrFormat(" %10.4f %+7.1f%%  %s\n", t->seconds, 100 * err, model::BoundName(t->bound)));
     if (!by_exchange.count(name)) order.push_back(name);
     Signed& s = by_exchange[name];
     s.errors.push_back(err);
@@ -163,8 +167,9 @@ std::string FormatResiduals(const Calibration& c) {
     std::sort(e.begin(), e.end());
     const size_t n = e.size();
     const double median = n % 2 ? e[n / 2] : (e[n / 2 - 1] + e[n / 2]) / 2;
-    absl::StrAppend(&text, absl::StrFormat("#   %s: signed error median %+.1f %%, %d of %d runs slower than the model\n",
-                                           name, 100 * median, by_exchange[name].slower, n));
+    absl::StrAppend(
+        &text, absl::StrFormat("#   %s: signed error median %+.1f %%, %d of %d runs slower than the model\n",
+                               name, 100 * median, by_exchange[name].slower, n));
   }
   return text;
 }

@@ -20,12 +20,11 @@ namespace psring::bench {
 std::string FormatCalibration(const Calibration& calibration);
 
 // Each fitted run against the frozen model (calibrate --residuals): exchange, link, latency, N, K, S, the
-// measured and predicted collective time, the relative error (predicted - measured) / measured (validation's sign: negative where the run was
-// slower than the model) and the bound
-// the model names, one line per run in the runs' order, then per exchange the signed errors' median and how
-// many runs the model predicted too fast (measured slower), so a bias shows beside the scatter. Lines start
-// with "# ". An exchange of a run missing from the file, or a run the model refuses, is named on its line.
-// Pure.
+// measured and predicted collective time, the relative error (predicted - measured) / measured (validation's
+// sign: negative where the run was slower than the model) and the bound the model names, one line per run in
+// the runs' order, then per exchange the signed errors' median and how many runs the model predicted too fast
+// (measured slower), so a bias shows beside the scatter. Lines start with "# ". An exchange of a run missing
+// from the file, or a run the model refuses, is named on its line. Pure.
 std::string FormatResiduals(const Calibration& calibration);
 
 }  // namespace psring::bench

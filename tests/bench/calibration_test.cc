@@ -162,7 +162,8 @@ TEST(FormatResidualsTest, PrintsEachRunsErrorAndEachExchangesLean) {
   EXPECT_NE(text.find("0.2500     0.2000   -20.0%  link"), std::string::npos) << text;
   EXPECT_NE(text.find("0.1900     0.2000    +5.3%  link"), std::string::npos) << text;
   EXPECT_NE(text.find("not predicted: model file has no ps-1 exchange"), std::string::npos) << text;
-  EXPECT_NE(text.find("ring: signed error median -7.4 %, 1 of 2 runs slower than the model"), std::string::npos)
+  EXPECT_NE(text.find("ring: signed error median -7.4 %, 1 of 2 runs slower than the model"),
+            std::string::npos)
       << text;
   EXPECT_EQ(text.find("ps-1: signed"), std::string::npos) << text;  // nothing predicted, no lean
 }
