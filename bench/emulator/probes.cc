@@ -105,20 +105,23 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
   const bool link_short = in.link_util >= 0 && in.link_util < idle_below;
   // The share of the time the network allows the link that it lost: what the box would have to explain.
   const double shortfall = link_short ? 1 - in.link_util / allowed : 0;
-  // Marks the run where `stall` (a share of the time) can explain the shortfall; keeps it, saying so, where
-  // it cannot.
+  // Whether the box can explain the shortfall: the run's stretch is at most the time in which a task on its
+  // critical path waited for a core, and that path crosses hosts, so the bound is the time in which any task
+  // of the box waited (its PSI "some", the union over hosts), not the worst host's alone; the worst host's
+  // where the box's is unknown. Marks the run where it can; keeps it, saying so, where it cannot.
   const auto judge = [&](double stall, const std::string& waited) {
     if (!(stall >= kMaxCpuStall) || !link_short) return;
     const std::string link = absl::StrFormat("the busiest link carried data %.0f%% of the exchange time%s",
                                              100 * in.link_util, of_allowed);
-    if (stall >= shortfall) {
+    const double any_wait = std::max(stall, in.cpu_stall);
+    if (any_wait >= shortfall) {
       v.emulator_bound = true;
       v.reason = absl::StrCat(waited, " while ", link);
     } else {
       v.kept = absl::StrFormat(
-          "%s, too little to explain the link's %.0f%% shortfall against what the network allows (%s): kept, "
-          "the rest is not the box's",
-          waited, 100 * shortfall, link);
+          "%s, and some task of the box %.0f%% of the measured time, too little to explain the link's %.0f%% "
+          "shortfall against what the network allows (%s): kept, the rest is not the box's",
+          waited, 100 * any_wait, 100 * shortfall, link);
     }
   };
   if (in.host_stall >= 0) {

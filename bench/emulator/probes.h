@@ -117,13 +117,16 @@ class RunSampler {
 // no evidence against the box, and a full link says the wire bound the run whatever the stall (gRPC's many
 // threads wake in bursts: a link-bound PS run at 95 % of the link showed 23 % stall). Every delay the box's
 // CPU adds to a host's critical path is time in which a task of that host was runnable and not running,
-// inside its "some" time, so the stall share bounds how much the shared cores can have stretched the run: a
-// run stretched by the box from T0 to T lost at most the share s of T, so the link's shortfall against what
-// the network allows, 1 - link_util / link_allowed, is at most s. Rule (d) marks a run only where the box can
-// explain its shortfall (s >= the shortfall): a host that waited 13 % while the link fell 20 % short of what
-// the model allows leaves at least 7 % the box cannot explain, a model miss that exclusion would hide (issue
-// 33: PS runs at 48 ms, N = 10-13, 20-31 % slower than the model, were marked by 13-24 % waits). Such a run
-// is kept and its verdict's `kept` says why. How busy the box's cores were (box_cpu) is reported with every
+// inside its "some" time, so the stall share bounds how much the shared cores can have stretched the run. The
+// critical path crosses hosts, so the bound is the share s of the time in which any task of the box waited
+// (the box's PSI "some", cpu_stall: the union over hosts, which the worst host's share alone is not; the
+// co-located PS at N = 16 had hosts each waiting 88-91 % with the link 89-93 % short). A run stretched by the
+// box from T0 to T lost at most s of T, so the link's shortfall against what the network allows,
+// 1 - link_util / link_allowed, is at most s. Rule (d) marks a run only where the box can explain its
+// shortfall (s >= the shortfall): waits of 13 % with the link 20 % short of what the model allows leave at
+// least 7 % the box cannot explain, a model miss that exclusion would hide (issue 33: PS runs at 48 ms,
+// N = 10-13, 20-31 % slower than the model, were marked by 13-24 % waits of one host). Such a run is kept and
+// its verdict's `kept` says why. How busy the box's cores were (box_cpu) is reported with every
 // run and marks none: a busy box whose hosts never waited did not bind them.
 inline constexpr absl::Duration kSampleInterval = absl::Milliseconds(50);
 inline constexpr double kLinkUsed = 0.80;

@@ -65,6 +65,15 @@ TEST(ProbesTest, AWaitTooShortToExplainTheShortfallKeepsTheRun) {
   in.host_stall = 0.21;
   EXPECT_TRUE(ClassifyRun(in).emulator_bound);
   EXPECT_TRUE(ClassifyRun(in).kept.empty());
+  // The critical path crosses hosts: the time any task of the box waited (its PSI, the union over hosts)
+  // bounds the stretch, not the worst host's alone. 45 % short, the worst host 37 %, the box 50 %: the box.
+  BoundInputs crossing = Stalled(0.37, 0.55);
+  crossing.cpu_stall = 0.50;
+  EXPECT_TRUE(ClassifyRun(crossing).emulator_bound);
+  crossing.cpu_stall = 0.40;
+  EXPECT_FALSE(ClassifyRun(crossing).emulator_bound);
+  EXPECT_NE(ClassifyRun(crossing).kept.find("some task of the box 40%"), std::string::npos)
+      << ClassifyRun(crossing).kept;
   // Below the 10 % floor nothing is judged, and a link that is not short says nothing either.
   EXPECT_TRUE(ClassifyRun(Stalled(kMaxCpuStall - 0.01, 0.1)).kept.empty());
   EXPECT_TRUE(ClassifyRun(Stalled(0.05, kLinkUsed)).kept.empty());
