@@ -117,6 +117,13 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
     if (any_wait >= shortfall) {
       v.emulator_bound = true;
       v.reason = absl::StrCat(waited, " while ", link);
+      // The worst host alone is too little: say whose waits explain the shortfall.
+      if (stall < shortfall) {
+        absl::StrAppend(&v.reason,
+                        absl::StrFormat("; some task of the box waited %.0f%% of the measured time, "
+                                        "enough to explain the link's %.0f%% shortfall",
+                                        100 * any_wait, 100 * shortfall));
+      }
     } else {
       v.kept = absl::StrFormat(
           "%s, and some task of the box %.0f%% of the measured time, too little to explain the link's %.0f%% "

@@ -70,6 +70,9 @@ TEST(ProbesTest, AWaitTooShortToExplainTheShortfallKeepsTheRun) {
   BoundInputs crossing = Stalled(0.37, 0.55);
   crossing.cpu_stall = 0.50;
   EXPECT_TRUE(ClassifyRun(crossing).emulator_bound);
+  EXPECT_NE(ClassifyRun(crossing).reason.find("some task of the box waited 50%"), std::string::npos)
+      << ClassifyRun(crossing).reason;
+  EXPECT_EQ(ClassifyRun(Stalled(0.47, 0.55)).reason.find("some task of the box"), std::string::npos);
   crossing.cpu_stall = 0.40;
   EXPECT_FALSE(ClassifyRun(crossing).emulator_bound);
   EXPECT_NE(ClassifyRun(crossing).kept.find("some task of the box 40%"), std::string::npos)
