@@ -103,8 +103,10 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
   const std::string of_allowed =
       allowed < 1 ? absl::StrFormat(" (the network alone allows %.0f%%)", 100 * allowed) : std::string();
   const bool link_short = in.link_util >= 0 && in.link_util < idle_below;
-  // The share of the time the network allows the link that it lost: what the box would have to explain.
-  const double shortfall = link_short ? 1 - in.link_util / allowed : 0;
+  // The share of the time the network allows the link that it lost: what the box would have to explain. A
+  // link that carried nothing has no shortfall to weigh: the run moved nothing over the network (one node:
+  // its time is the box's alone) or moved nothing at all, and its hosts' waits mark it as before.
+  const double shortfall = link_short && in.link_util >= kLinkIdle ? 1 - in.link_util / allowed : 0;
   // Whether the box can explain the shortfall: the run's stretch is at most the time in which a task on its
   // critical path waited for a core, and that path crosses hosts, so the bound is the time in which any task
   // of the box waited (its PSI "some", the union over hosts), not the worst host's alone; the worst host's

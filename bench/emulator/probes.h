@@ -132,6 +132,9 @@ inline constexpr absl::Duration kSampleInterval = absl::Milliseconds(50);
 inline constexpr double kLinkUsed = 0.80;
 inline constexpr double kLateShare = 0.01;
 inline constexpr double kMaxCpuStall = 0.10;
+// Below this share of the exchange time a link carried nothing of the run (a one-node exchange): there is no
+// shortfall for the box to explain, and rule (d)'s waits mark the run alone.
+inline constexpr double kLinkIdle = 0.005;
 
 struct BoundInputs {
   double link_util = -1;        // busiest link direction's bytes / (exchange time x link rate); -1: unknown

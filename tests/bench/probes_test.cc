@@ -77,6 +77,11 @@ TEST(ProbesTest, AWaitTooShortToExplainTheShortfallKeepsTheRun) {
   EXPECT_FALSE(ClassifyRun(crossing).emulator_bound);
   EXPECT_NE(ClassifyRun(crossing).kept.find("some task of the box 40%"), std::string::npos)
       << ClassifyRun(crossing).kept;
+  // A link that carried nothing (a one-node co-located PS: its worker's server is on its own host) has no
+  // shortfall to weigh; the waits mark the run (compare's replay part kept one with "a 100% shortfall").
+  const BoundVerdict one_node = ClassifyRun(Stalled(0.72, 0.0));
+  EXPECT_TRUE(one_node.emulator_bound) << one_node.kept;
+  EXPECT_TRUE(one_node.kept.empty()) << one_node.kept;
   // Below the 10 % floor nothing is judged, and a link that is not short says nothing either.
   EXPECT_TRUE(ClassifyRun(Stalled(kMaxCpuStall - 0.01, 0.1)).kept.empty());
   EXPECT_TRUE(ClassifyRun(Stalled(0.05, kLinkUsed)).kept.empty());
