@@ -1,7 +1,6 @@
 // The calibration's report (calibration_report.h).
 #include "bench/report/calibration_report.h"
 
-#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -12,6 +11,7 @@
 #include "bench/model/cost_model_file.pb.h"
 #include "bench/model/fit.h"
 #include "bench/model/model_file.h"
+#include "bench/model/validate.h"
 
 namespace psring::bench {
 namespace {
@@ -153,7 +153,7 @@ std::string FormatResiduals(const Calibration& c) {
                       absl::StrFormat(" %10.4f %8s  %s\n", t->seconds, "-", model::BoundName(t->bound)));
       continue;
     }
-    const double err = (t->seconds - r.seconds) / r.seconds;
+    const double err = model::RelativeError(t->seconds, r.seconds);
     absl::StrAppend(
         &text, row,
         absl::StrFormat(" %10.4f %+7.1f%%  %s\n", t->seconds, 100 * err, model::BoundName(t->bound)));
@@ -163,13 +163,11 @@ std::string FormatResiduals(const Calibration& c) {
     if (r.seconds > t->seconds) ++s.slower;
   }
   for (const std::string& name : order) {
-    std::vector<double> e = by_exchange[name].errors;
-    std::sort(e.begin(), e.end());
-    const size_t n = e.size();
-    const double median = n % 2 ? e[n / 2] : (e[n / 2 - 1] + e[n / 2]) / 2;
+    const Signed& s = by_exchange[name];
+    const double median = *model::Quantile(s.errors, 0.5);  // not empty, finite: t->seconds, r.seconds > 0
     absl::StrAppend(
         &text, absl::StrFormat("#   %s: signed error median %+.1f %%, %d of %d runs slower than the model\n",
-                               name, 100 * median, by_exchange[name].slower, n));
+                               name, 100 * median, s.slower, s.errors.size()));
   }
   return text;
 }
