@@ -148,6 +148,7 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
     if (!v.reason.empty()) v.reason += "; ";
     v.reason += absl::StrFormat("the delay program released %.1f%% of %d packets > 1 ms late",
                                 100.0 * in.late_packets / in.delayed_packets, in.delayed_packets);
+    v.kept.clear();  // excluded by the links' invariant: nothing is kept, whatever the waits could explain
   }
   return v;
 }

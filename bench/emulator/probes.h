@@ -153,7 +153,8 @@ struct BoundVerdict {
   bool emulator_bound = false;
   std::string reason;  // why, in words with the figures ("" when not bound)
   // A run whose hosts waited for a core (>= kMaxCpuStall) with its link short of what the network allows,
-  // kept because the waits cannot explain the shortfall: why, with the figures ("" otherwise).
+  // kept because the waits cannot explain the shortfall: why, with the figures ("" otherwise, and "" when the
+  // delay program's lateness marks the run anyway).
   std::string kept;
 };
 

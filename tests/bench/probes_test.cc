@@ -82,6 +82,12 @@ TEST(ProbesTest, AWaitTooShortToExplainTheShortfallKeepsTheRun) {
   const BoundVerdict one_node = ClassifyRun(Stalled(0.72, 0.0));
   EXPECT_TRUE(one_node.emulator_bound) << one_node.kept;
   EXPECT_TRUE(one_node.kept.empty()) << one_node.kept;
+  // A run the delay program's lateness marks is excluded, and nothing about it is "kept".
+  BoundInputs late_too = Stalled(0.37, 0.55);
+  late_too.delayed_packets = 1000;
+  late_too.late_packets = 50;
+  EXPECT_TRUE(ClassifyRun(late_too).emulator_bound);
+  EXPECT_TRUE(ClassifyRun(late_too).kept.empty()) << ClassifyRun(late_too).kept;
   // Below the 10 % floor nothing is judged, and a link that is not short says nothing either.
   EXPECT_TRUE(ClassifyRun(Stalled(kMaxCpuStall - 0.01, 0.1)).kept.empty());
   EXPECT_TRUE(ClassifyRun(Stalled(0.05, kLinkUsed)).kept.empty());
