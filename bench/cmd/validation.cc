@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "bench/core/cluster.h"
 #include "bench/core/links.h"
+#include "bench/emulator/probes.h"
 #include "bench/model/calibration_plan.h"
 #include "bench/model/link_share.h"
 #include "bench/model/model_file.h"
@@ -366,7 +367,12 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
             row.emulator_bound = record->emulator_bound;
             if (record->emulator_bound) row.note = record->bound_reason;
             // Hosts that waited for a core too little to explain the link's shortfall: judged, marked so.
-            if (!record->kept_reason.empty()) row.note = "box waits cannot explain the shortfall: judged";
+            // Or whose links dropped packets (network loss, the model's miss): judged too.
+            if (!record->kept_reason.empty()) {
+              row.note = record->LinkDropShare() >= kLossShare
+                             ? "the links dropped packets (network loss): judged"
+                             : "box waits cannot explain the shortfall: judged";
+            }
             if (runs > 1 && row.usable())
               repeated[{row.condition, row.exchange}].push_back(row.measured_step_s);
           }

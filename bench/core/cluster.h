@@ -42,6 +42,15 @@ struct DelayCounters {
   int64_t max_late_us = 0;  // over the program's life (not a difference)
 };
 
+// Cumulative counters of the emulated links' queues (tc's statistics of the link ends' qdiscs, summed): the
+// packets the switch's shaped ports passed and those any queue dropped because it was full. A drop is the
+// network's, not the box's: a link end's queue overflows when more arrives than the link drains within its
+// queue time (many senders into one port at once, incast), however the box's cores are doing.
+struct QueueCounters {
+  int64_t packets = 0;  // passed by the rate-limiting (tbf) queues of the switch's ports: each packet once
+  int64_t dropped = 0;  // dropped by any queue at either end of a link
+};
+
 class Cluster {
  public:
   virtual ~Cluster() = default;
@@ -83,6 +92,11 @@ class Cluster {
   // bench/emulator/host_cgroups.h); empty where hosts have no such groups (real hosts, or a kernel without
   // cgroup v2 PSI). Cheap enough to sample every 50 ms; thread-safe.
   virtual std::vector<int64_t> HostStallMicros() const { return {}; }
+  // The link queues' counters so far; kFailedPrecondition where the cluster shapes no links (loopback, real
+  // hosts). Runs tc once per namespace: read it before and after a job, not in a sampling loop.
+  virtual absl::StatusOr<QueueCounters> ReadQueueCounters() const {
+    return absl::FailedPreconditionError("this cluster shapes no links: no queue counters");
+  }
   // The delay program's counters so far; kFailedPrecondition where latency_method() is not "nfqueue".
   virtual absl::StatusOr<DelayCounters> ReadDelayCounters() = 0;
 

@@ -152,6 +152,16 @@ struct RunRecord {
   // and latest end over the ranks.
   double measured_start_unix_s = 0;
   double measured_end_unix_s = 0;
+  // The emulated links' queues over the whole job (set-up and warm-up included; Cluster::ReadQueueCounters):
+  // packets they sent and packets they dropped full (-1: unknown, e.g. real hosts or loopback). Drops are
+  // the network's (incast into one port), a cost the model, which assumes a lossless network, does not have.
+  int64_t link_packets = 0;
+  int64_t link_drops = -1;
+  // link_drops / (link_packets + link_drops); -1 unknown.
+  double LinkDropShare() const {
+    if (link_drops < 0 || link_packets + link_drops <= 0) return link_drops < 0 ? -1 : 0;
+    return static_cast<double>(link_drops) / static_cast<double>(link_packets + link_drops);
+  }
   bool emulator_bound = false;
   std::string bound_reason;    // why it is EMULATOR-BOUND ("" otherwise)
   // Why a run whose hosts waited for a core while its link fell short was kept: the waits cannot explain the

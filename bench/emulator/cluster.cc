@@ -89,6 +89,35 @@ absl::StatusOr<DelayCounters> ParseDelayCounters(const std::string& line) {
   return c;
 }
 
+absl::StatusOr<QueueCounters> ParseQdiscCounters(const std::string& tc_output) {
+  // "qdisc tbf 10: dev h3 root refcnt 2 rate 60Mbit burst 15Kb lat 50ms"
+  // " Sent 101232775 bytes 100421 pkt (dropped 915, overlimits 71465 requeues 0)"
+  QueueCounters counters;
+  std::string kind;
+  for (absl::string_view line : absl::StrSplit(tc_output, '\n')) {
+    const std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.empty()) continue;
+    if (words[0] == "qdisc") {
+      kind = words.size() > 1 ? std::string(words[1]) : "";
+      continue;
+    }
+    if (words[0] != "Sent") continue;
+    int64_t packets = -1, dropped = -1;
+    for (size_t i = 1; i + 1 < words.size(); ++i) {
+      if (words[i + 1] == "pkt" && !absl::SimpleAtoi(words[i], &packets)) packets = -1;
+      if (words[i] == "(dropped" && !absl::SimpleAtoi(absl::StripSuffix(words[i + 1], ","), &dropped))
+        dropped = -1;
+    }
+    if (packets < 0 || dropped < 0) {
+      return absl::InternalError(
+          absl::StrCat("unreadable qdisc statistics (tc -s qdisc show): '", line, "'"));
+    }
+    if (kind == "tbf") counters.packets += packets;
+    counters.dropped += dropped;
+  }
+  return counters;
+}
+
 absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv) {
   JobOptions options;
   options.timeout = absl::Seconds(30);
@@ -451,6 +480,22 @@ absl::StatusOr<std::pair<int64_t, int64_t>> EmulatedCluster::HostLinkBytes(int h
     return absl::InvalidArgumentError(absl::StrCat("no host ", host, " (the cluster has ", all.size(), ")"));
   }
   return all[host];
+}
+
+absl::StatusOr<QueueCounters> EmulatedCluster::ReadQueueCounters() const {
+  if (!emulated_) return absl::FailedPreconditionError("loopback cluster: no shaped link queues");
+  // The switch's ports pass each packet once, on its way into its receiver (where many senders meet, where
+  // incast drops); each host's own end drops too, but its packets would count every packet twice.
+  ASSIGN_OR_RETURN(const std::string ports,
+                   RunCommand({Tc(), "-s", "-n", bridge_namespace_, "qdisc", "show"}));
+  ASSIGN_OR_RETURN(QueueCounters total, ParseQdiscCounters(ports));
+  for (const std::string& host : host_namespaces_) {
+    ASSIGN_OR_RETURN(const std::string text,
+                     RunCommand({Tc(), "-s", "-n", host, "qdisc", "show", "dev", "eth0"}));
+    ASSIGN_OR_RETURN(const QueueCounters end, ParseQdiscCounters(text));
+    total.dropped += end.dropped;
+  }
+  return total;
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> EmulatedCluster::AllHostLinkBytes() const {

@@ -66,6 +66,9 @@ absl::StatusOr<std::vector<std::string>> CleanupLeftoverNamespaces(const std::st
 bool NamespaceExists(const std::string& name);
 
 absl::StatusOr<DelayCounters> ParseDelayCounters(const std::string& line);
+// The counters in `tc -s qdisc show` output: packets of every tbf qdisc's "Sent ... pkt" and the drops of
+// every qdisc's "(dropped N, ...". kInternal when a qdisc's statistics line is unreadable.
+absl::StatusOr<QueueCounters> ParseQdiscCounters(const std::string& tc_output);
 
 class EmulatedCluster final : public Cluster {
  public:
@@ -86,6 +89,8 @@ class EmulatedCluster final : public Cluster {
   // The delay program's counters so far (NFQUEUE method only; kFailedPrecondition otherwise). kUnavailable
   // when the program has exited: the links then drop every packet, so no later run can succeed.
   absl::StatusOr<DelayCounters> ReadDelayCounters() override;
+  // Both ends of every host link: the switch's ports and each host's eth0 (loopback: kFailedPrecondition).
+  absl::StatusOr<QueueCounters> ReadQueueCounters() const override;
   const ClusterOptions& options() const { return options_; }
   // The emulated hosts' TCP congestion control (e.g. "cubic", "bbr"); "" on loopback.
   const std::string& tcp_congestion() const { return tcp_congestion_; }

@@ -96,6 +96,17 @@ HostStall RunSampler::WorstHostStall(absl::Time from, absl::Time to) const {
   return worst;
 }
 
+namespace {
+
+// The share of the links' packets their queues dropped; 0 when unknown.
+double LossShare(const BoundInputs& in) {
+  const int64_t offered = in.link_packets + in.dropped_packets;
+  if (in.dropped_packets <= 0 || offered <= 0) return 0;
+  return static_cast<double>(in.dropped_packets) / static_cast<double>(offered);
+}
+
+}  // namespace
+
 BoundVerdict ClassifyRun(const BoundInputs& in) {
   BoundVerdict v;
   const double allowed = std::clamp(in.link_allowed, 0.01, 1.0);
@@ -116,7 +127,13 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
     const std::string link = absl::StrFormat("the busiest link carried data %.0f%% of the exchange time%s",
                                              100 * in.link_util, of_allowed);
     const double any_wait = std::max(stall, in.cpu_stall);
-    if (any_wait >= shortfall) {
+    const double lost = LossShare(in);
+    if (lost >= kLossShare) {
+      v.kept = absl::StrFormat(
+          "%s while %s, but the links dropped %d of %d packets (%.2f%%): TCP's loss recovery, the network's, "
+          "held the link short: kept",
+          waited, link, in.dropped_packets, in.link_packets + in.dropped_packets, 100 * lost);
+    } else if (any_wait >= shortfall) {
       v.emulator_bound = true;
       v.reason = absl::StrCat(waited, " while ", link);
       // The worst host alone is too little: say whose waits explain the shortfall.

@@ -203,12 +203,21 @@ class Runner::Impl {
     const std::vector<ProcessSpec> specs = Specs(plugin, context, budget, *record, timeline_stem);
     const LinkCounters counters(cluster_);
     ASSIGN_OR_RETURN(const DelayCounters delay_before, DelayCountersNow());
+    // Unknown (no shaped links, or tc unreadable): the record keeps -1 drops, and rule (d) judges without.
+    const absl::StatusOr<QueueCounters> queues_before = cluster_->ReadQueueCounters();
     RunSampler sampler([this] { return LinkByteCounters(*cluster_); }, kSampleInterval,
                        [this] { return cluster_->HostStallMicros(); });
     const absl::Time job_start = absl::Now();
     ASSIGN_OR_RETURN(const std::vector<ProcessResult> results, Launch(specs, budget));
     sampler.Stop();
     record->link_bytes_per_step = counters.BusiestPerStep(budget.total_steps);
+    if (queues_before.ok()) {
+      const absl::StatusOr<QueueCounters> queues_after = cluster_->ReadQueueCounters();
+      if (queues_after.ok()) {
+        record->link_packets = queues_after->packets - queues_before->packets;
+        record->link_drops = queues_after->dropped - queues_before->dropped;
+      }
+    }
     // Workers are the last N processes.
     const std::vector<ProcessResult> workers(results.end() - record->nodes, results.end());
     std::vector<TraceMark> marks;
@@ -284,6 +293,8 @@ class Runner::Impl {
         record->host_stall = in.host_stall;
       }
     }
+    in.link_packets = record->link_packets;
+    in.dropped_packets = record->link_drops;
     in.delayed_packets = after.packets - before.packets;
     in.late_packets = after.late_over_1ms - before.late_over_1ms;
     const BoundVerdict verdict = ClassifyRun(in);

@@ -177,11 +177,16 @@ void PrintOutcome(const RunRecord& record, std::ostream* progress) {
   if (record.emulator_bound) *progress << " EMULATOR-BOUND (" << record.bound_reason << ")";
   if (!record.kept_reason.empty()) *progress << " usable (" << record.kept_reason << ")";
   if (record.ok()) {
-    *progress << absl::StrFormat(" %.3f s/step (exchange %.3f s%s, busbw %.2f MB/s, %lld wrong) [%.0f s]%s\n",
-                                 record.step_s, record.exchange_s,
-                                 record.exposed_s > 0 ? absl::StrFormat(", exposed %.3f s", record.exposed_s) : "",
-                                 record.busbw / 1e6, static_cast<long long>(record.wrong), record.wall_s,
-                                 Attribution(record));
+    // Drops are rare on these links and change TCP's pace where they happen: shown whenever there are some.
+    const std::string drops =
+        record.link_drops > 0
+            ? absl::StrFormat(", links dropped %lld packets (%.2f%%)",
+                              static_cast<long long>(record.link_drops), 100 * record.LinkDropShare())
+            : "";
+    *progress << absl::StrFormat(
+        " %.3f s/step (exchange %.3f s%s, busbw %.2f MB/s, %lld wrong%s) [%.0f s]%s\n", record.step_s,
+        record.exchange_s, record.exposed_s > 0 ? absl::StrFormat(", exposed %.3f s", record.exposed_s) : "",
+        record.busbw / 1e6, static_cast<long long>(record.wrong), drops, record.wall_s, Attribution(record));
   } else {
     *progress << " FAILED [" << absl::StrFormat("%.0f s", record.wall_s) << "]: " << record.error << "\n";
   }

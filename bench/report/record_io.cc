@@ -214,6 +214,13 @@ const std::vector<Column>& Columns() {
       // Added with the per-host groups: older files lack it (unknown).
       {"host_stall", "host_stall", Format::kF4, Rows::kMeasured, Json::kAlways,
        number(&RunRecord::host_stall), read_or("host_stall", &RunRecord::host_stall, -1)},
+      // Added with the link queues' counters: older files lack them (unknown).
+      {"link_packets", "link_packets", Format::kInt, Rows::kMeasured, Json::kAlways,
+       number(&RunRecord::link_packets), read_number("link_packets", &RunRecord::link_packets)},
+      {"link_drops", "link_drops", Format::kInt, Rows::kMeasured, Json::kAlways,
+       number(&RunRecord::link_drops),
+       [](const CsvRow& row,
+          RunRecord* r) { r->link_drops = static_cast<int64_t>(row.NumberOr("link_drops", -1)); }},
       // Until issue 31 in scaling.json only.
       {"ok",
        "ok",

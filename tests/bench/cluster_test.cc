@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -93,6 +94,32 @@ TEST(ClusterTest, ParsesDelayCounters) {
   EXPECT_EQ(c->max_late_us, 1500);
   EXPECT_FALSE(ParseDelayCounters("packets=1").ok());
   EXPECT_FALSE(ParseDelayCounters("").ok());
+}
+
+TEST(ClusterTest, ParsesQdiscCounters) {
+  // A switch namespace's `tc -s qdisc show`: two shaped ports and the bridge's own noqueue. Packets count the
+  // tbf queues only (a netem under a tbf would count them twice); drops count every queue.
+  const std::string text =
+      "qdisc noqueue 0: dev br0 root refcnt 2 \n"
+      " Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0) \n"
+      " backlog 0b 0p requeues 0\n"
+      "qdisc tbf 10: dev h0 root refcnt 2 rate 60Mbit burst 15000b lat 50ms \n"
+      " Sent 10778863 bytes 12141 pkt (dropped 3, overlimits 0 requeues 0) \n"
+      " backlog 0b 0p requeues 0\n"
+      "qdisc netem 1: dev h1 root refcnt 2 limit 100000 delay 2ms\n"
+      " Sent 1000 bytes 10 pkt (dropped 2, overlimits 0 requeues 0) \n"
+      "qdisc tbf 10: dev h1 parent 1:1 rate 60Mbit burst 15000b lat 50ms \n"
+      " Sent 101232775 bytes 100421 pkt (dropped 915, overlimits 71465 requeues 0) \n"
+      " backlog 0b 0p requeues 0\n";
+  auto c = ParseQdiscCounters(text);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->packets, 12141 + 100421);
+  EXPECT_EQ(c->dropped, 3 + 2 + 915);
+  EXPECT_EQ(ParseQdiscCounters("")->packets, 0);
+  EXPECT_FALSE(
+      ParseQdiscCounters("qdisc tbf 10: dev h0 root\n Sent 5 bytes (dropped 0, overlimits 0)\n").ok());
+  EXPECT_FALSE(
+      ParseQdiscCounters("qdisc tbf 10: dev h0 root\n Sent 5 bytes 1 pkt (dropped x, overlimits 0)\n").ok());
 }
 
 TEST(ClusterTest, RejectsAnUnknownLatencyMethod) {
@@ -437,11 +464,48 @@ TEST(ClusterTest, CreatesShapedHostsAndRemovesThem) {
   EXPECT_GE((*after)[0].first - (*before)[0].first, 1 << 20);   // host 0 sent the megabyte
   EXPECT_GE((*after)[2].second - (*before)[2].second, 1 << 20); // host 2 received it
   EXPECT_LT((*after)[1].second - (*before)[1].second, 1 << 16); // host 1 saw none of it
+  // The link queues counted the stream's packets (at least 1 MiB of 1500-byte frames) and, with the default
+  // deep queue and one flow, lost none of them... or, if any, reported them.
+  auto queues = (*cluster)->ReadQueueCounters();
+  ASSERT_TRUE(queues.ok()) << queues.status();
+  EXPECT_GE(queues->packets, (1 << 20) / 1500);
+  EXPECT_GE(queues->dropped, 0);
 
   ASSERT_TRUE((*cluster)->Destroy().ok());
   for (const auto& name : names) EXPECT_FALSE(NamespaceExists(name)) << name;
   EXPECT_FALSE(NamespaceExists(bridge));
   cluster->reset();
+}
+
+// Two senders into one host's port at once (incast): the port receives twice what its link drains, and a
+// queue shallower than what their windows put into it overflows. The queue counters say so (the drops rule
+// (d) weighs, bench/emulator/probes.h). One sender alone cannot overflow it: its own link end paces it to the
+// rate.
+TEST(ClusterTest, IncastIntoAShallowQueueDropsAndTheCountersSaySo) {
+  if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
+  ClusterOptions options;
+  options.hosts = 3;
+  options.link = "20mbit";
+  options.latency = "10ms";
+  options.queue = "1ms";
+  options.delay_program = NetdelayPath();
+  options.family = kFamily;
+  options.allow_loopback_fallback = false;
+  auto cluster = EmulatedCluster::Create(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto before = (*cluster)->ReadQueueCounters();
+  ASSERT_TRUE(before.ok()) << before.status();
+  // 20 Mbit/s x 20 ms = 50 KB in flight per flow, a queue of about 1 ms + the burst (~17 KB) at host 0's
+  // port.
+  absl::StatusOr<double> rates[2];
+  std::thread second([&] { rates[1] = (*cluster)->MeasureStream(2, 0, 4 << 20); });
+  rates[0] = (*cluster)->MeasureStream(1, 0, 4 << 20);
+  second.join();
+  for (const auto& rate : rates) ASSERT_TRUE(rate.ok()) << rate.status();
+  auto after = (*cluster)->ReadQueueCounters();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_GE(after->packets - before->packets, 2 * (4 << 20) / 1500);
+  EXPECT_GT(after->dropped - before->dropped, 0);
 }
 
 TEST(ClusterTest, RemovesLeftoversOfADeadRunOnly) {
