@@ -28,6 +28,9 @@
 #include "trainer/workload.h"
 
 namespace psring::bench {
+
+// What a lossy run is, one figure for the probes' rule (d) and validation's split.
+static_assert(ValidationRow::kLossyShare == kLossShare, "held_out.h's and probes.h's loss shares differ");
 namespace {
 
 using PlanFile = proto::ValidationPlanFile;
@@ -366,12 +369,15 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
             row.measured_exposed_s = conditions[c].replay() ? record->exposed_s : record->exchange_s;
             row.emulator_bound = record->emulator_bound;
             if (record->emulator_bound) row.note = record->bound_reason;
-            // Hosts that waited for a core too little to explain the link's shortfall: judged, marked so.
-            // Or whose links dropped packets (network loss, the model's miss): judged too.
-            if (!record->kept_reason.empty()) {
-              row.note = record->LinkDropShare() >= kLossShare
-                             ? "the links dropped packets (network loss): judged"
-                             : "box waits cannot explain the shortfall: judged";
+            row.drop_share = record->LinkDropShare();
+            // A remark, not a note: a note excludes the row. Hosts that waited for a core too little to
+            // explain the link's shortfall, or links that dropped packets (network loss the model lacks).
+            if (row.lossy()) {
+              row.remark =
+                  absl::StrFormat("links dropped %.2f%% of packets (loss, not in the model)%s",
+                                  100 * row.drop_share, record->kept_reason.empty() ? "" : ": judged");
+            } else if (!record->kept_reason.empty()) {
+              row.remark = "box waits cannot explain the shortfall: judged";
             }
             if (runs > 1 && row.usable())
               repeated[{row.condition, row.exchange}].push_back(row.measured_step_s);

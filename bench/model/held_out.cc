@@ -38,14 +38,16 @@ bool Contains(const std::set<double>& values, double v) {
 
 // The relative errors of `rows` where `take` holds, (predicted - measured) / measured.
 // Which runs an error statistic is over.
-enum class Over { kUsableSteps, kComparableExposed, kMeasuredSteps };
+enum class Over { kUsableSteps, kComparableExposed, kMeasuredSteps, kLossySteps, kLosslessSteps };
 
 std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
   const bool exposed = over == Over::kComparableExposed;
   std::vector<double> errors;
   for (const ValidationRow& r : rows) {
-    const bool in = over == Over::kUsableSteps        ? r.usable()
+    const bool in = over == Over::kUsableSteps         ? r.usable()
                     : over == Over::kComparableExposed ? r.exposed_comparable()
+                    : over == Over::kLossySteps        ? r.usable() && r.lossy()
+                    : over == Over::kLosslessSteps     ? r.usable() && !r.lossy()
                                                        : r.measured_step_s > 0;
     if (!in) continue;
     errors.push_back(exposed ? model::RelativeError(r.predicted_exposed_s, r.measured_exposed_s)
@@ -273,6 +275,8 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
   }
   ASSIGN_OR_RETURN(s.step, SummaryOf(Errors(rows, Over::kUsableSteps)));
   ASSIGN_OR_RETURN(s.step_all, SummaryOf(Errors(rows, Over::kMeasuredSteps)));
+  ASSIGN_OR_RETURN(s.step_lossy, SummaryOf(Errors(rows, Over::kLossySteps)));
+  ASSIGN_OR_RETURN(s.step_lossless, SummaryOf(Errors(rows, Over::kLosslessSteps)));
   ASSIGN_OR_RETURN(s.exposed, SummaryOf(Errors(rows, Over::kComparableExposed)));
   ASSIGN_OR_RETURN(s.band, model::ComputeTieBand(repeats));
   // Conditions in first-seen order, each with every exchange predicted for it (the printed winner is the

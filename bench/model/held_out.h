@@ -119,6 +119,13 @@ struct ValidationRow {
   double measured_exposed_s = -1;  // gradient: the exchange time; replay: the time the step waited for it
   bool emulator_bound = false;
   std::string note;                // why excluded: failure or EMULATOR-BOUND reason
+  // Shown beside a usable row, never an exclusion: why a run whose hosts waited was kept, or the links' loss.
+  std::string remark;
+  // The share of the links' packets dropped during the run (-1: unknown); >= lossy_share: loss the model,
+  // which assumes a lossless network, does not have (bench/emulator/probes.h kLossShare).
+  double drop_share = -1;
+  static constexpr double kLossyShare = 0.001;
+  bool lossy() const { return drop_share >= kLossyShare; }
   bool usable() const { return measured_step_s > 0 && !emulator_bound && note.empty(); }
   // The exposed time is compared only where it is at least this share of the measured step: below, the
   // exchange hid behind backward and a relative error says nothing.
@@ -151,6 +158,11 @@ struct ValidationSummary {
   // intervals carry the scatter of runs inside it.
   int interval_inside_beyond = 0;
   int interval_rows_beyond = 0;
+  // Over the usable runs whose links dropped >= ValidationRow::kLossyShare of their packets, and over the
+  // other usable runs: loss is a network cost the model does not have, shown apart so a reader sees where
+  // the misses are.
+  model::ErrorSummary step_lossy;
+  model::ErrorSummary step_lossless;
 };
 // `repeats`: step times of the same (condition, exchange) measured more than once (for the tie band).
 // Errors of SummarizeErrors, ComputeTieBand and ScoreWinners; empty error sets give count 0.

@@ -160,6 +160,7 @@ std::string FormatValidationReport(const Validation& v) {
       exposed_error = "hidden";
     }
     std::string note = r.emulator_bound ? absl::StrCat("EMULATOR-BOUND (", r.note, ")") : r.note;
+    if (note.empty()) note = r.remark;
     if (r.usable() && r.predicted_hi_s > 0 &&
         (r.measured_step_s < r.predicted_lo_s || r.measured_step_s > r.predicted_hi_s)) {
       note = note.empty() ? "outside interval" : note + "; outside interval";
@@ -173,6 +174,13 @@ std::string FormatValidationReport(const Validation& v) {
                           exposed_error, r.bound, note);
   }
   absl::StrAppend(&out, FormatSummary("step time", s.step));
+  if (s.step_lossy.count > 0) {
+    absl::StrAppend(&out,
+                    FormatSummary("step time, usable runs whose links dropped >= 0.1 % of their packets "
+                                  "(loss: not in the model)",
+                                  s.step_lossy));
+    absl::StrAppend(&out, FormatSummary("step time, the other usable runs", s.step_lossless));
+  }
   if (s.step_all.count > s.step.count) {
     absl::StrAppend(&out, FormatSummary("step time over every measured run, excluded ones included", s.step_all));
   }

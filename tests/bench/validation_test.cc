@@ -332,6 +332,39 @@ TEST(FormatValidationReportTest, ReportsEveryRunAndTheFigures) {
   EXPECT_EQ(text.find("TCP"), std::string::npos) << "neither TCP known: no line";
 }
 
+// A remark (a kept run's reason, the links' loss) is shown and excludes nothing; runs whose links dropped
+// >= 0.1 % of their packets are summarized apart from the others (loss is not in the model).
+TEST(FormatValidationReportTest, RemarksExcludeNothingAndLossyRunsAreSummarizedApart) {
+  Validation v;
+  v.rows = FixedRows();
+  v.rows[1].remark = "box waits cannot explain the shortfall: judged";  // ps-1 A, +10 %
+  v.rows[4].drop_share = 0.0025;                                        // ps-1 B, +20 %
+  v.rows[4].remark = "links dropped 0.25% of packets (loss, not in the model)";
+  v.rows[0].drop_share = 0.0005;  // ring A: below the share, not lossy
+  absl::StatusOr<ValidationSummary> s = Summarize(v.rows, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->usable, 5);  // as without the remarks
+  EXPECT_EQ(s->step.count, 5);
+  EXPECT_EQ(s->step_lossy.count, 1);
+  EXPECT_NEAR(s->step_lossy.max_abs, 0.2, 1e-12);
+  EXPECT_EQ(s->step_lossless.count, 4);
+  EXPECT_NEAR(s->step_lossless.max_abs, 0.12 / 1.02, 1e-12);
+  v.summary = *s;
+  const std::string text = FormatValidationReport(v);
+  EXPECT_NE(text.find("box waits cannot explain the shortfall: judged"), std::string::npos) << text;
+  EXPECT_NE(text.find("links dropped 0.25% of packets (loss, not in the model)"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("# step time, usable runs whose links dropped >= 0.1 % of their packets (loss: not in the "
+                "model): median |error| 20.0 %"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# step time, the other usable runs: median |error| 8.1 %"), std::string::npos) << text;
+  // Without a lossy run, no split.
+  v.rows[4].drop_share = -1;
+  v.summary = *Summarize(v.rows, {});
+  EXPECT_EQ(FormatValidationReport(v).find("the other usable runs"), std::string::npos);
+}
+
 // The hosts' TCP beside the model's: said when they agree, a WARNING when the model was fitted under another.
 TEST(FormatValidationReportTest, SaysWhetherTheHostsRanTheModelsTcp) {
   Validation v;
