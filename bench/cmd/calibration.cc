@@ -75,6 +75,7 @@ absl::StatusOr<Calibration> RunCalibration(
     out.total_runs += static_cast<int>(result->records.size());
     out.failed += converted.failed;
     out.emulator_bound += converted.emulator_bound;
+    out.lossy += converted.lossy;
     out.skipped += converted.skipped;
     for (std::string& d : converted.dropped) out.dropped.push_back(absl::StrCat(c.Name(), ": ", d));
     out.runs.insert(out.runs.end(), converted.runs.begin(), converted.runs.end());

@@ -153,6 +153,16 @@ absl::StatusOr<HeldOutSweep> SweepOf(const PlanFile::Sweep& s, absl::string_view
   }
   sweep.link = s.link();
   sweep.latency = s.latency();
+  if (s.has_queue()) {
+    absl::StatusOr<double> queue = ParseLatency(s.queue());
+    if (!queue.ok() || *queue <= 0) {
+      return PlanError(origin, i, "queue",
+                       absl::StrCat(Quoted(s.queue()),
+                                    " is not a duration > 0: write the links' queue as the "
+                                    "time its bytes take at the link rate, e.g. \"5ms\""));
+    }
+    sweep.queue = s.queue();
+  }
   if (s.nodes().empty()) {
     return PlanError(origin, i, "nodes", "missing: write the node counts N to run, e.g. \"nodes\": [8, 16]");
   }
@@ -325,6 +335,7 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
     o.cluster.force_loopback = false;
     o.cluster.link = sweep.link;
     o.cluster.latency = sweep.latency;
+    o.cluster.queue = sweep.queue.empty() ? base.cluster.queue : sweep.queue;
     if (sweep.workloads.empty()) {
       o.mode = "gradient";
       o.workloads.clear();

@@ -26,6 +26,11 @@ struct ProjectionTarget {
   double latency_s = 0;              // one-way host to host
 };
 
+// The share of the emulated links' packets dropped from which a run counts as lossy (RunRecord::lossy):
+// rule (d) of bench/emulator/probes.h (kLossShare, the same figure) keeps such a run whatever the box's
+// waits.
+inline constexpr double kLossyDropShare = 0.001;
+
 struct RunRecord;
 
 // The share of a run's exchange time in which the network alone lets the busiest link carry data: the
@@ -157,6 +162,9 @@ struct RunRecord {
   // the network's (incast into one port), a cost the model, which assumes a lossless network, does not have.
   int64_t link_packets = 0;
   int64_t link_drops = -1;
+  // Whether the links dropped >= kLossyDropShare of their packets: loss the model, which assumes a lossless
+  // network, has no term for (calibration fits no such run; validation judges and shows them apart).
+  bool lossy() const { return LinkDropShare() >= kLossyDropShare; }
   // link_drops / (link_packets + link_drops); -1 unknown.
   double LinkDropShare() const {
     if (link_drops < 0 || link_packets + link_drops <= 0) return link_drops < 0 ? -1 : 0;

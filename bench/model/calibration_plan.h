@@ -78,6 +78,7 @@ struct ConvertedRuns {
   std::vector<model::MeasuredRun> runs;
   int failed = 0;          // error or wrong elements
   int emulator_bound = 0;  // EMULATOR-BOUND (bench/emulator/probes.h)
+  int lossy = 0;  // the links dropped >= kLossyDropShare of their packets: outside the lossless model
   int skipped = 0;         // nothing to model: the ring at N = 1, or a time not > 0
   std::vector<std::string> dropped;  // one line per dropped run, with the reason
 };
@@ -97,6 +98,7 @@ struct Calibration {
   int total_runs = 0;
   int failed = 0;
   int emulator_bound = 0;
+  int lossy = 0;  // ConvertedRuns::lossy
   int skipped = 0;
   std::vector<std::string> dropped;
   double wall_s = 0;

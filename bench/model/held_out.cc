@@ -64,14 +64,16 @@ absl::StatusOr<model::ErrorSummary> SummaryOf(const std::vector<double>& errors)
 }  // namespace
 
 std::string HeldOutSweep::Name() const {
-  std::string name = absl::StrCat(link, " ", latency.empty() ? "0" : latency);
+  std::string name = absl::StrCat(link, " ", latency.empty() ? "0" : latency,
+                                  queue.empty() ? "" : absl::StrCat(" queue ", queue));
   if (workloads.empty()) return absl::StrCat(name, " gradient");
   return absl::StrCat(name, " replay ", absl::StrJoin(workloads, ","),
                       bytes_scale != 1 ? absl::StrCat(" bytes/", bytes_scale) : "");
 }
 
 std::string HeldOutCondition::Name() const {
-  std::string name = absl::StrCat(link, " ", latency.empty() ? "0" : latency, " N=", nodes, " ");
+  std::string name = absl::StrCat(link, " ", latency.empty() ? "0" : latency,
+                                  queue.empty() ? "" : absl::StrCat(" queue ", queue), " N=", nodes, " ");
   if (!replay()) return absl::StrCat(name, SizeName(static_cast<double>(bytes)));
   absl::StrAppend(&name, workload, bytes_scale != 1 ? absl::StrCat("/", bytes_scale) : "");
   return absl::StrCat(name, bucket_mb > 0 ? absl::StrFormat(" bucketed %gMB", bucket_mb) : " flat");
@@ -122,6 +124,13 @@ absl::StatusOr<std::vector<HeldOutCondition>> ExpandSweep(const HeldOutSweep& sw
         absl::StrCat("sweep ", sweep.Name(),
                      ": needs node counts and sizes (gradient) or bucket caps (replay; 0 = flat)"));
   }
+  if (!sweep.queue.empty()) {
+    absl::StatusOr<double> queue = ParseLatency(sweep.queue);
+    if (!queue.ok() || *queue <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("sweep ", sweep.Name(), ": queue '", sweep.queue,
+                                                     "' is not a duration > 0 (use e.g. 5ms)"));
+    }
+  }
   if (!(sweep.bytes_scale >= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("sweep ", sweep.Name(), ": bytes_scale must be >= 1"));
   }
@@ -129,6 +138,7 @@ absl::StatusOr<std::vector<HeldOutCondition>> ExpandSweep(const HeldOutSweep& sw
   HeldOutCondition base;
   base.link = sweep.link;
   base.latency = sweep.latency;
+  base.queue = sweep.queue;
   base.link_bytes_per_second = *bits / 8;
   base.latency_s = *latency;
   base.bytes_scale = sweep.workloads.empty() ? 1 : sweep.bytes_scale;
@@ -154,7 +164,7 @@ absl::StatusOr<std::vector<HeldOutCondition>> ExpandSweep(const HeldOutSweep& sw
 }
 
 bool CalibrationCovers(const proto::CostModelFile& model, const HeldOutCondition& condition) {
-  if (condition.replay()) return false;
+  if (condition.replay() || !condition.queue.empty()) return false;
   std::set<double> links, latencies, bytes, nodes;
   for (const proto::ExchangeModel& e : model.exchanges()) {
     links.insert(e.coverage().link_bytes_per_second().begin(), e.coverage().link_bytes_per_second().end());

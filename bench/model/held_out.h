@@ -38,7 +38,11 @@ struct HeldOutSweep {
   std::vector<std::string> workloads;  // replay mode (presets or profile paths)
   double bytes_scale = 1;              // replay: as //bench:compare's --bytes_scale
   std::vector<double> bucket_mbs;      // replay: real caps in MiB (0: flat); the workers get cap / bytes_scale
-  std::string Name() const;            // "150mbit 2ms gradient", "150mbit 2ms replay bytes/64"
+  // The emulated links' queue (tc tbf latency, e.g. "5ms": a shallow switch port); "": the cluster's
+  // (ClusterOptions::queue, 50ms). The model assumes a lossless network and does not take it: a shallow
+  // queue validates the model where a synchronous PS's incast drops (bench/PERFORMANCE.md 9.22).
+  std::string queue;
+  std::string Name() const;  // "150mbit 2ms gradient", "150mbit 2ms queue 5ms replay bytes/64"
 };
 
 struct ValidationPlan {
@@ -63,6 +67,7 @@ ValidationPlan FullValidationPlan();
 // One condition of a sweep: all exchanges at one N and one size (or workload and bucket cap).
 struct HeldOutCondition {
   std::string link, latency;
+  std::string queue;  // HeldOutSweep::queue ("": the cluster's)
   double link_bytes_per_second = 0;
   double latency_s = 0;
   double link_burst_bytes = 0;  // the emulated links' token bucket (RunValidation sets it from --link_burst)
@@ -73,7 +78,7 @@ struct HeldOutCondition {
   double bytes_scale = 1;
   double bucket_mb = 0;      // real MiB (0: flat)
   bool replay() const { return !workload.empty(); }
-  // "150mbit 2ms N=8 4MiB", "150mbit 2ms N=8 resnet50/64 bucketed 25MB"
+  // "150mbit 2ms N=8 4MiB", "150mbit 2ms queue 5ms N=8 4MiB", "150mbit 2ms N=8 resnet50/64 bucketed 25MB"
   std::string Name() const;
   // Whether `record` is this condition's run: the same N and the size, or the workload and bucket cap
   // (records hold the real model's cap; the harness divides it for the workers).
@@ -83,7 +88,8 @@ struct HeldOutCondition {
 absl::StatusOr<std::vector<HeldOutCondition>> ExpandSweep(const HeldOutSweep& sweep);
 
 // True when calibration could have run this condition: a gradient condition whose link rate, latency, N and
-// S are all among the model file's coverage (the union over its exchanges). Replay conditions never are.
+// S are all among the model file's coverage (the union over its exchanges), on the cluster's own queue.
+// Replay conditions never are, nor are conditions with a queue of their own (calibration runs the default).
 bool CalibrationCovers(const proto::CostModelFile& model, const HeldOutCondition& condition);
 
 struct HeldOutSelection {
@@ -124,7 +130,7 @@ struct ValidationRow {
   // The share of the links' packets dropped during the run (-1: unknown); >= lossy_share: loss the model,
   // which assumes a lossless network, does not have (bench/emulator/probes.h kLossShare).
   double drop_share = -1;
-  static constexpr double kLossyShare = 0.001;
+  static constexpr double kLossyShare = kLossyDropShare;
   bool lossy() const { return drop_share >= kLossyShare; }
   bool usable() const { return measured_step_s > 0 && !emulator_bound && note.empty(); }
   // The exposed time is compared only where it is at least this share of the measured step: below, the

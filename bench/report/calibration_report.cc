@@ -41,6 +41,13 @@ std::string FormatCalibration(const Calibration& c) {
       "# CALIBRATION (frozen; host %s, %s): %d runs, %d fitted, %d failed, %d EMULATOR-BOUND (dropped), %d with "
       "nothing to model; %.0f s\n",
       c.file.host(), c.file.date(), c.total_runs, c.runs.size(), c.failed, c.emulator_bound, c.skipped, c.wall_s);
+  if (c.lossy > 0) {
+    absl::StrAppendFormat(
+        &text,
+        "# %d runs whose links dropped >= %.1f %% of their packets left out (loss: the model has "
+        "no term for it; listed below)\n",
+        c.lossy, 100 * kLossyDropShare);
+  }
   absl::StrAppend(&text, absl::StrFormat("# %-13s %-22s %-16s %-24s %-22s %-16s %-16s %-18s %7s %7s %5s\n",
                                          "exchange", "software (us/msg)", "efficiency", "window (KiB)",
                                          "CPU ceiling (MB/s)", "burst share", "window queueing",

@@ -63,6 +63,28 @@ TEST(ConvertRecordsTest, DropsAndCountsEmulatorBoundFailedAndEmptyRuns) {
   EXPECT_NE(out.dropped[2].find("7 wrong"), std::string::npos) << out.dropped[2];
 }
 
+// The model has no loss term: a run whose links dropped >= 0.1 % of their packets is left out of the fit and
+// listed; fewer drops, or unknown (older files), change nothing.
+TEST(ConvertRecordsTest, LeavesOutRunsWhoseLinksDroppedPackets) {
+  RunRecord lossy = Record(Exchange::kPsOne, 13, 1 << 20, 2.9);
+  lossy.link_packets = 260000;
+  lossy.link_drops = 700;  // 0.27 %
+  RunRecord few = Record(Exchange::kPsOne, 10, 1 << 20, 2.0);
+  few.link_packets = 260000;
+  few.link_drops = 100;                                          // 0.04 %
+  RunRecord unknown = Record(Exchange::kRing, 4, 1 << 20, 0.5);  // link_drops -1
+  const ConvertedRuns out = ConvertRecords({lossy, few, unknown}, 7.5e6, 48e-3);
+  ASSERT_EQ(out.runs.size(), 2u);
+  EXPECT_EQ(out.runs[0].conditions.nodes, 10);
+  EXPECT_EQ(out.lossy, 1);
+  EXPECT_EQ(out.emulator_bound, 0);
+  ASSERT_EQ(out.dropped.size(), 1u);
+  EXPECT_NE(out.dropped[0].find("ps-1 N=13"), std::string::npos) << out.dropped[0];
+  EXPECT_NE(out.dropped[0].find("the links dropped 0.27% of their packets (loss: not in the model)"),
+            std::string::npos)
+      << out.dropped[0];
+}
+
 TEST(CalibrationPlanTest, PresetsAreValidAndWithinTheirBudgets) {
   for (const CalibrationPlan& plan : {QuickCalibrationPlan(), DefaultCalibrationPlan()}) {
     EXPECT_TRUE(ValidatePlan(plan).ok()) << ValidatePlan(plan);
@@ -136,6 +158,13 @@ TEST(FormatCalibrationTest, PrintsParametersErrorsCoverageAndDrops) {
   EXPECT_NE(text.find("2.1%"), std::string::npos) << text;
   EXPECT_NE(text.find("ring covers links 12.5 MB/s, latencies 5 ms, N 2,8, S 4 MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("# dropped: 200mbit 5ms: ring N=8"), std::string::npos) << text;
+  EXPECT_EQ(text.find("links dropped"), std::string::npos) << "no lossy run: no line";
+  c.lossy = 2;
+  EXPECT_NE(
+      FormatCalibration(c).find("# 2 runs whose links dropped >= 0.1 % of their packets left out (loss: "
+                                "the model has no term for it"),
+      std::string::npos)
+      << FormatCalibration(c);
 }
 
 // Each fitted run against the model, with validation's sign, and each exchange's lean: two ring runs on a

@@ -86,6 +86,32 @@ TEST(ValidationPlanFileTest, MapsEveryFieldOntoThePlan) {
   for (const HeldOutSweep& s : plan->sweeps) EXPECT_TRUE(ExpandSweep(s).ok()) << s.Name();
 }
 
+// A sweep's own link queue (a shallow switch port): in its name and each condition's, never a condition
+// calibration covers (it ran the cluster's default queue), and absent means the cluster's.
+TEST(ValidationPlanFileTest, ASweepsQueueNamesItsConditions) {
+  absl::StatusOr<ValidationPlan> plan =
+      ParseValidationPlanFile(PlanJson({GradientWith("queue", R"("5ms")"), kGradient}), "plan.json");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->sweeps[0].queue, "5ms");
+  EXPECT_EQ(plan->sweeps[0].Name(), "150mbit 20ms queue 5ms gradient");
+  EXPECT_TRUE(plan->sweeps[1].queue.empty());
+  absl::StatusOr<std::vector<HeldOutCondition>> conditions = ExpandSweep(plan->sweeps[0]);
+  ASSERT_TRUE(conditions.ok()) << conditions.status();
+  EXPECT_EQ((*conditions)[0].Name(), "150mbit 20ms queue 5ms N=8 4MiB");
+  EXPECT_EQ((*ExpandSweep(plan->sweeps[1]))[0].Name(), "150mbit 20ms N=8 4MiB");
+  // A model whose coverage holds the condition's link, latency, N and S covers it on the default queue only.
+  proto::CostModelFile model;
+  proto::ExchangeModel* e = model.add_exchanges();
+  e->mutable_coverage()->add_link_bytes_per_second((*conditions)[0].link_bytes_per_second);
+  e->mutable_coverage()->add_latency_s((*conditions)[0].latency_s);
+  e->mutable_coverage()->add_nodes(8);
+  e->mutable_coverage()->add_bytes(4 * kMiB);
+  HeldOutCondition same = (*conditions)[0];
+  EXPECT_FALSE(CalibrationCovers(model, same));
+  same.queue.clear();
+  EXPECT_TRUE(CalibrationCovers(model, same));
+}
+
 TEST(ValidationPlanFileTest, LeftOutFieldsTakeTheBuiltInPlansDefaults) {
   absl::StatusOr<ValidationPlan> plan = ParseValidationPlanFile(
       PlanJson({ReplayWith(R"("workloads": ["mlp"], "bucket_mb": [0])")}), "plan.json");
@@ -119,6 +145,10 @@ TEST(ValidationPlanFileTest, EveryErrorNamesTheFileTheSweepAndTheFieldAndSaysWha
       {PlanJson({GradientWith("latency", R"("2 parsecs")")}),
        "sweeps[0].latency: \"2 parsecs\" is not a duration", "\"2ms\""},
       {PlanJson({GradientWith("latency", "")}), "sweeps[0].latency: missing", "\"2ms\""},
+      {PlanJson({GradientWith("queue", R"("deep")")}), "sweeps[0].queue: \"deep\" is not a duration > 0",
+       "\"5ms\""},
+      {PlanJson({GradientWith("queue", R"("0")")}), "sweeps[0].queue: \"0\" is not a duration > 0",
+       "\"5ms\""},
       {PlanJson({GradientWith("nodes", "")}), "sweeps[0].nodes: missing", "[8, 16]"},
       {PlanJson({GradientWith("nodes", "[4, 0]")}), "sweeps[0].nodes: 0 is not a node count", "N >= 1"},
       {PlanJson({GradientWith("mode", R"("train")")}), "sweeps[0].mode: \"train\" is not a mode",
