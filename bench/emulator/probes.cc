@@ -1,7 +1,6 @@
 #include "bench/emulator/probes.h"
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -108,12 +107,6 @@ double LossShare(const BoundInputs& in) {
 
 }  // namespace
 
-double LossLimitedLinkShare(double loss_share, double rtt_s, int flows, double link_bytes_per_second) {
-  if (!(loss_share > 0) || !(rtt_s > 0) || flows < 1 || !(link_bytes_per_second > 0)) return 1;
-  const double per_flow = kTcpMss / rtt_s * std::sqrt(1.5) / std::sqrt(loss_share);
-  return std::min(1.0, flows * per_flow / link_bytes_per_second);
-}
-
 BoundVerdict ClassifyRun(const BoundInputs& in) {
   BoundVerdict v;
   const double allowed = std::clamp(in.link_allowed, 0.01, 1.0);
@@ -135,23 +128,14 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
                                              100 * in.link_util, of_allowed);
     const double any_wait = std::max(stall, in.cpu_stall);
     const double lost = LossShare(in);
-    // The shortfall the links' loss can explain: TCP at that loss rate holds the busiest link to
-    // loss_link_share of the time (Mathis et al.'s bound), against what the network allows.
-    const double loss_short = lost >= kLossShare ? 1 - std::min(1.0, in.loss_link_share / allowed) : 0;
-    if (lost >= kLossShare && loss_short >= shortfall) {
+    if (lost >= kLossShare) {
       v.kept = absl::StrFormat(
-          "%s while %s, but the links dropped %d of %d packets (%.2f%%), at which TCP's loss recovery alone "
-          "holds the link to %.0f%% of the time: the network's, kept",
-          waited, link, in.dropped_packets, in.link_packets + in.dropped_packets, 100 * lost,
-          100 * std::min(1.0, in.loss_link_share));
+          "%s while %s, but the links dropped %d of %d packets (%.2f%%): TCP's loss recovery, the network's, "
+          "held the link short: kept",
+          waited, link, in.dropped_packets, in.link_packets + in.dropped_packets, 100 * lost);
     } else if (any_wait >= shortfall) {
       v.emulator_bound = true;
       v.reason = absl::StrCat(waited, " while ", link);
-      if (lost >= kLossShare) {
-        absl::StrAppend(&v.reason, absl::StrFormat("; the links' %.2f%% loss explains at most %.0f%% of the "
-                                                   "link's %.0f%% shortfall",
-                                                   100 * lost, 100 * loss_short, 100 * shortfall));
-      }
       // The worst host alone is too little: say whose waits explain the shortfall.
       if (stall < shortfall) {
         absl::StrAppend(&v.reason,

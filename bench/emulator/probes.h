@@ -128,15 +128,12 @@ class RunSampler {
 // N = 10-13, 20-31 % slower than the model, were marked by 13-24 % waits of one host). Such a run is kept and
 // its verdict's `kept` says why. How busy the box's cores were (box_cpu) is reported with every
 // run and marks none: a busy box whose hosts never waited did not bind them.
-// Nor does rule (d) mark a run whose links dropped >= kLossShare of their packets where that loss can explain
-// the shortfall: a link end's queue overflows when more arrives than the link drains within the queue's time
-// (the synchronous PS's workers push their windows into the server's port at once), and TCP's loss recovery
-// then holds the link short whatever the cores do, a network cost the model lacks (issue 33: ps-1 at
-// 60 Mbit/s, 48 ms, N = 13 14.5-17.0 % slower than the model with a 50 ms queue, within 4 % with 100 or 200
-// ms, where the drops ended). How much it can hold the link back is Mathis's bound (LossLimitedLinkShare);
-// where that explains the shortfall the run is kept and `kept` says so; where only the box's waits do (the
-// co-located PS at N = 8 with a 5 ms queue, hosts waiting 76 %, the link 59 % short, 0.13 % dropped), it is
-// marked.
+// Nor does rule (d) mark a run whose links dropped >= kLossShare of their packets: a link end's queue
+// overflows when more arrives than the link drains within the queue's time (the synchronous PS's workers
+// push their windows into the server's port at once), and TCP's loss recovery then holds the link short
+// whatever the cores do, a network cost the model lacks (issue 33: ps-1 at 60 Mbit/s, 48 ms, N = 13 measured
+// 13.5 % slower than the model with a 50 ms queue, 0.0-0.5 % with 100 or 200 ms, where the retransmissions
+// ended; the dedicated PS 31.5 % against 15-16 %). The run is kept and `kept` says so.
 inline constexpr absl::Duration kSampleInterval = absl::Milliseconds(50);
 inline constexpr double kLinkUsed = 0.80;
 inline constexpr double kLateShare = 0.01;
@@ -165,18 +162,7 @@ struct BoundInputs {
   // unknown.
   int64_t link_packets = 0;
   int64_t dropped_packets = -1;
-  // The share of the exchange time the busiest link can carry data with its flows losing that share of
-  // packets: LossLimitedLinkShare (1: loss cannot hold it back, or no loss).
-  double loss_link_share = 1;
 };
-
-// Mathis et al. (CCR 1997): a TCP flow losing the share p of its packets moves at most
-// (MSS / RTT) sqrt(3 / 2) / sqrt(p). With `flows` such flows into the busiest port of a link of
-// `link_bytes_per_second`, the share of the time the port can carry data, min(1, flows x that / link); 1
-// without loss, latency or link rate. p is the links' average, at most the busiest port's, so the share is an
-// upper bound: loss is credited with no more of a shortfall than it can explain.
-double LossLimitedLinkShare(double loss_share, double rtt_s, int flows, double link_bytes_per_second);
-inline constexpr double kTcpMss = 1448;
 
 struct BoundVerdict {
   bool emulator_bound = false;

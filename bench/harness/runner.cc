@@ -295,13 +295,6 @@ class Runner::Impl {
     }
     in.link_packets = record->link_packets;
     in.dropped_packets = record->link_drops;
-    // The flows into the busiest port: one server's N workers (ps-1, each dedicated shard), the N - 1 other
-    // workers of a co-located server, one neighbour on a ring.
-    const int flows = record->exchange == Exchange::kRing          ? 1
-                      : record->exchange == Exchange::kPsColocated ? std::max(1, record->nodes - 1)
-                                                                   : record->nodes;
-    in.loss_link_share = LossLimitedLinkShare(std::max(0.0, record->LinkDropShare()),
-                                              2 * cluster_->latency_seconds(), flows, link);
     in.delayed_packets = after.packets - before.packets;
     in.late_packets = after.late_over_1ms - before.late_over_1ms;
     const BoundVerdict verdict = ClassifyRun(in);
