@@ -128,14 +128,22 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
                                              100 * in.link_util, of_allowed);
     const double any_wait = std::max(stall, in.cpu_stall);
     const double lost = LossShare(in);
-    if (lost >= kLossShare) {
+    if (lost >= kLossShare && in.loss_time_share >= shortfall) {
       v.kept = absl::StrFormat(
-          "%s while %s, but the links dropped %d of %d packets (%.2f%%): TCP's loss recovery, the network's, "
-          "held the link short: kept",
-          waited, link, in.dropped_packets, in.link_packets + in.dropped_packets, 100 * lost);
+          "%s while %s, but the links dropped %d of %d packets (%.2f%%), at a round trip each up to %.0f%% "
+          "of "
+          "the exchange time: TCP's loss recovery, the network's, can have held the link short: kept",
+          waited, link, in.dropped_packets, in.link_packets + in.dropped_packets, 100 * lost,
+          100 * in.loss_time_share);
     } else if (any_wait >= shortfall) {
       v.emulator_bound = true;
       v.reason = absl::StrCat(waited, " while ", link);
+      if (lost >= kLossShare) {
+        absl::StrAppend(&v.reason,
+                        absl::StrFormat("; the links' %.2f%% drops, at a round trip each, can have "
+                                        "cost at most %.0f%% of the exchange time",
+                                        100 * lost, 100 * in.loss_time_share));
+      }
       // The worst host alone is too little: say whose waits explain the shortfall.
       if (stall < shortfall) {
         absl::StrAppend(&v.reason,

@@ -223,7 +223,7 @@ class Runner::Impl {
     std::vector<TraceMark> marks;
     RETURN_IF_ERROR(Collect(plugin, workers, record, &marks));
     ASSIGN_OR_RETURN(const DelayCounters delay_after, DelayCountersNow());
-    Classify(sampler, job_start, workers, delay_before, delay_after, record);
+    Classify(sampler, job_start, workers, delay_before, delay_after, budget.total_steps, record);
     if (!timeline_stem.empty()) {
       std::vector<std::string> ranks;
       for (int r = 0; r < record->nodes; ++r) ranks.push_back(RankTimeline(timeline_stem, r));
@@ -244,7 +244,8 @@ class Runner::Impl {
   // Fills the record's CPU, link utilisation and EMULATOR-BOUND verdict over the measured steps' window as
   // the workers report it (else the last steps x step_s seconds before the last worker exited).
   void Classify(const RunSampler& sampler, absl::Time job_start, const std::vector<ProcessResult>& workers,
-                const DelayCounters& before, const DelayCounters& after, RunRecord* record) const {
+                const DelayCounters& before, const DelayCounters& after, int total_steps,
+                RunRecord* record) const {
     double end_s = 0;
     for (const ProcessResult& w : workers) end_s = std::max(end_s, w.end_s);
     absl::Time to = job_start + absl::Seconds(end_s);
@@ -295,6 +296,11 @@ class Runner::Impl {
     }
     in.link_packets = record->link_packets;
     in.dropped_packets = record->link_drops;
+    // The drops were counted over the whole job (warm-up included), the round trip is the configured one.
+    if (record->link_drops > 0 && total_steps > 0 && record->exchange_s > 0) {
+      in.loss_time_share = std::min(1.0, static_cast<double>(record->link_drops) / total_steps * 2 *
+                                             cluster_->latency_seconds() / record->exchange_s);
+    }
     in.delayed_packets = after.packets - before.packets;
     in.late_packets = after.late_over_1ms - before.late_over_1ms;
     const BoundVerdict verdict = ClassifyRun(in);
