@@ -18,7 +18,6 @@
 #include "absl/time/clock.h"
 #include "bench/core/cluster.h"
 #include "bench/core/links.h"
-#include "bench/emulator/probes.h"
 #include "bench/model/calibration_plan.h"
 #include "bench/model/link_share.h"
 #include "bench/model/model_file.h"
@@ -28,9 +27,6 @@
 #include "trainer/workload.h"
 
 namespace psring::bench {
-
-// What a lossy run is, one figure for the probes' rule (d) and validation's split.
-static_assert(ValidationRow::kLossyShare == kLossShare, "held_out.h's and probes.h's loss shares differ");
 namespace {
 
 using PlanFile = proto::ValidationPlanFile;

@@ -51,6 +51,21 @@ struct QueueCounters {
   int64_t dropped = 0;  // dropped by any queue at either end of a link
 };
 
+// dropped / (packets + dropped): the share of the links' packets their queues dropped; -1 when `dropped` is
+// unknown (< 0), 0 when nothing was offered.
+inline double DropShare(int64_t packets, int64_t dropped) {
+  if (dropped < 0) return -1;
+  if (packets + dropped <= 0) return 0;
+  return static_cast<double>(dropped) / static_cast<double>(packets + dropped);
+}
+
+// The drop share from which a run counts as lossy, one figure for rule (d) (bench/emulator/probes.h: drops
+// that can have cost the link's shortfall keep the run), calibration (leaves lossy runs out) and validation
+// (summarizes them apart). By Mathis et al.'s bound (rate <= 1.22 MSS / (RTT sqrt(p))), at p = 0.1 % a TCP
+// flow with a 100 ms round trip moves at most ~0.56 MB/s, less than its share of a 60 Mbit/s link among ten
+// senders; below it, drops are shown and decide nothing.
+inline constexpr double kLossyDropShare = 0.001;
+
 class Cluster {
  public:
   virtual ~Cluster() = default;

@@ -26,11 +26,6 @@ struct ProjectionTarget {
   double latency_s = 0;              // one-way host to host
 };
 
-// The share of the emulated links' packets dropped from which a run counts as lossy (RunRecord::lossy):
-// rule (d) of bench/emulator/probes.h (kLossShare, the same figure) keeps such a run whatever the box's
-// waits.
-inline constexpr double kLossyDropShare = 0.001;
-
 struct RunRecord;
 
 // The share of a run's exchange time in which the network alone lets the busiest link carry data: the
@@ -166,10 +161,7 @@ struct RunRecord {
   // network, has no term for (calibration fits no such run; validation judges and shows them apart).
   bool lossy() const { return LinkDropShare() >= kLossyDropShare; }
   // link_drops / (link_packets + link_drops); -1 unknown.
-  double LinkDropShare() const {
-    if (link_drops < 0 || link_packets + link_drops <= 0) return link_drops < 0 ? -1 : 0;
-    return static_cast<double>(link_drops) / static_cast<double>(link_packets + link_drops);
-  }
+  double LinkDropShare() const { return DropShare(link_packets, link_drops); }
   bool emulator_bound = false;
   std::string bound_reason;    // why it is EMULATOR-BOUND ("" otherwise)
   // Why a run whose hosts waited for a core while its link fell short was kept: the waits cannot explain the

@@ -96,17 +96,6 @@ HostStall RunSampler::WorstHostStall(absl::Time from, absl::Time to) const {
   return worst;
 }
 
-namespace {
-
-// The share of the links' packets their queues dropped; 0 when unknown.
-double LossShare(const BoundInputs& in) {
-  const int64_t offered = in.link_packets + in.dropped_packets;
-  if (in.dropped_packets <= 0 || offered <= 0) return 0;
-  return static_cast<double>(in.dropped_packets) / static_cast<double>(offered);
-}
-
-}  // namespace
-
 BoundVerdict ClassifyRun(const BoundInputs& in) {
   BoundVerdict v;
   const double allowed = std::clamp(in.link_allowed, 0.01, 1.0);
@@ -127,8 +116,8 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
     const std::string link = absl::StrFormat("the busiest link carried data %.0f%% of the exchange time%s",
                                              100 * in.link_util, of_allowed);
     const double any_wait = std::max(stall, in.cpu_stall);
-    const double lost = LossShare(in);
-    if (lost >= kLossShare && in.loss_time_share >= shortfall) {
+    const double lost = DropShare(in.link_packets, in.dropped_packets);  // -1: unknown
+    if (lost >= kLossyDropShare && in.loss_time_share >= shortfall) {
       v.kept = absl::StrFormat(
           "%s while %s, but the links dropped %d of %d packets (%.2f%%), at a round trip each up to %.0f%% "
           "of "
@@ -138,7 +127,7 @@ BoundVerdict ClassifyRun(const BoundInputs& in) {
     } else if (any_wait >= shortfall) {
       v.emulator_bound = true;
       v.reason = absl::StrCat(waited, " while ", link);
-      if (lost >= kLossShare) {
+      if (lost >= kLossyDropShare) {
         absl::StrAppend(&v.reason,
                         absl::StrFormat("; the links' %.2f%% drops, at a round trip each, can have "
                                         "cost at most %.0f%% of the exchange time",

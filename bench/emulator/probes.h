@@ -35,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "bench/core/cluster.h"
 #include "common/host_cpu.h"
 
 namespace psring::bench {
@@ -128,7 +129,7 @@ class RunSampler {
 // N = 10-13, 20-31 % slower than the model, were marked by 13-24 % waits of one host). Such a run is kept and
 // its verdict's `kept` says why. How busy the box's cores were (box_cpu) is reported with every
 // run and marks none: a busy box whose hosts never waited did not bind them.
-// Nor does rule (d) mark a run whose links dropped >= kLossShare of their packets: a link end's queue
+// Nor does rule (d) mark a run whose links dropped >= kLossyDropShare of their packets: a link end's queue
 // overflows when more arrives than the link drains within the queue's time (the synchronous PS's workers
 // push their windows into the server's port at once), and TCP's loss recovery then holds the link short
 // whatever the cores do, a network cost the model lacks (issue 33: ps-1 at 60 Mbit/s, 48 ms, N = 13 measured
@@ -148,11 +149,7 @@ inline constexpr double kMaxCpuStall = 0.10;
 // Below this share of the exchange time a link carried nothing of the run (a one-node exchange): there is no
 // shortfall for the box to explain, and rule (d)'s waits mark the run alone.
 inline constexpr double kLinkIdle = 0.005;
-// The share of the links' packets dropped from which loss, not the box, holds the link short: by Mathis et
-// al.'s bound (rate <= 1.22 MSS / (RTT sqrt(p))), at p = 0.1 % a TCP flow with a 100 ms round trip moves at
-// most ~0.56 MB/s, less than its share of a 60 Mbit/s link among ten senders; below it, drops are shown and
-// decide nothing.
-inline constexpr double kLossShare = 0.001;
+// Loss counts from kLossyDropShare of the links' packets (bench/core/cluster.h, with DropShare).
 
 struct BoundInputs {
   double link_util = -1;        // busiest link direction's bytes / (exchange time x link rate); -1: unknown
@@ -178,9 +175,9 @@ struct BoundVerdict {
   bool emulator_bound = false;
   std::string reason;  // why, in words with the figures ("" when not bound)
   // A run whose hosts waited for a core (>= kMaxCpuStall) with its link short of what the network allows,
-  // kept because the waits cannot explain the shortfall or because the links dropped >= kLossShare of their
-  // packets: why, with the figures ("" otherwise, and "" when the delay program's lateness marks the run
-  // anyway).
+  // kept because the waits cannot explain the shortfall or because the links dropped >= kLossyDropShare of
+  // their packets: why, with the figures ("" otherwise, and "" when the delay program's lateness marks the
+  // run anyway).
   std::string kept;
 };
 

@@ -127,11 +127,10 @@ struct ValidationRow {
   std::string note;                // why excluded: failure or EMULATOR-BOUND reason
   // Shown beside a usable row, never an exclusion: why a run whose hosts waited was kept, or the links' loss.
   std::string remark;
-  // The share of the links' packets dropped during the run (-1: unknown); >= lossy_share: loss the model,
-  // which assumes a lossless network, does not have (bench/emulator/probes.h kLossShare).
+  // The share of the links' packets dropped during the run (-1: unknown); >= kLossyDropShare
+  // (bench/core/cluster.h): loss the model, which assumes a lossless network, does not have.
   double drop_share = -1;
-  static constexpr double kLossyShare = kLossyDropShare;
-  bool lossy() const { return drop_share >= kLossyShare; }
+  bool lossy() const { return drop_share >= kLossyDropShare; }
   bool usable() const { return measured_step_s > 0 && !emulator_bound && note.empty(); }
   // The exposed time is compared only where it is at least this share of the measured step: below, the
   // exchange hid behind backward and a relative error says nothing.
@@ -164,7 +163,7 @@ struct ValidationSummary {
   // intervals carry the scatter of runs inside it.
   int interval_inside_beyond = 0;
   int interval_rows_beyond = 0;
-  // Over the usable runs whose links dropped >= ValidationRow::kLossyShare of their packets, and over the
+  // Over the usable runs whose links dropped >= kLossyDropShare of their packets, and over the
   // other usable runs: loss is a network cost the model does not have, shown apart so a reader sees where
   // the misses are.
   model::ErrorSummary step_lossy;

@@ -94,10 +94,10 @@ TEST(ProbesTest, AWaitTooShortToExplainTheShortfallKeepsTheRun) {
 }
 
 // Loss on the links is the network's: a queue overflows when more arrives than its link drains within the
-// queue's time, whatever the box's cores do. A run whose links dropped >= kLossShare of their packets is kept
-// even where the box's waits would explain the shortfall, if the drops, at a round trip each, can have cost
-// it (issue 33: the PS at 48 ms lost 0.2 % of its packets at the server's port with a 50 ms queue and ran
-// 13-32 % slower than the model, within 4-17 % with 100 ms). Without latency they cost next to nothing.
+// queue's time, whatever the box's cores do. A run whose links dropped >= kLossyDropShare of their packets is
+// kept even where the box's waits would explain the shortfall, if the drops, at a round trip each, can have
+// cost it (issue 33: the PS at 48 ms lost 0.2 % of its packets at the server's port with a 50 ms queue and
+// ran 13-32 % slower than the model, within 4-17 % with 100 ms). Without latency they cost next to nothing.
 TEST(ProbesTest, LinksThatDroppedPacketsKeepTheRunWhereTheDropsCanHaveCostTheShortfall) {
   BoundInputs in = Stalled(0.30, 0.57);  // 37 % short of the 91 % allowed, the box's waits explain it
   in.cpu_stall = 0.49;
