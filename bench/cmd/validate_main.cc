@@ -171,7 +171,8 @@ absl::Status Run(const char* argv0) {
   if (absl::GetFlag(FLAGS_plan_only)) {
     // What the model will be judged on, before anything runs: a plan's predictions can be read (or two
     // models' compared) without the emulated cluster.
-    return PrintPredictions(held_out.plan, model, ClusterOptionsFromFlags(argv0).burst, &std::cout);
+    const ClusterOptions cluster = ClusterOptionsFromFlags(argv0);
+    return PrintPredictions(held_out.plan, model, cluster.burst, cluster.queue, &std::cout);
   }
 
   ScalingOptions base;

@@ -261,6 +261,16 @@ absl::StatusOr<ValidationPlan> ReadValidationPlanFile(const std::string& path) {
 
 namespace {
 
+// --queue in seconds (> 0): how long a packet may wait in a link end's tbf queue.
+absl::StatusOr<double> ParseQueue(const std::string& queue) {
+  absl::StatusOr<double> seconds = ParseLatency(queue);
+  if (!seconds.ok() || *seconds <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad --queue '", queue, "': use a duration > 0 like 50ms (how long a packet may wait in a link's queue)"));
+  }
+  return *seconds;
+}
+
 // One sweep's conditions on this machine's emulated links (their tbf burst, the cores every process shares)
 // and the model's rows for each, predicted before anything runs.
 struct PredictedSweep {
@@ -270,11 +280,12 @@ struct PredictedSweep {
 
 absl::StatusOr<PredictedSweep> PredictSweep(const HeldOutSweep& sweep, const ValidationPlan& plan,
                                             const proto::CostModelFile& model, double burst_s,
-                                            double box_cores) {
+                                            double queue_s, double box_cores) {
   PredictedSweep out;
   ASSIGN_OR_RETURN(out.conditions, ExpandSweep(sweep));
   for (HeldOutCondition& c : out.conditions) {
     c.link_burst_bytes = static_cast<double>(TbfBurstBytes(c.link_bytes_per_second, burst_s));
+    if (c.queue_s <= 0) c.queue_s = queue_s;  // the cluster's
     c.box_cores = box_cores;
     ASSIGN_OR_RETURN(const model::StepShape shape, ShapeOf(c));
     ASSIGN_OR_RETURN(out.rows.emplace_back(),
@@ -286,11 +297,13 @@ absl::StatusOr<PredictedSweep> PredictSweep(const HeldOutSweep& sweep, const Val
 }  // namespace
 
 absl::Status PrintPredictions(const ValidationPlan& plan, const proto::CostModelFile& model,
-                              const std::string& burst, std::ostream* out) {
+                              const std::string& burst, const std::string& queue, std::ostream* out) {
   RETURN_IF_ERROR(model::ValidateModelFile(model));
   ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(burst));
+  ASSIGN_OR_RETURN(const double queue_s, ParseQueue(queue));
   for (const HeldOutSweep& sweep : plan.sweeps) {
-    ASSIGN_OR_RETURN(const PredictedSweep predicted, PredictSweep(sweep, plan, model, burst_s, BoxCores()));
+    ASSIGN_OR_RETURN(const PredictedSweep predicted,
+                     PredictSweep(sweep, plan, model, burst_s, queue_s, BoxCores()));
     for (const std::vector<ValidationRow>& rows : predicted.rows) *out << FormatPrediction(rows);
   }
   return absl::OkStatus();
@@ -310,11 +323,12 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
   // Every sweep runs on this machine's emulated links (predicted before the cluster exists): their burst and
   // the cores all processes share.
   ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(base.cluster.burst));
+  ASSIGN_OR_RETURN(const double queue_s, ParseQueue(base.cluster.queue));
   const double box_cores = BoxCores();
   for (size_t i = 0; i < plan.sweeps.size(); ++i) {
     const HeldOutSweep& sweep = plan.sweeps[i];
     ASSIGN_OR_RETURN(const PredictedSweep predicted_sweep,
-                     PredictSweep(sweep, plan, model, burst_s, box_cores));
+                     PredictSweep(sweep, plan, model, burst_s, queue_s, box_cores));
     const std::vector<HeldOutCondition>& conditions = predicted_sweep.conditions;
     const std::vector<std::vector<ValidationRow>>& predicted = predicted_sweep.rows;
     for (const std::vector<ValidationRow>& rows : predicted) *out << FormatPrediction(rows);

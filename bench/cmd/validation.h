@@ -46,11 +46,11 @@ absl::StatusOr<ValidationPlan> ParseValidationPlanFile(absl::string_view json, a
 absl::StatusOr<ValidationPlan> ReadValidationPlanFile(const std::string& path);
 
 // The PREDICTED line of every condition of the plan, as RunValidation prints them before each sweep runs, on
-// this machine's emulated links (`burst`: the tbf burst, e.g. "10ms", ClusterOptions::burst) and cores; runs
-// nothing (validate --plan_only). ValidateModelFile's errors, the burst's, and the predictor's naming nothing
-// run.
+// this machine's emulated links (`burst`: the tbf burst, e.g. "10ms", ClusterOptions::burst; `queue`: the
+// links' queue where a sweep sets none, ClusterOptions::queue) and cores; runs nothing (validate
+// --plan_only). ValidateModelFile's errors, the burst's and queue's, and the predictor's naming nothing run.
 absl::Status PrintPredictions(const ValidationPlan& plan, const proto::CostModelFile& model,
-                              const std::string& burst, std::ostream* out);
+                              const std::string& burst, const std::string& queue, std::ostream* out);
 
 // Runs the plan: per sweep, predictions of every condition on `out` first, then RunScaling, then the rows.
 // The noise sweep runs ValidationPlan::noise_runs times; its first run gives the rows. RunScaling's errors

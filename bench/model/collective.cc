@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace psring::bench::model {
@@ -274,6 +275,24 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
     t.bound = Bound::kCpu;
   }
   return t;
+}
+
+bool Incast::marked() const { return ratio() > kIncastMarkRatio; }
+
+Incast IncastOf(Topology topology, const ExchangeParams& params, const Conditions& conditions) {
+  Incast incast;
+  incast.buffer_bytes = conditions.port_buffer_bytes;
+  if (topology == Topology::kRing) return incast;
+  const Counts counts = CountsOf(topology, conditions.nodes, conditions.servers, conditions.bytes);
+  const double streams = topology == Topology::kPsColocated ? conditions.nodes - 1 : conditions.nodes;
+  const double window =
+      params.window_bytes > 0 ? std::min(params.window_bytes, counts.flow_bytes) : counts.flow_bytes;
+  incast.burst_bytes = std::max(0.0, streams - 1) * window;
+  return incast;
+}
+
+std::string IncastMark(const Incast& incast) {
+  return incast.marked() ? absl::StrFormat("INCAST x%.1f", incast.ratio()) : "";
 }
 
 absl::StatusOr<CollectiveTime> PredictCollective(Topology topology, const ExchangeParams& params,

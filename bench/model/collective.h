@@ -162,6 +162,10 @@ struct Conditions {
   // and servers on this machine); 0: every host has its own cores (a real cluster, projections). The CPU
   // term then gives the busiest process min(1, box_cores / processes) of a core's throughput.
   double box_cores = 0;
+  // What one switch port can queue, in bytes (an emulated link end: tbf's limit, rate x queue + burst); 0:
+  // not known. No time depends on it (the model assumes a lossless network): IncastOf compares it with a
+  // synchronous PS's window burst into a server's port.
+  double port_buffer_bytes = 0;
 };
 
 // The processes a run of `topology` starts: ring N, ps-1 N + 1, ps-colocated 2N, ps-dedicated N + K.
@@ -199,6 +203,27 @@ struct CollectiveTime {
   double cpu_s = 0;       // 0 without a CPU ceiling
   Bound bound = Bound::kLatency;
 };
+
+// Incast (bench/PERFORMANCE.md 9.23): when a synchronous PS step's pushes begin, the F streams into one
+// server's port (ps-1 and ps-dedicated N, ps-colocated N - 1) each send their window w = min(window_bytes,
+// flow_bytes) (the whole flow without a window) at the link's rate at once; the port drains one stream's worth
+// while F arrive, so it must queue (F - 1) w. Where that exceeds the port's buffer the port drops, and TCP's
+// recovery (round trips, a retransmission timeout for a lost tail) costs what the model, which assumes a
+// lossless network, does not have: its time there is likely too short. The ring sends one flow into each
+// port (no incast).
+struct Incast {
+  double burst_bytes = 0;   // (F - 1) w; 0 for the ring or a single stream
+  double buffer_bytes = 0;  // Conditions::port_buffer_bytes
+  // burst / buffer; 0 where the buffer is not known or nothing bursts.
+  double ratio() const { return buffer_bytes > 0 ? burst_bytes / buffer_bytes : 0; }
+  // Marked beyond kIncastMarkRatio: the burst does not fit the port's buffer.
+  bool marked() const;
+};
+inline constexpr double kIncastMarkRatio = 1;
+// The burst of `topology`'s streams into one server port at `conditions` (`bytes` as Conditions::bytes).
+Incast IncastOf(Topology topology, const ExchangeParams& params, const Conditions& conditions);
+// "INCAST x2.4" (the burst over the port's buffer) where marked, else "".
+std::string IncastMark(const Incast& incast);
 
 // The model's time; errors as ValidateParams and ValidateConditions.
 absl::StatusOr<CollectiveTime> PredictCollective(Topology topology, const ExchangeParams& params,

@@ -38,7 +38,16 @@ bool Contains(const std::set<double>& values, double v) {
 
 // The relative errors of `rows` where `take` holds, (predicted - measured) / measured.
 // Which runs an error statistic is over.
-enum class Over { kUsableSteps, kComparableExposed, kMeasuredSteps, kLossySteps, kLosslessSteps };
+// kIncast(Un)markedSteps: usable PS runs whose port buffer is known (ValidationRow::incast > 0), marked or not.
+enum class Over {
+  kUsableSteps,
+  kComparableExposed,
+  kMeasuredSteps,
+  kLossySteps,
+  kLosslessSteps,
+  kIncastMarkedSteps,
+  kIncastUnmarkedSteps
+};
 
 std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
   const bool exposed = over == Over::kComparableExposed;
@@ -48,6 +57,8 @@ std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
                     : over == Over::kComparableExposed ? r.exposed_comparable()
                     : over == Over::kLossySteps        ? r.usable() && r.lossy()
                     : over == Over::kLosslessSteps     ? r.usable() && !r.lossy()
+                    : over == Over::kIncastMarkedSteps ? r.usable() && r.incast > 0 && r.incast_marked()
+                    : over == Over::kIncastUnmarkedSteps ? r.usable() && r.incast > 0 && !r.incast_marked()
                                                        : r.measured_step_s > 0;
     if (!in) continue;
     errors.push_back(exposed ? model::RelativeError(r.predicted_exposed_s, r.measured_exposed_s)
@@ -124,12 +135,14 @@ absl::StatusOr<std::vector<HeldOutCondition>> ExpandSweep(const HeldOutSweep& sw
         absl::StrCat("sweep ", sweep.Name(),
                      ": needs node counts and sizes (gradient) or bucket caps (replay; 0 = flat)"));
   }
+  double queue_s = 0;
   if (!sweep.queue.empty()) {
     absl::StatusOr<double> queue = ParseLatency(sweep.queue);
     if (!queue.ok() || *queue <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("sweep ", sweep.Name(), ": queue '", sweep.queue,
                                                      "' is not a duration > 0 (use e.g. 5ms)"));
     }
+    queue_s = *queue;
   }
   if (!(sweep.bytes_scale >= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("sweep ", sweep.Name(), ": bytes_scale must be >= 1"));
@@ -139,6 +152,7 @@ absl::StatusOr<std::vector<HeldOutCondition>> ExpandSweep(const HeldOutSweep& sw
   base.link = sweep.link;
   base.latency = sweep.latency;
   base.queue = sweep.queue;
+  base.queue_s = queue_s;
   base.link_bytes_per_second = *bits / 8;
   base.latency_s = *latency;
   base.bytes_scale = sweep.workloads.empty() ? 1 : sweep.bytes_scale;
@@ -260,6 +274,11 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     row.predicted_exposed_s = condition.replay() ? step.exposed_s : step.step_s;
     row.bound = model::BoundName(step.bound);
     row.extrapolation = model::ExtrapolationOf(model, topology, at, bytes).factor;
+    // The burst of the step's largest collective (a replayed step's largest bucket).
+    model::Conditions port = at;
+    port.bytes = condition.replay() ? model::LargestBucketBytes(shape) : bytes;
+    port.port_buffer_bytes = condition.port_buffer_bytes();
+    row.incast = model::IncastOf(topology, params, port).ratio();
     rows.push_back(row);
   }
   return rows;
@@ -288,6 +307,13 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
   ASSIGN_OR_RETURN(s.step_lossy, SummaryOf(Errors(rows, Over::kLossySteps)));
   ASSIGN_OR_RETURN(s.step_lossless, SummaryOf(Errors(rows, Over::kLosslessSteps)));
   ASSIGN_OR_RETURN(s.exposed, SummaryOf(Errors(rows, Over::kComparableExposed)));
+  for (const ValidationRow& r : rows) {
+    if (!r.usable() || r.exchange == Exchange::kRing || r.drop_share < 0 || r.incast <= 0) continue;
+    (r.incast_marked() ? s.incast_marked : s.incast_unmarked) += 1;
+    if (r.lossy()) (r.incast_marked() ? s.incast_marked_lossy : s.incast_unmarked_lossy) += 1;
+  }
+  ASSIGN_OR_RETURN(s.step_incast_marked, SummaryOf(Errors(rows, Over::kIncastMarkedSteps)));
+  ASSIGN_OR_RETURN(s.step_incast_unmarked, SummaryOf(Errors(rows, Over::kIncastUnmarkedSteps)));
   ASSIGN_OR_RETURN(s.band, model::ComputeTieBand(repeats));
   // Conditions in first-seen order, each with every exchange predicted for it (the printed winner is the
   // fastest of all of them); runs that are not usable are marked excluded.

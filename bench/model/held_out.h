@@ -72,6 +72,13 @@ struct HeldOutCondition {
   double latency_s = 0;
   double link_burst_bytes = 0;  // the emulated links' token bucket (RunValidation sets it from --link_burst)
   double box_cores = 0;         // the cores all its processes share (RunValidation: this machine's)
+  // The links' queue in seconds: the sweep's (ExpandSweep), else 0 until RunValidation sets the cluster's.
+  // With the burst it is what a switch port holds (tbf's limit: rate x queue + burst), which the model's
+  // incast mark compares with a synchronous PS's window burst (collective.h IncastOf); 0: not known.
+  double queue_s = 0;
+  double port_buffer_bytes() const {
+    return queue_s > 0 ? link_bytes_per_second * queue_s + link_burst_bytes : 0;
+  }
   int nodes = 0;
   size_t bytes = 0;          // gradient mode
   std::string workload;      // replay mode ("" in gradient mode)
@@ -121,6 +128,11 @@ struct ValidationRow {
   // (model_file.h ExtrapolationOf): 1 inside it, 0 when the file records none.
   double extrapolation = 0;
   bool beyond_coverage() const { return extrapolation > 1; }
+  // The PS's window burst into a server's port over what the port holds (collective.h IncastOf), from the
+  // prediction, before the run: > kIncastMarkRatio marks the row INCAST, where the lossless model is likely
+  // too fast. 0: the ring, or the port's buffer not known.
+  double incast = 0;
+  bool incast_marked() const { return incast > model::kIncastMarkRatio; }
   double measured_step_s = -1;     // -1: not run or failed
   double measured_exposed_s = -1;  // gradient: the exchange time; replay: the time the step waited for it
   bool emulator_bound = false;
@@ -168,6 +180,13 @@ struct ValidationSummary {
   // the misses are.
   model::ErrorSummary step_lossy;
   model::ErrorSummary step_lossless;
+  // The prediction's incast mark against what the links did (ValidationRow::incast_marked, lossy): usable PS
+  // runs marked and not, and how many of each dropped >= kLossyDropShare (runs of unknown drops left out),
+  // with the step error over each group: the mark is judged, as the model is, on runs it never saw.
+  int incast_marked = 0, incast_marked_lossy = 0;
+  int incast_unmarked = 0, incast_unmarked_lossy = 0;
+  model::ErrorSummary step_incast_marked;
+  model::ErrorSummary step_incast_unmarked;
 };
 // `repeats`: step times of the same (condition, exchange) measured more than once (for the tie band).
 // Errors of SummarizeErrors, ComputeTieBand and ScoreWinners; empty error sets give count 0.

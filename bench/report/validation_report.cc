@@ -39,6 +39,11 @@ std::string IntervalSplit(const ValidationSummary& s) {
   return out;
 }
 
+// "INCAST x2.4" after `separator` where the prediction marks the row (ValidationRow::incast_marked), else "".
+std::string IncastNote(const ValidationRow& row, const char* separator) {
+  return row.incast_marked() ? absl::StrFormat("%sINCAST x%.1f", separator, row.incast) : "";
+}
+
 }  // namespace
 
 std::string FormatPrediction(const std::vector<ValidationRow>& rows) {
@@ -47,9 +52,9 @@ std::string FormatPrediction(const std::vector<ValidationRow>& rows) {
   std::vector<model::PredictionInterval> intervals;
   size_t fastest = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    parts.push_back(absl::StrFormat("%s %.3f s [%.3f, %.3f] (%s)", ExchangeName(rows[i].exchange),
+    parts.push_back(absl::StrFormat("%s %.3f s [%.3f, %.3f] (%s%s)", ExchangeName(rows[i].exchange),
                                     rows[i].predicted_step_s, rows[i].predicted_lo_s, rows[i].predicted_hi_s,
-                                    rows[i].bound));
+                                    rows[i].bound, IncastNote(rows[i], ", ")));
     intervals.push_back({rows[i].predicted_step_s, rows[i].predicted_lo_s, rows[i].predicted_hi_s, 0, 0});
     if (rows[i].predicted_step_s < rows[fastest].predicted_step_s) fastest = i;
   }
@@ -161,6 +166,7 @@ std::string FormatValidationReport(const Validation& v) {
     }
     std::string note = r.emulator_bound ? absl::StrCat("EMULATOR-BOUND (", r.note, ")") : r.note;
     if (note.empty()) note = r.remark;
+    if (r.incast_marked()) note = note.empty() ? IncastNote(r, "") : absl::StrCat(note, IncastNote(r, "; "));
     if (r.usable() && r.predicted_hi_s > 0 &&
         (r.measured_step_s < r.predicted_lo_s || r.measured_step_s > r.predicted_hi_s)) {
       note = note.empty() ? "outside interval" : note + "; outside interval";
@@ -180,6 +186,16 @@ std::string FormatValidationReport(const Validation& v) {
                                   "(loss: not in the model)",
                                   s.step_lossy));
     absl::StrAppend(&out, FormatSummary("step time, the other usable runs", s.step_lossless));
+  }
+  if (s.incast_marked + s.incast_unmarked > 0) {
+    absl::StrAppendFormat(&out,
+                          "# incast mark (before the runs: a PS's window burst into a server's port over its "
+                          "buffer > %.0f): %d of %d marked usable PS runs dropped >= 0.1 %% of their packets, "
+                          "%d of %d unmarked ones\n",
+                          model::kIncastMarkRatio, s.incast_marked_lossy, s.incast_marked,
+                          s.incast_unmarked_lossy, s.incast_unmarked);
+    absl::StrAppend(&out, FormatSummary("step time, usable PS runs marked INCAST", s.step_incast_marked));
+    absl::StrAppend(&out, FormatSummary("step time, usable PS runs not marked", s.step_incast_unmarked));
   }
   if (s.step_all.count > s.step.count) {
     absl::StrAppend(&out, FormatSummary("step time over every measured run, excluded ones included", s.step_all));

@@ -154,6 +154,76 @@ TEST(PredictConditionTest, GradientConditionIsOneCollectiveAllExposed) {
   for (const ValidationRow& r : *beyond) EXPECT_DOUBLE_EQ(r.extrapolation, 1.5) << ExchangeName(r.exchange);
 }
 
+// The incast mark from the prediction: the sweep's queue (tbf's limit: rate x queue + burst) against the PS's
+// window burst; the ring never, a condition whose queue is not known never. Summarize then counts the usable
+// PS runs marked and not, and which of them dropped packets; the report prints both and the mark per row.
+TEST(PredictConditionTest, MarksIncastWhereTheWindowBurstExceedsThePortsQueue) {
+  std::vector<model::ExchangeParams> params;
+  for (model::Topology t : model::AllTopologies()) {
+    params.push_back(model::TruthFor(t));
+    params.back().window_bytes = 64 << 10;
+  }
+  const proto::CostModelFile model = model::ModelFileOf(params);
+  HeldOutSweep sweep{"60mbit", "48ms", {4, 13}, {kMiB}, {}, 1, {}};
+  sweep.queue = "50ms";
+  absl::StatusOr<std::vector<HeldOutCondition>> conditions = ExpandSweep(sweep);
+  ASSERT_TRUE(conditions.ok()) << conditions.status();
+  ASSERT_EQ(conditions->size(), 2u);
+  std::vector<ValidationRow> rows;
+  for (HeldOutCondition c : *conditions) {
+    EXPECT_DOUBLE_EQ(c.queue_s, 0.05);
+    c.link_burst_bytes = 75000;
+    EXPECT_DOUBLE_EQ(c.port_buffer_bytes(), 450000);
+    absl::StatusOr<model::StepShape> shape = ShapeOf(c);
+    ASSERT_TRUE(shape.ok()) << shape.status();
+    absl::StatusOr<std::vector<ValidationRow>> predicted =
+        PredictCondition(model, c, *shape, {Exchange::kRing, Exchange::kPsOne}, 2);
+    ASSERT_TRUE(predicted.ok()) << predicted.status();
+    rows.insert(rows.end(), predicted->begin(), predicted->end());
+  }
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].incast, 0);                                   // ring N = 4
+  EXPECT_DOUBLE_EQ(rows[1].incast, 3.0 * (64 << 10) / 450000);    // ps-1 N = 4: 0.44
+  EXPECT_FALSE(rows[1].incast_marked());
+  EXPECT_DOUBLE_EQ(rows[3].incast, 12.0 * (64 << 10) / 450000);   // ps-1 N = 13: 1.75
+  EXPECT_TRUE(rows[3].incast_marked());
+  EXPECT_NE(FormatPrediction({rows[2], rows[3]}).find("ps-1 "), std::string::npos);
+  EXPECT_NE(FormatPrediction({rows[2], rows[3]}).find("INCAST x1.7)"), std::string::npos)
+      << FormatPrediction({rows[2], rows[3]});
+  EXPECT_EQ(FormatPrediction({rows[0], rows[1]}).find("INCAST"), std::string::npos);
+  // Measured: N = 13's ps-1 dropped, N = 4's did not; the ring's drops are not the mark's.
+  for (ValidationRow& r : rows) {
+    r.measured_step_s = r.predicted_step_s * 1.02;
+    r.measured_exposed_s = r.measured_step_s;
+    r.drop_share = 0;
+  }
+  rows[3].measured_step_s = rows[3].predicted_step_s / 0.8;  // -20 %
+  rows[3].drop_share = 0.002;
+  rows[2].drop_share = 0.003;
+  Validation v;
+  v.rows = rows;
+  absl::StatusOr<ValidationSummary> s = Summarize(v.rows, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->incast_marked, 1);
+  EXPECT_EQ(s->incast_marked_lossy, 1);
+  EXPECT_EQ(s->incast_unmarked, 1);
+  EXPECT_EQ(s->incast_unmarked_lossy, 0);
+  EXPECT_NEAR(s->step_incast_marked.median_abs, 0.2, 1e-12);
+  EXPECT_NEAR(s->step_incast_unmarked.median_abs, 0.02 / 1.02, 1e-12);
+  v.summary = *s;
+  const std::string text = FormatValidationReport(v);
+  EXPECT_NE(text.find("1 of 1 marked usable PS runs dropped >= 0.1 % of their packets, 0 of 1 unmarked ones"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# step time, usable PS runs marked INCAST: median |error| 20.0 %"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("INCAST x1.7"), std::string::npos) << text;
+  // Without PS runs whose port buffer is known there is no such line.
+  for (ValidationRow& r : v.rows) r.incast = 0;
+  v.summary = *Summarize(v.rows, {});
+  EXPECT_EQ(FormatValidationReport(v).find("incast mark"), std::string::npos);
+}
+
 TEST(ShapeOfTest, ReplayUsesTheScaledProfileAndScaledCap) {
   absl::StatusOr<std::vector<HeldOutCondition>> conditions =
       ExpandSweep({"150mbit", "2ms", {8}, {}, {"resnet50"}, 64, {0, 25}});

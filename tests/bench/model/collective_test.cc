@@ -394,6 +394,55 @@ TEST(CollectiveTest, RejectsBadInput) {
   EXPECT_FALSE(PredictCollective(Topology::kRing, Hand(), nan_latency).ok());
 }
 
+// Incast (collective.h IncastOf): the streams into one server's port, each with its window (or its whole flow
+// where that is smaller), less the one the port drains, against what the port holds. The ring has none; an
+// unknown buffer marks nothing; the port's buffer changes no predicted time.
+TEST(CollectiveTest, IncastIsTheWindowBurstIntoAServersPortOverItsBuffer) {
+  ExchangeParams p = Hand();
+  p.window_bytes = 64 << 10;
+  // 60 Mbit/s, 50 ms of queue plus a 10 ms burst: 450 kB (as the emulated port at 60mbit).
+  Conditions c{13, 2, 1 << 20, 7.5e6, 48e-3};
+  c.port_buffer_bytes = 7.5e6 * 0.05 + 75000;
+  const Incast one = IncastOf(Topology::kPsOne, p, c);
+  EXPECT_DOUBLE_EQ(one.burst_bytes, 12.0 * (64 << 10));
+  EXPECT_DOUBLE_EQ(one.ratio(), 12.0 * (64 << 10) / 450000);
+  EXPECT_TRUE(one.marked());
+  EXPECT_EQ(IncastMark(one), "INCAST x1.7");
+  // Dedicated: N streams into each of K servers, each a window of its S / K flow.
+  EXPECT_DOUBLE_EQ(IncastOf(Topology::kPsDedicated, p, c).burst_bytes, 12.0 * (64 << 10));
+  // Co-located: N - 1 remote streams into each host's server.
+  EXPECT_DOUBLE_EQ(IncastOf(Topology::kPsColocated, p, c).burst_bytes, 11.0 * (64 << 10));
+  const Incast ring = IncastOf(Topology::kRing, p, c);
+  EXPECT_EQ(ring.burst_bytes, 0);
+  EXPECT_FALSE(ring.marked());
+  EXPECT_EQ(IncastMark(ring), "");
+  // A flow smaller than the window bursts whole: co-located at N = 32 sends S / 32 = 32 KiB per stream.
+  Conditions wide = c;
+  wide.nodes = 32;
+  EXPECT_DOUBLE_EQ(IncastOf(Topology::kPsColocated, p, wide).burst_bytes, 30.0 * (32 << 10));
+  // Without a window the whole flow bursts.
+  ExchangeParams unwindowed = Hand();
+  EXPECT_DOUBLE_EQ(IncastOf(Topology::kPsOne, unwindowed, c).burst_bytes, 12.0 * (1 << 20));
+  // A port that holds the burst (exactly, too) is not marked; one of unknown size neither.
+  Conditions deep = c;
+  deep.port_buffer_bytes = one.burst_bytes;
+  EXPECT_DOUBLE_EQ(IncastOf(Topology::kPsOne, p, deep).ratio(), 1);
+  EXPECT_FALSE(IncastOf(Topology::kPsOne, p, deep).marked());
+  Conditions unknown = c;
+  unknown.port_buffer_bytes = 0;
+  EXPECT_EQ(IncastOf(Topology::kPsOne, p, unknown).ratio(), 0);
+  EXPECT_FALSE(IncastOf(Topology::kPsOne, p, unknown).marked());
+  // A single worker has no incast.
+  Conditions alone = c;
+  alone.nodes = 1;
+  EXPECT_EQ(IncastOf(Topology::kPsOne, p, alone).burst_bytes, 0);
+  // The model's time does not depend on the port's buffer.
+  for (Topology t : AllTopologies()) {
+    EXPECT_EQ(PredictCollectiveUnchecked(t, p, c).seconds, PredictCollectiveUnchecked(t, p, unknown).seconds)
+        << TopologyName(t);
+  }
+}
+
 TEST(CollectiveTest, NamesRoundTrip) {
   for (Topology t : AllTopologies()) EXPECT_EQ(*ParseTopology(TopologyName(t)), t);
   absl::StatusOr<Topology> bad = ParseTopology("allgather");
