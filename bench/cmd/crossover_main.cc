@@ -9,6 +9,7 @@
 // projects with that host's CPU ceilings instead of the calibration host's. --straggler_factor=F (and/or
 // --straggler_noise=SIGMA, --backup_workers=B) adds the straggler axis (bench/model/straggler_model.h): the
 // projection with one rank's compute x F, and a text map of the slow rank's factor x link rate at --nodes.
+#include <cmath>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ ABSL_FLAG(double, cpu_speedup, 1, "The target host's CPU speed over the calibrat
 ABSL_FLAG(double, project_link_gbit, 25, "Link rate of the printed projection, Gbit/s per host and direction.");
 ABSL_FLAG(double, project_latency_us, 5, "One-way latency of the printed projection, microseconds.");
 ABSL_FLAG(double, map_latency_us, 5, "One-way latency of the N x link rate map, microseconds.");
+ABSL_FLAG(double, port_buffer_kb, 0,
+          "What one switch port of the target can queue, kB (e.g. 2000 for a 2 MB share of a shallow-buffered "
+          "switch). With it the projection and the maps mark a PS whose window burst into a server's port exceeds "
+          "it INCAST (the model has no loss and is likely too fast there; bench/PERFORMANCE.md 9.23). 0: not "
+          "known, ports assumed lossless, nothing marked.");
 ABSL_FLAG(std::string, out_dir, ".", "Where the SVG maps go.");
 ABSL_FLAG(std::string, cpu_model, "",
           "A host's measured CPU ceilings (JSON from //bench:calibrate --cpu_only): the projection and the maps use "
@@ -142,6 +148,12 @@ absl::Status Run() {
   o.target.link_bytes_per_second = absl::GetFlag(FLAGS_project_link_gbit) * 1e9 / 8;
   o.target.latency_s = absl::GetFlag(FLAGS_project_latency_us) * 1e-6;
   o.map_latency_s = absl::GetFlag(FLAGS_map_latency_us) * 1e-6;
+  const double port_buffer_kb = absl::GetFlag(FLAGS_port_buffer_kb);
+  if (!(port_buffer_kb >= 0) || !std::isfinite(port_buffer_kb)) {
+    return absl::InvalidArgumentError(absl::StrCat("--port_buffer_kb=", port_buffer_kb,
+                                                   ": give a port's buffer in kB >= 0 (0: not known)"));
+  }
+  o.target.port_buffer_bytes = port_buffer_kb * 1e3;
   o.out_dir = absl::GetFlag(FLAGS_out_dir);
   ASSIGN_OR_RETURN(const CrossoverReport report, WriteCrossoverReport(model, o, {}));
   std::cout << report.text;

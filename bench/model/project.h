@@ -31,6 +31,9 @@ struct ExchangeProjection {
   // The step's kIntervalLevel interval from the fit's uncertainty (bench/model/uncertainty.h). It does not
   // widen with extrapolation beyond what the parameters' errors imply: the EXTRAPOLATED mark says that part.
   PredictionInterval interval;
+  // Its window burst into a server's port against Conditions::port_buffer_bytes (collective.h IncastOf; the
+  // largest bucket as the collective): marked, the lossless model is likely too fast there.
+  Incast incast;
 };
 
 struct Projection {
@@ -47,7 +50,8 @@ absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Cond
                                    const StepShape& shape);
 
 // The table, one row per exchange (step, exposed and total exchange time, bound, CPU ceiling, and
-// "EXTRAPOLATED xK (what)" where the target lies more than kExtrapolationMarkFactor outside the calibration), under a
+// "EXTRAPOLATED xK (what)" where the target lies more than kExtrapolationMarkFactor outside the calibration, and
+// "INCAST xR" where a PS's window burst exceeds the target's port buffer when one is given), under a
 // heading that says it is a model and where its CPU ceilings were measured: `cpu_source` ("FILE (host, date)",
 // cpu_model.h CpuModelSource) when `model` carries a --cpu_model file's ceilings (WithCpuCeilings), else ""
 // for the calibration host's. Lines start with "# ".

@@ -118,6 +118,13 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
                               "fill=\"url(#extrapolated)\"><title>EXTRAPOLATED x%.0f</title></rect>\n",
                               x0 + ix * cw, y1 - (iy + 1) * ch, cw + 0.3, ch + 0.3, cell.extrapolation);
       }
+      if (cell.incast) {
+        absl::StrAppendFormat(&svg,
+                              "<rect class=\"incast\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                              "fill=\"none\" stroke=\"#c00\" stroke-width=\"1.5\"><title>INCAST: the winner's "
+                              "window burst exceeds the port buffer</title></rect>\n",
+                              x0 + ix * cw + 1, y1 - (iy + 1) * ch + 1, cw - 2, ch - 2);
+      }
     }
   }
   svg += "</g>\n";
@@ -190,6 +197,14 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
                         "fill=\"url(#extrapolated)\" stroke=\"#999\"/>\n",
                         lx, row);
   legend_text(absl::StrFormat("hatched: > %.0fx outside calibration", kExtrapolationMarkFactor));
+  if (std::any_of(map.cells.begin(), map.cells.end(), [](const CrossoverCell& c) { return c.incast; })) {
+    absl::StrAppendFormat(&svg,
+                          "<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"14\" "
+                          "fill=\"none\" stroke=\"#c00\" stroke-width=\"1.5\"/>\n",
+                          lx, row);
+    legend_text("red outline: a PS wins, but its");
+    legend_text("incast exceeds the port buffer");
+  }
   svg += "</svg>\n";
   return svg;
 }

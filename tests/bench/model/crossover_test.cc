@@ -136,5 +136,34 @@ TEST(CrossoverTest, CellsBeyondTheCalibrationAreHatched) {
   EXPECT_NE(svg.find("hatched: &gt; 2x outside calibration"), std::string::npos);
 }
 
+// A cell whose winner is a PS marked INCAST at the base's port buffer is flagged and outlined in the SVG;
+// without a buffer none is.
+TEST(CrossoverTest, CellsWonByAPsBeyondThePortBufferAreOutlined) {
+  const std::vector<double> links = *LogSpaced(1e9 / 8, 400e9 / 8, 12);
+  const std::vector<double> latencies = *LogSpaced(1e-6, 1e-2, 9);
+  // No windows: the co-located PS's streams burst their whole flow, S / N = 125 kB, 6 of them beyond one.
+  Conditions base{8, 2};
+  absl::StatusOr<CrossoverMap> plain = LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1e6), base, links, latencies);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const CrossoverCell& cell : plain->cells) EXPECT_FALSE(cell.incast);
+  base.port_buffer_bytes = 500e3;  // 750 kB of burst: x1.5
+  absl::StatusOr<CrossoverMap> map = LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1e6), base, links, latencies);
+  ASSERT_TRUE(map.ok()) << map.status();
+  int ps_wins = 0, incast = 0;
+  for (const CrossoverCell& cell : map->cells) {
+    ps_wins += cell.winner == 2;
+    incast += cell.incast;
+    EXPECT_EQ(cell.incast, cell.winner == 2);
+  }
+  EXPECT_GT(ps_wins, 0);
+  EXPECT_EQ(incast, ps_wins);
+  const std::string svg = RenderCrossoverSvg(*map, "ring vs ps", "model of testhost", {});
+  std::string why;
+  EXPECT_TRUE(WellFormed(svg, &why)) << why;
+  EXPECT_EQ(Count(svg, "class=\"incast\""), incast);
+  EXPECT_NE(svg.find("red outline"), std::string::npos);
+  EXPECT_EQ(RenderCrossoverSvg(*plain, "t", "s", {}).find("red outline"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace psring::bench::model

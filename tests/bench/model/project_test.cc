@@ -69,6 +69,38 @@ TEST(ProjectTest, AWinnerOnlyWhereTheIntervalsAllowIt) {
   }
 }
 
+// With the target's port buffer given, a PS whose window burst into a server's port exceeds it is marked
+// INCAST in the projection (its time unchanged); without one the table says ports are assumed lossless.
+TEST(ProjectTest, MarksIncastOnlyWhereAPortBufferIsGivenAndExceeded) {
+  // Windows of 64 KiB; N = 16: ps-1 and ps-dedicated burst 15 x 64 KiB = 983 kB, ps-colocated 14 x 64 KiB.
+  const proto::CostModelFile file =
+      ModelFileOf({{0, 1, 64 << 10, 0}, {0, 1, 64 << 10, 0}, {0, 1, 64 << 10, 0}, {0, 1, 64 << 10, 0}});
+  Conditions target{16, 2, 0, 3.125e9, 5e-6};
+  absl::StatusOr<Projection> lossless = Project(file, target, FlatStep(0, 0, 8e6));
+  ASSERT_TRUE(lossless.ok()) << lossless.status();
+  std::string table = FormatProjection(file, target, *lossless, "flat 8 MB");
+  EXPECT_NE(table.find("switch ports assumed lossless"), std::string::npos) << table;
+  EXPECT_EQ(table.find("INCAST"), std::string::npos) << table;
+  target.port_buffer_bytes = 500e3;
+  absl::StatusOr<Projection> p = Project(file, target, FlatStep(0, 0, 8e6));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->exchanges[0].incast.marked());  // the ring
+  EXPECT_NEAR(p->exchanges[1].incast.ratio(), 15.0 * (64 << 10) / 500e3, 1e-12);
+  EXPECT_NEAR(p->exchanges[2].incast.ratio(), 14.0 * (64 << 10) / 500e3, 1e-12);
+  for (size_t i = 0; i < p->exchanges.size(); ++i) {
+    EXPECT_EQ(p->exchanges[i].step.step_s, lossless->exchanges[i].step.step_s) << i;
+  }
+  table = FormatProjection(file, target, *p, "flat 8 MB");
+  EXPECT_NE(table.find("switch ports hold 500 kB"), std::string::npos) << table;
+  EXPECT_NE(table.find("INCAST x2.0"), std::string::npos) << table;  // ps-1: 983 / 500
+  EXPECT_NE(table.find("INCAST x1.8"), std::string::npos) << table;  // ps-colocated: 918 / 500
+  // A deep port: nothing marked.
+  target.port_buffer_bytes = 2e6;
+  p = Project(file, target, FlatStep(0, 0, 8e6));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(FormatProjection(file, target, *p, "x").find("   INCAST x"), std::string::npos);  // a row's mark
+}
+
 TEST(ProjectTest, Errors) {
   proto::CostModelFile missing = LinksOnly();
   missing.mutable_exchanges()->RemoveLast();
