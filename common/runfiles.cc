@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,12 @@ absl::StatusOr<std::string> FindRunfile(const char* argv0, const RunfileRequest&
                                             ", or pass ", request.flag, "=PATH"));
   }
   return path;
+}
+
+std::string FromWhereTyped(const std::string& path) {
+  const char* typed_in = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || typed_in == nullptr || *typed_in == '\0') return path;
+  return absl::StrCat(typed_in, "/", path);
 }
 
 }  // namespace psring

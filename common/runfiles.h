@@ -33,6 +33,11 @@ absl::StatusOr<std::string> FindRunfile(const char* argv0, const RunfileRequest&
 // `rlocation`'s path in the runfiles of the binary at `argv0`, "" without runfiles (not checked).
 std::string RunfilePath(const char* argv0, const std::string& rlocation);
 
+// A path the user typed, as they meant it: a relative one under `bazel run` (which runs the binary in its
+// runfiles tree) is taken from where the command was typed ($BUILD_WORKING_DIRECTORY); empty, absolute or
+// outside `bazel run`, it is returned as it is.
+std::string FromWhereTyped(const std::string& path);
+
 }  // namespace psring
 
 #endif  // PSRING_COMMON_RUNFILES_H_

@@ -28,6 +28,7 @@
 #include "common/atomic_file.h"
 #include "common/binary_main.h"
 #include "common/flags_usage.h"
+#include "common/runfiles.h"
 #include "common/status_macros.h"
 #include "trainer/workload.h"
 
@@ -41,12 +42,14 @@ ABSL_FLAG(double, cpu_speedup, 1, "The target host's CPU speed over the calibrat
 ABSL_FLAG(double, project_link_gbit, 25, "Link rate of the printed projection, Gbit/s per host and direction.");
 ABSL_FLAG(double, project_latency_us, 5, "One-way latency of the printed projection, microseconds.");
 ABSL_FLAG(double, map_latency_us, 5, "One-way latency of the N x link rate map, microseconds.");
-ABSL_FLAG(double, port_buffer_kb, 0,
-          "What one switch port of the target can queue, kB (e.g. 2000 for a 2 MB share of a shallow-buffered "
-          "switch). With it the projection and the maps mark a PS whose window burst into a server's port exceeds "
-          "it INCAST (the model has no loss and is likely too fast there; bench/PERFORMANCE.md 9.23). 0: not "
-          "known, ports assumed lossless, nothing marked.");
-ABSL_FLAG(std::string, out_dir, ".", "Where the SVG maps go.");
+ABSL_FLAG(
+    double, port_buffer_kb, 0,
+    "What one switch port of the target can queue, kB (e.g. 2000 for a 2 MB share of a shallow-buffered "
+    "switch). With it the projection and the maps mark a PS whose window burst into a server's port exceeds "
+    "it INCAST (the model has no loss and is likely too fast there; bench/PERFORMANCE.md 9.23). 0: not "
+    "known, ports assumed lossless, nothing marked.");
+ABSL_FLAG(std::string, out_dir, ".",
+          "Where the SVG maps go (under `bazel run`, relative to where it was typed).");
 ABSL_FLAG(std::string, cpu_model, "",
           "A host's measured CPU ceilings (JSON from //bench:calibrate --cpu_only): the projection and the maps use "
           "them instead of the model file's (the calibration host's); --cpu_speedup then scales them.");
@@ -128,13 +131,13 @@ absl::Status PrintStragglerPart(const proto::CostModelFile& model, const Crossov
 }
 
 absl::Status Run() {
-  const std::string model_path = absl::GetFlag(FLAGS_model);
+  const std::string model_path = FromWhereTyped(absl::GetFlag(FLAGS_model));
   if (model_path.empty()) {
     return absl::InvalidArgumentError("--model is required: the path of a model file from //bench:calibrate");
   }
   ASSIGN_OR_RETURN(proto::CostModelFile model, ReadModelFile(model_path));
   CrossoverReportOptions o;
-  if (const std::string cpu_path = absl::GetFlag(FLAGS_cpu_model); !cpu_path.empty()) {
+  if (const std::string cpu_path = FromWhereTyped(absl::GetFlag(FLAGS_cpu_model)); !cpu_path.empty()) {
     ASSIGN_OR_RETURN(const proto::CpuModelFile cpu, ReadCpuModelFile(cpu_path));
     ASSIGN_OR_RETURN(model, WithCpuCeilings(model, cpu));
     o.cpu_source = CpuModelSource(cpu_path, cpu);
@@ -154,7 +157,7 @@ absl::Status Run() {
                                                    ": give a port's buffer in kB >= 0 (0: not known)"));
   }
   o.target.port_buffer_bytes = port_buffer_kb * 1e3;
-  o.out_dir = absl::GetFlag(FLAGS_out_dir);
+  o.out_dir = FromWhereTyped(absl::GetFlag(FLAGS_out_dir));
   ASSIGN_OR_RETURN(const CrossoverReport report, WriteCrossoverReport(model, o, {}));
   std::cout << report.text;
   if (absl::GetFlag(FLAGS_straggler_factor) != 1 || absl::GetFlag(FLAGS_straggler_noise) != 0 ||

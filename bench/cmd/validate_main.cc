@@ -28,6 +28,7 @@
 #include "common/atomic_file.h"
 #include "common/binary_main.h"
 #include "common/flags_usage.h"
+#include "common/runfiles.h"
 #include "common/status_macros.h"
 
 // The single-condition link flags of cluster_flags.cc: validation chooses its held-out conditions.
@@ -68,12 +69,7 @@ namespace psring::bench {
 namespace {
 
 // --plan's path: a relative one is taken from where `bazel run` was typed (it runs in the runfiles tree).
-std::string PlanPath() {
-  const std::string path = absl::GetFlag(FLAGS_plan);
-  const char* typed_in = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || typed_in == nullptr || *typed_in == '\0') return path;
-  return absl::StrCat(typed_in, "/", path);
-}
+std::string PlanPath() { return FromWhereTyped(absl::GetFlag(FLAGS_plan)); }
 
 // Where the plan comes from, for the report: "FILE" or "the built-in quick plan".
 std::string PlanOrigin() {

@@ -265,8 +265,9 @@ namespace {
 absl::StatusOr<double> ParseQueue(const std::string& queue) {
   absl::StatusOr<double> seconds = ParseLatency(queue);
   if (!seconds.ok() || *seconds <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bad --queue '", queue, "': use a duration > 0 like 50ms (how long a packet may wait in a link's queue)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad --queue '", queue,
+                     "': use a duration > 0 like 50ms (how long a packet may wait in a link's queue)"));
   }
   return *seconds;
 }
@@ -279,8 +280,8 @@ struct PredictedSweep {
 };
 
 absl::StatusOr<PredictedSweep> PredictSweep(const HeldOutSweep& sweep, const ValidationPlan& plan,
-                                            const proto::CostModelFile& model, double burst_s,
-                                            double queue_s, double box_cores) {
+                                            const proto::CostModelFile& model, double burst_s, double queue_s,
+                                            double box_cores) {
   PredictedSweep out;
   ASSIGN_OR_RETURN(out.conditions, ExpandSweep(sweep));
   for (HeldOutCondition& c : out.conditions) {

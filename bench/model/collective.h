@@ -206,10 +206,10 @@ struct CollectiveTime {
 
 // Incast (bench/PERFORMANCE.md 9.23): when a synchronous PS step's pushes begin, the F streams into one
 // server's port (ps-1 and ps-dedicated N, ps-colocated N - 1) each send their window w = min(window_bytes,
-// flow_bytes) (the whole flow without a window) at the link's rate at once; the port drains one stream's worth
-// while F arrive, so it must queue (F - 1) w. Where that exceeds the port's buffer the port drops, and TCP's
-// recovery (round trips, a retransmission timeout for a lost tail) costs what the model, which assumes a
-// lossless network, does not have: its time there is likely too short. The ring sends one flow into each
+// flow_bytes) (the whole flow without a window) at the link's rate at once; the port drains one stream's
+// worth while F arrive, so it must queue (F - 1) w. Where that exceeds the port's buffer the port drops, and
+// TCP's recovery (round trips, a retransmission timeout for a lost tail) costs what the model, which assumes
+// a lossless network, does not have: its time there is likely too short. The ring sends one flow into each
 // port (no incast).
 struct Incast {
   double burst_bytes = 0;   // (F - 1) w; 0 for the ring or a single stream

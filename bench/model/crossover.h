@@ -42,8 +42,8 @@ struct CrossoverCell {
   // The winner's 90 % interval clears every other's (Projection::determined); false: "undetermined", the
   // model cannot tell the fastest apart (the maps draw it grey).
   bool determined = true;
-  // The fastest is a PS whose window burst exceeds the base's port buffer (Projection's Incast marked): its
-  // win assumes a lossless port. Never without a port buffer.
+  // The fastest (the point prediction, determined or not) is a PS whose window burst exceeds the base's port
+  // buffer (Projection's Incast marked): its lead assumes a lossless port. Never without a port buffer.
   bool incast = false;
 };
 

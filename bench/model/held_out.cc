@@ -38,7 +38,8 @@ bool Contains(const std::set<double>& values, double v) {
 
 // The relative errors of `rows` where `take` holds, (predicted - measured) / measured.
 // Which runs an error statistic is over.
-// kIncast(Un)markedSteps: usable PS runs whose port buffer is known (ValidationRow::incast > 0), marked or not.
+// kIncast(Un)markedSteps: usable PS runs whose port buffer is known (ValidationRow::incast > 0), marked or
+// not.
 enum class Over {
   kUsableSteps,
   kComparableExposed,
@@ -53,13 +54,13 @@ std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
   const bool exposed = over == Over::kComparableExposed;
   std::vector<double> errors;
   for (const ValidationRow& r : rows) {
-    const bool in = over == Over::kUsableSteps         ? r.usable()
-                    : over == Over::kComparableExposed ? r.exposed_comparable()
-                    : over == Over::kLossySteps        ? r.usable() && r.lossy()
-                    : over == Over::kLosslessSteps     ? r.usable() && !r.lossy()
-                    : over == Over::kIncastMarkedSteps ? r.usable() && r.incast > 0 && r.incast_marked()
+    const bool in = over == Over::kUsableSteps           ? r.usable()
+                    : over == Over::kComparableExposed   ? r.exposed_comparable()
+                    : over == Over::kLossySteps          ? r.usable() && r.lossy()
+                    : over == Over::kLosslessSteps       ? r.usable() && !r.lossy()
+                    : over == Over::kIncastMarkedSteps   ? r.usable() && r.incast > 0 && r.incast_marked()
                     : over == Over::kIncastUnmarkedSteps ? r.usable() && r.incast > 0 && !r.incast_marked()
-                                                       : r.measured_step_s > 0;
+                                                         : r.measured_step_s > 0;
     if (!in) continue;
     errors.push_back(exposed ? model::RelativeError(r.predicted_exposed_s, r.measured_exposed_s)
                              : model::RelativeError(r.predicted_step_s, r.measured_step_s));

@@ -76,16 +76,15 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
       "# CPU ceilings %s%s\n"
       "# %s\n"
       "# %-13s %10s %-21s %11s %12s  %-8s %s\n",
-      what, target.nodes, FormatLinkRate(target.link_bytes_per_second), FormatLatency(target.latency_s), ceilings,
-      target.cpu_speedup == 1 ? "" : absl::StrFormat(", times cpu_speedup %g", target.cpu_speedup),
+      what, target.nodes, FormatLinkRate(target.link_bytes_per_second), FormatLatency(target.latency_s),
+      ceilings, target.cpu_speedup == 1 ? "" : absl::StrFormat(", times cpu_speedup %g", target.cpu_speedup),
       target.port_buffer_bytes > 0
           ? absl::StrFormat("switch ports hold %.0f kB: a PS whose window burst into a server's port exceeds "
                             "that is marked INCAST xR (the model has no loss: likely too fast there)",
                             target.port_buffer_bytes / 1e3)
           : "switch ports assumed lossless (no port buffer given: a PS's incast is not marked)",
-      "exchange",
-      "step_ms", absl::StrFormat("%.0f%% interval (ms)", 100 * kIntervalLevel), "exposed_ms", "exchange_ms", "bound",
-      "cpu ceiling");
+      "exchange", "step_ms", absl::StrFormat("%.0f%% interval (ms)", 100 * kIntervalLevel), "exposed_ms",
+      "exchange_ms", "bound", "cpu ceiling");
   for (size_t i = 0; i < projection.exchanges.size(); ++i) {
     const ExchangeProjection& e = projection.exchanges[i];
     std::string verdict;
@@ -98,11 +97,12 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
     }
     const std::string incast = IncastMark(e.incast);
     absl::StrAppendFormat(
-        &out, "# %-13s %10.2f %-21s %11.2f %12.2f  %-8s %s%s%s%s\n", TopologyName(e.topology), 1e3 * e.step.step_s,
-        absl::StrFormat("[%.2f, %.2f]", 1e3 * e.interval.lo, 1e3 * e.interval.hi), 1e3 * e.step.exposed_s,
-        1e3 * e.step.exchange_s, BoundName(e.step.bound),
-        e.cpu_ceiling_bytes_per_second > 0 ? absl::StrFormat("%.2f GB/s", e.cpu_ceiling_bytes_per_second / 1e9)
-                                           : "none measured",
+        &out, "# %-13s %10.2f %-21s %11.2f %12.2f  %-8s %s%s%s%s\n", TopologyName(e.topology),
+        1e3 * e.step.step_s, absl::StrFormat("[%.2f, %.2f]", 1e3 * e.interval.lo, 1e3 * e.interval.hi),
+        1e3 * e.step.exposed_s, 1e3 * e.step.exchange_s, BoundName(e.step.bound),
+        e.cpu_ceiling_bytes_per_second > 0
+            ? absl::StrFormat("%.2f GB/s", e.cpu_ceiling_bytes_per_second / 1e9)
+            : "none measured",
         verdict, ExtrapolationMark(e.extrapolation).empty() ? "" : "   " + ExtrapolationMark(e.extrapolation),
         incast.empty() ? "" : "   " + incast);
   }

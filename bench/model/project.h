@@ -50,11 +50,11 @@ absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Cond
                                    const StepShape& shape);
 
 // The table, one row per exchange (step, exposed and total exchange time, bound, CPU ceiling, and
-// "EXTRAPOLATED xK (what)" where the target lies more than kExtrapolationMarkFactor outside the calibration, and
-// "INCAST xR" where a PS's window burst exceeds the target's port buffer when one is given), under a
-// heading that says it is a model and where its CPU ceilings were measured: `cpu_source` ("FILE (host, date)",
-// cpu_model.h CpuModelSource) when `model` carries a --cpu_model file's ceilings (WithCpuCeilings), else ""
-// for the calibration host's. Lines start with "# ".
+// "EXTRAPOLATED xK (what)" where the target lies more than kExtrapolationMarkFactor outside the calibration,
+// and "INCAST xR" where a PS's window burst exceeds the target's port buffer when one is given), under a
+// heading that says it is a model and where its CPU ceilings were measured: `cpu_source` ("FILE (host,
+// date)", cpu_model.h CpuModelSource) when `model` carries a --cpu_model file's ceilings (WithCpuCeilings),
+// else "" for the calibration host's. Lines start with "# ".
 std::string FormatProjection(const proto::CostModelFile& model, const Conditions& target,
                              const Projection& projection, const std::string& what,
                              const std::string& cpu_source = "");

@@ -58,13 +58,15 @@ absl::StatusOr<CrossoverReport> WriteCrossoverReport(const proto::CostModelFile&
       extrapolated += cell.extrapolation > kExtrapolationMarkFactor;
       incast += cell.incast;
     }
-    absl::StrAppendFormat(&report.text,
-                          "#   %s map: %d of %d cells UNDETERMINED (the winner's 90 %% interval overlaps another's; "
-                          "grey), %d EXTRAPOLATED > %.0fx (hatched)%s\n",
-                          name, undetermined, map->cells.size(), extrapolated, kExtrapolationMarkFactor,
-                          options.target.port_buffer_bytes > 0
-                              ? absl::StrFormat(", %d won by a PS marked INCAST (outlined red)", incast)
-                              : "");
+    absl::StrAppendFormat(
+        &report.text,
+        "#   %s map: %d of %d cells UNDETERMINED (the winner's 90 %% interval overlaps another's; "
+        "grey), %d EXTRAPOLATED > %.0fx (hatched)%s\n",
+        name, undetermined, map->cells.size(), extrapolated, kExtrapolationMarkFactor,
+        options.target.port_buffer_bytes > 0
+            ? absl::StrFormat(", %d whose fastest (point prediction) is a PS marked INCAST (outlined red)",
+                              incast)
+            : "");
   }
   return report;
 }

@@ -121,8 +121,8 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
       if (cell.incast) {
         absl::StrAppendFormat(&svg,
                               "<rect class=\"incast\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                              "fill=\"none\" stroke=\"#c00\" stroke-width=\"1.5\"><title>INCAST: the winner's "
-                              "window burst exceeds the port buffer</title></rect>\n",
+                              "fill=\"none\" stroke=\"#c00\" stroke-width=\"1.5\"><title>INCAST: the fastest "
+                              "PS's window burst exceeds the port buffer</title></rect>\n",
                               x0 + ix * cw + 1, y1 - (iy + 1) * ch + 1, cw - 2, ch - 2);
       }
     }
@@ -202,7 +202,7 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
                           "<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"14\" "
                           "fill=\"none\" stroke=\"#c00\" stroke-width=\"1.5\"/>\n",
                           lx, row);
-    legend_text("red outline: a PS wins, but its");
+    legend_text("red outline: a PS fastest, but its");
     legend_text("incast exceeds the port buffer");
   }
   svg += "</svg>\n";

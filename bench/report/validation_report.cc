@@ -188,12 +188,13 @@ std::string FormatValidationReport(const Validation& v) {
     absl::StrAppend(&out, FormatSummary("step time, the other usable runs", s.step_lossless));
   }
   if (s.incast_marked + s.incast_unmarked > 0) {
-    absl::StrAppendFormat(&out,
-                          "# incast mark (before the runs: a PS's window burst into a server's port over its "
-                          "buffer > %.0f): %d of %d marked usable PS runs dropped >= 0.1 %% of their packets, "
-                          "%d of %d unmarked ones\n",
-                          model::kIncastMarkRatio, s.incast_marked_lossy, s.incast_marked,
-                          s.incast_unmarked_lossy, s.incast_unmarked);
+    absl::StrAppendFormat(
+        &out,
+        "# incast mark (before the runs: a PS's window burst into a server's port over its "
+        "buffer > %.0f): %d of %d marked usable PS runs dropped >= 0.1 %% of their packets, "
+        "%d of %d unmarked ones\n",
+        model::kIncastMarkRatio, s.incast_marked_lossy, s.incast_marked, s.incast_unmarked_lossy,
+        s.incast_unmarked);
     absl::StrAppend(&out, FormatSummary("step time, usable PS runs marked INCAST", s.step_incast_marked));
     absl::StrAppend(&out, FormatSummary("step time, usable PS runs not marked", s.step_incast_unmarked));
   }

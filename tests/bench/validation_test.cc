@@ -182,10 +182,10 @@ TEST(PredictConditionTest, MarksIncastWhereTheWindowBurstExceedsThePortsQueue) {
     rows.insert(rows.end(), predicted->begin(), predicted->end());
   }
   ASSERT_EQ(rows.size(), 4u);
-  EXPECT_EQ(rows[0].incast, 0);                                   // ring N = 4
-  EXPECT_DOUBLE_EQ(rows[1].incast, 3.0 * (64 << 10) / 450000);    // ps-1 N = 4: 0.44
+  EXPECT_EQ(rows[0].incast, 0);                                 // ring N = 4
+  EXPECT_DOUBLE_EQ(rows[1].incast, 3.0 * (64 << 10) / 450000);  // ps-1 N = 4: 0.44
   EXPECT_FALSE(rows[1].incast_marked());
-  EXPECT_DOUBLE_EQ(rows[3].incast, 12.0 * (64 << 10) / 450000);   // ps-1 N = 13: 1.75
+  EXPECT_DOUBLE_EQ(rows[3].incast, 12.0 * (64 << 10) / 450000);  // ps-1 N = 13: 1.75
   EXPECT_TRUE(rows[3].incast_marked());
   EXPECT_NE(FormatPrediction({rows[2], rows[3]}).find("ps-1 "), std::string::npos);
   EXPECT_NE(FormatPrediction({rows[2], rows[3]}).find("INCAST x1.7)"), std::string::npos)

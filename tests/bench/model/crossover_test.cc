@@ -143,11 +143,13 @@ TEST(CrossoverTest, CellsWonByAPsBeyondThePortBufferAreOutlined) {
   const std::vector<double> latencies = *LogSpaced(1e-6, 1e-2, 9);
   // No windows: the co-located PS's streams burst their whole flow, S / N = 125 kB, 6 of them beyond one.
   Conditions base{8, 2};
-  absl::StatusOr<CrossoverMap> plain = LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1e6), base, links, latencies);
+  absl::StatusOr<CrossoverMap> plain =
+      LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1e6), base, links, latencies);
   ASSERT_TRUE(plain.ok()) << plain.status();
   for (const CrossoverCell& cell : plain->cells) EXPECT_FALSE(cell.incast);
   base.port_buffer_bytes = 500e3;  // 750 kB of burst: x1.5
-  absl::StatusOr<CrossoverMap> map = LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1e6), base, links, latencies);
+  absl::StatusOr<CrossoverMap> map =
+      LinkLatencyMap(RingVersusPs(), FlatStep(0, 0, 1e6), base, links, latencies);
   ASSERT_TRUE(map.ok()) << map.status();
   int ps_wins = 0, incast = 0;
   for (const CrossoverCell& cell : map->cells) {
