@@ -81,7 +81,7 @@ constexpr double kReplayBytesScale = 64;
 // The cluster parts 3 and 5 project onto: --project_link/--project_latency, else 25 Gbit/s with 5 us.
 ProjectionTarget CompareProjection(const ScalingOptions& base) {
   if (base.projection.link_bytes_per_second > 0) return base.projection;
-  return {25e9 / 8, 5e-6};
+  return {25e9 / 8, 5e-6, base.projection.port_buffer_bytes};
 }
 
 ScalingOptions ReplayPart(const ScalingOptions& base, const std::string& out_dir) {
@@ -162,6 +162,7 @@ absl::Status ModelParts(const ScalingOptions& base, const std::string& out_dir) 
   const ProjectionTarget projection = CompareProjection(base);
   maps.target.link_bytes_per_second = projection.link_bytes_per_second;
   maps.target.latency_s = projection.latency_s;
+  maps.target.port_buffer_bytes = projection.port_buffer_bytes;
   maps.map_latency_s = projection.latency_s;
   maps.out_dir = out_dir + "/maps";
   RETURN_IF_ERROR(MakeDirectories(maps.out_dir));

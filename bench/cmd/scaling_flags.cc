@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -14,8 +15,8 @@
 #include "bench/cmd/launcher_flags.h"
 #include "bench/emulator/cluster_flags.h"
 #include "bench/model/cpu_model.h"
-#include "common/status_macros.h"
 #include "common/runfiles.h"
+#include "common/status_macros.h"
 
 ABSL_FLAG(std::string, ring_worker, "",
           "Path of the ring worker binary (//ring:ring_worker). Default: the copy in this binary's Bazel "
@@ -47,6 +48,12 @@ ABSL_FLAG(std::string, cpu_model, "",
           "calibration host's. The sweep's own model figures keep the model file's.");
 ABSL_FLAG(std::string, project_latency, "5us",
           "One-way host-to-host latency of the --project_link cluster (a duration: 5us, 0.1ms).");
+ABSL_FLAG(
+    double, project_port_buffer_kb, 0,
+    "What one switch port of the --project_link cluster (and //bench:compare's part 5) can queue, kB (e.g. "
+    "2000). The projection then marks a PS whose window burst into a server's port exceeds it INCAST (the "
+    "model has no loss and is likely too fast there; bench/PERFORMANCE.md 9.23). 0: not known, ports "
+    "assumed lossless.");
 ABSL_FLAG(std::string, out_dir, "",
           "Directory for scaling.csv, scaling.json and scaling.svg. Default: $BUILD_WORKSPACE_DIRECTORY/out/<name> "
           "under `bazel run`, else a fresh private $TMPDIR/psring-<name>-XXXXXX (printed).");
@@ -80,9 +87,20 @@ absl::StatusOr<std::string> Locate(const BinaryFlag& binary, const char* argv0) 
 
 // --project_link and --project_latency; `fallback` when --project_link is empty.
 absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fallback) {
+  const double port_buffer_kb = absl::GetFlag(FLAGS_project_port_buffer_kb);
+  if (!(port_buffer_kb >= 0) || !std::isfinite(port_buffer_kb)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--project_port_buffer_kb=", port_buffer_kb,
+                     ": give a switch port's buffer in kB >= 0 (0: not known)"));
+  }
   const std::string link = absl::GetFlag(FLAGS_project_link);
-  if (link.empty()) return fallback;
+  if (link.empty()) {
+    ProjectionTarget target = fallback;
+    target.port_buffer_bytes = port_buffer_kb * 1e3;
+    return target;
+  }
   ProjectionTarget target;
+  target.port_buffer_bytes = port_buffer_kb * 1e3;
   absl::StatusOr<double> bits = ParseLinkRate(link);
   if (!bits.ok() || *bits <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("--project_link=", link, ": not a link rate (use e.g. 25gbit)"));

@@ -24,6 +24,9 @@ namespace psring::bench {
 struct ProjectionTarget {
   double link_bytes_per_second = 0;  // per host and direction, e.g. 25 Gbit/s = 3.125e9
   double latency_s = 0;              // one-way host to host
+  // What one of its switch ports can queue (bytes); 0: not known. Marks a PS whose window burst into a
+  // server's port exceeds it INCAST (bench/model/collective.h IncastOf); no time depends on it.
+  double port_buffer_bytes = 0;
 };
 
 struct RunRecord;

@@ -234,6 +234,7 @@ model::Conditions TargetAt(const ScalingResult& result, int nodes) {
   at.servers = result.options.ps_servers;
   at.link_bytes_per_second = result.options.projection.link_bytes_per_second;
   at.latency_s = result.options.projection.latency_s;
+  at.port_buffer_bytes = result.options.projection.port_buffer_bytes;
   return at;
 }
 

@@ -191,6 +191,21 @@ TEST(ReplayReportTest, ReportHasTablesChecksProjectionAndVerdict) {
   EXPECT_EQ(text.find("nan"), std::string::npos);
 }
 
+// The projection's bound table says whether the target's ports are known; a port buffer the PS's window
+// burst exceeds (--project_port_buffer_kb) marks its rows INCAST.
+TEST(ReplayReportTest, ProjectionMarksIncastWithATargetPortBuffer) {
+  ScalingResult result = Synthetic();
+  std::ostringstream lossless;
+  PrintReport(result, lossless);
+  EXPECT_NE(lossless.str().find("switch ports assumed lossless"), std::string::npos) << lossless.str();
+  EXPECT_EQ(lossless.str().find("   INCAST x"), std::string::npos) << lossless.str();
+  result.options.projection.port_buffer_bytes = 1000;  // 1 kB: any PS at N = 16 bursts more
+  std::ostringstream marked;
+  PrintReport(result, marked);
+  EXPECT_NE(marked.str().find("switch ports hold 1 kB"), std::string::npos) << marked.str();
+  EXPECT_NE(marked.str().find("   INCAST x"), std::string::npos) << marked.str();
+}
+
 // The overlap check's ideal comes from the flat twin's exchange: when the box bound that run, the bucketed
 // run has nothing trustworthy to be judged against, and the line says so instead of passing or failing.
 TEST(ReplayReportTest, OverlapIsNotJudgedAgainstAnEmulatorBoundFlatRun) {
