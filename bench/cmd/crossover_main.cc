@@ -9,7 +9,6 @@
 // projects with that host's CPU ceilings instead of the calibration host's. --straggler_factor=F (and/or
 // --straggler_noise=SIGMA, --backup_workers=B) adds the straggler axis (bench/model/straggler_model.h): the
 // projection with one rank's compute x F, and a text map of the slow rank's factor x link rate at --nodes.
-#include <cmath>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/core/links.h"
 #include "bench/model/cpu_model.h"
 #include "bench/model/crossover.h"
 #include "bench/model/model_file.h"
@@ -151,12 +151,8 @@ absl::Status Run() {
   o.target.link_bytes_per_second = absl::GetFlag(FLAGS_project_link_gbit) * 1e9 / 8;
   o.target.latency_s = absl::GetFlag(FLAGS_project_latency_us) * 1e-6;
   o.map_latency_s = absl::GetFlag(FLAGS_map_latency_us) * 1e-6;
-  const double port_buffer_kb = absl::GetFlag(FLAGS_port_buffer_kb);
-  if (!(port_buffer_kb >= 0) || !std::isfinite(port_buffer_kb)) {
-    return absl::InvalidArgumentError(absl::StrCat("--port_buffer_kb=", port_buffer_kb,
-                                                   ": give a port's buffer in kB >= 0 (0: not known)"));
-  }
-  o.target.port_buffer_bytes = port_buffer_kb * 1e3;
+  ASSIGN_OR_RETURN(o.target.port_buffer_bytes,
+                   PortBufferBytes(absl::GetFlag(FLAGS_port_buffer_kb), "--port_buffer_kb"));
   o.out_dir = FromWhereTyped(absl::GetFlag(FLAGS_out_dir));
   ASSIGN_OR_RETURN(const CrossoverReport report, WriteCrossoverReport(model, o, {}));
   std::cout << report.text;

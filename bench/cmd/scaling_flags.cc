@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -87,20 +86,16 @@ absl::StatusOr<std::string> Locate(const BinaryFlag& binary, const char* argv0) 
 
 // --project_link and --project_latency; `fallback` when --project_link is empty.
 absl::StatusOr<ProjectionTarget> ProjectionFromFlags(const ProjectionTarget& fallback) {
-  const double port_buffer_kb = absl::GetFlag(FLAGS_project_port_buffer_kb);
-  if (!(port_buffer_kb >= 0) || !std::isfinite(port_buffer_kb)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--project_port_buffer_kb=", port_buffer_kb,
-                     ": give a switch port's buffer in kB >= 0 (0: not known)"));
-  }
+  ASSIGN_OR_RETURN(const double port_buffer_bytes,
+                   PortBufferBytes(absl::GetFlag(FLAGS_project_port_buffer_kb), "--project_port_buffer_kb"));
   const std::string link = absl::GetFlag(FLAGS_project_link);
   if (link.empty()) {
     ProjectionTarget target = fallback;
-    target.port_buffer_bytes = port_buffer_kb * 1e3;
+    target.port_buffer_bytes = port_buffer_bytes;
     return target;
   }
   ProjectionTarget target;
-  target.port_buffer_bytes = port_buffer_kb * 1e3;
+  target.port_buffer_bytes = port_buffer_bytes;
   absl::StatusOr<double> bits = ParseLinkRate(link);
   if (!bits.ok() || *bits <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("--project_link=", link, ": not a link rate (use e.g. 25gbit)"));

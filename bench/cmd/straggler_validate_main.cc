@@ -8,7 +8,6 @@
 //   ./bazelw run //bench:straggler_validate -- --plan=FILE --plan_only
 //
 // Writes the report to --out (when given) as well as stdout.
-#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "common/atomic_file.h"
 #include "common/binary_main.h"
 #include "common/flags_usage.h"
+#include "common/runfiles.h"
 #include "common/status_macros.h"
 
 ABSL_FLAG(
@@ -40,15 +40,8 @@ ABSL_FLAG(std::string, out, "",
 namespace psring::bench {
 namespace {
 
-// A relative path is taken from where `bazel run` was typed (it runs in the runfiles tree).
-std::string TypedPath(const std::string& path) {
-  const char* typed_in = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || typed_in == nullptr || *typed_in == '\0') return path;
-  return absl::StrCat(typed_in, "/", path);
-}
-
 absl::Status Run(const char* argv0) {
-  const std::string plan_path = TypedPath(absl::GetFlag(FLAGS_plan));
+  const std::string plan_path = FromWhereTyped(absl::GetFlag(FLAGS_plan));
   if (plan_path.empty() == !absl::GetFlag(FLAGS_quick)) {
     return absl::InvalidArgumentError(
         "give exactly one of --plan=FILE (e.g. bench/results/plans/straggler_plan_2026-11-27.txt) and "
@@ -86,7 +79,7 @@ absl::Status Run(const char* argv0) {
                    RunStragglerValidation(plan, model, base, &std::cout, &std::cerr));
   const std::string report = origin + FormatStragglerReport(v);
   std::cout << report;
-  if (const std::string out = TypedPath(absl::GetFlag(FLAGS_out)); !out.empty()) {
+  if (const std::string out = FromWhereTyped(absl::GetFlag(FLAGS_out)); !out.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(out, report));
     std::cout << "# wrote " << out << "\n";
   }

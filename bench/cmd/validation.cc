@@ -150,8 +150,7 @@ absl::StatusOr<HeldOutSweep> SweepOf(const PlanFile::Sweep& s, absl::string_view
   sweep.link = s.link();
   sweep.latency = s.latency();
   if (s.has_queue()) {
-    absl::StatusOr<double> queue = ParseLatency(s.queue());
-    if (!queue.ok() || *queue <= 0) {
+    if (!ParseQueue(s.queue()).ok()) {
       return PlanError(origin, i, "queue",
                        absl::StrCat(Quoted(s.queue()),
                                     " is not a duration > 0: write the links' queue as the "
@@ -260,17 +259,6 @@ absl::StatusOr<ValidationPlan> ReadValidationPlanFile(const std::string& path) {
 }
 
 namespace {
-
-// --queue in seconds (> 0): how long a packet may wait in a link end's tbf queue.
-absl::StatusOr<double> ParseQueue(const std::string& queue) {
-  absl::StatusOr<double> seconds = ParseLatency(queue);
-  if (!seconds.ok() || *seconds <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad --queue '", queue,
-                     "': use a duration > 0 like 50ms (how long a packet may wait in a link's queue)"));
-  }
-  return *seconds;
-}
 
 // One sweep's conditions on this machine's emulated links (their tbf burst, the cores every process shares)
 // and the model's rows for each, predicted before anything runs.

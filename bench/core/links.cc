@@ -1,6 +1,7 @@
 #include "bench/core/links.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -38,6 +39,24 @@ absl::StatusOr<double> ParseLatency(const std::string& latency) {
                                                    "': use a one-way duration like 5ms, 250us, 0 (at most 10s)"));
   }
   return absl::ToDoubleSeconds(d);
+}
+
+absl::StatusOr<double> ParseQueue(const std::string& queue) {
+  absl::StatusOr<double> seconds = ParseLatency(queue);
+  if (!seconds.ok() || *seconds <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad --queue '", queue,
+                     "': use a duration > 0 like 50ms (how long a packet may wait in a link's queue)"));
+  }
+  return *seconds;
+}
+
+absl::StatusOr<double> PortBufferBytes(double kb, const std::string& flag) {
+  if (!(kb >= 0) || !std::isfinite(kb)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", kb, ": give a switch port's buffer in kB >= 0 (0: not known)"));
+  }
+  return kb * 1e3;
 }
 
 absl::StatusOr<double> ParseLinkBurst(const std::string& burst) {

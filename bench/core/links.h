@@ -68,6 +68,14 @@ absl::StatusOr<double> ParseLatency(const std::string& latency);
 // The token-bucket depth --link_burst in seconds of link time, in (0, 1]; kInvalidArgument otherwise.
 absl::StatusOr<double> ParseLinkBurst(const std::string& burst);
 
+// The links' queue --queue (tbf latency: how long a packet may wait in a link end's queue) in seconds, > 0;
+// kInvalidArgument otherwise.
+absl::StatusOr<double> ParseQueue(const std::string& queue);
+
+// A switch port's buffer in bytes from the kB a flag `flag` gave (>= 0; 0: not known); kInvalidArgument
+// naming the flag otherwise.
+absl::StatusOr<double> PortBufferBytes(double kb, const std::string& flag);
+
 // The tbf burst in bytes of every link end of `link_bytes_per_second` with a depth of `burst_s` seconds: that
 // much of the link's traffic, at least 10 full frames; 0 without a link limit. What ShapeLink gives tc and
 // what the cost model counts as the emulated link's burst (model::Conditions::link_burst_bytes).

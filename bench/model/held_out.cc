@@ -138,8 +138,8 @@ absl::StatusOr<std::vector<HeldOutCondition>> ExpandSweep(const HeldOutSweep& sw
   }
   double queue_s = 0;
   if (!sweep.queue.empty()) {
-    absl::StatusOr<double> queue = ParseLatency(sweep.queue);
-    if (!queue.ok() || *queue <= 0) {
+    absl::StatusOr<double> queue = ParseQueue(sweep.queue);
+    if (!queue.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("sweep ", sweep.Name(), ": queue '", sweep.queue,
                                                      "' is not a duration > 0 (use e.g. 5ms)"));
     }
