@@ -384,8 +384,9 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
             // explain the link's shortfall, or links that dropped packets (network loss the model lacks).
             if (row.lossy()) {
               row.remark =
-                  absl::StrFormat("links dropped %.2f%% of packets (loss, not in the model)%s",
-                                  100 * row.drop_share, record->kept_reason.empty() ? "" : ": judged");
+                  absl::StrFormat("links dropped %.2f%% of packets (loss, %s)%s", 100 * row.drop_share,
+                                  row.incast_s > 0 ? "the incast term's" : "not in the model",
+                                  record->kept_reason.empty() ? "" : ": judged");
             } else if (!record->kept_reason.empty()) {
               row.remark = "box waits cannot explain the shortfall: judged";
             }

@@ -115,6 +115,11 @@ absl::Status ValidateParams(const ExchangeParams& p) {
       !s.ok()) {
     return s;
   }
+  if (auto s = NonNegativeFinite("incast_round_trips", p.incast_round_trips,
+                                 "refit the incast term (//bench:fit_incast) or fix the model file");
+      !s.ok()) {
+    return s;
+  }
   return NonNegativeFinite("cpu_bytes_per_second", p.cpu_bytes_per_second, kRefit);
 }
 
@@ -264,7 +269,8 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
     t.cpu_s = counts.cpu_bytes / (p.cpu_bytes_per_second * c.cpu_speedup * CpuShareOf(topology, c));
   }
   const double throughput_s = std::max({t.link_s, t.window_s, t.cpu_s});
-  t.seconds = t.latency_s + t.software_s + throughput_s;
+  t.incast_s = IncastCostOf(topology, p, c);
+  t.seconds = t.latency_s + t.software_s + throughput_s + t.incast_s;
   if (t.latency_s + t.software_s >= throughput_s) {
     t.bound = Bound::kLatency;
   } else if (throughput_s == t.link_s) {
@@ -293,6 +299,20 @@ Incast IncastOf(Topology topology, const ExchangeParams& params, const Condition
 
 std::string IncastMark(const Incast& incast) {
   return incast.marked() ? absl::StrFormat("INCAST x%.1f", incast.ratio()) : "";
+}
+
+double IncastRoundTripS(const Conditions& conditions) {
+  if (!(conditions.link_bytes_per_second > 0)) return 0;
+  return 2 * conditions.latency_s + conditions.port_buffer_bytes / conditions.link_bytes_per_second;
+}
+
+double IncastCostOf(Topology topology, const ExchangeParams& params, const Conditions& conditions) {
+  if (topology == Topology::kRing || !(params.incast_round_trips > 0)) return 0;
+  const double ratio = IncastOf(topology, params, conditions).ratio();
+  const double round_trip = IncastRoundTripS(conditions);
+  if (!(ratio > kIncastMarkRatio) || round_trip < kIncastMinRoundTripS) return 0;
+  return params.incast_round_trips * std::log(ratio) / std::log(1 / kCubicMultiplicativeDecrease) *
+         round_trip;
 }
 
 absl::StatusOr<CollectiveTime> PredictCollective(Topology topology, const ExchangeParams& params,

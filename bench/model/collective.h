@@ -47,6 +47,9 @@
 // and shard carries the push out and the averaged parameters back: one round trip, 2 hops). At N = 1 the
 // ring and the co-located PS move nothing over a link: T = 0 and T = messages * software_s + cpu term.
 //
+// Where a synchronous PS's window burst overflows a known port buffer, the loss's cost is added on top
+// (IncastCostOf below; the model otherwise assumes a lossless network).
+//
 // Each prediction says which bound binds: the largest of the latency part (hops * L + messages * software_s)
 // and the throughput part, the latter named by its slowest limit (link, window or cpu).
 //
@@ -120,6 +123,10 @@ struct ExchangeParams {
   // sets kGrpcWindowUpdateShare for the PS exchanges. 0: none (files fitted before the term). The ring: no
   // effect.
   double window_update_share = 0;
+  // The PS on a port its streams' window burst overflows (IncastOf ratio R > 1): the round trips each of
+  // TCP's window cuts costs, c in IncastCostOf. Fitted once for every PS exchange (model file's `incast`,
+  // //bench:fit_incast), not by the exchange fit. 0: no loss cost (files before the term; the ring).
+  double incast_round_trips = 0;
 };
 
 // gRPC's rule for the connection window (ExchangeParams::window_update_share): credit returns at half.
@@ -192,8 +199,8 @@ Counts CountsOf(Topology topology, int nodes, int servers, double bytes);
 int ServersOf(Topology topology, int nodes, int servers);
 
 // One collective's time and its parts (seconds). seconds = software_s + latency_s + max(link_s, window_s,
-// cpu_s), where link_s is the wire term beyond the hops' latency (for the ring, less than link_bytes / eB
-// where pipelining hides latency).
+// cpu_s) + incast_s, where link_s is the wire term beyond the hops' latency (for the ring, less than
+// link_bytes / eB where pipelining hides latency).
 struct CollectiveTime {
   double seconds = 0;
   double latency_s = 0;   // hops * L
@@ -201,6 +208,7 @@ struct CollectiveTime {
   double link_s = 0;      // 0 on unlimited links
   double window_s = 0;    // 0 without latency or window limit
   double cpu_s = 0;       // 0 without a CPU ceiling
+  double incast_s = 0;    // IncastCostOf, paid on top (0: no loss, or none modelled)
   Bound bound = Bound::kLatency;
 };
 
@@ -224,6 +232,26 @@ inline constexpr double kIncastMarkRatio = 1;
 Incast IncastOf(Topology topology, const ExchangeParams& params, const Conditions& conditions);
 // "INCAST x2.4" (the burst over the port's buffer) where marked, else "".
 std::string IncastMark(const Incast& incast);
+
+// The incast's cost (bench/PERFORMANCE.md 9.24): where the burst is R > 1 times the port's buffer, the
+// streams' TCP cuts its windows until their burst fits, ln(R) / ln(1 / beta) cuts (beta, the multiplicative
+// decrease: cubic's 0.7, the hosts' TCP of the calibration), and each cut costs c round trips through the
+// full port, 2L + buffer / B (the loss is found and repaired in round trips; the port's queue is full when it
+// drops):
+//
+//   incast_s = c * ln(R) / ln(1 / beta) * (2L + port_buffer / B)      (R > 1, round trip >=
+//   kIncastMinRoundTripS)
+//
+// c = params.incast_round_trips, fitted on held-out runs of shallow ports (1.5 round trips a cut there). Paid
+// once per collective (the PS's step: once per stream, schedule.h). 0 for the ring, without a port buffer, a
+// link rate or c, and below kIncastMinRoundTripS, where Linux's loss timers (the tail-loss probe's 10 ms
+// floor, the retransmission timeout's 200 ms) set what a loss costs, which the round trips here do not say:
+// such a prediction stays marked INCAST without a cost.
+inline constexpr double kCubicMultiplicativeDecrease = 0.7;
+inline constexpr double kIncastMinRoundTripS = 0.010;
+// The round trip through the full port the cost is counted in: 2L + port_buffer / B (0 without a link rate).
+double IncastRoundTripS(const Conditions& conditions);
+double IncastCostOf(Topology topology, const ExchangeParams& params, const Conditions& conditions);
 
 // The model's time; errors as ValidateParams and ValidateConditions.
 absl::StatusOr<CollectiveTime> PredictCollective(Topology topology, const ExchangeParams& params,

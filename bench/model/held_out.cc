@@ -47,7 +47,9 @@ enum class Over {
   kLossySteps,
   kLosslessSteps,
   kIncastMarkedSteps,
-  kIncastUnmarkedSteps
+  kIncastUnmarkedSteps,
+  kIncastCostedSteps,         // usable runs whose prediction includes an incast cost
+  kIncastCostedLosslessSteps  // the same, judged without it
 };
 
 std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
@@ -60,10 +62,14 @@ std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
                     : over == Over::kLosslessSteps       ? r.usable() && !r.lossy()
                     : over == Over::kIncastMarkedSteps   ? r.usable() && r.incast > 0 && r.incast_marked()
                     : over == Over::kIncastUnmarkedSteps ? r.usable() && r.incast > 0 && !r.incast_marked()
-                                                         : r.measured_step_s > 0;
+                    : over == Over::kIncastCostedSteps || over == Over::kIncastCostedLosslessSteps
+                        ? r.usable() && r.incast_s > 0
+                        : r.measured_step_s > 0;
     if (!in) continue;
+    const double predicted =
+        over == Over::kIncastCostedLosslessSteps ? r.predicted_step_s - r.incast_s : r.predicted_step_s;
     errors.push_back(exposed ? model::RelativeError(r.predicted_exposed_s, r.measured_exposed_s)
-                             : model::RelativeError(r.predicted_step_s, r.measured_step_s));
+                             : model::RelativeError(predicted, r.measured_step_s));
   }
   return errors;
 }
@@ -253,6 +259,7 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     at.latency_s = condition.latency_s;
     at.link_burst_bytes = condition.link_burst_bytes;
     at.box_cores = condition.box_cores;
+    at.port_buffer_bytes = condition.port_buffer_bytes();  // the incast term's (model files that have one)
     ASSIGN_OR_RETURN(const model::StepTime step, model::PredictStep(topology, params, at, shape));
     const double bytes = condition.replay() ? 0 : static_cast<double>(condition.bytes);  // a flat step's S
     ASSIGN_OR_RETURN(const model::PredictionInterval interval,
@@ -278,8 +285,8 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     // The burst of the step's largest collective (a replayed step's largest bucket).
     model::Conditions port = at;
     port.bytes = condition.replay() ? model::LargestBucketBytes(shape) : bytes;
-    port.port_buffer_bytes = condition.port_buffer_bytes();
     row.incast = model::IncastOf(topology, params, port).ratio();
+    row.incast_s = model::IncastCostOf(topology, params, port);
     rows.push_back(row);
   }
   return rows;
@@ -297,6 +304,10 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
       const bool inside = r.measured_step_s >= r.predicted_lo_s && r.measured_step_s <= r.predicted_hi_s;
       ++s.interval_rows;
       s.interval_inside += inside;
+      if (r.incast_s > 0) {
+        ++s.incast_costed_interval_rows;
+        s.incast_costed_interval_inside += inside;
+      }
       if (r.beyond_coverage()) {
         ++s.interval_rows_beyond;
         s.interval_inside_beyond += inside;
@@ -315,6 +326,8 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
   }
   ASSIGN_OR_RETURN(s.step_incast_marked, SummaryOf(Errors(rows, Over::kIncastMarkedSteps)));
   ASSIGN_OR_RETURN(s.step_incast_unmarked, SummaryOf(Errors(rows, Over::kIncastUnmarkedSteps)));
+  ASSIGN_OR_RETURN(s.step_incast_costed, SummaryOf(Errors(rows, Over::kIncastCostedSteps)));
+  ASSIGN_OR_RETURN(s.step_incast_costed_lossless, SummaryOf(Errors(rows, Over::kIncastCostedLosslessSteps)));
   ASSIGN_OR_RETURN(s.band, model::ComputeTieBand(repeats));
   // Conditions in first-seen order, each with every exchange predicted for it (the printed winner is the
   // fastest of all of them); runs that are not usable are marked excluded.

@@ -133,6 +133,9 @@ struct ValidationRow {
   // too fast. 0: the ring, or the port's buffer not known.
   double incast = 0;
   bool incast_marked() const { return incast > model::kIncastMarkRatio; }
+  // The loss's cost the prediction includes there (collective.h IncastCostOf; its largest collective's), 0
+  // where the model file has no incast term or the round trip is below its floor: marked, not costed.
+  double incast_s = 0;
   double measured_step_s = -1;     // -1: not run or failed
   double measured_exposed_s = -1;  // gradient: the exchange time; replay: the time the step waited for it
   bool emulator_bound = false;
@@ -187,6 +190,12 @@ struct ValidationSummary {
   int incast_unmarked = 0, incast_unmarked_lossy = 0;
   model::ErrorSummary step_incast_marked;
   model::ErrorSummary step_incast_unmarked;
+  // Where the model has the incast term (ValidationRow::incast_s > 0): the same marked runs judged without
+  // it (the lossless prediction, predicted - incast_s), side by side, and how many of their intervals hold
+  // the measured step.
+  model::ErrorSummary step_incast_costed;
+  model::ErrorSummary step_incast_costed_lossless;
+  int incast_costed_interval_rows = 0, incast_costed_interval_inside = 0;
 };
 // `repeats`: step times of the same (condition, exchange) measured more than once (for the tie band).
 // Errors of SummarizeErrors, ComputeTieBand and ScoreWinners; empty error sets give count 0.

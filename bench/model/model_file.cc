@@ -156,6 +156,26 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
   for (Topology t : AllTopologies()) {
     if (!seen.count(t)) return Invalid(TopologyName(t), "missing (every exchange of the race is required)");
   }
+  if (file.has_incast()) {
+    const proto::IncastCost& incast = file.incast();
+    const double c = incast.round_trips_per_cut().value();
+    if (!(std::isfinite(c) && c > 0)) {
+      return Invalid("incast.round_trips_per_cut",
+                     absl::StrCat(c, " is not > 0 (refit: //bench:fit_incast)"));
+    }
+    const double beta = incast.multiplicative_decrease();
+    if (!(beta > 0 && beta < 1)) {
+      return Invalid("incast.multiplicative_decrease", absl::StrCat(beta, " is not in (0, 1)"));
+    }
+    if (std::abs(beta - kCubicMultiplicativeDecrease) > 1e-9) {
+      return Invalid("incast.multiplicative_decrease",
+                     absl::StrCat(beta, ": this build's term is cubic's ", kCubicMultiplicativeDecrease,
+                                  " (the hosts' TCP); refit with //bench:fit_incast"));
+    }
+    if (!(std::isfinite(incast.residual_rel_sd()) && incast.residual_rel_sd() >= 0)) {
+      return Invalid("incast.residual_rel_sd", absl::StrCat(incast.residual_rel_sd(), ": must be >= 0"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -219,6 +239,10 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
     p.window_queueing = e.has_window_queueing() ? e.window_queueing().value() : 0;  // before the term: none
     p.stream_contention = e.has_stream_contention() ? e.stream_contention().value() : 0;  // likewise
     p.window_update_share = e.window_update_share();  // absent: 0, likewise
+    // The incast term is the file's, one for every PS exchange (absent: 0, no loss cost); the ring has none.
+    if (topology != Topology::kRing && file.has_incast()) {
+      p.incast_round_trips = file.incast().round_trips_per_cut().value();
+    }
     if (absl::Status s = ValidateParams(p); !s.ok()) return Invalid(e.exchange(), s.message());
     return p;
   }

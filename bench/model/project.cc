@@ -79,9 +79,21 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
       what, target.nodes, FormatLinkRate(target.link_bytes_per_second), FormatLatency(target.latency_s),
       ceilings, target.cpu_speedup == 1 ? "" : absl::StrFormat(", times cpu_speedup %g", target.cpu_speedup),
       target.port_buffer_bytes > 0
-          ? absl::StrFormat("switch ports hold %.0f kB: a PS whose window burst into a server's port exceeds "
-                            "that is marked INCAST xR (the model has no loss: likely too fast there)",
-                            target.port_buffer_bytes / 1e3)
+          ? absl::StrFormat(
+                "switch ports hold %.0f kB: a PS whose window burst into a server's port exceeds that is "
+                "marked "
+                "INCAST xR, %s",
+                target.port_buffer_bytes / 1e3,
+                !model.has_incast() ? "likely too fast there (this model file has no loss term)"
+                : IncastRoundTripS(target) < kIncastMinRoundTripS
+                    ? absl::StrFormat(
+                          "likely too fast there: a %.2f ms round trip is below the %.0f ms where the "
+                          "incast term holds (Linux's loss timers set the cost)",
+                          1e3 * IncastRoundTripS(target), 1e3 * kIncastMinRoundTripS)
+                    : absl::StrFormat("its cost added by the incast term (+ms beside the mark; fitted at "
+                                      "%.0f-%.0f ms round trips)",
+                                      1e3 * model.incast().min_round_trip_s(),
+                                      1e3 * model.incast().max_round_trip_s()))
           : "switch ports assumed lossless (no port buffer given: a PS's incast is not marked)",
       "exchange", "step_ms", absl::StrFormat("%.0f%% interval (ms)", 100 * kIntervalLevel), "exposed_ms",
       "exchange_ms", "bound", "cpu ceiling");
@@ -95,7 +107,8 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
                                       "overlap",
                                       100 * projection.margin);
     }
-    const std::string incast = IncastMark(e.incast);
+    std::string incast = IncastMark(e.incast);
+    if (e.step.incast_s > 0) absl::StrAppendFormat(&incast, " +%.2f ms", 1e3 * e.step.incast_s);
     absl::StrAppendFormat(
         &out, "# %-13s %10.2f %-21s %11.2f %12.2f  %-8s %s%s%s%s\n", TopologyName(e.topology),
         1e3 * e.step.step_s, absl::StrFormat("[%.2f, %.2f]", 1e3 * e.interval.lo, 1e3 * e.interval.hi),

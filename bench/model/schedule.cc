@@ -33,7 +33,7 @@ absl::StatusOr<StepTime> PredictStep(Topology topology, const ExchangeParams& pa
   size_t chain_start = 0;  // first bucket after the stream last waited for backward
   // The PS streams its buckets through one round trip per step (see schedule.h); the ring pays each.
   const bool streamed = topology != Topology::kRing;
-  double fixed = 0;
+  double fixed = 0, incast = 0;
   for (size_t i = 0; i < shape.buckets.size(); ++i) {
     const BucketRelease& bucket = shape.buckets[i];
     if (!(bucket.ready_s >= previous_ready && bucket.ready_s <= shape.backward_s)) {
@@ -56,8 +56,14 @@ absl::StatusOr<StepTime> PredictStep(Topology topology, const ExchangeParams& pa
     b.end_s = end = b.start_s + charged;
     step.exchange_s += charged;
     if (streamed && i + 1 == shape.buckets.size()) fixed = t.latency_s + t.software_s;
+    if (streamed) incast = std::max(incast, t.incast_s);
+    step.incast_s += streamed ? 0 : t.incast_s;
     step.buckets.push_back(b);
   }
+  // The stream's loss at an overflowing port (collective.h IncastCostOf), once per step: its largest
+  // bucket's.
+  fixed += incast;
+  step.incast_s += incast;
   end += fixed;
   step.exchange_s += fixed;
   step.step_s = shape.forward_s + std::max(shape.backward_s, end);
@@ -66,7 +72,7 @@ absl::StatusOr<StepTime> PredictStep(Topology topology, const ExchangeParams& pa
 
   // Time per bound along the chain that ends last; the throughput part counts under its own limit.
   std::array<double, 5> per_bound{};
-  per_bound[static_cast<int>(Bound::kLatency)] += fixed;
+  per_bound[static_cast<int>(Bound::kLatency)] += fixed - incast;  // the loss is no bound's
   for (size_t i = chain_start; i < step.buckets.size(); ++i) {
     const CollectiveTime& t = step.buckets[i].collective;
     if (!streamed) per_bound[static_cast<int>(Bound::kLatency)] += t.latency_s + t.software_s;

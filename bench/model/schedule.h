@@ -10,8 +10,9 @@
 // and streams every bucket's slice into it as it is released (ps/client.h): the buckets only gate when bytes
 // can enter the stream, so each bucket adds its throughput time thr_i = max(link, window, cpu) and the
 // stream's round trip and per-message software (fixed = hops * L + messages * software_s) are paid once,
-// after its last byte. One bucket released when backward ends (r = backward) is the flat exchange for both:
-// step = forward + backward + x.
+// after its last byte, as is its loss at an overflowing server port (the largest bucket's incast_s, once).
+// One bucket released when backward ends (r = backward) is the flat exchange for both: step = forward +
+// backward + x.
 //
 //   StepShape shape{0.03, 0.06, {{0.01, 4e6}, {0.06, 90e6}}};  // forward, backward, (release, bytes)
 //   ASSIGN_OR_RETURN(StepTime t, PredictStep(Topology::kRing, params, conditions, shape));
@@ -54,6 +55,7 @@ struct StepTime {
   double step_s = 0;      // forward + max(backward, e_last)
   double exchange_s = 0;  // ring: sum of x_i; PS: sum of thr_i + fixed: every collective, hidden or not
   double exposed_s = 0;   // step_s - forward - backward: what the step waits for
+  double incast_s = 0;    // the loss at an overflowing port the exchange includes (collective.h IncastCostOf)
   // compute when the exchange ends within backward (exposed 0); otherwise the bound with the most time in
   // the collectives after the stream last waited for backward (the chain that sets e_last).
   Bound bound = Bound::kCompute;

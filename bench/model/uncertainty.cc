@@ -103,6 +103,21 @@ absl::StatusOr<PredictionInterval> IntervalOf(const proto::CostModelFile& file, 
                          : e->has_residual_rel_sd()                          ? e->residual_rel_sd()
                                                     : e->median_abs_rel_error() * kMedianAbsToSd;
 
+  // The incast term (collective.h IncastCostOf), fitted apart: its share of the prediction times its own
+  // scatter and its parameter's relative standard error.
+  double incast_var = 0;
+  if (params.incast_round_trips > 0 && file.has_incast()) {
+    ExchangeParams lossless = params;
+    lossless.incast_round_trips = 0;
+    ASSIGN_OR_RETURN(const double without, predict(lossless));
+    const double share = std::max(0.0, value - without) / value;
+    const proto::ModelParameter& c = file.incast().round_trips_per_cut();
+    const double c_rel = c.has_std_error() && c.value() > 0 ? c.std_error() / c.value() : 0;
+    const double rel = file.incast().residual_rel_sd();
+    incast_var = share * share * (rel * rel + c_rel * c_rel);
+  }
+  parameter_var += incast_var;
+
   PredictionInterval pi;
   pi.value = value;
   pi.parameter_rel_sd = std::sqrt(parameter_var);

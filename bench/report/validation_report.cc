@@ -16,7 +16,7 @@
 namespace psring::bench {
 namespace {
 
-std::string FormatSummary(const char* what, const model::ErrorSummary& s) {
+std::string FormatSummary(const std::string& what, const model::ErrorSummary& s) {
   if (s.count == 0) return absl::StrFormat("# %s: no usable run\n", what);
   return absl::StrFormat("# %s: median |error| %.1f %%, p90 %.1f %%, max %.1f %% over %d runs\n", what,
                          100 * s.median_abs, 100 * s.p90_abs, 100 * s.max_abs, s.count);
@@ -39,9 +39,12 @@ std::string IntervalSplit(const ValidationSummary& s) {
   return out;
 }
 
-// "INCAST x2.4" after `separator` where the prediction marks the row (ValidationRow::incast_marked), else "".
+// "INCAST x2.4" after `separator` where the prediction marks the row (ValidationRow::incast_marked), with the
+// loss's cost the prediction includes ("INCAST x2.4 +0.412 s") where the model has the term, else "".
 std::string IncastNote(const ValidationRow& row, const char* separator) {
-  return row.incast_marked() ? absl::StrFormat("%sINCAST x%.1f", separator, row.incast) : "";
+  if (!row.incast_marked()) return "";
+  return row.incast_s > 0 ? absl::StrFormat("%sINCAST x%.1f +%.3f s", separator, row.incast, row.incast_s)
+                          : absl::StrFormat("%sINCAST x%.1f", separator, row.incast);
 }
 
 }  // namespace
@@ -181,10 +184,14 @@ std::string FormatValidationReport(const Validation& v) {
   }
   absl::StrAppend(&out, FormatSummary("step time", s.step));
   if (s.step_lossy.count > 0) {
-    absl::StrAppend(&out,
-                    FormatSummary("step time, usable runs whose links dropped >= 0.1 % of their packets "
-                                  "(loss: not in the model)",
-                                  s.step_lossy));
+    const bool costed =
+        std::any_of(v.rows.begin(), v.rows.end(), [](const ValidationRow& r) { return r.incast_s > 0; });
+    absl::StrAppend(
+        &out,
+        FormatSummary(absl::StrCat("step time, usable runs whose links dropped >= 0.1 % of "
+                                   "their packets (loss: ",
+                                   costed ? "the model's incast term where marked" : "not in the model", ")"),
+                      s.step_lossy));
     absl::StrAppend(&out, FormatSummary("step time, the other usable runs", s.step_lossless));
   }
   if (s.incast_marked + s.incast_unmarked > 0) {
@@ -197,6 +204,16 @@ std::string FormatValidationReport(const Validation& v) {
         s.incast_unmarked);
     absl::StrAppend(&out, FormatSummary("step time, usable PS runs marked INCAST", s.step_incast_marked));
     absl::StrAppend(&out, FormatSummary("step time, usable PS runs not marked", s.step_incast_unmarked));
+  }
+  if (s.step_incast_costed.count > 0) {
+    absl::StrAppend(&out, FormatSummary("step time, usable runs whose prediction has an incast cost",
+                                        s.step_incast_costed));
+    absl::StrAppend(&out,
+                    FormatSummary("step time, the same runs without the incast term (the lossless model)",
+                                  s.step_incast_costed_lossless));
+    absl::StrAppendFormat(&out, "# %.0f %% intervals of those runs: %d of %d hold the measured step\n",
+                          100 * model::kIntervalLevel, s.incast_costed_interval_inside,
+                          s.incast_costed_interval_rows);
   }
   if (s.step_all.count > s.step.count) {
     absl::StrAppend(&out, FormatSummary("step time over every measured run, excluded ones included", s.step_all));

@@ -7,6 +7,8 @@
 #include "bench/model/calibration_plan.h"
 #include "bench/model/collective.h"
 #include "bench/model/held_out.h"
+#include "bench/model/incast_fit.h"
+#include "bench/model/model_file.h"
 #include "bench/report/validation_report.h"
 #include "gtest/gtest.h"
 #include "tests/bench/model/synthetic_runs.h"
@@ -222,6 +224,78 @@ TEST(PredictConditionTest, MarksIncastWhereTheWindowBurstExceedsThePortsQueue) {
   for (ValidationRow& r : v.rows) r.incast = 0;
   v.summary = *Summarize(v.rows, {});
   EXPECT_EQ(FormatValidationReport(v).find("incast mark"), std::string::npos);
+}
+
+TEST(PredictConditionTest, AddsTheIncastCostAndWidensTheIntervalWhereTheModelHasTheTerm) {
+  std::vector<model::ExchangeParams> params;
+  for (model::Topology t : model::AllTopologies()) {
+    params.push_back(model::TruthFor(t));
+    params.back().window_bytes = 64 << 10;
+  }
+  const proto::CostModelFile lossless = model::ModelFileOf(params);
+  proto::CostModelFile model = lossless;
+  model.mutable_incast()->mutable_round_trips_per_cut()->set_value(1.5);
+  model.mutable_incast()->mutable_round_trips_per_cut()->set_std_error(0.05);
+  model.mutable_incast()->set_multiplicative_decrease(0.7);
+  model.mutable_incast()->set_residual_rel_sd(0.27);
+  ASSERT_TRUE(model::ValidateModelFile(model).ok()) << model::ValidateModelFile(model);
+  HeldOutSweep sweep{"60mbit", "48ms", {4, 13}, {kMiB}, {}, 1, {}};
+  sweep.queue = "50ms";
+  absl::StatusOr<std::vector<HeldOutCondition>> conditions = ExpandSweep(sweep);
+  ASSERT_TRUE(conditions.ok()) << conditions.status();
+  std::vector<ValidationRow> with, without;
+  for (HeldOutCondition c : *conditions) {
+    c.link_burst_bytes = 75000;  // a 450 kB port, as above
+    absl::StatusOr<model::StepShape> shape = ShapeOf(c);
+    ASSERT_TRUE(shape.ok()) << shape.status();
+    for (auto [file, out] :
+         {std::pair<const proto::CostModelFile*, std::vector<ValidationRow>*>{&model, &with},
+          std::pair<const proto::CostModelFile*, std::vector<ValidationRow>*>{&lossless, &without}}) {
+      absl::StatusOr<std::vector<ValidationRow>> predicted =
+          PredictCondition(*file, c, *shape, {Exchange::kRing, Exchange::kPsOne}, 2);
+      ASSERT_TRUE(predicted.ok()) << predicted.status();
+      out->insert(out->end(), predicted->begin(), predicted->end());
+    }
+  }
+  ASSERT_EQ(with.size(), 4u);
+  // The ring and ps-1 at N = 4 (R = 0.44) are untouched; ps-1 at N = 13 (R = 1.75, a 156 ms round trip)
+  // pays 1.5 x ln(1.748) / ln(1 / 0.7) x 0.156 s = 0.366 s, and its interval widens by the term's scatter.
+  for (int i : {0, 1, 2}) {
+    EXPECT_EQ(with[i].incast_s, 0) << i;
+    EXPECT_DOUBLE_EQ(with[i].predicted_step_s, without[i].predicted_step_s) << i;
+  }
+  EXPECT_NEAR(with[3].incast_s, 0.36625, 1e-5);
+  EXPECT_NEAR(with[3].predicted_step_s - without[3].predicted_step_s, 0.36625, 1e-5);
+  EXPECT_GT(with[3].predicted_hi_s / with[3].predicted_lo_s,
+            without[3].predicted_hi_s / without[3].predicted_lo_s * 1.05);
+  // The report prints the cost beside the mark, and the incast fit reads it back from the text.
+  for (ValidationRow& r : with) {
+    r.measured_step_s = r.predicted_step_s;
+    r.measured_exposed_s = r.measured_step_s;
+  }
+  Validation v;
+  v.rows = with;
+  v.summary = *Summarize(v.rows, {});
+  const std::string text = FormatValidationReport(v);
+  EXPECT_NE(text.find("INCAST x1.7 +0.366 s"), std::string::npos) << text;
+  // Judged with and without the term, side by side: measured at the prediction, the lossless model was
+  // 0.366 s short.
+  EXPECT_EQ(v.summary.step_incast_costed.count, 1);
+  EXPECT_NEAR(v.summary.step_incast_costed.median_abs, 0, 1e-12);
+  EXPECT_NEAR(v.summary.step_incast_costed_lossless.median_abs, 0.36625 / with[3].predicted_step_s, 1e-4);
+  EXPECT_EQ(v.summary.incast_costed_interval_rows, 1);
+  EXPECT_EQ(v.summary.incast_costed_interval_inside, 1);
+  EXPECT_NE(text.find("the same runs without the incast term (the lossless model): median |error|"),
+            std::string::npos)
+      << text;
+  absl::StatusOr<std::vector<model::ReportRow>> parsed = model::ParseValidationReport(text, "v.txt");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->size(), 4u);
+  EXPECT_EQ((*parsed)[3].condition, "60mbit 48ms queue 50ms N=13 1MiB");
+  EXPECT_EQ((*parsed)[3].topology, model::Topology::kPsOne);
+  EXPECT_NEAR((*parsed)[3].predicted_s, with[3].predicted_step_s, 5e-4);
+  EXPECT_DOUBLE_EQ((*parsed)[3].incast_s, 0.366);
+  EXPECT_EQ((*parsed)[1].incast_s, 0);
 }
 
 TEST(ShapeOfTest, ReplayUsesTheScaledProfileAndScaledCap) {

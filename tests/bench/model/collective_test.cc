@@ -436,10 +436,59 @@ TEST(CollectiveTest, IncastIsTheWindowBurstIntoAServersPortOverItsBuffer) {
   Conditions alone = c;
   alone.nodes = 1;
   EXPECT_EQ(IncastOf(Topology::kPsOne, p, alone).burst_bytes, 0);
-  // The model's time does not depend on the port's buffer.
+  // Without the incast term (c = 0) the model's time does not depend on the port's buffer.
   for (Topology t : AllTopologies()) {
     EXPECT_EQ(PredictCollectiveUnchecked(t, p, c).seconds, PredictCollectiveUnchecked(t, p, unknown).seconds)
         << TopologyName(t);
+    EXPECT_EQ(PredictCollectiveUnchecked(t, p, c).incast_s, 0) << TopologyName(t);
+  }
+}
+
+TEST(CollectiveTest, IncastCostsRoundTripsPerWindowCutUntilTheBurstFits) {
+  ExchangeParams p = Hand();
+  p.window_bytes = 64 << 10;
+  p.incast_round_trips = 1.5;
+  Conditions c{13, 2, 1 << 20, 7.5e6, 48e-3};
+  c.port_buffer_bytes = 7.5e6 * 0.05 + 75000;  // 450 kB: R = 12 x 64 KiB / 450 kB = 1.748
+  // The round trip through the full port: 2 x 48 ms + 450 kB / 7.5 MB/s = 156 ms.
+  EXPECT_DOUBLE_EQ(IncastRoundTripS(c), 0.156);
+  // ln(1.748) / ln(1 / 0.7) = 1.565 cuts, 1.5 round trips each: 0.3663 s (computed by hand).
+  EXPECT_NEAR(IncastCostOf(Topology::kPsOne, p, c), 0.36625, 1e-5);
+  EXPECT_NEAR(IncastCostOf(Topology::kPsDedicated, p, c), 0.36625, 1e-5);
+  EXPECT_NEAR(IncastCostOf(Topology::kPsColocated, p, c), 0.30917, 1e-5);  // 11 streams: R = 1.602
+  EXPECT_EQ(IncastCostOf(Topology::kRing, p, c), 0);
+  // It is paid on top of the lossless time, in its own part.
+  ExchangeParams lossless = p;
+  lossless.incast_round_trips = 0;
+  const CollectiveTime with = PredictCollectiveUnchecked(Topology::kPsOne, p, c);
+  const CollectiveTime without = PredictCollectiveUnchecked(Topology::kPsOne, lossless, c);
+  EXPECT_NEAR(with.incast_s, 0.36625, 1e-5);
+  EXPECT_DOUBLE_EQ(with.seconds, without.seconds + with.incast_s);
+  EXPECT_EQ(with.bound, without.bound);
+  // Nothing where the burst fits, the buffer or the link rate is unknown, or below the round-trip floor.
+  Conditions deep = c;
+  deep.port_buffer_bytes = 12.0 * (64 << 10);
+  EXPECT_EQ(IncastCostOf(Topology::kPsOne, p, deep), 0);
+  Conditions unknown = c;
+  unknown.port_buffer_bytes = 0;
+  EXPECT_EQ(IncastCostOf(Topology::kPsOne, p, unknown), 0);
+  Conditions loopback = c;
+  loopback.link_bytes_per_second = 0;
+  EXPECT_EQ(IncastCostOf(Topology::kPsOne, p, loopback), 0);
+  // A data-center port (25 Gbit/s, 5 us, 2 MB): marked, but a 0.65 ms round trip is below the 10 ms floor
+  // where Linux's timers, not round trips, set the loss's cost.
+  Conditions dc{64, 2, 1 << 20, 3.125e9, 5e-6};
+  dc.port_buffer_bytes = 2e6;
+  EXPECT_TRUE(IncastOf(Topology::kPsOne, p, dc).marked());
+  EXPECT_LT(IncastRoundTripS(dc), kIncastMinRoundTripS);
+  EXPECT_EQ(IncastCostOf(Topology::kPsOne, p, dc), 0);
+  // A negative or non-finite c is refused.
+  for (double bad : {-1.0, static_cast<double>(NAN)}) {
+    ExchangeParams q = p;
+    q.incast_round_trips = bad;
+    absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kPsOne, q, c);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(t.status().message().find("incast_round_trips"), std::string::npos) << t.status();
   }
 }
 

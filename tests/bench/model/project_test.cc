@@ -101,6 +101,34 @@ TEST(ProjectTest, MarksIncastOnlyWhereAPortBufferIsGivenAndExceeded) {
   EXPECT_EQ(FormatProjection(file, target, *p, "x").find("   INCAST x"), std::string::npos);  // a row's mark
 }
 
+TEST(ProjectTest, AddsTheIncastCostOnlyWhereTheRoundTripIsOneTheTermHolds) {
+  proto::CostModelFile file =
+      ModelFileOf({{0, 1, 64 << 10, 0}, {0, 1, 64 << 10, 0}, {0, 1, 64 << 10, 0}, {0, 1, 64 << 10, 0}});
+  file.mutable_incast()->mutable_round_trips_per_cut()->set_value(1.5);
+  file.mutable_incast()->set_multiplicative_decrease(0.7);
+  file.mutable_incast()->set_min_round_trip_s(0.039);
+  file.mutable_incast()->set_max_round_trip_s(0.156);
+  // A data-center port: 25 Gbit/s, 5 us, 500 kB: marked, round trip 0.17 ms: no cost, and the header says
+  // why.
+  Conditions target{16, 2, 0, 3.125e9, 5e-6};
+  target.port_buffer_bytes = 500e3;
+  absl::StatusOr<Projection> p = Project(file, target, FlatStep(0, 0, 8e6));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->exchanges[1].incast.marked());
+  EXPECT_EQ(p->exchanges[1].step.incast_s, 0);
+  std::string table = FormatProjection(file, target, *p, "flat 8 MB");
+  EXPECT_NE(table.find("below the 10 ms where the incast term holds"), std::string::npos) << table;
+  // 20 ms one way: ps-1 pays 1.5 x ln(1.966) / ln(1 / 0.7) x (40 ms + 0.16 ms) = 0.1142 s, the ring nothing.
+  target.latency_s = 0.020;
+  p = Project(file, target, FlatStep(0, 0, 8e6));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->exchanges[0].step.incast_s, 0);
+  EXPECT_NEAR(p->exchanges[1].step.incast_s, 0.11418, 1e-5);
+  table = FormatProjection(file, target, *p, "flat 8 MB");
+  EXPECT_NE(table.find("INCAST x2.0 +114.18 ms"), std::string::npos) << table;
+  EXPECT_NE(table.find("fitted at 39-156 ms round trips"), std::string::npos) << table;
+}
+
 TEST(ProjectTest, Errors) {
   proto::CostModelFile missing = LinksOnly();
   missing.mutable_exchanges()->RemoveLast();

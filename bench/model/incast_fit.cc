@@ -1,0 +1,190 @@
+#include "bench/model/incast_fit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "bench/core/links.h"
+#include "bench/model/model_file.h"
+#include "common/status_macros.h"
+
+namespace psring::bench::model {
+namespace {
+
+absl::Status BadRow(absl::string_view origin, absl::string_view line, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(origin, ": a report row ", why, " (not a //bench:validate report?): '", line, "'"));
+}
+
+bool ParseNumber(absl::string_view text, double* out) {
+  return absl::SimpleAtod(text, out) && std::isfinite(*out);
+}
+
+// "+0.412 s" after "INCAST xR " in a row's note: the cost the report's model included.
+double IncastCostIn(absl::string_view note) {
+  const size_t at = note.find("INCAST x");
+  if (at == absl::string_view::npos) return 0;
+  const std::vector<absl::string_view> words = absl::StrSplit(note.substr(at), ' ', absl::SkipEmpty());
+  if (words.size() < 4 || !absl::StartsWith(words[2], "+") || !absl::StartsWith(words[3], "s")) return 0;
+  double cost = 0;
+  return ParseNumber(words[2].substr(1), &cost) ? cost : 0;
+}
+
+// Size of a condition name's last word: "1MiB", "512KiB", "1.5MiB".
+bool ParseSizeName(absl::string_view word, double* bytes) {
+  double unit = 0;
+  if (absl::ConsumeSuffix(&word, "MiB")) {
+    unit = 1 << 20;
+  } else if (absl::ConsumeSuffix(&word, "KiB")) {
+    unit = 1 << 10;
+  } else {
+    return false;
+  }
+  double value = 0;
+  if (!ParseNumber(word, &value) || value <= 0) return false;
+  *bytes = value * unit;
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ReportRow>> ParseValidationReport(absl::string_view text,
+                                                             absl::string_view origin) {
+  std::vector<ReportRow> rows;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StartsWith(line, "  ")) continue;
+    const std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    size_t at = 0;
+    absl::StatusOr<Topology> topology = absl::InvalidArgumentError("");
+    for (; at < words.size(); ++at) {
+      topology = ParseTopology(std::string(words[at]));
+      if (topology.ok()) break;
+    }
+    if (!topology.ok() || at == 0) continue;  // not a table row
+    // exchange, pred_s, "[lo,", "hi]", meas_s, err, pred_exp, meas_exp, err, bound, note...
+    if (words.size() < at + 10) return BadRow(origin, line, "has too few columns");
+    ReportRow row;
+    row.origin = std::string(origin);
+    row.topology = *topology;
+    row.condition = absl::StrJoin(words.begin(), words.begin() + at, " ");
+    if (!ParseNumber(words[at + 1], &row.predicted_s) || row.predicted_s <= 0) {
+      return BadRow(origin, line, "has no prediction");
+    }
+    if (words[at + 4] != "-" && (!ParseNumber(words[at + 4], &row.measured_s) || row.measured_s <= 0)) {
+      return BadRow(origin, line, "has a measured time that is not a number");
+    }
+    absl::string_view note;
+    if (words.size() > at + 10) {
+      note = line.substr(static_cast<size_t>(words[at + 10].data() - line.data()));
+    }
+    const bool wrong = words.size() > at + 11 && words[at + 11] == "wrong";
+    row.excluded = row.measured_s <= 0 || absl::StartsWith(note, "EMULATOR-BOUND") ||
+                   absl::StartsWith(note, "failed") || wrong;
+    row.incast_s = IncastCostIn(note);
+    rows.push_back(row);
+  }
+  if (rows.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": no rows of a validation report (//bench:validate's table) in it"));
+  }
+  return rows;
+}
+
+absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFile& model,
+                                                        const std::vector<ReportRow>& rows,
+                                                        const ReportDefaults& defaults) {
+  std::vector<IncastPoint> points;
+  for (const ReportRow& row : rows) {
+    if (row.topology == Topology::kRing || row.excluded) continue;
+    // "70mbit 40ms [queue 10ms] N=8 1MiB"; a replayed workload ends otherwise.
+    const std::vector<std::string> words = absl::StrSplit(row.condition, ' ', absl::SkipEmpty());
+    const bool queued = words.size() == 6 && words[2] == "queue";
+    if (words.size() != 4 && !queued) continue;
+    const auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat(row.origin, ": condition '", row.condition, "' ", why));
+    };
+    absl::StatusOr<double> bits = ParseLinkRate(words[0]);
+    if (!bits.ok() || *bits <= 0) return bad("has no link rate");
+    absl::StatusOr<double> latency = ParseLatency(words[1]);
+    if (!latency.ok()) return bad("has no latency");
+    double queue_s = defaults.queue_s;
+    if (queued) {
+      absl::StatusOr<double> q = ParseQueue(words[3]);
+      if (!q.ok()) return bad("has a queue that is not a duration");
+      queue_s = *q;
+    }
+    const std::string& n_word = words[words.size() - 2];
+    int nodes = 0;
+    if (!absl::StartsWith(n_word, "N=") || !absl::SimpleAtoi(n_word.substr(2), &nodes) || nodes < 1) {
+      return bad("has no N=");
+    }
+    double bytes = 0;
+    if (!ParseSizeName(words.back(), &bytes)) continue;  // a replayed workload ("... flat")
+
+    IncastPoint p;
+    p.row = row;
+    Conditions& c = p.conditions;
+    c.nodes = nodes;
+    c.servers = defaults.ps_servers;
+    c.bytes = bytes;
+    c.link_bytes_per_second = *bits / 8;
+    c.latency_s = *latency;
+    c.link_burst_bytes = static_cast<double>(TbfBurstBytes(c.link_bytes_per_second, defaults.burst_s));
+    c.port_buffer_bytes = c.link_bytes_per_second * queue_s + c.link_burst_bytes;
+    ASSIGN_OR_RETURN(ExchangeParams params, ParamsOf(model, row.topology));
+    params.incast_round_trips = 1;
+    p.ratio = IncastOf(row.topology, params, c).ratio();
+    p.round_trip_s = IncastRoundTripS(c);
+    p.x = IncastCostOf(row.topology, params, c);
+    if (!(p.x > 0)) continue;  // R <= 1, or a round trip below the term's floor
+    p.excess_s = row.measured_s - (row.predicted_s - row.incast_s);
+    points.push_back(p);
+  }
+  return points;
+}
+
+absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& points) {
+  const int n = static_cast<int>(points.size());
+  if (n < 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        n,
+        " usable PS runs whose window burst exceeds their port's buffer: the term needs at least 3 (give "
+        "reports of held-out runs with shallow queues, e.g. a plan whose sweeps set \"queue\": \"5ms\")"));
+  }
+  double xy = 0, xx = 0;
+  for (const IncastPoint& p : points) {
+    xy += p.x * p.excess_s;
+    xx += p.x * p.x;
+  }
+  const double c = xy / xx;
+  if (!(c > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the runs' excess over the lossless model does not grow with the incast term (slope ", c,
+                     "): nothing to fit; keep the model without the term"));
+  }
+  double residual = 0, term = 0, lo = points[0].round_trip_s, hi = lo;
+  for (const IncastPoint& p : points) {
+    const double r = p.excess_s - c * p.x;
+    residual += r * r;
+    term += c * p.x * c * p.x;
+    lo = std::min(lo, p.round_trip_s);
+    hi = std::max(hi, p.round_trip_s);
+  }
+  const double residual_var = residual / (n - 1);
+  proto::IncastCost out;
+  out.mutable_round_trips_per_cut()->set_value(c);
+  out.mutable_round_trips_per_cut()->set_std_error(std::sqrt(residual_var / xx));
+  out.set_multiplicative_decrease(kCubicMultiplicativeDecrease);
+  out.set_residual_rel_sd(std::sqrt(residual_var / (term / n)));
+  out.set_runs(n);
+  out.set_min_round_trip_s(lo);
+  out.set_max_round_trip_s(hi);
+  return out;
+}
+
+}  // namespace psring::bench::model

@@ -1,0 +1,177 @@
+#include "bench/model/incast_fit.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/model/model_file.h"
+#include "gtest/gtest.h"
+#include "tests/bench/model/synthetic_runs.h"
+
+namespace psring::bench::model {
+namespace {
+
+// Every PS exchange with a 64 KiB window, the ring without one.
+proto::CostModelFile Windowed() {
+  std::vector<ExchangeParams> params;
+  for (Topology t : AllTopologies()) {
+    ExchangeParams p{0, 1, t == Topology::kRing ? 0.0 : 64 << 10, 0};
+    params.push_back(p);
+  }
+  return ModelFileOf(params);
+}
+
+// A report row as //bench:validate prints it (bench/report/validation_report.cc).
+std::string Row(const std::string& condition, const std::string& exchange, double predicted, double measured,
+                const std::string& note) {
+  return absl::StrFormat("  %-38s %-13s %9.3f %-19s %9.3f %7s %9.3f %9.3f %7s  %-8s %s\n", condition,
+                         exchange, predicted,
+                         absl::StrFormat("[%.3f, %.3f]", predicted * 0.9, predicted * 1.1), measured, "-1.0%",
+                         predicted, measured, "-1.0%", "link", note);
+}
+
+TEST(ParseValidationReportTest, ReadsTheRowsAndWhatExcludedThem) {
+  const std::string text = absl::StrCat(
+      "# plan: x.json\n# condition  exchange  pred_s ...\n",
+      Row("70mbit 40ms queue 10ms N=8 1MiB", "ring", 0.654, 0.647, ""),
+      Row("70mbit 40ms queue 10ms N=8 1MiB", "ps-1", 1.834, 1.975,
+          "links dropped 0.36% of packets (loss, the incast term's); INCAST x2.9 +0.366 s"),
+      Row("70mbit 40ms queue 10ms N=8 1MiB", "ps-dedicated", 0.717, 0.833,
+          "EMULATOR-BOUND (host 9's tasks waited); INCAST x1.4"),
+      "  120mbit 12ms N=4 1MiB                  ps-colocated      0.128 [0.120, 0.136]              -       -"
+      "     0.128         -       -  latency  failed: worker 3 exited 1\n",
+      "# step time: median |error| 3.6 %\n",
+      "#   70mbit 40ms queue 10ms N=4 1MiB        predicted ring          UNJUDGED: ...\n");
+  absl::StatusOr<std::vector<ReportRow>> rows = ParseValidationReport(text, "r.txt");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 4u);
+  EXPECT_EQ((*rows)[0].condition, "70mbit 40ms queue 10ms N=8 1MiB");
+  EXPECT_EQ((*rows)[0].topology, Topology::kRing);
+  EXPECT_FALSE((*rows)[0].excluded);
+  EXPECT_EQ((*rows)[1].topology, Topology::kPsOne);
+  EXPECT_DOUBLE_EQ((*rows)[1].predicted_s, 1.834);
+  EXPECT_DOUBLE_EQ((*rows)[1].measured_s, 1.975);
+  EXPECT_DOUBLE_EQ((*rows)[1].incast_s, 0.366);
+  EXPECT_FALSE((*rows)[1].excluded);
+  EXPECT_TRUE((*rows)[2].excluded);   // EMULATOR-BOUND
+  EXPECT_EQ((*rows)[2].incast_s, 0);  // marked, no cost printed
+  EXPECT_TRUE((*rows)[3].excluded);   // failed, not measured
+  EXPECT_EQ((*rows)[3].measured_s, -1);
+
+  EXPECT_EQ(ParseValidationReport("# nothing\nhello\n", "empty.txt").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::vector<ReportRow>> bad =
+      ParseValidationReport("  70mbit 40ms N=8 1MiB  ps-1  x.yz [1, 2] 1 2 3 4 5 6 7\n", "bad.txt");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("bad.txt"), std::string::npos) << bad.status();
+}
+
+TEST(IncastPointsOfTest, TakesUsablePsRowsWhoseBurstOverflowsThePort) {
+  const proto::CostModelFile model = Windowed();
+  std::vector<ReportRow> rows;
+  auto add = [&](const std::string& condition, Topology t, double predicted, double measured, bool excluded) {
+    ReportRow r;
+    r.condition = condition;
+    r.topology = t;
+    r.predicted_s = predicted;
+    r.measured_s = measured;
+    r.excluded = excluded;
+    r.origin = "r.txt";
+    rows.push_back(r);
+  };
+  add("120mbit 12ms queue 5ms N=8 1MiB", Topology::kPsOne, 0.675, 0.766, false);    // a point
+  add("120mbit 12ms queue 5ms N=8 1MiB", Topology::kRing, 0.174, 0.178, false);     // the ring: none
+  add("120mbit 12ms queue 5ms N=4 1MiB", Topology::kPsOne, 0.430, 0.428, false);    // R = 0.87
+  add("120mbit 12ms queue 5ms N=12 1MiB", Topology::kPsOne, 1.0, 1.2, true);        // excluded
+  add("120mbit 12ms N=16 1MiB", Topology::kPsOne, 1.335, 1.525, false);             // the default queue
+  add("150mbit 2ms N=8 resnet50/64 bucketed 25MB", Topology::kPsOne, 1, 2, false);  // replay: skipped
+  absl::StatusOr<std::vector<IncastPoint>> points = IncastPointsOf(model, rows, ReportDefaults{});
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 2u);
+  // 15 MB/s: a 5 ms queue holds 75 kB and the 10 ms burst 150 kB; 7 windows of 64 KiB burst into 225 kB.
+  const IncastPoint& p = (*points)[0];
+  EXPECT_DOUBLE_EQ(p.conditions.port_buffer_bytes, 225000);
+  EXPECT_NEAR(p.ratio, 7.0 * 65536 / 225000, 1e-12);
+  EXPECT_NEAR(p.round_trip_s, 0.039, 1e-12);  // 2 x 12 ms + 225 kB / 15 MB/s
+  EXPECT_NEAR(p.excess_s, 0.091, 1e-12);
+  EXPECT_NEAR(p.x, std::log(7.0 * 65536 / 225000) / std::log(1 / 0.7) * 0.039, 1e-12);
+  // The cluster's 50 ms queue where the name gives none: 750 kB + 150 kB; 15 windows burst (R = 1.09).
+  EXPECT_DOUBLE_EQ((*points)[1].conditions.port_buffer_bytes, 900000);
+  EXPECT_NEAR((*points)[1].ratio, 15.0 * 65536 / 900000, 1e-12);
+
+  // A cost the report's model already included comes off the prediction.
+  rows[0].predicted_s = 0.675 + 0.1;
+  rows[0].incast_s = 0.1;
+  points = IncastPointsOf(model, rows, ReportDefaults{});
+  ASSERT_TRUE(points.ok()) << points.status();
+  EXPECT_NEAR((*points)[0].excess_s, 0.091, 1e-12);
+
+  add("fast 12ms N=8 1MiB", Topology::kPsOne, 1, 2, false);
+  EXPECT_EQ(IncastPointsOf(model, rows, ReportDefaults{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FitIncastTest, RecoversTheRoundTripsPerCutFromNoisyRuns) {
+  const proto::CostModelFile model = Windowed();
+  // Runs at several shallow ports whose excess is 1.5 round trips per cut, +-10 % alternating.
+  std::vector<ReportRow> rows;
+  int i = 0;
+  for (const char* link : {"120mbit 12ms queue 5ms", "70mbit 40ms queue 10ms", "80mbit 25ms queue 5ms"}) {
+    for (int n : {8, 12, 16}) {
+      for (Topology t : {Topology::kPsOne, Topology::kPsDedicated}) {
+        ReportRow r;
+        r.condition = absl::StrCat(link, " N=", n, " 1MiB");
+        r.topology = t;
+        r.predicted_s = 1;
+        r.measured_s = 1;  // set below from the term
+        r.origin = "synthetic";
+        rows.push_back(r);
+      }
+    }
+  }
+  absl::StatusOr<std::vector<IncastPoint>> unit = IncastPointsOf(model, rows, ReportDefaults{});
+  ASSERT_TRUE(unit.ok()) << unit.status();
+  ASSERT_EQ(unit->size(), rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    rows[k].measured_s = 1 + 1.5 * (*unit)[k].x * (i++ % 2 == 0 ? 1.1 : 0.9);
+  }
+  absl::StatusOr<std::vector<IncastPoint>> points = IncastPointsOf(model, rows, ReportDefaults{});
+  ASSERT_TRUE(points.ok()) << points.status();
+  absl::StatusOr<proto::IncastCost> fit = FitIncast(*points);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->round_trips_per_cut().value(), 1.5, 0.05);
+  EXPECT_GT(fit->round_trips_per_cut().std_error(), 0);
+  EXPECT_LT(fit->round_trips_per_cut().std_error(), 0.05);
+  EXPECT_NEAR(fit->residual_rel_sd(), 0.1, 0.03);  // the +-10 % scatter
+  EXPECT_DOUBLE_EQ(fit->multiplicative_decrease(), 0.7);
+  EXPECT_EQ(fit->runs(), static_cast<int>(rows.size()));
+  EXPECT_NEAR(fit->min_round_trip_s(), 0.039, 1e-12);
+  EXPECT_NEAR(fit->max_round_trip_s(), 0.080 + 0.010 + 0.010, 1e-12);  // 70 Mbit/s: 2 x 40 + 10 + 10 ms
+
+  // The fitted file reads back, and its PS exchanges (not the ring) carry c.
+  proto::CostModelFile with = model;
+  *with.mutable_incast() = *fit;
+  ASSERT_TRUE(ValidateModelFile(with).ok()) << ValidateModelFile(with);
+  EXPECT_NEAR(ParamsOf(with, Topology::kPsOne)->incast_round_trips, 1.5, 0.05);
+  EXPECT_NEAR(ParamsOf(with, Topology::kPsColocated)->incast_round_trips, 1.5, 0.05);
+  EXPECT_EQ(ParamsOf(with, Topology::kRing)->incast_round_trips, 0);
+  EXPECT_EQ(ParamsOf(model, Topology::kPsOne)->incast_round_trips, 0);
+  // A term that is not a cost, or another TCP's decrease, is refused.
+  proto::CostModelFile bad = with;
+  bad.mutable_incast()->mutable_round_trips_per_cut()->set_value(-1);
+  EXPECT_NE(ValidateModelFile(bad).message().find("incast.round_trips_per_cut"), std::string::npos);
+  bad = with;
+  bad.mutable_incast()->set_multiplicative_decrease(0.5);
+  EXPECT_NE(ValidateModelFile(bad).message().find("cubic"), std::string::npos) << ValidateModelFile(bad);
+
+  // Too few points, or an excess that does not grow with the term: nothing to fit.
+  EXPECT_EQ(FitIncast({(*points)[0], (*points)[1]}).status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<IncastPoint> shrinking = *points;
+  for (IncastPoint& p : shrinking) p.excess_s = -p.x;
+  EXPECT_EQ(FitIncast(shrinking).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace psring::bench::model
