@@ -244,6 +244,12 @@ absl::StatusOr<std::string> ModelOutFromFlags() {
   return model_out;
 }
 
+// What a fresh fit leaves out (bench/PERFORMANCE.md 9.24): the incast term is fitted on held-out reports.
+constexpr char kNoIncastTerm[] =
+    "# without the incast term (a synchronous PS's loss at a port its window burst overflows): fit it on "
+    "validation reports of shallow-queue runs with //bench:fit_incast --model=<this file> --reports=... "
+    "--out=...\n";
+
 // --refit: the saved runs fitted again, nothing run.
 absl::Status Refit(const std::string& paths) {
   const std::vector<std::string> origins = absl::StrSplit(paths, ',', absl::SkipWhitespace());
@@ -264,7 +270,7 @@ absl::Status Refit(const std::string& paths) {
   if (absl::GetFlag(FLAGS_residuals)) std::cout << FormatResiduals(calibration);
   ASSIGN_OR_RETURN(const std::string model_out, ModelOutFromFlags());
   RETURN_IF_ERROR(model::WriteModelFile(model_out, calibration.file));
-  std::cout << "# model file: " << model_out << "\n";
+  std::cout << "# model file: " << model_out << "\n" << kNoIncastTerm;
   // With --runs_out the runs fitted (several files merged) are written as one file, their data path kept.
   if (const std::string runs_out = absl::GetFlag(FLAGS_runs_out); !runs_out.empty()) {
     RETURN_IF_ERROR(model::WriteSavedRuns(runs_out, saved));
@@ -331,7 +337,7 @@ absl::Status Run(const char* argv0) {
   proto::CostModelFile file = calibration.file;
   model::RecordDataPath(file);  // which PS/ring code these parameters were fitted on
   RETURN_IF_ERROR(model::WriteModelFile(model_out, file));
-  std::cout << "# model file: " << model_out << "\n";
+  std::cout << "# model file: " << model_out << "\n" << kNoIncastTerm;
   return absl::OkStatus();
 }
 

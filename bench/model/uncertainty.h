@@ -4,8 +4,10 @@
 // model file) pushed through the prediction by its numeric gradient (the delta method), the scatter a new run
 // shows around the fit (the fit's relative residual standard deviation), and beyond the calibrated coverage
 // the extrapolation error the calibration measured on itself (fit.h MeasureExtrapolation: per dimension
-// outside it, (log_sd_per_log_factor * log(factor))^2; ExtrapolationLogVariance). With rel_sd the combined
-// standard deviation of log(T), the interval at level L is value * exp(+-z_L * rel_sd).
+// outside it, (log_sd_per_log_factor * log(factor))^2; ExtrapolationLogVariance). Where the prediction
+// includes the incast term (collective.h IncastCostOf, fitted apart), its share of the prediction times the
+// term's scatter and its parameter's relative error adds a fourth (counted with the parameters'). With rel_sd
+// the combined standard deviation of log(T), the interval at level L is value * exp(+-z_L * rel_sd).
 //
 //   ASSIGN_OR_RETURN(PredictionInterval pi, IntervalOf(file, Topology::kRing,
 //       [&](const ExchangeParams& p) { return PredictStep(Topology::kRing, p, at, shape)->step_s; }, at,
