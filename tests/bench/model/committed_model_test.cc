@@ -2,12 +2,16 @@
 // this test fails when PS/ring code that alters timing changed and nobody recalibrated.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "bench/model/calibration_runs.h"
 #include "bench/model/collective.h"
 #include "bench/model/data_path.h"
+#include "bench/model/incast_fit.h"
 #include "bench/model/model_file.h"
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -79,6 +83,40 @@ TEST(DataPath, TheCommittedModelIsTheFitOfTheCommittedRuns) {
                   kSearchResolution);
     }
   }
+}
+
+// The committed model's incast term is the fit of the reports it lists by this tree's fit_incast: a change of
+// the term, its fit or the lossless windows it reads must refit it (./bazelw run //bench:fit_incast --
+// --model=bench/results/committed_model.json --reports=<its incast.fitted_on> --out=...) and be validated
+// again.
+TEST(DataPath, TheCommittedIncastTermIsTheFitOfItsReports) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  absl::StatusOr<proto::CostModelFile> committed =
+      ReadModelFile(runfiles->Rlocation("psring/bench/results/committed_model.json"));
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  ASSERT_TRUE(committed->has_incast()) << "the committed model has no incast term";
+  ASSERT_GT(committed->incast().fitted_on_size(), 0);
+  std::vector<IncastPoint> points;
+  for (const std::string& report : committed->incast().fitted_on()) {
+    std::ifstream in(runfiles->Rlocation("psring/" + report));
+    ASSERT_TRUE(in) << report << " is not among //bench:committed_incast_reports";
+    std::stringstream text;
+    text << in.rdbuf();
+    absl::StatusOr<std::vector<ReportRow>> rows = ParseValidationReport(text.str(), report);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    absl::StatusOr<std::vector<IncastPoint>> more = IncastPointsOf(*committed, *rows, ReportDefaults{});
+    ASSERT_TRUE(more.ok()) << more.status();
+    points.insert(points.end(), more->begin(), more->end());
+  }
+  absl::StatusOr<proto::IncastCost> refit = FitIncast(points);
+  ASSERT_TRUE(refit.ok()) << refit.status();
+  const proto::IncastCost& want = committed->incast();
+  EXPECT_EQ(refit->runs(), want.runs());
+  EXPECT_NEAR(refit->round_trips_per_cut().value(), want.round_trips_per_cut().value(), 1e-9);
+  EXPECT_NEAR(refit->round_trips_per_cut().std_error(), want.round_trips_per_cut().std_error(), 1e-9);
+  EXPECT_NEAR(refit->residual_rel_sd(), want.residual_rel_sd(), 1e-9);
 }
 
 }  // namespace
