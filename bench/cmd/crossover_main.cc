@@ -46,8 +46,9 @@ ABSL_FLAG(
     double, port_buffer_kb, 0,
     "What one switch port of the target can queue, kB (e.g. 2000 for a 2 MB share of a shallow-buffered "
     "switch). With it the projection and the maps mark a PS whose window burst into a server's port exceeds "
-    "it INCAST (the model has no loss and is likely too fast there; bench/PERFORMANCE.md 9.23). 0: not "
-    "known, ports assumed lossless, nothing marked.");
+    "it INCAST, and add the incast term's cost where the round trip through the port is >= 10 ms (below it "
+    "the model is likely too fast there; bench/PERFORMANCE.md 9.23, 9.24). 0: not known, ports assumed "
+    "lossless, nothing marked.");
 ABSL_FLAG(std::string, out_dir, ".",
           "Where the SVG maps go (under `bazel run`, relative to where it was typed).");
 ABSL_FLAG(std::string, cpu_model, "",

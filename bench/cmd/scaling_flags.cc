@@ -50,9 +50,9 @@ ABSL_FLAG(std::string, project_latency, "5us",
 ABSL_FLAG(
     double, project_port_buffer_kb, 0,
     "What one switch port of the --project_link cluster (and //bench:compare's part 5) can queue, kB (e.g. "
-    "2000). The projection then marks a PS whose window burst into a server's port exceeds it INCAST (the "
-    "model has no loss and is likely too fast there; bench/PERFORMANCE.md 9.23). 0: not known, ports "
-    "assumed lossless.");
+    "2000). The projection then marks a PS whose window burst into a server's port exceeds it INCAST and adds "
+    "the incast term's cost where the round trip through the port is >= 10 ms (bench/PERFORMANCE.md 9.23, "
+    "9.24). 0: not known, ports assumed lossless.");
 ABSL_FLAG(std::string, out_dir, "",
           "Directory for scaling.csv, scaling.json and scaling.svg. Default: $BUILD_WORKSPACE_DIRECTORY/out/<name> "
           "under `bazel run`, else a fresh private $TMPDIR/psring-<name>-XXXXXX (printed).");

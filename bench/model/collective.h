@@ -170,8 +170,8 @@ struct Conditions {
   // term then gives the busiest process min(1, box_cores / processes) of a core's throughput.
   double box_cores = 0;
   // What one switch port can queue, in bytes (an emulated link end: tbf's limit, rate x queue + burst); 0:
-  // not known. No time depends on it (the model assumes a lossless network): IncastOf compares it with a
-  // synchronous PS's window burst into a server's port.
+  // not known (a lossless network). IncastOf compares it with a synchronous PS's window burst into a server's
+  // port; where the burst exceeds it, IncastCostOf adds the loss's cost (with a fitted incast term).
   double port_buffer_bytes = 0;
 };
 
@@ -216,9 +216,8 @@ struct CollectiveTime {
 // server's port (ps-1 and ps-dedicated N, ps-colocated N - 1) each send their window w = min(window_bytes,
 // flow_bytes) (the whole flow without a window) at the link's rate at once; the port drains one stream's
 // worth while F arrive, so it must queue (F - 1) w. Where that exceeds the port's buffer the port drops, and
-// TCP's recovery (round trips, a retransmission timeout for a lost tail) costs what the model, which assumes
-// a lossless network, does not have: its time there is likely too short. The ring sends one flow into each
-// port (no incast).
+// TCP's recovery costs round trips (IncastCostOf below, where the model has the term; without it the time
+// there is likely too short). The ring sends one flow into each port (no incast).
 struct Incast {
   double burst_bytes = 0;   // (F - 1) w; 0 for the ring or a single stream
   double buffer_bytes = 0;  // Conditions::port_buffer_bytes

@@ -43,7 +43,8 @@ struct CrossoverCell {
   // model cannot tell the fastest apart (the maps draw it grey).
   bool determined = true;
   // The fastest (the point prediction, determined or not) is a PS whose window burst exceeds the base's port
-  // buffer (Projection's Incast marked): its lead assumes a lossless port. Never without a port buffer.
+  // buffer (Projection's Incast marked): its lead includes the incast term's cost only where that holds (a
+  // round trip >= kIncastMinRoundTripS and a model file with the term). Never without a port buffer.
   bool incast = false;
 };
 

@@ -39,8 +39,8 @@ struct HeldOutSweep {
   double bytes_scale = 1;              // replay: as //bench:compare's --bytes_scale
   std::vector<double> bucket_mbs;      // replay: real caps in MiB (0: flat); the workers get cap / bytes_scale
   // The emulated links' queue (tc tbf latency, e.g. "5ms": a shallow switch port); "": the cluster's
-  // (ClusterOptions::queue, 50ms). The model assumes a lossless network and does not take it: a shallow
-  // queue validates the model where a synchronous PS's incast drops (bench/PERFORMANCE.md 9.22).
+  // (ClusterOptions::queue, 50ms). A shallow queue validates the model where a synchronous PS's incast drops
+  // (bench/PERFORMANCE.md 9.22): its mark and, with a fitted term, its cost (9.24).
   std::string queue;
   std::string Name() const;  // "150mbit 2ms gradient", "150mbit 2ms queue 5ms replay bytes/64"
 };
@@ -143,7 +143,7 @@ struct ValidationRow {
   // Shown beside a usable row, never an exclusion: why a run whose hosts waited was kept, or the links' loss.
   std::string remark;
   // The share of the links' packets dropped during the run (-1: unknown); >= kLossyDropShare
-  // (bench/core/cluster.h): loss the model, which assumes a lossless network, does not have.
+  // (bench/core/cluster.h): loss, which the model has only as its incast term (where marked and costed).
   double drop_share = -1;
   bool lossy() const { return drop_share >= kLossyDropShare; }
   bool usable() const { return measured_step_s > 0 && !emulator_bound && note.empty(); }

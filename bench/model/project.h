@@ -32,7 +32,8 @@ struct ExchangeProjection {
   // widen with extrapolation beyond what the parameters' errors imply: the EXTRAPOLATED mark says that part.
   PredictionInterval interval;
   // Its window burst into a server's port against Conditions::port_buffer_bytes (collective.h IncastOf; the
-  // largest bucket as the collective): marked, the lossless model is likely too fast there.
+  // largest bucket as the collective): marked; the step includes the incast term's cost where it holds
+  // (StepTime::incast_s), else the model is likely too fast there.
   Incast incast;
 };
 
