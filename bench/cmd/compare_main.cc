@@ -133,7 +133,8 @@ absl::Status ModelParts(const ScalingOptions& base, const std::string& out_dir) 
   if (absl::GetFlag(FLAGS_held_out)) {
     std::cout << "#\n# PART 4: how far to trust the model: " << which
               << ", on conditions it never saw (each predicted before it runs)\n";
-    std::cout << "# " << model::CompareDataPath(model).Describe() << "\n";
+    std::cout << "# " << model::CompareDataPath(model).Describe() << "\n# "
+              << model::DescribeIncastTerm(model) << "\n";
     ASSIGN_OR_RETURN(const HeldOutSelection held_out, SelectHeldOut(HeldOutPart(), model));
     for (const std::string& r : held_out.rejected) std::cout << "# left out (calibration covers it): " << r << "\n";
     ScalingOptions o = base;

@@ -163,7 +163,8 @@ absl::Status Run(const char* argv0) {
   ASSIGN_OR_RETURN(const double estimate, EstimateValidationSeconds(held_out.plan, model));
   std::cout << absl::StrFormat("# the model's estimate of this plan's run time: %.0f min (model of %s, %s)\n",
                                estimate / 60, model.host(), model.date());
-  std::cout << "# " << model::CompareDataPath(model).Describe() << "\n";
+  std::cout << "# " << model::CompareDataPath(model).Describe() << "\n# " << model::DescribeIncastTerm(model)
+            << "\n";
   if (absl::GetFlag(FLAGS_plan_only)) {
     // What the model will be judged on, before anything runs: a plan's predictions can be read (or two
     // models' compared) without the emulated cluster.

@@ -250,6 +250,20 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
       absl::StrCat("model file has no ", TopologyName(topology), " exchange; ", kRecalibrate));
 }
 
+std::string DescribeIncastTerm(const proto::CostModelFile& file) {
+  if (!file.has_incast()) {
+    return "incast term: none (a PS marked INCAST is likely slower than predicted; //bench:fit_incast adds "
+           "the "
+           "term)";
+  }
+  const proto::IncastCost& incast = file.incast();
+  return absl::StrFormat(
+      "incast term: c = %.3f +- %.3f round trips per window cut, fitted on %d held-out runs (round trips "
+      "%.0f-%.0f ms)",
+      incast.round_trips_per_cut().value(), incast.round_trips_per_cut().std_error(), incast.runs(),
+      1e3 * incast.min_round_trip_s(), 1e3 * incast.max_round_trip_s());
+}
+
 namespace {
 
 // `value`'s ratio outside [lo, hi] (1 inside; `value` and `lo` > 0).

@@ -158,6 +158,12 @@ TEST(FitIncastTest, RecoversTheRoundTripsPerCutFromNoisyRuns) {
   EXPECT_NEAR(ParamsOf(with, Topology::kPsColocated)->incast_round_trips, 1.5, 0.05);
   EXPECT_EQ(ParamsOf(with, Topology::kRing)->incast_round_trips, 0);
   EXPECT_EQ(ParamsOf(model, Topology::kPsOne)->incast_round_trips, 0);
+  EXPECT_EQ(DescribeIncastTerm(model).rfind("incast term: none", 0), 0u) << DescribeIncastTerm(model);
+  EXPECT_NE(DescribeIncastTerm(with).find(absl::StrFormat("c = %.3f", fit->round_trips_per_cut().value())),
+            std::string::npos)
+      << DescribeIncastTerm(with);
+  EXPECT_NE(DescribeIncastTerm(with).find("round trips 39-100 ms"), std::string::npos)
+      << DescribeIncastTerm(with);
   // A term that is not a cost, or another TCP's decrease, is refused.
   proto::CostModelFile bad = with;
   bad.mutable_incast()->mutable_round_trips_per_cut()->set_value(-1);
