@@ -350,6 +350,8 @@ proto::ScalingConfig ConfigMessage(const ScalingOptions& o) {
   if (o.projection.link_bytes_per_second > 0) {
     config.set_project_link_bytes_per_second(o.projection.link_bytes_per_second);
     config.set_project_latency_s(o.projection.latency_s);
+    if (o.projection.port_buffer_bytes > 0)
+      config.set_project_port_buffer_bytes(o.projection.port_buffer_bytes);
   }
   return config;
 }

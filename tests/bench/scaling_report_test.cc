@@ -143,6 +143,17 @@ TEST(ScalingReportTest, JsonReadsBackAsTheReportMessage) {
   EXPECT_NE(json->find("\"bytes\": 4194304"), std::string::npos) << "a byte count printed as a string";
   EXPECT_EQ(json->find("inf"), std::string::npos);
   EXPECT_EQ(json->find("nan"), std::string::npos);
+  EXPECT_FALSE(report.config().has_project_port_buffer_bytes());  // no projection target given
+  // A projection's target, its switch ports included, is recorded with the sweep.
+  ScalingResult projected = Synthetic();
+  projected.options.projection.link_bytes_per_second = 3.125e9;
+  projected.options.projection.latency_s = 5e-6;
+  projected.options.projection.port_buffer_bytes = 2e6;
+  json = ToJson(projected);
+  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &report, strict).ok()) << *json;
+  EXPECT_DOUBLE_EQ(report.config().project_link_bytes_per_second(), 3.125e9);
+  EXPECT_DOUBLE_EQ(report.config().project_port_buffer_bytes(), 2e6);
 }
 
 TEST(ScalingReportTest, ReportAndVerdict) {
