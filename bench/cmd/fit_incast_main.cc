@@ -46,6 +46,9 @@ ABSL_FLAG(std::string, link_burst, "10ms", "The links' tbf burst the reports ran
 namespace psring::bench::model {
 namespace {
 
+// How the model file's note names the term (the note's last part).
+constexpr char kNoteTerm[] = "incast term c = ";
+
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read report ", path, ": check the path"));
@@ -118,8 +121,13 @@ absl::Status Run() {
                          after);
 
   *model.mutable_incast() = incast;
-  model.set_note(absl::StrCat(model.note(), model.note().empty() ? "" : "; ",
-                              absl::StrFormat("incast term c = %.3f fitted on %d held-out runs (%s)", c,
+  // An earlier term's words in the note go with it.
+  std::string note = model.note();
+  if (const size_t at = note.find(kNoteTerm); at != std::string::npos) {
+    note.erase(at >= 2 && note.compare(at - 2, 2, "; ") == 0 ? at - 2 : at);
+  }
+  model.set_note(absl::StrCat(note, note.empty() ? "" : "; ",
+                              absl::StrFormat("%s%.3f fitted on %d held-out runs (%s)", kNoteTerm, c,
                                               incast.runs(), absl::StrJoin(names, ", "))));
   RETURN_IF_ERROR(WriteModelFile(out_path, model));
   std::cout << "# wrote " << out_path << "\n";

@@ -56,7 +56,14 @@ bool ParseSizeName(absl::string_view word, double* bytes) {
 absl::StatusOr<std::vector<ReportRow>> ParseValidationReport(absl::string_view text,
                                                              absl::string_view origin) {
   std::vector<ReportRow> rows;
+  std::string model_date;
+  constexpr absl::string_view kHeader = "# VALIDATION on held-out conditions (model of ";
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, kHeader)) {  // "(model of HOST, DATE, frozen; ..."
+      const std::vector<absl::string_view> parts = absl::StrSplit(line.substr(kHeader.size()), ", ");
+      if (parts.size() >= 2) model_date = std::string(parts[1]);
+      continue;
+    }
     if (!absl::StartsWith(line, "  ")) continue;
     const std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
     size_t at = 0;
@@ -86,6 +93,7 @@ absl::StatusOr<std::vector<ReportRow>> ParseValidationReport(absl::string_view t
     row.excluded = row.measured_s <= 0 || absl::StartsWith(note, "EMULATOR-BOUND") ||
                    absl::StartsWith(note, "failed") || wrong;
     row.incast_s = IncastCostIn(note);
+    row.model_date = model_date;
     rows.push_back(row);
   }
   if (rows.empty()) {
@@ -101,6 +109,12 @@ absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFi
   std::vector<IncastPoint> points;
   for (const ReportRow& row : rows) {
     if (row.topology == Topology::kRing || row.excluded) continue;
+    if (!row.model_date.empty() && row.model_date != model.date()) {
+      return absl::InvalidArgumentError(absl::StrCat(row.origin, " was predicted by the model file of ",
+                                                     row.model_date, ", not by this one (", model.date(),
+                                                     "): its predictions are that model's; fit with that "
+                                                     "file, or validate this model on the plan again"));
+    }
     // "70mbit 40ms [queue 10ms] N=8 1MiB"; a replayed workload ends otherwise.
     const std::vector<std::string> words = absl::StrSplit(row.condition, ' ', absl::SkipEmpty());
     const bool queued = words.size() == 6 && words[2] == "queue";

@@ -37,6 +37,9 @@ struct ReportRow {
   bool excluded = false;   // EMULATOR-BOUND, failed or wrong: not judged
   double incast_s = 0;     // the incast cost the prediction included ("INCAST x2.9 +0.412 s"), 0 without
   std::string origin;      // the report's name, for messages
+  // The date of the model file that predicted it (the report's "# VALIDATION ... (model of HOST, DATE, ..."
+  // header); "" where the text has no such header.
+  std::string model_date;
 };
 
 // The rows of a report's table (lines that start with two spaces and name an exchange); comment lines and
@@ -64,7 +67,8 @@ struct IncastPoint {
 
 // The points among `rows`: usable PS rows in gradient mode whose R (from `model`'s windows) exceeds 1 and
 // whose round trip is at least kIncastMinRoundTripS. kInvalidArgument naming the row for a condition name
-// that does not parse; ParamsOf's errors.
+// that does not parse, or for a row another model file predicted (ReportRow::model_date is not `model`'s
+// date: its predictions are not this model's lossless ones); ParamsOf's errors.
 absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFile& model,
                                                         const std::vector<ReportRow>& rows,
                                                         const ReportDefaults& defaults);

@@ -60,6 +60,25 @@ TEST(ParseValidationReportTest, ReadsTheRowsAndWhatExcludedThem) {
   EXPECT_TRUE((*rows)[3].excluded);   // failed, not measured
   EXPECT_EQ((*rows)[3].measured_s, -1);
 
+  EXPECT_EQ((*rows)[0].model_date, "");  // no header in this text
+  absl::StatusOr<std::vector<ReportRow>> dated = ParseValidationReport(
+      absl::StrCat(
+          "# VALIDATION on held-out conditions (model of vm, 2026-12-01, frozen; predicted before each "
+          "run): 1 runs, 1 usable\n",
+          Row("120mbit 12ms queue 5ms N=8 1MiB", "ps-1", 0.675, 0.766, "")),
+      "dated.txt");
+  ASSERT_TRUE(dated.ok()) << dated.status();
+  EXPECT_EQ((*dated)[0].model_date, "2026-12-01");
+  // Its predictions are that model's: another model file cannot take them as its lossless ones.
+  EXPECT_TRUE(IncastPointsOf(Windowed(), *dated, ReportDefaults{}).ok());  // ModelFileOf's date
+  proto::CostModelFile other = Windowed();
+  other.set_date("2027-01-01");
+  absl::StatusOr<std::vector<IncastPoint>> mismatched = IncastPointsOf(other, *dated, ReportDefaults{});
+  EXPECT_EQ(mismatched.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatched.status().message().find("predicted by the model file of 2026-12-01"),
+            std::string::npos)
+      << mismatched.status();
+
   EXPECT_EQ(ParseValidationReport("# nothing\nhello\n", "empty.txt").status().code(),
             absl::StatusCode::kInvalidArgument);
   absl::StatusOr<std::vector<ReportRow>> bad =
