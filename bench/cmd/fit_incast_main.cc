@@ -110,9 +110,8 @@ absl::Status Run() {
     after.push_back(RelativeError(lossless + c * p.x, p.row.measured_s));
   }
   std::cout << absl::StrFormat(
-      "# incast term: c = %.3f +- %.3f round trips per window cut (beta %.2f), the excess's scatter around "
-      "it "
-      "%.0f %% of the term, over %d runs with round trips of %.0f-%.0f ms\n",
+      "# incast term: c = %.3f +- %.3f round trips per window cut (beta %.2f), the excess's scatter "
+      "around it %.0f %% of the term, over %d runs with round trips of %.0f-%.0f ms\n",
       c, incast.round_trips_per_cut().std_error(), incast.multiplicative_decrease(),
       100 * incast.residual_rel_sd(), incast.runs(), 1e3 * incast.min_round_trip_s(),
       1e3 * incast.max_round_trip_s());
@@ -140,9 +139,8 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   psring::InitFlagsUsage(
       "Fits the cost model's incast term (the synchronous PS's loss at a server port its streams' window "
-      "burst "
-      "overflows) on validation reports of held-out runs with shallow queues, and writes the model file with "
-      "it.\n"
+      "burst overflows) on validation reports of held-out runs with shallow queues, and writes the model "
+      "file with it.\n"
       "  bazel run //bench:fit_incast -- --model=bench/results/committed_model.json "
       "--reports=report1.txt,report2.txt --out=/tmp/model.json",
       {"bench/"});

@@ -252,9 +252,8 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
 
 std::string DescribeIncastTerm(const proto::CostModelFile& file) {
   if (!file.has_incast()) {
-    return "incast term: none (a PS marked INCAST is likely slower than predicted; //bench:fit_incast adds "
-           "the "
-           "term)";
+    return "incast term: none (a PS marked INCAST is likely slower than predicted; //bench:fit_incast "
+           "adds the term)";
   }
   const proto::IncastCost& incast = file.incast();
   return absl::StrFormat(

@@ -81,8 +81,7 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
       target.port_buffer_bytes > 0
           ? absl::StrFormat(
                 "switch ports hold %.0f kB: a PS whose window burst into a server's port exceeds that is "
-                "marked "
-                "INCAST xR, %s",
+                "marked INCAST xR, %s",
                 target.port_buffer_bytes / 1e3,
                 !model.has_incast() ? "likely too fast there (this model file has no loss term)"
                 : IncastRoundTripS(target) < kIncastMinRoundTripS
