@@ -67,7 +67,7 @@ std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
                         : r.measured_step_s > 0;
     if (!in) continue;
     const double predicted =
-        over == Over::kIncastCostedLosslessSteps ? r.predicted_step_s - r.incast_s : r.predicted_step_s;
+        over == Over::kIncastCostedLosslessSteps ? r.predicted_lossless_step_s : r.predicted_step_s;
     errors.push_back(exposed ? model::RelativeError(r.predicted_exposed_s, r.measured_exposed_s)
                              : model::RelativeError(predicted, r.measured_step_s));
   }
@@ -287,6 +287,13 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     port.bytes = condition.replay() ? model::LargestBucketBytes(shape) : bytes;
     row.incast = model::IncastOf(topology, params, port).ratio();
     row.incast_s = model::IncastCostOf(topology, params, port);
+    row.predicted_lossless_step_s = step.step_s;
+    if (params.incast_round_trips > 0) {  // a replayed step may hide part of the cost behind compute
+      model::ExchangeParams lossless = params;
+      lossless.incast_round_trips = 0;
+      ASSIGN_OR_RETURN(const model::StepTime t, model::PredictStep(topology, lossless, at, shape));
+      row.predicted_lossless_step_s = t.step_s;
+    }
     rows.push_back(row);
   }
   return rows;

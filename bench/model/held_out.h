@@ -136,6 +136,9 @@ struct ValidationRow {
   // The loss's cost the prediction includes there (collective.h IncastCostOf; its largest collective's), 0
   // where the model file has no incast term or the round trip is below its floor: marked, not costed.
   double incast_s = 0;
+  // The same prediction without the term (the lossless model's step), for judging the term side by side; the
+  // predicted step where incast_s is 0.
+  double predicted_lossless_step_s = 0;
   double measured_step_s = -1;     // -1: not run or failed
   double measured_exposed_s = -1;  // gradient: the exchange time; replay: the time the step waited for it
   bool emulator_bound = false;
@@ -191,7 +194,7 @@ struct ValidationSummary {
   model::ErrorSummary step_incast_marked;
   model::ErrorSummary step_incast_unmarked;
   // Where the model has the incast term (ValidationRow::incast_s > 0): the same marked runs judged without
-  // it (the lossless prediction, predicted - incast_s), side by side, and how many of their intervals hold
+  // it (ValidationRow::predicted_lossless_step_s), side by side, and how many of their intervals hold
   // the measured step.
   model::ErrorSummary step_incast_costed;
   model::ErrorSummary step_incast_costed_lossless;

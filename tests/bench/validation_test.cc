@@ -266,6 +266,9 @@ TEST(PredictConditionTest, AddsTheIncastCostAndWidensTheIntervalWhereTheModelHas
   }
   EXPECT_NEAR(with[3].incast_s, 0.36625, 1e-5);
   EXPECT_NEAR(with[3].predicted_step_s - without[3].predicted_step_s, 0.36625, 1e-5);
+  for (int i : {0, 1, 2, 3}) {
+    EXPECT_DOUBLE_EQ(with[i].predicted_lossless_step_s, without[i].predicted_step_s) << i;
+  }
   EXPECT_GT(with[3].predicted_hi_s / with[3].predicted_lo_s,
             without[3].predicted_hi_s / without[3].predicted_lo_s * 1.05);
   // The report prints the cost beside the mark, and the incast fit reads it back from the text.
