@@ -9,9 +9,7 @@
 // prediction, the term), the fitted c with its standard error, and the fitted rows' step error without and
 // with the term (in sample: a held-out plan judges it, bench/PERFORMANCE.md 9.24). The lossless terms are
 // untouched; a model file's earlier incast term is replaced.
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,14 +47,6 @@ namespace {
 // How the model file's note names the term (the note's last part).
 constexpr char kNoteTerm[] = "incast term c = ";
 
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read report ", path, ": check the path"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string ErrorLine(const char* what, const std::vector<double>& errors) {
   absl::StatusOr<ErrorSummary> s = SummarizeErrors(errors);
   if (!s.ok()) return absl::StrCat("# ", what, ": none\n");
@@ -85,9 +75,7 @@ absl::Status Run() {
   std::vector<IncastPoint> points;
   std::vector<std::string> names;
   for (const std::string& report : absl::GetFlag(FLAGS_reports)) {
-    const std::string path = FromWhereTyped(report);
-    ASSIGN_OR_RETURN(const std::string text, ReadText(path));
-    ASSIGN_OR_RETURN(const std::vector<ReportRow> rows, ParseValidationReport(text, report));
+    ASSIGN_OR_RETURN(const std::vector<ReportRow> rows, ReadValidationReport(FromWhereTyped(report), report));
     ASSIGN_OR_RETURN(std::vector<IncastPoint> more, IncastPointsOf(model, rows, defaults));
     std::cout << absl::StrFormat("# %s: %d rows, %d points (usable PS runs with R > 1)\n", report,
                                  rows.size(), more.size());
@@ -102,7 +90,7 @@ absl::Status Run() {
                                "rtt_ms", "lossless", "meas_s", "excess_s", "term_s");
   std::vector<double> before, after;
   for (const IncastPoint& p : points) {
-    const double lossless = p.row.predicted_s - p.row.incast_s;
+    const double lossless = p.row.lossless_s();
     std::cout << absl::StrFormat("  %-38s %-13s %6.2f %8.1f %9.3f %9.3f %+9.3f %9.3f\n", p.row.condition,
                                  TopologyName(p.row.topology), p.ratio, 1e3 * p.round_trip_s, lossless,
                                  p.row.measured_s, p.excess_s, c * p.x);

@@ -286,7 +286,7 @@ absl::StatusOr<std::vector<ValidationRow>> PredictCondition(const proto::CostMod
     model::Conditions port = at;
     port.bytes = condition.replay() ? model::LargestBucketBytes(shape) : bytes;
     row.incast = model::IncastOf(topology, params, port).ratio();
-    row.incast_s = model::IncastCostOf(topology, params, port);
+    row.incast_s = step.incast_s;  // the largest collective's, as `port`
     row.predicted_lossless_step_s = step.step_s;
     if (params.incast_round_trips > 0) {  // a replayed step may hide part of the cost behind compute
       model::ExchangeParams lossless = params;

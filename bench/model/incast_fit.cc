@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -103,6 +105,17 @@ absl::StatusOr<std::vector<ReportRow>> ParseValidationReport(absl::string_view t
   return rows;
 }
 
+absl::StatusOr<std::vector<ReportRow>> ReadValidationReport(const std::string& path,
+                                                            absl::string_view origin) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read report ", origin, " (", path, "): check the path"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseValidationReport(text.str(), origin);
+}
+
 absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFile& model,
                                                         const std::vector<ReportRow>& rows,
                                                         const ReportDefaults& defaults) {
@@ -156,7 +169,7 @@ absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFi
     p.round_trip_s = IncastRoundTripS(c);
     p.x = IncastCostOf(row.topology, params, c);
     if (!(p.x > 0)) continue;  // R <= 1, or a round trip below the term's floor
-    p.excess_s = row.measured_s - (row.predicted_s - row.incast_s);
+    p.excess_s = row.measured_s - row.lossless_s();
     points.push_back(p);
   }
   return points;

@@ -40,6 +40,8 @@ struct ReportRow {
   // The date of the model file that predicted it (the report's "# VALIDATION ... (model of HOST, DATE, ..."
   // header); "" where the text has no such header.
   std::string model_date;
+  // The lossless model's prediction: what was printed, less the incast cost it included.
+  double lossless_s() const { return predicted_s - incast_s; }
 };
 
 // The rows of a report's table (lines that start with two spaces and name an exchange); comment lines and
@@ -47,6 +49,9 @@ struct ReportRow {
 // parse, or a text without any row (not a validation report).
 absl::StatusOr<std::vector<ReportRow>> ParseValidationReport(absl::string_view text,
                                                              absl::string_view origin);
+// The same for the report file at `path` (`origin` names it in messages); kNotFound when it cannot be read.
+absl::StatusOr<std::vector<ReportRow>> ReadValidationReport(const std::string& path,
+                                                            absl::string_view origin);
 
 // What a report's condition names leave to the cluster (the validation's flags).
 struct ReportDefaults {

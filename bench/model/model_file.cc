@@ -164,10 +164,7 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
                      absl::StrCat(c, " is not > 0 (refit: //bench:fit_incast)"));
     }
     const double beta = incast.multiplicative_decrease();
-    if (!(beta > 0 && beta < 1)) {
-      return Invalid("incast.multiplicative_decrease", absl::StrCat(beta, " is not in (0, 1)"));
-    }
-    if (std::abs(beta - kCubicMultiplicativeDecrease) > 1e-9) {
+    if (!(std::abs(beta - kCubicMultiplicativeDecrease) <= 1e-9)) {
       return Invalid("incast.multiplicative_decrease",
                      absl::StrCat(beta, ": this build's term is cubic's ", kCubicMultiplicativeDecrease,
                                   " (the hosts' TCP); refit with //bench:fit_incast"));

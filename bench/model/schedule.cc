@@ -56,14 +56,13 @@ absl::StatusOr<StepTime> PredictStep(Topology topology, const ExchangeParams& pa
     b.end_s = end = b.start_s + charged;
     step.exchange_s += charged;
     if (streamed && i + 1 == shape.buckets.size()) fixed = t.latency_s + t.software_s;
-    if (streamed) incast = std::max(incast, t.incast_s);
-    step.incast_s += streamed ? 0 : t.incast_s;
+    if (streamed) incast = std::max(incast, t.incast_s);  // the ring has none (IncastCostOf)
     step.buckets.push_back(b);
   }
   // The stream's loss at an overflowing port (collective.h IncastCostOf), once per step: its largest
   // bucket's.
   fixed += incast;
-  step.incast_s += incast;
+  step.incast_s = incast;
   end += fixed;
   step.exchange_s += fixed;
   step.step_s = shape.forward_s + std::max(shape.backward_s, end);

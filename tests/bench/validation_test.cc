@@ -156,16 +156,22 @@ TEST(PredictConditionTest, GradientConditionIsOneCollectiveAllExposed) {
   for (const ValidationRow& r : *beyond) EXPECT_DOUBLE_EQ(r.extrapolation, 1.5) << ExchangeName(r.exchange);
 }
 
-// The incast mark from the prediction: the sweep's queue (tbf's limit: rate x queue + burst) against the PS's
-// window burst; the ring never, a condition whose queue is not known never. Summarize then counts the usable
-// PS runs marked and not, and which of them dropped packets; the report prints both and the mark per row.
-TEST(PredictConditionTest, MarksIncastWhereTheWindowBurstExceedsThePortsQueue) {
+// The synthetic truth's exchanges, each with a 64 KiB window (so the PS bursts a window into a server's
+// port).
+proto::CostModelFile TruthWithWindows() {
   std::vector<model::ExchangeParams> params;
   for (model::Topology t : model::AllTopologies()) {
     params.push_back(model::TruthFor(t));
     params.back().window_bytes = 64 << 10;
   }
-  const proto::CostModelFile model = model::ModelFileOf(params);
+  return model::ModelFileOf(params);
+}
+
+// The incast mark from the prediction: the sweep's queue (tbf's limit: rate x queue + burst) against the PS's
+// window burst; the ring never, a condition whose queue is not known never. Summarize then counts the usable
+// PS runs marked and not, and which of them dropped packets; the report prints both and the mark per row.
+TEST(PredictConditionTest, MarksIncastWhereTheWindowBurstExceedsThePortsQueue) {
+  const proto::CostModelFile model = TruthWithWindows();
   HeldOutSweep sweep{"60mbit", "48ms", {4, 13}, {kMiB}, {}, 1, {}};
   sweep.queue = "50ms";
   absl::StatusOr<std::vector<HeldOutCondition>> conditions = ExpandSweep(sweep);
@@ -227,12 +233,7 @@ TEST(PredictConditionTest, MarksIncastWhereTheWindowBurstExceedsThePortsQueue) {
 }
 
 TEST(PredictConditionTest, AddsTheIncastCostAndWidensTheIntervalWhereTheModelHasTheTerm) {
-  std::vector<model::ExchangeParams> params;
-  for (model::Topology t : model::AllTopologies()) {
-    params.push_back(model::TruthFor(t));
-    params.back().window_bytes = 64 << 10;
-  }
-  const proto::CostModelFile lossless = model::ModelFileOf(params);
+  const proto::CostModelFile lossless = TruthWithWindows();
   proto::CostModelFile model = lossless;
   model.mutable_incast()->mutable_round_trips_per_cut()->set_value(1.5);
   model.mutable_incast()->mutable_round_trips_per_cut()->set_std_error(0.05);

@@ -2,9 +2,7 @@
 // this test fails when PS/ring code that alters timing changed and nobody recalibrated.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -100,12 +98,9 @@ TEST(DataPath, TheCommittedIncastTermIsTheFitOfItsReports) {
   ASSERT_GT(committed->incast().fitted_on_size(), 0);
   std::vector<IncastPoint> points;
   for (const std::string& report : committed->incast().fitted_on()) {
-    std::ifstream in(runfiles->Rlocation("psring/" + report));
-    ASSERT_TRUE(in) << report << " is not among //bench:committed_incast_reports";
-    std::stringstream text;
-    text << in.rdbuf();
-    absl::StatusOr<std::vector<ReportRow>> rows = ParseValidationReport(text.str(), report);
-    ASSERT_TRUE(rows.ok()) << rows.status();
+    absl::StatusOr<std::vector<ReportRow>> rows =
+        ReadValidationReport(runfiles->Rlocation("psring/" + report), report);
+    ASSERT_TRUE(rows.ok()) << rows.status() << " (is it among //bench:committed_incast_reports?)";
     absl::StatusOr<std::vector<IncastPoint>> more = IncastPointsOf(*committed, *rows, ReportDefaults{});
     ASSERT_TRUE(more.ok()) << more.status();
     points.insert(points.end(), more->begin(), more->end());
