@@ -250,6 +250,7 @@ absl::Status EmulatedCluster::Build() {
         RunCommand({Ip(), "-n", host, "addr", "add", HostAddress(i) + "/15", "dev", "eth0"}).status());
     RETURN_IF_ERROR(RunCommand({Ip(), "-n", host, "link", "set", "eth0", "up"}).status());
     RETURN_IF_ERROR(RunCommand({Ip(), "-n", host, "link", "set", "lo", "up"}).status());
+    RETURN_IF_ERROR(ReserveJobPorts(host));
     RETURN_IF_ERROR(ApplyTcpCongestion(host));
     RETURN_IF_ERROR(ApplySlowStartAfterIdle(host));
     // --slow_host's host gets its slower rate on both ends of its link (a straggler's link).

@@ -143,6 +143,9 @@ class EmulatedCluster final : public Cluster {
   absl::Status StartSwitchProbe();
   // Turns IPv6 off in namespace `ns` (its devices now and later); a no-op on a kernel without IPv6.
   absl::Status DisableIpv6(const std::string& ns) const;
+  // Keeps the harness's fixed listening ports (bench/core/job_ports.h) out of host namespace `ns`'s ephemeral
+  // ports (net.ipv4.ip_local_reserved_ports), so no outgoing connection takes one before its server binds.
+  absl::Status ReserveJobPorts(const std::string& ns) const;
   // Sets host namespace `ns`'s TCP congestion control to options_.tcp_congestion and records the one in use
   // (none given: records the kernel's default, which every new namespace inherits, from the first host only).
   absl::Status ApplyTcpCongestion(const std::string& ns);

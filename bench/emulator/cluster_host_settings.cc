@@ -1,5 +1,5 @@
-// Kernel settings of the emulated hosts' network namespaces: IPv6 off, the TCP congestion control, TCP's
-// slow start after idle.
+// Kernel settings of the emulated hosts' network namespaces: IPv6 off, the jobs' listening ports kept out of
+// the ephemeral ports, the TCP congestion control, TCP's slow start after idle.
 #include <unistd.h>
 
 #include <fstream>
@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "bench/core/job_ports.h"
 #include "bench/emulator/cluster.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -42,6 +43,25 @@ absl::Status EmulatedCluster::DisableIpv6(const std::string& ns) const {
   return InNamespace(ns, "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && "
                          "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
       .status();
+}
+
+absl::Status EmulatedCluster::ReserveJobPorts(const std::string& ns) const {
+  // The harness's servers and rendezvous master listen on fixed ports (bench/core/job_ports.h) that lie in
+  // the kernel's ephemeral range: a worker's outgoing connection could take one a moment before the server
+  // that needs it binds (the server then exits: port in use). Reserved ports are never picked for an outgoing
+  // connection or a bind to port 0. The setting is the namespace's own; the machine's is left alone.
+  constexpr char kFile[] = "/proc/sys/net/ipv4/ip_local_reserved_ports";
+  const std::string ranges = JobPortRanges();
+  absl::StatusOr<std::string> in_use =
+      InNamespace(ns, absl::StrCat("echo ", ranges, " > ", kFile, " && cat ", kFile));
+  if (!in_use.ok() || absl::StripAsciiWhitespace(*in_use) != ranges) {
+    return absl::InternalError(absl::StrCat(
+        "cannot reserve the jobs' ports ", ranges, " in namespace ", ns, " (", kFile, "): ",
+        in_use.ok() ? absl::StrCat("it reads '", absl::StripAsciiWhitespace(*in_use), "'")
+                    : in_use.status().message(),
+        "; the emulated cluster needs a kernel whose network namespaces have their own reserved ports"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status EmulatedCluster::ApplySlowStartAfterIdle(const std::string& ns) {

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/core/attribution.h"
+#include "bench/core/job_ports.h"
 #include "bench/core/trace_merge.h"
 #include "bench/emulator/probes.h"
 #include "bench/harness/launch.h"
@@ -27,18 +28,6 @@
 namespace psring::bench {
 namespace {
 
-
-// In the namespaces every run gets fresh fixed ports (rendezvous master, servers K ports from kServerPort): a
-// port of the previous run may still be in TIME_WAIT there, but nothing else runs in those port spaces. On
-// loopback all hosts share the machine's port space with whatever else runs (other tests, other jobs'
-// ephemeral client ports), so there the kernel picks free ports (FreeLoopbackPorts) instead.
-constexpr int kMasterPort = 29500;
-constexpr int kServerPort = 50051;
-constexpr int kPortStride = 300;  // > the most servers of one run (N <= 256)
-constexpr int kPortRotation = 16;  // runs before a port is used again
-
-// The rendezvous master's port followed by one port per server for run `run_index`: fixed and rotating in
-// the namespaces, from the kernel on loopback (see above).
 // The last --backup_workers=B among the PS servers' extra flags (0: none or not a number).
 int BackupWorkersIn(const std::vector<std::string>& server_args) {
   int backup = 0;
@@ -76,12 +65,12 @@ std::vector<TraceMark> HeldBackMarks(const StepAttribution& a, const std::vector
   return marks;
 }
 
-absl::StatusOr<std::vector<int>> RunPorts(bool emulated, int run_index, int servers) {
+// The rendezvous master's port followed by one port per server for port slot `slot`: fixed and rotating on
+// hosts with port spaces of their own (bench/core/job_ports.h), from the kernel on loopback, where every host
+// shares the machine's port space with whatever else runs there.
+absl::StatusOr<std::vector<int>> RunPorts(bool emulated, int slot, int servers) {
   if (!emulated) return FreeLoopbackPorts(1 + servers);  // Run() retries once if one is taken meanwhile
-  const int offset = (run_index % kPortRotation) * kPortStride;
-  std::vector<int> ports = {kMasterPort + offset};
-  for (int k = 0; k < servers; ++k) ports.push_back(kServerPort + offset + k);
-  return ports;
+  return JobPorts(slot, servers);
 }
 
 // A generous upper bound of one step's time, for timeouts: the model with a poor effective bandwidth.
@@ -181,11 +170,13 @@ class Runner::Impl {
     record.bucket_mb = bucket_mb;
     const absl::Time start = absl::Now();
     absl::Status status = RunJobFor(run_index, &record);
-    // A port taken by someone else between our choice and the bind: the binary exits with kExitPortInUse,
-    // or choosing ports failed the same way here.
-    if (!cluster_->emulated() && IsPortInUse(status)) {
+    // A port taken by someone else between our choice and the bind (the binary exits with kExitPortInUse, or
+    // choosing ports failed the same way here): once more with other ports. On loopback the kernel picks new
+    // ones; on hosts with fixed ports a real host's outgoing connection may hold one (the emulated hosts
+    // reserve them), and the retry takes another slot's.
+    if (IsPortInUse(status)) {
       *progress_ << " port taken by another process, retrying with new ports..." << std::flush;
-      status = RunJobFor(run_index, &record);  // loopback ports are new on every call
+      status = RunJobFor(RetrySlot(run_index), &record);
     }
     record.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
     if (!status.ok()) record.error = std::string(status.message());
@@ -193,9 +184,10 @@ class Runner::Impl {
   }
 
  private:
-  absl::Status RunJobFor(int run_index, RunRecord* record) {
+  // One launch of the run in port slot `port_slot` (bench/core/job_ports.h).
+  absl::Status RunJobFor(int port_slot, RunRecord* record) {
     const ExchangePlugin& plugin = PluginFor(record->exchange);
-    ASSIGN_OR_RETURN(const LaunchContext context, Context(plugin, record->nodes, run_index));
+    ASSIGN_OR_RETURN(const LaunchContext context, Context(plugin, record->nodes, port_slot));
     const RunBudget budget = Budget(o_, PessimisticStepSeconds(o_, plugin, record->nodes, record->bytes,
                                                                cluster_->link_bytes_per_second()));
     const std::string timeline_stem = TimelineStem(*record);
@@ -324,13 +316,14 @@ class Runner::Impl {
     return absl::StrCat(stem, "/rank", rank, ".json");
   }
 
-  absl::StatusOr<LaunchContext> Context(const ExchangePlugin& plugin, int nodes, int run_index) const {
+  absl::StatusOr<LaunchContext> Context(const ExchangePlugin& plugin, int nodes, int port_slot) const {
     LaunchContext context;
     context.cluster = cluster_;
     context.binaries = &o_.binaries;
     context.placement = plugin.Place(nodes, o_.ps_servers);
-    ASSIGN_OR_RETURN(std::vector<int> ports, RunPorts(cluster_->emulated(), run_index,
-                                                      static_cast<int>(context.placement.server_hosts.size())));
+    ASSIGN_OR_RETURN(
+        std::vector<int> ports,
+        RunPorts(cluster_->emulated(), port_slot, static_cast<int>(context.placement.server_hosts.size())));
     context.master_port = ports[0];
     context.server_ports.assign(ports.begin() + 1, ports.end());
     context.ps_mode = o_.ps_mode;

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/core/job_ports.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -401,6 +402,22 @@ TEST(ClusterTest, HostsUseTheSlowStartAfterIdleAsked) {
   auto bad = EmulatedCluster::Create(options);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "must be on, off")) << bad.status();
+}
+
+// The harness's fixed listening ports are out of every host's ephemeral ports: a worker's outgoing connection
+// took a PS server's port once (the server exited: port in use). The machine's own setting is left alone.
+TEST(ClusterTest, HostsReserveTheJobsListeningPorts) {
+  if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
+  constexpr char kFile[] = "/proc/sys/net/ipv4/ip_local_reserved_ports";
+  const std::string machine = ReadFirstLine(kFile);
+  auto cluster = EmulatedCluster::Create(TwoHosts(""));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  for (int host = 0; host < 2; ++host) {
+    auto in_host = RunCommand((*cluster)->Command(host, {"/bin/cat", kFile}));
+    ASSERT_TRUE(in_host.ok()) << in_host.status();
+    EXPECT_EQ(*in_host, JobPortRanges() + "\n") << "host " << host;
+  }
+  EXPECT_EQ(ReadFirstLine(kFile), machine);
 }
 
 TEST(ClusterTest, NfqueueLatencyWithoutTheDelayProgramIsAClearError) {
