@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -159,6 +160,22 @@ TEST_F(SshHostsTest, MpirunStartsTheProgramInTheNamedHostsNamespace) {
           << (*after)[k].second - (*before)[k].second << ")";
     }
   }
+}
+
+// A login runs none of root's shell start-up files (bash run by sshd sources ~/.bashrc; a stale pyenv lock
+// there once made every login wait 60 s): the session's HOME is the hosts' own directory, which has none.
+TEST_F(SshHostsTest, LoginsSkipRootsShellStartupFiles) {
+  const std::string home = ssh_->ssh_command().substr(ssh_->ssh_command().find(" -i ") + 4);
+  const std::string dir = home.substr(0, home.find("/client_key"));
+  ASSERT_FALSE(dir.empty()) << ssh_->ssh_command();
+  std::vector<std::string> argv = absl::StrSplit(ssh_->ssh_command(), ' ');
+  argv.insert(argv.end(), {cluster_->HostAddress(1), "echo $HOME"});
+  JobOptions options;
+  options.timeout = absl::Seconds(30);
+  auto results = RunJob({{"ssh", cluster_->Command(0, argv)}}, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ((*results)[0].exit_code, 0) << (*results)[0].stderr_tail;
+  EXPECT_EQ(absl::StripAsciiWhitespace((*results)[0].stdout_text), dir);
 }
 
 TEST_F(SshHostsTest, OutputOfEveryRankComesBackLineByLine) {
