@@ -6,9 +6,10 @@
 //   (one command line)
 //
 // Prints every point (condition, exchange, R, the round trip, the measured excess over the lossless
-// prediction, the term), the fitted c with its standard error, and the fitted rows' step error without and
-// with the term (in sample: a held-out plan judges it, bench/PERFORMANCE.md 9.24). The lossless terms are
-// untouched; a model file's earlier incast term is replaced.
+// prediction, the term), the fitted c and onset R0 with their standard errors (or why R0 was dropped), and
+// the fitted rows' step error without and with the term (in sample: a held-out plan judges it,
+// bench/PERFORMANCE.md 9.24-9.25). The lossless terms are untouched; a model file's earlier incast term is
+// replaced.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ ABSL_FLAG(int, ps_servers, 2, "K of ps-dedicated the reports ran (validate --ps_
 ABSL_FLAG(std::string, queue, "50ms",
           "The links' queue of conditions whose names give none (validate --queue, the cluster's default).");
 ABSL_FLAG(std::string, link_burst, "10ms", "The links' tbf burst the reports ran (validate --link_burst).");
+ABSL_FLAG(
+    bool, fit_onset, true,
+    "Fit the onset R0, the burst ratio from which the port drops (a grid from 1 to 3; kept only where a "
+    "bootstrap gives it a standard error of at most 20 % of its value). --nofit_onset: R0 = 1.");
 
 namespace psring::bench::model {
 namespace {
@@ -82,10 +87,14 @@ absl::Status Run() {
     points.insert(points.end(), more.begin(), more.end());
     names.push_back(report);
   }
-  ASSIGN_OR_RETURN(proto::IncastCost incast, FitIncast(points));
+  IncastFitOptions options;
+  options.fit_onset = absl::GetFlag(FLAGS_fit_onset);
+  IncastFitReport fit;
+  ASSIGN_OR_RETURN(proto::IncastCost incast, FitIncast(points, options, &fit));
   for (const std::string& n : names) incast.add_fitted_on(n);
 
   const double c = incast.round_trips_per_cut().value();
+  const double onset = incast.has_onset_ratio() ? incast.onset_ratio().value() : 1;
   std::cout << absl::StrFormat("# %-38s %-13s %6s %8s %9s %9s %9s %9s\n", "condition", "exchange", "R",
                                "rtt_ms", "lossless", "meas_s", "excess_s", "term_s");
   std::vector<double> before, after;
@@ -93,14 +102,28 @@ absl::Status Run() {
     const double lossless = p.row.lossless_s();
     std::cout << absl::StrFormat("  %-38s %-13s %6.2f %8.1f %9.3f %9.3f %+9.3f %9.3f\n", p.row.condition,
                                  TopologyName(p.row.topology), p.ratio, 1e3 * p.round_trip_s, lossless,
-                                 p.row.measured_s, p.excess_s, c * p.x);
+                                 p.row.measured_s, p.excess_s, c * IncastTermAt(p, onset));
     before.push_back(RelativeError(lossless, p.row.measured_s));
-    after.push_back(RelativeError(lossless + c * p.x, p.row.measured_s));
+    after.push_back(RelativeError(lossless + c * IncastTermAt(p, onset), p.row.measured_s));
+  }
+  if (!options.fit_onset) {
+    std::cout
+        << "# onset: not fitted (--nofit_onset): the term from a burst over the port's buffer (R0 = 1)\n";
+  } else if (fit.onset_identified) {
+    std::cout << absl::StrFormat(
+        "# onset: R0 = %.2f +- %.2f (bootstrap 90 %%: %.2f-%.2f): the port drops from a burst %.2f times its "
+        "buffer\n",
+        onset, fit.onset_std_error, fit.onset_low, fit.onset_high, onset);
+  } else {
+    std::cout << absl::StrFormat(
+        "# onset: R0 = %.2f +- %.2f is not identified by these runs (standard error over %.0f %% of it): "
+        "dropped, the term from a burst over the port's buffer (R0 = 1)\n",
+        fit.onset_fitted, fit.onset_std_error, 100 * kIdentifiedRelativeError);
   }
   std::cout << absl::StrFormat(
-      "# incast term: c = %.3f +- %.3f round trips per window cut (beta %.2f), the excess's scatter "
-      "around it %.0f %% of the term, over %d runs with round trips of %.0f-%.0f ms\n",
-      c, incast.round_trips_per_cut().std_error(), incast.multiplicative_decrease(),
+      "# incast term: c = %.3f +- %.3f round trips per window cut (beta %.2f) from R0 = %.2f, the excess's "
+      "scatter around it %.0f %% of the term, over %d runs with round trips of %.0f-%.0f ms\n",
+      c, incast.round_trips_per_cut().std_error(), incast.multiplicative_decrease(), onset,
       100 * incast.residual_rel_sd(), incast.runs(), 1e3 * incast.min_round_trip_s(),
       1e3 * incast.max_round_trip_s());
   std::cout << ErrorLine("step time of these runs, lossless model (in sample)", before)
@@ -113,9 +136,10 @@ absl::Status Run() {
   if (const size_t at = note.find(kNoteTerm); at != std::string::npos) {
     note.erase(at >= 2 && note.compare(at - 2, 2, "; ") == 0 ? at - 2 : at);
   }
-  model.set_note(absl::StrCat(note, note.empty() ? "" : "; ",
-                              absl::StrFormat("%s%.3f fitted on %d held-out runs (%s)", kNoteTerm, c,
-                                              incast.runs(), absl::StrJoin(names, ", "))));
+  model.set_note(
+      absl::StrCat(note, note.empty() ? "" : "; ",
+                   absl::StrFormat("%s%.3f from R0 = %.2f fitted on %d held-out runs (%s)", kNoteTerm, c,
+                                   onset, incast.runs(), absl::StrJoin(names, ", "))));
   RETURN_IF_ERROR(WriteModelFile(out_path, model));
   std::cout << "# wrote " << out_path << "\n";
   return absl::OkStatus();

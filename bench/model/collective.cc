@@ -120,6 +120,12 @@ absl::Status ValidateParams(const ExchangeParams& p) {
       !s.ok()) {
     return s;
   }
+  if (!(std::isfinite(p.incast_onset_ratio) && p.incast_onset_ratio >= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "incast_onset_ratio ", p.incast_onset_ratio,
+        " is not a finite ratio >= 1; refit the incast term (//bench:fit_incast) or fix the model "
+        "file"));
+  }
   return NonNegativeFinite("cpu_bytes_per_second", p.cpu_bytes_per_second, kRefit);
 }
 
@@ -310,8 +316,9 @@ double IncastCostOf(Topology topology, const ExchangeParams& params, const Condi
   if (topology == Topology::kRing || !(params.incast_round_trips > 0)) return 0;
   const double ratio = IncastOf(topology, params, conditions).ratio();
   const double round_trip = IncastRoundTripS(conditions);
-  if (!(ratio > kIncastMarkRatio) || round_trip < kIncastMinRoundTripS) return 0;
-  return params.incast_round_trips * std::log(ratio) / std::log(1 / kCubicMultiplicativeDecrease) *
+  const double onset = std::max(kIncastMarkRatio, params.incast_onset_ratio);
+  if (!(ratio > onset) || round_trip < kIncastMinRoundTripS) return 0;
+  return params.incast_round_trips * std::log(ratio / onset) / std::log(1 / kCubicMultiplicativeDecrease) *
          round_trip;
 }
 

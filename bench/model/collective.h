@@ -127,6 +127,9 @@ struct ExchangeParams {
   // TCP's window cuts costs, c in IncastCostOf. Fitted once for every PS exchange (model file's `incast`,
   // //bench:fit_incast), not by the exchange fit. 0: no loss cost (files before the term; the ring).
   double incast_round_trips = 0;
+  // R0 of IncastCostOf (>= 1): the burst ratio from which the port drops. 1: from the buffer on (files before
+  // the onset was fitted).
+  double incast_onset_ratio = 1;
 };
 
 // gRPC's rule for the connection window (ExchangeParams::window_update_share): credit returns at half.
@@ -232,16 +235,17 @@ Incast IncastOf(Topology topology, const ExchangeParams& params, const Condition
 // "INCAST x2.4" (the burst over the port's buffer) where marked, else "".
 std::string IncastMark(const Incast& incast);
 
-// The incast's cost (bench/PERFORMANCE.md 9.24): where the burst is R > 1 times the port's buffer, the
-// streams' TCP cuts its windows until their burst fits, ln(R) / ln(1 / beta) cuts (beta, the multiplicative
-// decrease: cubic's 0.7, the hosts' TCP of the calibration), and each cut costs c round trips through the
-// full port, 2L + buffer / B (the loss is found and repaired in round trips; the port's queue is full when it
-// drops):
+// The incast's cost (bench/PERFORMANCE.md 9.24-9.25): where the burst is R > R0 times the port's buffer, the
+// streams' TCP cuts its windows until their burst fits, ln(R / R0) / ln(1 / beta) cuts (beta, the
+// multiplicative decrease: cubic's 0.7, the hosts' TCP of the calibration), and each cut costs c round trips
+// through the full port, 2L + buffer / B (the loss is found and repaired in round trips; the port's queue is
+// full when it drops):
 //
-//   incast_s = c * ln(R) / ln(1 / beta) * (2L + port_buffer / B)      (R > 1, round trip >=
+//   incast_s = c * ln(R / R0) / ln(1 / beta) * (2L + port_buffer / B)      (R > R0 >= 1, round trip >=
 //   kIncastMinRoundTripS)
 //
-// c = params.incast_round_trips, fitted on held-out runs of shallow ports (1.5 round trips a cut there). Paid
+// c = params.incast_round_trips and R0 = params.incast_onset_ratio, fitted on held-out runs of shallow ports
+// (a burst a little over the buffer mostly passes: its first packets leave while the last arrive). Paid
 // once per collective (the PS's step: once per stream, schedule.h). 0 for the ring, without a port buffer, a
 // link rate or c, and below kIncastMinRoundTripS, where Linux's loss timers (the tail-loss probe's 10 ms
 // floor, the retransmission timeout's 200 ms) set what a loss costs, which the round trips here do not say:

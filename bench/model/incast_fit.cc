@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -165,6 +167,7 @@ absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFi
     c.port_buffer_bytes = c.link_bytes_per_second * queue_s + c.link_burst_bytes;
     ASSIGN_OR_RETURN(ExchangeParams params, ParamsOf(model, row.topology));
     params.incast_round_trips = 1;
+    params.incast_onset_ratio = 1;  // the point's x is the term from the buffer on; the fit moves R0
     p.ratio = IncastOf(row.topology, params, c).ratio();
     p.round_trip_s = IncastRoundTripS(c);
     p.x = IncastCostOf(row.topology, params, c);
@@ -175,7 +178,79 @@ absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFi
   return points;
 }
 
-absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& points) {
+double IncastTermAt(const IncastPoint& p, double onset) {
+  if (!(p.ratio > onset)) return 0;
+  return std::log(p.ratio / onset) / std::log(1 / kCubicMultiplicativeDecrease) * p.round_trip_s;
+}
+
+namespace {
+
+// The weighted least-squares slope through the origin at `onset` and its weighted residual sum of squares;
+// slope 0 where no point's term is above 0 there.
+struct Slope {
+  double c = 0;
+  double sse = 0;
+  double xx = 0;  // sum of w x^2
+};
+Slope SlopeAt(const std::vector<const IncastPoint*>& points, double onset) {
+  double xy = 0, xx = 0;
+  for (const IncastPoint* p : points) {
+    const double w = 1 / (p->row.lossless_s() * p->row.lossless_s());
+    const double x = IncastTermAt(*p, onset);
+    xy += w * x * p->excess_s;
+    xx += w * x * x;
+  }
+  Slope s;
+  s.xx = xx;
+  s.c = xx > 0 ? xy / xx : 0;
+  for (const IncastPoint* p : points) {
+    const double w = 1 / (p->row.lossless_s() * p->row.lossless_s());
+    const double r = p->excess_s - s.c * IncastTermAt(*p, onset);
+    s.sse += w * r * r;
+  }
+  return s;
+}
+
+// The onset on the grid (from 1 in kIncastOnsetStep steps up to the options' largest) whose slope leaves the
+// least weighted residual, and that slope; the grid's first (1) where `fit_onset` is false. The smaller onset
+// wins a tie.
+std::pair<double, Slope> BestOnset(const std::vector<const IncastPoint*>& points,
+                                   const IncastFitOptions& options) {
+  double best_onset = 1;
+  Slope best = SlopeAt(points, 1);
+  if (!options.fit_onset) return {best_onset, best};
+  const int steps = static_cast<int>(std::lround((options.max_onset - 1) / kIncastOnsetStep));
+  for (int i = 1; i <= steps; ++i) {
+    const double onset = 1 + i * kIncastOnsetStep;
+    const Slope s = SlopeAt(points, onset);
+    if (s.c > 0 && s.sse < best.sse) {
+      best = s;
+      best_onset = onset;
+    }
+  }
+  return {best_onset, best};
+}
+
+double StdDev(const std::vector<double>& v) {
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  double var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  return std::sqrt(var / static_cast<double>(v.size() - 1));
+}
+
+// The q-quantile of `v` (sorted copy, nearest rank).
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const size_t at = static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)));
+  return v[at];
+}
+
+}  // namespace
+
+absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& points,
+                                            const IncastFitOptions& options, IncastFitReport* report) {
   const int n = static_cast<int>(points.size());
   if (n < 3) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -183,31 +258,82 @@ absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& poin
         " usable PS runs whose window burst exceeds their port's buffer: the term needs at least 3 (give "
         "reports of held-out runs with shallow queues, e.g. a plan whose sweeps set \"queue\": \"5ms\")"));
   }
-  double xy = 0, xx = 0;
-  for (const IncastPoint& p : points) {
-    xy += p.x * p.excess_s;
-    xx += p.x * p.x;
+  if (!(options.max_onset >= 1) || options.bootstrap_resamples < 0) {
+    return absl::InvalidArgumentError("the fit's options need max_onset >= 1 and bootstrap_resamples >= 0");
   }
-  const double c = xy / xx;
-  if (!(c > 0)) {
+  std::vector<const IncastPoint*> all;
+  for (const IncastPoint& p : points) {
+    if (!(p.row.lossless_s() > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(p.row.origin, ": ", p.row.condition, " ",
+                                                     TopologyName(p.row.topology),
+                                                     " has no positive predicted step: not a report row"));
+    }
+    all.push_back(&p);
+  }
+  auto [onset, slope] = BestOnset(all, options);
+  if (!(slope.c > 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the runs' excess over the lossless model does not grow with the incast term (slope ", c,
-                     "): nothing to fit; keep the model without the term"));
+        absl::StrCat("the runs' excess over the lossless model does not grow with the incast term (slope ",
+                     slope.c, "): nothing to fit; keep the model without the term"));
   }
+
+  // The bootstrap: the same fit on resamples of the runs (drawn with replacement, a fixed seed, so a refit of
+  // the same reports gives the same file). Its spread is the standard error of c and of the onset together.
+  IncastFitReport local;
+  IncastFitReport& r = report != nullptr ? *report : local;
+  r = IncastFitReport();
+  r.onset_fitted = onset;
+  const auto resample_spread = [&](bool fit_onset, std::vector<double>* cs, std::vector<double>* onsets) {
+    IncastFitOptions o = options;
+    o.fit_onset = fit_onset;
+    std::mt19937_64 draw(kIncastBootstrapSeed);
+    std::vector<const IncastPoint*> sample(all.size());
+    for (int b = 0; b < options.bootstrap_resamples; ++b) {
+      for (auto& p : sample) p = all[draw() % all.size()];
+      const auto [o_b, s_b] = BestOnset(sample, o);
+      if (!(s_b.c > 0)) continue;
+      cs->push_back(s_b.c);
+      onsets->push_back(o_b);
+    }
+  };
+  std::vector<double> cs, onsets;
+  if (options.bootstrap_resamples >= 20) resample_spread(options.fit_onset, &cs, &onsets);
+  if (options.fit_onset && onsets.size() >= 20) {
+    r.onset_std_error = StdDev(onsets);
+    r.onset_low = Quantile(onsets, 0.05);
+    r.onset_high = Quantile(onsets, 0.95);
+    r.onset_identified = r.onset_std_error <= kIdentifiedRelativeError * onset;
+  }
+  if (options.fit_onset && !r.onset_identified) {
+    // Not pinned down by these runs: dropped, and the term starts at the buffer (R0 = 1).
+    onset = 1;
+    slope = SlopeAt(all, 1);
+    cs.clear();
+    onsets.clear();
+    if (options.bootstrap_resamples >= 20) resample_spread(false, &cs, &onsets);
+  }
+
   double residual = 0, term = 0, lo = points[0].round_trip_s, hi = lo;
-  for (const IncastPoint& p : points) {
-    const double r = p.excess_s - c * p.x;
-    residual += r * r;
-    term += c * p.x * c * p.x;
-    lo = std::min(lo, p.round_trip_s);
-    hi = std::max(hi, p.round_trip_s);
+  for (const IncastPoint* p : all) {
+    const double w = 1 / (p->row.lossless_s() * p->row.lossless_s());
+    const double fitted = slope.c * IncastTermAt(*p, onset);
+    residual += w * (p->excess_s - fitted) * (p->excess_s - fitted);
+    term += w * fitted * fitted;
+    lo = std::min(lo, p->round_trip_s);
+    hi = std::max(hi, p->round_trip_s);
   }
   const double residual_var = residual / (n - 1);
   proto::IncastCost out;
-  out.mutable_round_trips_per_cut()->set_value(c);
-  out.mutable_round_trips_per_cut()->set_std_error(std::sqrt(residual_var / xx));
+  out.mutable_round_trips_per_cut()->set_value(slope.c);
+  // The bootstrap's spread where it ran; else the slope's own from the residuals (onset held fixed).
+  out.mutable_round_trips_per_cut()->set_std_error(cs.size() >= 20 ? StdDev(cs)
+                                                                   : std::sqrt(residual_var / slope.xx));
+  if (onset > 1) {
+    out.mutable_onset_ratio()->set_value(onset);
+    out.mutable_onset_ratio()->set_std_error(r.onset_std_error);
+  }
   out.set_multiplicative_decrease(kCubicMultiplicativeDecrease);
-  out.set_residual_rel_sd(std::sqrt(residual_var / (term / n)));
+  out.set_residual_rel_sd(term > 0 ? std::sqrt(residual_var / (term / n)) : 0);
   out.set_runs(n);
   out.set_min_round_trip_s(lo);
   out.set_max_round_trip_s(hi);

@@ -4,9 +4,10 @@
 //
 // Each usable PS row of a gradient-mode report whose burst is R > 1 times its port's buffer is one point:
 // its excess y = measured - predicted (the lossless prediction: a cost the report's model already included,
-// "INCAST x2.9 +0.412 s", is taken off) against x = ln(R) / ln(1 / beta) * (2L + buffer / B), the term with
-// c = 1. c is the least-squares slope through the origin, sum(x y) / sum(x^2), its standard error from the
-// residuals, and the term's own scatter the root mean square of the residuals over that of c x. Rows below
+// "INCAST x2.9 +0.412 s", is taken off) against x = ln(R / R0) / ln(1 / beta) * (2L + buffer / B) (0 for
+// R <= R0), the term with c = 1. R0 and c minimize the runs' relative residuals (FitIncast below); their
+// standard errors come from a bootstrap, and the term's own scatter is the root mean square of the residuals
+// over that of c x. Rows below
 // R = 1 (the lossless model's own ground) and rows the report excluded (EMULATOR-BOUND, failed) are not
 // points; replayed workloads are skipped (their buckets' bursts differ).
 //
@@ -18,6 +19,7 @@
 #ifndef PSRING_BENCH_MODEL_INCAST_FIT_H_
 #define PSRING_BENCH_MODEL_INCAST_FIT_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -66,7 +68,7 @@ struct IncastPoint {
   Conditions conditions;    // N, K, S, B, L, the tbf burst and the port's buffer
   double ratio = 0;         // IncastOf's R
   double round_trip_s = 0;  // IncastRoundTripS
-  double x = 0;             // the term at c = 1
+  double x = 0;             // the term at c = 1 and R0 = 1
   double excess_s = 0;      // measured - lossless prediction
 };
 
@@ -78,9 +80,38 @@ absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFi
                                                         const std::vector<ReportRow>& rows,
                                                         const ReportDefaults& defaults);
 
-// The fitted term (fitted_on left to the caller). kInvalidArgument for fewer than 3 points, or a slope that
-// is not > 0 (the excess does not grow with the term: nothing to fit).
-absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& points);
+// The point's term at c = 1 with onset R0 = `onset` (collective.h IncastCostOf; 0 where R <= R0).
+double IncastTermAt(const IncastPoint& point, double onset);
+
+// How FitIncast fits.
+struct IncastFitOptions {
+  bool fit_onset = true;          // fit R0 (else R0 = 1: the term from the buffer on)
+  double max_onset = 3;           // the largest R0 of the grid
+  int bootstrap_resamples = 400;  // for the standard errors (< 20: c's from the residuals, R0's none)
+};
+inline constexpr double kIncastOnsetStep = 0.01;            // the grid's step in R0
+inline constexpr uint64_t kIncastBootstrapSeed = 20261129;  // fixed: a refit gives the same file
+// A parameter is kept where its standard error is at most this share of its value (the rule).
+inline constexpr double kIdentifiedRelativeError = 0.20;
+
+// What the fit found about the onset beside the term it returns.
+struct IncastFitReport {
+  double onset_fitted = 1;               // the grid's best R0 on all runs (before the identification check)
+  double onset_std_error = 0;            // its bootstrap standard error (0: no bootstrap)
+  double onset_low = 1, onset_high = 1;  // the bootstrap's 5 % and 95 % quantiles
+  bool onset_identified = false;         // standard error <= kIdentifiedRelativeError x R0: kept in the term
+};
+
+// The fitted term (fitted_on left to the caller). Weighted least squares on the runs' relative residuals
+// (weight 1 / lossless step^2: the validation judges relative step error): for each R0 of the grid (1, 1.01,
+// ... options.max_onset), the slope c through the origin; the R0 with the least residual wins. The standard
+// errors of c and R0 are the spread of the same fit over bootstrap resamples of the runs (fixed seed). An R0
+// whose standard error exceeds kIdentifiedRelativeError of it is dropped (R0 = 1, c refitted, `report` says
+// so); R0 = 1 leaves onset_ratio unset. kInvalidArgument for fewer than 3 points, a row without a positive
+// prediction, or a slope that is not > 0 (the excess does not grow with the term: nothing to fit).
+absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& points,
+                                            const IncastFitOptions& options = {},
+                                            IncastFitReport* report = nullptr);
 
 }  // namespace psring::bench::model
 

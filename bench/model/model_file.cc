@@ -172,6 +172,12 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
     if (!(std::isfinite(incast.residual_rel_sd()) && incast.residual_rel_sd() >= 0)) {
       return Invalid("incast.residual_rel_sd", absl::StrCat(incast.residual_rel_sd(), ": must be >= 0"));
     }
+    if (incast.has_onset_ratio()) {
+      const double r0 = incast.onset_ratio().value();
+      if (!(std::isfinite(r0) && r0 >= 1)) {
+        return Invalid("incast.onset_ratio", absl::StrCat(r0, " is not >= 1 (refit: //bench:fit_incast)"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -239,6 +245,7 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
     // The incast term is the file's, one for every PS exchange (absent: 0, no loss cost); the ring has none.
     if (topology != Topology::kRing && file.has_incast()) {
       p.incast_round_trips = file.incast().round_trips_per_cut().value();
+      if (file.incast().has_onset_ratio()) p.incast_onset_ratio = file.incast().onset_ratio().value();
     }
     if (absl::Status s = ValidateParams(p); !s.ok()) return Invalid(e.exchange(), s.message());
     return p;
@@ -253,10 +260,15 @@ std::string DescribeIncastTerm(const proto::CostModelFile& file) {
            "adds the term)";
   }
   const proto::IncastCost& incast = file.incast();
+  const std::string onset =
+      incast.has_onset_ratio()
+          ? absl::StrFormat(" from a burst of R0 = %.2f +- %.2f times the port's buffer",
+                            incast.onset_ratio().value(), incast.onset_ratio().std_error())
+          : " from a burst over the port's buffer";
   return absl::StrFormat(
-      "incast term: c = %.3f +- %.3f round trips per window cut, fitted on %d held-out runs (round trips "
+      "incast term: c = %.3f +- %.3f round trips per window cut%s, fitted on %d held-out runs (round trips "
       "%.0f-%.0f ms)",
-      incast.round_trips_per_cut().value(), incast.round_trips_per_cut().std_error(), incast.runs(),
+      incast.round_trips_per_cut().value(), incast.round_trips_per_cut().std_error(), onset, incast.runs(),
       1e3 * incast.min_round_trip_s(), 1e3 * incast.max_round_trip_s());
 }
 

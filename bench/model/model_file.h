@@ -47,8 +47,9 @@ std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameter
 // The parameters of `topology` (the file validated). kNotFound when the file lacks it.
 absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topology topology);
 
-// One line on the file's incast term (collective.h IncastCostOf): "incast term: c = 1.533 +- 0.043 round
-// trips per window cut, fitted on 91 held-out runs (round trips 39-156 ms)", or that it has none.
+// One line on the file's incast term (collective.h IncastCostOf): "incast term: c = 1.872 +- 0.086 round
+// trips per window cut from a burst of R0 = 1.21 +- 0.04 times the port's buffer, fitted on 152 held-out runs
+// (round trips 29-156 ms)", or that it has none.
 std::string DescribeIncastTerm(const proto::CostModelFile& file);
 
 // How far `at` (with `bytes` the collective's size: a flat step's S or one bucket's) lies outside what the

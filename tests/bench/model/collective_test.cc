@@ -492,6 +492,32 @@ TEST(CollectiveTest, IncastCostsRoundTripsPerWindowCutUntilTheBurstFits) {
   }
 }
 
+// With an onset R0 the port drops from a burst R0 times its buffer: ln(R / R0) cuts, none up to R0.
+TEST(CollectiveTest, IncastCostCountsTheCutsFromTheOnset) {
+  ExchangeParams p = Hand();
+  p.window_bytes = 64 << 10;
+  p.incast_round_trips = 1.5;
+  p.incast_onset_ratio = 1.25;
+  Conditions c{13, 2, 1 << 20, 7.5e6, 48e-3};
+  c.port_buffer_bytes = 7.5e6 * 0.05 + 75000;  // R = 1.748, round trip 156 ms (above)
+  // ln(1.748 / 1.25) / ln(1 / 0.7) = 0.9396 cuts x 1.5 x 0.156 s = 0.21986 s (computed by hand).
+  EXPECT_NEAR(IncastCostOf(Topology::kPsOne, p, c), 0.21986, 1e-5);
+  // ps-colocated's 11 streams: R = 1.602, ln(1.602 / 1.25) / ln(1 / 0.7) x 0.234 s = 0.16277 s.
+  EXPECT_NEAR(IncastCostOf(Topology::kPsColocated, p, c), 0.16277, 1e-5);
+  // Below the onset: marked (the burst exceeds the buffer), no cost.
+  p.incast_onset_ratio = 1.8;
+  EXPECT_TRUE(IncastOf(Topology::kPsOne, p, c).marked());
+  EXPECT_EQ(IncastCostOf(Topology::kPsOne, p, c), 0);
+  // An onset below 1 or not finite is refused.
+  for (double bad : {0.9, static_cast<double>(NAN)}) {
+    ExchangeParams q = p;
+    q.incast_onset_ratio = bad;
+    absl::StatusOr<CollectiveTime> t = PredictCollective(Topology::kPsOne, q, c);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(t.status().message().find("incast_onset_ratio"), std::string::npos) << t.status();
+  }
+}
+
 TEST(CollectiveTest, NamesRoundTrip) {
   for (Topology t : AllTopologies()) EXPECT_EQ(*ParseTopology(TopologyName(t)), t);
   absl::StatusOr<Topology> bad = ParseTopology("allgather");

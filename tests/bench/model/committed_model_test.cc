@@ -112,6 +112,9 @@ TEST(DataPath, TheCommittedIncastTermIsTheFitOfItsReports) {
   EXPECT_NEAR(refit->round_trips_per_cut().value(), want.round_trips_per_cut().value(), 1e-9);
   EXPECT_NEAR(refit->round_trips_per_cut().std_error(), want.round_trips_per_cut().std_error(), 1e-9);
   EXPECT_NEAR(refit->residual_rel_sd(), want.residual_rel_sd(), 1e-9);
+  EXPECT_EQ(refit->has_onset_ratio(), want.has_onset_ratio());
+  EXPECT_NEAR(refit->onset_ratio().value(), want.onset_ratio().value(), 1e-9);
+  EXPECT_NEAR(refit->onset_ratio().std_error(), want.onset_ratio().std_error(), 1e-9);
 }
 
 }  // namespace

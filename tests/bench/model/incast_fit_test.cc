@@ -132,24 +132,32 @@ TEST(IncastPointsOfTest, TakesUsablePsRowsWhoseBurstOverflowsThePort) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(FitIncastTest, RecoversTheRoundTripsPerCutFromNoisyRuns) {
-  const proto::CostModelFile model = Windowed();
-  // Runs at several shallow ports whose excess is 1.5 round trips per cut, +-10 % alternating.
+// Gradient-mode ps-1 and dedicated-PS rows (predicted 1 s, measured 1 s until a test sets it) at every
+// link x N.
+std::vector<ReportRow> SyntheticRows(const std::vector<std::string>& links, const std::vector<int>& nodes) {
   std::vector<ReportRow> rows;
-  int i = 0;
-  for (const char* link : {"120mbit 12ms queue 5ms", "70mbit 40ms queue 10ms", "80mbit 25ms queue 5ms"}) {
-    for (int n : {8, 12, 16}) {
+  for (const std::string& link : links) {
+    for (int n : nodes) {
       for (Topology t : {Topology::kPsOne, Topology::kPsDedicated}) {
         ReportRow r;
         r.condition = absl::StrCat(link, " N=", n, " 1MiB");
         r.topology = t;
         r.predicted_s = 1;
-        r.measured_s = 1;  // set below from the term
+        r.measured_s = 1;
         r.origin = "synthetic";
         rows.push_back(r);
       }
     }
   }
+  return rows;
+}
+
+TEST(FitIncastTest, RecoversTheRoundTripsPerCutFromNoisyRuns) {
+  const proto::CostModelFile model = Windowed();
+  // Runs at several shallow ports whose excess is 1.5 round trips per cut, +-10 % alternating.
+  std::vector<ReportRow> rows = SyntheticRows(
+      {"120mbit 12ms queue 5ms", "70mbit 40ms queue 10ms", "80mbit 25ms queue 5ms"}, {8, 12, 16});
+  int i = 0;
   absl::StatusOr<std::vector<IncastPoint>> unit = IncastPointsOf(model, rows, ReportDefaults{});
   ASSERT_TRUE(unit.ok()) << unit.status();
   ASSERT_EQ(unit->size(), rows.size());
@@ -158,8 +166,11 @@ TEST(FitIncastTest, RecoversTheRoundTripsPerCutFromNoisyRuns) {
   }
   absl::StatusOr<std::vector<IncastPoint>> points = IncastPointsOf(model, rows, ReportDefaults{});
   ASSERT_TRUE(points.ok()) << points.status();
-  absl::StatusOr<proto::IncastCost> fit = FitIncast(*points);
+  IncastFitOptions from_the_buffer;
+  from_the_buffer.fit_onset = false;
+  absl::StatusOr<proto::IncastCost> fit = FitIncast(*points, from_the_buffer);
   ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_FALSE(fit->has_onset_ratio()) << "R0 = 1 is left unset";
   EXPECT_NEAR(fit->round_trips_per_cut().value(), 1.5, 0.05);
   EXPECT_GT(fit->round_trips_per_cut().std_error(), 0);
   EXPECT_LT(fit->round_trips_per_cut().std_error(), 0.05);
@@ -191,11 +202,103 @@ TEST(FitIncastTest, RecoversTheRoundTripsPerCutFromNoisyRuns) {
   bad.mutable_incast()->set_multiplicative_decrease(0.5);
   EXPECT_NE(ValidateModelFile(bad).message().find("cubic"), std::string::npos) << ValidateModelFile(bad);
 
+  // An onset below 1 is refused.
+  bad = with;
+  bad.mutable_incast()->mutable_onset_ratio()->set_value(0.8);
+  EXPECT_NE(ValidateModelFile(bad).message().find("incast.onset_ratio"), std::string::npos)
+      << ValidateModelFile(bad);
+
   // Too few points, or an excess that does not grow with the term: nothing to fit.
   EXPECT_EQ(FitIncast({(*points)[0], (*points)[1]}).status().code(), absl::StatusCode::kInvalidArgument);
   std::vector<IncastPoint> shrinking = *points;
   for (IncastPoint& p : shrinking) p.excess_s = -p.x;
   EXPECT_EQ(FitIncast(shrinking).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Runs that drop only from a burst 1.3 times the port's buffer: the fit finds the onset and c, gives them
+// standard errors from the bootstrap, and the model file carries R0 to every PS exchange.
+TEST(FitIncastTest, FindsTheOnsetFromWhichThePortDrops) {
+  const proto::CostModelFile model = Windowed();
+  std::vector<int> nodes;
+  for (int n = 3; n <= 16; ++n) nodes.push_back(n);
+  const std::vector<ReportRow> rows = SyntheticRows(
+      {"120mbit 12ms queue 5ms", "70mbit 40ms queue 10ms", "80mbit 25ms queue 5ms", "100mbit 30ms queue 8ms"},
+      nodes);
+  absl::StatusOr<std::vector<IncastPoint>> unit = IncastPointsOf(model, rows, ReportDefaults{});
+  ASSERT_TRUE(unit.ok()) << unit.status();
+  ASSERT_GT(unit->size(), 40u);
+  std::vector<ReportRow> kept;
+  int i = 0;
+  for (const IncastPoint& p : *unit) {
+    ReportRow r = p.row;
+    r.measured_s = 1 + 1.5 * IncastTermAt(p, 1.3) * (i % 2 == 0 ? 1.1 : 0.9) + (i % 3 - 1) * 0.002;
+    ++i;
+    kept.push_back(r);
+  }
+  absl::StatusOr<std::vector<IncastPoint>> points = IncastPointsOf(model, kept, ReportDefaults{});
+  ASSERT_TRUE(points.ok()) << points.status();
+  int below = 0;
+  for (const IncastPoint& p : *points) below += p.ratio <= 1.3;
+  ASSERT_GE(below, 5) << "the runs must reach below the onset";
+  IncastFitReport report;
+  absl::StatusOr<proto::IncastCost> fit = FitIncast(*points, IncastFitOptions{}, &report);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  ASSERT_TRUE(fit->has_onset_ratio());
+  EXPECT_NEAR(fit->onset_ratio().value(), 1.3, 0.05);
+  EXPECT_GT(fit->onset_ratio().std_error(), 0);
+  EXPECT_LT(fit->onset_ratio().std_error(), 0.2 * 1.3);
+  EXPECT_TRUE(report.onset_identified);
+  EXPECT_LE(report.onset_low, fit->onset_ratio().value());
+  EXPECT_GE(report.onset_high, fit->onset_ratio().value());
+  EXPECT_NEAR(fit->round_trips_per_cut().value(), 1.5, 0.1);
+  EXPECT_GT(fit->round_trips_per_cut().std_error(), 0);
+  // The same runs and options give the same file (the bootstrap's seed is fixed).
+  absl::StatusOr<proto::IncastCost> again = FitIncast(*points);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->SerializeAsString(), fit->SerializeAsString());
+  // Held at R0 = 1, the same runs fit worse: the onset is what they show.
+  IncastFitOptions from_the_buffer;
+  from_the_buffer.fit_onset = false;
+  absl::StatusOr<proto::IncastCost> flat = FitIncast(*points, from_the_buffer);
+  ASSERT_TRUE(flat.ok());
+  EXPECT_GT(flat->residual_rel_sd(), fit->residual_rel_sd());
+
+  proto::CostModelFile with = model;
+  *with.mutable_incast() = *fit;
+  ASSERT_TRUE(ValidateModelFile(with).ok()) << ValidateModelFile(with);
+  EXPECT_DOUBLE_EQ(ParamsOf(with, Topology::kPsOne)->incast_onset_ratio, fit->onset_ratio().value());
+  EXPECT_DOUBLE_EQ(ParamsOf(with, Topology::kPsDedicated)->incast_onset_ratio, fit->onset_ratio().value());
+  EXPECT_NE(DescribeIncastTerm(with).find(absl::StrFormat("R0 = %.2f", fit->onset_ratio().value())),
+            std::string::npos)
+      << DescribeIncastTerm(with);
+}
+
+// Runs far above any onset, with a wide scatter, say little about where the port starts dropping: the onset's
+// bootstrap spread is wide, and it is dropped (R0 = 1: the term from the buffer on) and reported.
+TEST(FitIncastTest, DropsAnOnsetTheRunsDoNotPinDown) {
+  const proto::CostModelFile model = Windowed();
+  std::vector<ReportRow> rows = SyntheticRows(
+      {"120mbit 12ms queue 5ms", "70mbit 40ms queue 10ms", "80mbit 25ms queue 5ms"}, {12, 14, 16});
+  absl::StatusOr<std::vector<IncastPoint>> unit = IncastPointsOf(model, rows, ReportDefaults{});
+  ASSERT_TRUE(unit.ok()) << unit.status();
+  constexpr double kScatter[] = {1.4, 0.6, 1.1, 0.8, 1.3, 0.7, 0.9, 1.2};
+  for (size_t k = 0; k < rows.size(); ++k) {
+    rows[k].measured_s = 1 + 1.5 * (*unit)[k].x * kScatter[k % 8];
+  }
+  absl::StatusOr<std::vector<IncastPoint>> points = IncastPointsOf(model, rows, ReportDefaults{});
+  ASSERT_TRUE(points.ok()) << points.status();
+  IncastFitReport report;
+  absl::StatusOr<proto::IncastCost> fit = FitIncast(*points, IncastFitOptions{}, &report);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_GT(report.onset_std_error, kIdentifiedRelativeError * report.onset_fitted)
+      << report.onset_fitted << " " << report.onset_low << "-" << report.onset_high;
+  EXPECT_FALSE(report.onset_identified);
+  EXPECT_FALSE(fit->has_onset_ratio()) << "dropped: R0 = 1";
+  IncastFitOptions from_the_buffer;
+  from_the_buffer.fit_onset = false;
+  absl::StatusOr<proto::IncastCost> flat = FitIncast(*points, from_the_buffer);
+  ASSERT_TRUE(flat.ok());
+  EXPECT_EQ(flat->SerializeAsString(), fit->SerializeAsString()) << "the term as fitted without an onset";
 }
 
 }  // namespace
