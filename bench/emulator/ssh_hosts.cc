@@ -12,7 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -166,21 +168,28 @@ absl::Status SshHosts::StartDaemon(const EmulatedCluster& cluster, const std::st
   const std::string config = absl::StrCat(dir_, "/sshd_config.h", host);
   // StrictModes off: the key files sit in a directory under /tmp, not in a home directory. No PAM: nothing
   // of this machine's login stack is needed for a key login as root; nor root's shell start-up files (HOME).
-  RETURN_IF_ERROR(WriteFile(
-      config, absl::StrCat("ListenAddress ", cluster.HostAddress(host), "\n", "Port 22\n", "HostKey ", dir_,
-                           "/host_key\n", "AuthorizedKeysFile ", dir_, "/authorized_keys\n", "PidFile ", dir_,
-                           "/sshd.h", host, ".pid\n", "PermitRootLogin prohibit-password\n",
-                           "PubkeyAuthentication yes\n", "PasswordAuthentication no\n",
-                           "KbdInteractiveAuthentication no\n", "UsePAM no\n", "StrictModes no\n",
-                           "X11Forwarding no\n", "PrintMotd no\n",
-                           // The session's HOME is the key directory, not root's: bash
-                           // run by sshd sources ~/.bashrc, and a login shell's start-up
-                           // (pyenv's rehash waits up to 60 s for a lock a killed login
-                           // left behind) would hang every login of the job.
-                           "SetEnv HOME=", dir_, "\n",
-                           // mpirun opens one connection per host at once; a harness
-                           // may run several mpiruns side by side.
-                           "MaxStartups 100\n")));
+  const std::vector<std::string> directives = {
+      absl::StrCat("ListenAddress ", cluster.HostAddress(host)),
+      "Port 22",
+      absl::StrCat("HostKey ", dir_, "/host_key"),
+      absl::StrCat("AuthorizedKeysFile ", dir_, "/authorized_keys"),
+      absl::StrCat("PidFile ", dir_, "/sshd.h", host, ".pid"),
+      "PermitRootLogin prohibit-password",
+      "PubkeyAuthentication yes",
+      "PasswordAuthentication no",
+      "KbdInteractiveAuthentication no",
+      "UsePAM no",
+      "StrictModes no",
+      "X11Forwarding no",
+      "PrintMotd no",
+      // The session's HOME is the key directory, not root's: bash run by sshd sources ~/.bashrc, and a login
+      // shell's start-up (pyenv's rehash waits up to 60 s for a lock a killed login left behind) would hang
+      // every login of the job.
+      absl::StrCat("SetEnv HOME=", dir_),
+      // mpirun opens one connection per host at once; a harness may run several mpiruns side by side.
+      "MaxStartups 100",
+  };
+  RETURN_IF_ERROR(WriteFile(config, absl::StrCat(absl::StrJoin(directives, "\n"), "\n")));
   SpawnOptions spawn;
   spawn.stdout_file = "/dev/null";
   // -D: stays in the foreground, so it is our child; -E: its log (and its configuration errors) to a file.

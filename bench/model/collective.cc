@@ -312,14 +312,18 @@ double IncastRoundTripS(const Conditions& conditions) {
   return 2 * conditions.latency_s + conditions.port_buffer_bytes / conditions.link_bytes_per_second;
 }
 
+double IncastCutsTime(double ratio, double onset, double round_trip_s) {
+  if (!(ratio > onset)) return 0;
+  return std::log(ratio / onset) / std::log(1 / kCubicMultiplicativeDecrease) * round_trip_s;
+}
+
 double IncastCostOf(Topology topology, const ExchangeParams& params, const Conditions& conditions) {
   if (topology == Topology::kRing || !(params.incast_round_trips > 0)) return 0;
   const double ratio = IncastOf(topology, params, conditions).ratio();
   const double round_trip = IncastRoundTripS(conditions);
-  const double onset = std::max(kIncastMarkRatio, params.incast_onset_ratio);
-  if (!(ratio > onset) || round_trip < kIncastMinRoundTripS) return 0;
-  return params.incast_round_trips * std::log(ratio / onset) / std::log(1 / kCubicMultiplicativeDecrease) *
-         round_trip;
+  if (round_trip < kIncastMinRoundTripS) return 0;
+  return params.incast_round_trips *
+         IncastCutsTime(ratio, std::max(kIncastMarkRatio, params.incast_onset_ratio), round_trip);
 }
 
 absl::StatusOr<CollectiveTime> PredictCollective(Topology topology, const ExchangeParams& params,

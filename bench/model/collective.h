@@ -254,6 +254,8 @@ inline constexpr double kCubicMultiplicativeDecrease = 0.7;
 inline constexpr double kIncastMinRoundTripS = 0.010;
 // The round trip through the full port the cost is counted in: 2L + port_buffer / B (0 without a link rate).
 double IncastRoundTripS(const Conditions& conditions);
+// The term at c = 1: ln(R / R0) / ln(1 / beta) cuts of `round_trip_s` each; 0 where `ratio` <= `onset`.
+double IncastCutsTime(double ratio, double onset, double round_trip_s);
 double IncastCostOf(Topology topology, const ExchangeParams& params, const Conditions& conditions);
 
 // The model's time; errors as ValidateParams and ValidateConditions.

@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "bench/core/links.h"
 #include "bench/model/model_file.h"
+#include "bench/model/validate.h"
 #include "common/status_macros.h"
 
 namespace psring::bench::model {
@@ -179,8 +180,7 @@ absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFi
 }
 
 double IncastTermAt(const IncastPoint& p, double onset) {
-  if (!(p.ratio > onset)) return 0;
-  return std::log(p.ratio / onset) / std::log(1 / kCubicMultiplicativeDecrease) * p.round_trip_s;
+  return IncastCutsTime(p.ratio, onset, p.round_trip_s);
 }
 
 namespace {
@@ -240,13 +240,6 @@ double StdDev(const std::vector<double>& v) {
   return std::sqrt(var / static_cast<double>(v.size() - 1));
 }
 
-// The q-quantile of `v` (sorted copy, nearest rank).
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const size_t at = static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)));
-  return v[at];
-}
-
 }  // namespace
 
 absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& points,
@@ -300,8 +293,8 @@ absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& poin
   if (options.bootstrap_resamples >= 20) resample_spread(options.fit_onset, &cs, &onsets);
   if (options.fit_onset && onsets.size() >= 20) {
     r.onset_std_error = StdDev(onsets);
-    r.onset_low = Quantile(onsets, 0.05);
-    r.onset_high = Quantile(onsets, 0.95);
+    r.onset_low = *Quantile(onsets, 0.05);  // finite, and at least 20 of them
+    r.onset_high = *Quantile(onsets, 0.95);
     r.onset_identified = r.onset_std_error <= kIdentifiedRelativeError * onset;
   }
   if (options.fit_onset && !r.onset_identified) {
