@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "bench/core/cluster.h"
 #include "bench/core/links.h"
+#include "bench/emulator/probes.h"
 #include "bench/model/calibration_plan.h"
 #include "bench/model/link_share.h"
 #include "bench/model/model_file.h"
@@ -27,6 +28,9 @@
 #include "trainer/workload.h"
 
 namespace psring::bench {
+
+static_assert(ValidationRow::kBoxWaitShare == kMaxCpuStall,
+              "validation splits runs at rule (d)'s wait share (bench/emulator/probes.h)");
 namespace {
 
 using PlanFile = proto::ValidationPlanFile;
@@ -380,8 +384,10 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
             row.emulator_bound = record->emulator_bound;
             if (record->emulator_bound) row.note = record->bound_reason;
             row.drop_share = record->LinkDropShare();
+            row.host_stall = record->host_stall;
             // A remark, not a note: a note excludes the row. Hosts that waited for a core too little to
-            // explain the link's shortfall, or links that dropped packets (network loss the model lacks).
+            // explain the link's shortfall, links that dropped packets (network loss the model lacks), or
+            // hosts that waited while the link carried what the network allows (rule (d) keeps the run).
             if (row.lossy()) {
               row.remark =
                   absl::StrFormat("links dropped %.2f%% of packets (loss, %s)%s", 100 * row.drop_share,
@@ -389,6 +395,11 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
                                   record->kept_reason.empty() ? "" : ": judged");
             } else if (!record->kept_reason.empty()) {
               row.remark = "box waits cannot explain the shortfall: judged";
+            } else if (row.usable() && row.box_waited()) {
+              row.remark = absl::StrFormat(
+                  "a host waited for a core %.0f%% of the exchange time, its link busy as the network "
+                  "allows: judged",
+                  100 * row.host_stall);
             }
             if (runs > 1 && row.usable())
               repeated[{row.condition, row.exchange}].push_back(row.measured_step_s);

@@ -48,8 +48,10 @@ enum class Over {
   kLosslessSteps,
   kIncastMarkedSteps,
   kIncastUnmarkedSteps,
-  kIncastCostedSteps,         // usable runs whose prediction includes an incast cost
-  kIncastCostedLosslessSteps  // the same, judged without it
+  kIncastCostedSteps,          // usable runs whose prediction includes an incast cost
+  kIncastCostedLosslessSteps,  // the same, judged without it
+  kBoxWaitedSteps,             // usable runs whose busiest host waited for a core >= kBoxWaitShare
+  kBoxQuietSteps               // usable runs whose hosts waited less (unknown waits: neither)
 };
 
 std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
@@ -64,7 +66,9 @@ std::vector<double> Errors(const std::vector<ValidationRow>& rows, Over over) {
                     : over == Over::kIncastUnmarkedSteps ? r.usable() && r.incast > 0 && !r.incast_marked()
                     : over == Over::kIncastCostedSteps || over == Over::kIncastCostedLosslessSteps
                         ? r.usable() && r.incast_s > 0
-                        : r.measured_step_s > 0;
+                    : over == Over::kBoxWaitedSteps ? r.usable() && r.box_waited()
+                    : over == Over::kBoxQuietSteps  ? r.usable() && r.host_stall >= 0 && !r.box_waited()
+                                                    : r.measured_step_s > 0;
     if (!in) continue;
     const double predicted =
         over == Over::kIncastCostedLosslessSteps ? r.predicted_lossless_step_s : r.predicted_step_s;
@@ -325,6 +329,11 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
   ASSIGN_OR_RETURN(s.step_all, SummaryOf(Errors(rows, Over::kMeasuredSteps)));
   ASSIGN_OR_RETURN(s.step_lossy, SummaryOf(Errors(rows, Over::kLossySteps)));
   ASSIGN_OR_RETURN(s.step_lossless, SummaryOf(Errors(rows, Over::kLosslessSteps)));
+  s.lossy_costed = static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const ValidationRow& r) {
+    return r.usable() && r.lossy() && r.incast_s > 0;
+  }));
+  ASSIGN_OR_RETURN(s.step_box_waited, SummaryOf(Errors(rows, Over::kBoxWaitedSteps)));
+  ASSIGN_OR_RETURN(s.step_box_quiet, SummaryOf(Errors(rows, Over::kBoxQuietSteps)));
   ASSIGN_OR_RETURN(s.exposed, SummaryOf(Errors(rows, Over::kComparableExposed)));
   for (const ValidationRow& r : rows) {
     if (!r.usable() || r.exchange == Exchange::kRing || r.drop_share < 0 || r.incast <= 0) continue;

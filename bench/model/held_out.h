@@ -149,6 +149,13 @@ struct ValidationRow {
   // (bench/core/cluster.h): loss, which the model has only as its incast term (where marked and costed).
   double drop_share = -1;
   bool lossy() const { return drop_share >= kLossyDropShare; }
+  // The share of the exchange time the run's busiest emulated host's tasks waited for a core (RunRecord::
+  // host_stall; -1: unknown, no per-host groups). A usable run that waited >= kBoxWaitShare was kept because
+  // its link carried what the network allows (bench/emulator/probes.h rule (d)), yet the box may have
+  // stretched each round of its windows: such runs are summarized apart, never excluded.
+  double host_stall = -1;
+  static constexpr double kBoxWaitShare = 0.10;  // rule (d)'s kMaxCpuStall (validation.cc checks)
+  bool box_waited() const { return host_stall >= kBoxWaitShare; }
   bool usable() const { return measured_step_s > 0 && !emulator_bound && note.empty(); }
   // The exposed time is compared only where it is at least this share of the measured step: below, the
   // exchange hid behind backward and a relative error says nothing.
@@ -186,6 +193,12 @@ struct ValidationSummary {
   // the misses are.
   model::ErrorSummary step_lossy;
   model::ErrorSummary step_lossless;
+  int lossy_costed = 0;  // of the lossy usable runs, those whose prediction has an incast cost
+  // Over the usable runs whose busiest host waited for a core (ValidationRow::box_waited), and over the
+  // usable runs that did not (runs of unknown waits left out): how much of the error lies where the box
+  // waited, beside the rest, so a reader can weigh it; both stay in `step`.
+  model::ErrorSummary step_box_waited;
+  model::ErrorSummary step_box_quiet;
   // The prediction's incast mark against what the links did (ValidationRow::incast_marked, lossy): usable PS
   // runs marked and not, and how many of each dropped >= kLossyDropShare (runs of unknown drops left out),
   // with the step error over each group: the mark is judged, as the model is, on runs it never saw.

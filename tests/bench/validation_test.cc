@@ -513,6 +513,55 @@ TEST(FormatValidationReportTest, RemarksExcludeNothingAndLossyRunsAreSummarizedA
   EXPECT_EQ(FormatValidationReport(v).find("the other usable runs"), std::string::npos);
 }
 
+// Usable runs whose busiest host waited for a core >= 10 % of the exchange time are summarized apart from
+// those whose hosts waited less; runs of unknown waits are in neither, and every one stays in the step total.
+TEST(FormatValidationReportTest, RunsWhoseHostsWaitedAreSummarizedApart) {
+  Validation v;
+  v.rows = FixedRows();
+  v.rows[1].host_stall = 0.13;   // ps-1 A, +10 %: waited
+  v.rows[4].host_stall = 0.10;   // ps-1 B, +20 %: at the share, waited
+  v.rows[0].host_stall = 0.02;   // ring A: quiet
+  v.rows[3].host_stall = 0.099;  // ring B: quiet, just below
+  absl::StatusOr<ValidationSummary> s = Summarize(v.rows, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->step.count, 5);  // nothing excluded
+  EXPECT_EQ(s->step_box_waited.count, 2);
+  EXPECT_NEAR(s->step_box_waited.max_abs, 0.2, 1e-12);
+  EXPECT_EQ(s->step_box_quiet.count, 2);  // ps-colocated A's waits are unknown: in neither
+  v.summary = *s;
+  const std::string text = FormatValidationReport(v);
+  EXPECT_NE(text.find("# step time, usable runs whose busiest host waited for a core >= 10 % of the exchange "
+                      "time (kept: "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# step time, usable runs whose hosts waited less: median |error| "), std::string::npos)
+      << text;
+  // Without a run that waited, no split.
+  v.rows[1].host_stall = v.rows[4].host_stall = -1;
+  v.summary = *Summarize(v.rows, {});
+  EXPECT_EQ(FormatValidationReport(v).find("hosts waited less"), std::string::npos);
+}
+
+// The lossy runs' label says in how many of them the model costs the loss.
+TEST(FormatValidationReportTest, TheLossLabelCountsTheCostedRuns) {
+  Validation v;
+  v.rows = FixedRows();
+  v.rows[1].drop_share = v.rows[4].drop_share = 0.0025;  // two lossy ps-1 runs
+  v.rows[4].incast = 2;
+  v.rows[4].incast_s = 0.01;  // one costed
+  v.summary = *Summarize(v.rows, {});
+  EXPECT_EQ(v.summary.lossy_costed, 1);
+  EXPECT_NE(FormatValidationReport(v).find("(loss: the model's incast term in 1 of them)"),
+            std::string::npos);
+  v.rows[1].incast = 2;
+  v.rows[1].incast_s = 0.01;
+  v.summary = *Summarize(v.rows, {});
+  EXPECT_NE(FormatValidationReport(v).find("(loss: the model's incast term in each)"), std::string::npos);
+  v.rows[1].incast_s = v.rows[4].incast_s = 0;
+  v.summary = *Summarize(v.rows, {});
+  EXPECT_NE(FormatValidationReport(v).find("(loss: not in the model)"), std::string::npos);
+}
+
 // The hosts' TCP beside the model's: said when they agree, a WARNING when the model was fitted under another.
 TEST(FormatValidationReportTest, SaysWhetherTheHostsRanTheModelsTcp) {
   Validation v;
