@@ -1,8 +1,6 @@
 #include "common/host_cpu.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -10,15 +8,15 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/read_file.h"
 
 namespace psring {
 namespace {
 
+// "" when the file cannot be read (a kernel without it): the callers then report the figure unknown.
 std::string ReadProcFile(const char* path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  return text.ok() ? *std::move(text) : std::string();
 }
 
 }  // namespace

@@ -2,11 +2,8 @@
 
 #include <zlib.h>
 
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/atomic_file.h"
+#include "common/read_file.h"
 #include "common/status_macros.h"
 
 namespace psring::trainer {
@@ -276,12 +274,8 @@ absl::Status NpzWriter::WriteAtomically(const std::string& path) const {
 }
 
 absl::StatusOr<NpzReader> NpzReader::Open(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return Parse(buffer.str(), path);
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path, absl::StrCat("cannot open ", path)));
+  return Parse(bytes, path);
 }
 
 absl::StatusOr<NpzReader> NpzReader::Parse(const std::string& bytes, const std::string& path) {

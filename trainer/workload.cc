@@ -1,11 +1,10 @@
 #include "trainer/workload.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/read_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "trainer/workload_presets.h"
 
@@ -78,15 +77,12 @@ absl::StatusOr<proto::Workload> LoadWorkload(absl::string_view name_or_path) {
     const WorkloadPreset& preset = kWorkloadPresets[i];
     if (name_or_path == preset.name) return ParseWorkload(preset.json, preset.name);
   }
-  std::ifstream in{std::string(name_or_path)};
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("--workload=", name_or_path, ": neither a preset (",
-                                            absl::StrJoin(PresetWorkloadNames(), ", "),
-                                            ") nor a readable profile file"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseWorkload(text.str(), name_or_path);
+  absl::StatusOr<std::string> text = ReadFileToString(
+      std::string(name_or_path),
+      absl::StrCat("--workload=", name_or_path, ": neither a preset (",
+                   absl::StrJoin(PresetWorkloadNames(), ", "), ") nor a readable profile file"));
+  if (!text.ok()) return text.status();
+  return ParseWorkload(*text, name_or_path);
 }
 
 std::vector<std::string> PresetWorkloadNames() {

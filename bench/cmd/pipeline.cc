@@ -1,10 +1,8 @@
 #include "bench/cmd/pipeline.h"
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <set>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -14,6 +12,7 @@
 #include "bench/model/model_file.h"
 #include "bench/model/sweep_model.h"
 #include "bench/report/scaling_report.h"
+#include "common/read_file.h"
 #include "common/status_macros.h"
 
 namespace psring::bench {
@@ -83,13 +82,12 @@ absl::Status RunAndReport(const ScalingOptions& options, const std::string& out_
 }
 
 absl::Status ReportFromCsv(const ScalingOptions& options, const std::string& csv_path, const std::string& out_dir) {
-  std::ifstream in(csv_path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", csv_path, ": pass a scaling.csv written by a run"));
-  std::stringstream text;
-  text << in.rdbuf();
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadFileToString(csv_path, absl::StrCat("cannot read ", csv_path,
+                                                           ": pass a scaling.csv written by a run")));
   SweepResult result;
   result.options = options;
-  ASSIGN_OR_RETURN(result.records, RecordsFromCsv(text.str()));
+  ASSIGN_OR_RETURN(result.records, RecordsFromCsv(text));
   OptionsFromRecords(&result.options, result.records);
   const ClusterOptions& cluster = options.cluster;
   result.emulated = !cluster.force_loopback;

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -21,6 +20,7 @@
 #include "bench/model/model_file.h"
 #include "bench/model/straggler_model.h"
 #include "bench/model/workload_step.h"
+#include "common/read_file.h"
 #include "common/status_macros.h"
 #include "trainer/straggler.h"
 #include "trainer/workload.h"
@@ -207,15 +207,12 @@ absl::StatusOr<StragglerPlan> ParseStragglerPlan(absl::string_view text, absl::s
 }
 
 absl::StatusOr<StragglerPlan> ReadStragglerPlanFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(path,
-                                            ": cannot read the straggler plan (a text file as "
-                                            "bench/results/plans/straggler_plan_2026-11-27.txt)"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseStragglerPlan(text.str(), path);
+  ASSIGN_OR_RETURN(
+      const std::string text,
+      ReadFileToString(path, absl::StrCat(path,
+                                          ": cannot read the straggler plan (a text file as "
+                                          "bench/results/plans/straggler_plan_2026-11-27.txt)")));
+  return ParseStragglerPlan(text, path);
 }
 
 absl::StatusOr<std::vector<StragglerRow>> PredictStragglerPlan(const StragglerPlan& plan,

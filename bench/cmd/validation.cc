@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -23,6 +22,7 @@
 #include "bench/model/link_share.h"
 #include "bench/model/model_file.h"
 #include "bench/report/table.h"
+#include "common/read_file.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "trainer/workload.h"
@@ -252,14 +252,11 @@ absl::StatusOr<ValidationPlan> ParseValidationPlanFile(absl::string_view json, a
 }
 
 absl::StatusOr<ValidationPlan> ReadValidationPlanFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(
-        path, ": cannot read the validation plan (a JSON file as bench/results/plans/example_plan.json)"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseValidationPlanFile(text.str(), path);
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadFileToString(path, absl::StrCat(path,
+                                                       ": cannot read the validation plan (a JSON file "
+                                                       "as bench/results/plans/example_plan.json)")));
+  return ParseValidationPlanFile(text, path);
 }
 
 namespace {
@@ -395,11 +392,13 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
                                   record->kept_reason.empty() ? "" : ": judged");
             } else if (!record->kept_reason.empty()) {
               row.remark = "box waits cannot explain the shortfall: judged";
-            } else if (row.usable() && row.box_waited()) {
-              row.remark = absl::StrFormat(
-                  "a host waited for a core %.0f%% of the exchange time, its link busy as the network "
-                  "allows: judged",
-                  100 * row.host_stall);
+            }
+            if (row.usable() && row.box_waited() && record->kept_reason.empty()) {
+              absl::StrAppend(
+                  &row.remark, row.remark.empty() ? "" : "; ",
+                  absl::StrFormat("a host waited for a core %.0f%% of the exchange time, its link "
+                                  "busy as the network allows: judged",
+                                  100 * row.host_stall));
             }
             if (runs > 1 && row.usable())
               repeated[{row.condition, row.exchange}].push_back(row.measured_step_s);

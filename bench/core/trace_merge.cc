@@ -1,14 +1,11 @@
 #include "bench/core/trace_merge.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "common/read_file.h"
 #include "common/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -64,14 +61,8 @@ std::string TextField(const Struct& event, const char* key) {
 }
 
 absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read timeline ", path, ": ", std::strerror(errno),
-                                            " (did the worker run with --timeline?)"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return ReadFileToString(
+      path, absl::StrCat("cannot read timeline ", path, " (did the worker run with --timeline?)"));
 }
 
 }  // namespace

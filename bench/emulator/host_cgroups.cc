@@ -8,14 +8,13 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/host_cpu.h"
+#include "common/read_file.h"
 
 namespace psring::bench {
 namespace {
@@ -25,12 +24,11 @@ bool IsFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// kUnavailable when `path` cannot be read: the host groups' files come and go with the groups.
 absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::UnavailableError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return absl::UnavailableError(text.status().message());
+  return text;
 }
 
 // The pid in a group name "<family><pid>-h<i>", or -1.

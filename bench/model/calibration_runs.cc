@@ -1,8 +1,6 @@
 #include "bench/model/calibration_runs.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,6 +8,7 @@
 #include "bench/model/data_path.h"
 #include "common/atomic_file.h"
 #include "common/proto_json.h"
+#include "common/read_file.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -56,17 +55,14 @@ absl::Status WriteCalibrationRuns(const std::string& path, const std::vector<Mea
 }
 
 absl::StatusOr<SavedRuns> ReadCalibrationRuns(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open the calibration runs; //bench:calibrate ",
-                                            "--runs_out=FILE writes them"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadFileToString(path, absl::StrCat(path,
+                                                       ": cannot open the calibration runs; "
+                                                       "//bench:calibrate --runs_out=FILE writes them")));
   SavedRuns saved;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), &saved.file, options);
+  const auto parsed = google::protobuf::util::JsonStringToMessage(text, &saved.file, options);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": not a calibration runs file (bench/model/cost_model_file.proto CalibrationRunsFile): ",

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,6 +11,7 @@
 #include "bench/model/validate.h"
 #include "common/atomic_file.h"
 #include "common/proto_json.h"
+#include "common/read_file.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -190,14 +189,11 @@ absl::StatusOr<proto::CpuModelFile> ParseCpuModelFile(absl::string_view json, ab
 }
 
 absl::StatusOr<proto::CpuModelFile> ReadCpuModelFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(
-        path, ": cannot open the CPU model file; measure one with //bench:calibrate --cpu_only"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseCpuModelFile(text.str(), path);
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadFileToString(path, absl::StrCat(path,
+                                                       ": cannot open the CPU model file; measure one "
+                                                       "with //bench:calibrate --cpu_only")));
+  return ParseCpuModelFile(text, path);
 }
 
 absl::Status WriteCpuModelFile(const std::string& path, const proto::CpuModelFile& file) {

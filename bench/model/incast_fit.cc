@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -16,6 +14,7 @@
 #include "bench/core/links.h"
 #include "bench/model/model_file.h"
 #include "bench/model/validate.h"
+#include "common/read_file.h"
 #include "common/status_macros.h"
 
 namespace psring::bench::model {
@@ -110,13 +109,10 @@ absl::StatusOr<std::vector<ReportRow>> ParseValidationReport(absl::string_view t
 
 absl::StatusOr<std::vector<ReportRow>> ReadValidationReport(const std::string& path,
                                                             absl::string_view origin) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read report ", origin, " (", path, "): check the path"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseValidationReport(text.str(), origin);
+  ASSIGN_OR_RETURN(
+      const std::string text,
+      ReadFileToString(path, absl::StrCat("cannot read report ", origin, " (", path, "): check the path")));
+  return ParseValidationReport(text, origin);
 }
 
 absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFile& model,

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
 #include "common/proto_json.h"
+#include "common/read_file.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace psring::bench::model {
@@ -203,14 +202,11 @@ absl::StatusOr<std::string> ModelFileJson(const proto::CostModelFile& file) {
 }
 
 absl::StatusOr<proto::CostModelFile> ReadModelFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open the model file; calibrate one with ",
-                                            "//bench:calibrate or pass the path of an existing one"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseModelFile(text.str(), path);
+  absl::StatusOr<std::string> text =
+      ReadFileToString(path, absl::StrCat(path, ": cannot open the model file; calibrate one with ",
+                                          "//bench:calibrate or pass the path of an existing one"));
+  if (!text.ok()) return text.status();
+  return ParseModelFile(*text, path);
 }
 
 absl::Status WriteModelFile(const std::string& path, const proto::CostModelFile& file) {

@@ -4,7 +4,6 @@
 // projection, one step of each exchange as a Gantt chart). bench/PERFORMANCE.md 3.2 and 7.5 explain them.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -20,6 +19,7 @@
 #include "bench/report/scaling_common.h"
 #include "bench/report/scaling_report.h"
 #include "bench/report/table.h"
+#include "common/read_file.h"
 #include "trainer/exchange.h"
 
 namespace psring::bench {
@@ -376,10 +376,11 @@ absl::StatusOr<std::string> GanttFigure(const ScalingResult& result, const std::
     for (double mb : BucketCaps(result)) {
       const RunRecord* r = FindRun(result, workload, e, largest, mb);
       if (r == nullptr || r->timeline.empty()) continue;
-      std::ifstream in(r->timeline);
-      std::stringstream text;
-      text << in.rdbuf();
-      absl::StatusOr<std::vector<TraceSpan>> spans = ReadSpans(text.str());
+      absl::StatusOr<std::string> text = ReadFileToString(
+          r->timeline, absl::StrCat("cannot read the timeline of ", ExchangeName(e), " N = ", largest, " (",
+                                    r->timeline, "): rerun the sweep with its out_dir intact"));
+      if (!text.ok()) return text.status();
+      absl::StatusOr<std::vector<TraceSpan>> spans = ReadSpans(*text);
       if (!spans.ok()) return spans.status();
       sections.push_back({absl::StrFormat("%s, N = %d, bucket %s: step %.3f s (exposed exchange %.3f s)",
                                           ExchangeName(e), largest, BucketText(mb), r->step_s, r->exposed_s),
