@@ -137,10 +137,14 @@ TEST(ReplayTimelineTest, SpansAgreeWithTheResultLine) {
       ASSERT_GE(step.first_comm_s, step.start_s);
       ASSERT_GT(step.last_comm_end_s, step.first_comm_s);
       // Exposed: what the last collective had left to do when backward ended. The wait cannot end before
-      // the last collective did; beyond it, it holds the copy-out and the training thread's wake-up (which
-      // a loaded 2-core machine stretches, so that side is bounded over all steps below).
+      // the last collective did (FinishStep joins the thread that stamps the collective's end; the clock
+      // writes whole microseconds). Its length is not compared per step: the training thread starts it a
+      // moment after backward's last span, which a loaded 2-core machine stretches to milliseconds (the
+      // clang pass of a CI rehearsal: 7 ms); beyond the collective it holds the copy-out and the thread's
+      // wake-up, so that side is bounded over all steps below.
+      constexpr double kClockTick = 2e-6;
+      EXPECT_GE(step.end_s, step.last_comm_end_s - kClockTick);
       const double left = std::max(0.0, step.last_comm_end_s - step.backward_end_s);
-      EXPECT_GE(step.wait_s, left - kSlack);
       left_total += left;
       wall += step.end_s - step.start_s;
       exposed += step.wait_s;
