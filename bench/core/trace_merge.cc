@@ -60,11 +60,6 @@ std::string TextField(const Struct& event, const char* key) {
   return it != event.fields().end() && it->second.has_string_value() ? it->second.string_value() : "";
 }
 
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  return ReadFileToString(
-      path, absl::StrCat("cannot read timeline ", path, " (did the worker run with --timeline?)"));
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> MergeRankTraces(const std::vector<std::string>& rank_traces,
@@ -125,7 +120,9 @@ absl::Status MergeRankTraceFiles(const std::vector<std::string>& rank_paths, con
                                  const std::string& out_path, const std::vector<TraceMark>& marks) {
   std::vector<std::string> traces;
   for (const std::string& path : rank_paths) {
-    ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
+    ASSIGN_OR_RETURN(std::string text,
+                     ReadFileToString(path, absl::StrCat("cannot read timeline ", path,
+                                                         " (did the worker run with --timeline?)")));
     traces.push_back(std::move(text));
   }
   ASSIGN_OR_RETURN(const std::string merged, MergeRankTraces(traces, label, marks));

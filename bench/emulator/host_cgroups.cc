@@ -24,13 +24,6 @@ bool IsFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// kUnavailable when `path` cannot be read: the host groups' files come and go with the groups.
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return absl::UnavailableError(text.status().message());
-  return text;
-}
-
 // The pid in a group name "<family><pid>-h<i>", or -1.
 int OwnerPid(const std::string& name) {
   const size_t dash = name.rfind('-');
@@ -111,7 +104,7 @@ std::vector<std::string> HostCgroups::Wrap(int host, const std::vector<std::stri
 std::vector<int64_t> HostCgroups::StallMicros() const {
   std::vector<int64_t> out;
   for (const std::string& dir : dirs_) {
-    absl::StatusOr<std::string> text = ReadWhole(dir + "/cpu.pressure");
+    absl::StatusOr<std::string> text = ReadFileToString(dir + "/cpu.pressure");
     if (!text.ok()) return {};
     absl::StatusOr<uint64_t> total = ParseCpuPressureTotal(*text);
     if (!total.ok()) return {};
