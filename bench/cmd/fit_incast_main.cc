@@ -11,6 +11,7 @@
 // bench/PERFORMANCE.md 9.24-9.25). The lossless terms are untouched; a model file's earlier incast term is
 // replaced.
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ ABSL_FLAG(
     "Validation reports (//bench:validate's text output, comma-separated) of held-out runs whose PS "
     "window bursts exceed their ports' buffers (plans with \"queue\": \"5ms\"-style sweeps). Required.");
 ABSL_FLAG(std::string, out, "", "Where to write the model file with the fitted term. Required.");
+ABSL_FLAG(std::string, reports_model, "",
+          "The model file the reports were predicted with, where --model is another (its lossless terms "
+          "recalibrated since the reports ran): each row's printed lossless prediction is shifted by the two "
+          "files' lossless difference at its conditions, so the term rests on --model's lossless terms. The "
+          "path is recorded in the term (incast.reports_model; give it relative to the repository root for a "
+          "committed model). Empty: --model predicted the reports.");
 ABSL_FLAG(int, ps_servers, 2, "K of ps-dedicated the reports ran (validate --ps_servers).");
 ABSL_FLAG(std::string, queue, "50ms",
           "The links' queue of conditions whose names give none (validate --queue, the cluster's default).");
@@ -77,11 +84,17 @@ absl::Status Run() {
     return absl::InvalidArgumentError(absl::StrCat("--link_burst: ", burst.status().message()));
   defaults.burst_s = *burst;
 
+  std::optional<proto::CostModelFile> reports_model;
+  const std::string reports_model_name = absl::GetFlag(FLAGS_reports_model);
+  if (!reports_model_name.empty()) {
+    ASSIGN_OR_RETURN(reports_model, ReadModelFile(FromWhereTyped(reports_model_name)));
+  }
   std::vector<IncastPoint> points;
   std::vector<std::string> names;
   for (const std::string& report : absl::GetFlag(FLAGS_reports)) {
     ASSIGN_OR_RETURN(const std::vector<ReportRow> rows, ReadValidationReport(FromWhereTyped(report), report));
-    ASSIGN_OR_RETURN(std::vector<IncastPoint> more, IncastPointsOf(model, rows, defaults));
+    ASSIGN_OR_RETURN(std::vector<IncastPoint> more,
+                     IncastPointsOf(model, rows, defaults, reports_model ? &*reports_model : nullptr));
     std::cout << absl::StrFormat("# %s: %d rows, %d points (usable PS runs with R > 1)\n", report,
                                  rows.size(), more.size());
     points.insert(points.end(), more.begin(), more.end());
@@ -92,6 +105,13 @@ absl::Status Run() {
   IncastFitReport fit;
   ASSIGN_OR_RETURN(proto::IncastCost incast, FitIncast(points, options, &fit));
   for (const std::string& n : names) incast.add_fitted_on(n);
+  if (reports_model) {
+    incast.set_reports_model(reports_model_name);
+    std::cout << absl::StrFormat(
+        "# the reports were predicted by the model of %s (%s): the excess is over this model's lossless "
+        "terms (%s)\n",
+        reports_model->date(), reports_model_name, model.date());
+  }
 
   const double c = incast.round_trips_per_cut().value();
   const double onset = incast.has_onset_ratio() ? incast.onset_ratio().value() : 1;
@@ -99,7 +119,7 @@ absl::Status Run() {
                                "rtt_ms", "lossless", "meas_s", "excess_s", "term_s");
   std::vector<double> before, after;
   for (const IncastPoint& p : points) {
-    const double lossless = p.row.lossless_s();
+    const double lossless = p.lossless_s;
     std::cout << absl::StrFormat("  %-38s %-13s %6.2f %8.1f %9.3f %9.3f %+9.3f %9.3f\n", p.row.condition,
                                  TopologyName(p.row.topology), p.ratio, 1e3 * p.round_trip_s, lossless,
                                  p.row.measured_s, p.excess_s, c * IncastTermAt(p, onset));

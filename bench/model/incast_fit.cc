@@ -117,15 +117,18 @@ absl::StatusOr<std::vector<ReportRow>> ReadValidationReport(const std::string& p
 
 absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFile& model,
                                                         const std::vector<ReportRow>& rows,
-                                                        const ReportDefaults& defaults) {
+                                                        const ReportDefaults& defaults,
+                                                        const proto::CostModelFile* reports_model) {
+  const proto::CostModelFile& predicted_by = reports_model != nullptr ? *reports_model : model;
   std::vector<IncastPoint> points;
   for (const ReportRow& row : rows) {
     if (row.topology == Topology::kRing || row.excluded) continue;
-    if (!row.model_date.empty() && row.model_date != model.date()) {
-      return absl::InvalidArgumentError(absl::StrCat(row.origin, " was predicted by the model file of ",
-                                                     row.model_date, ", not by this one (", model.date(),
-                                                     "): its predictions are that model's; fit with that "
-                                                     "file, or validate this model on the plan again"));
+    if (!row.model_date.empty() && row.model_date != predicted_by.date()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          row.origin, " was predicted by the model file of ", row.model_date, ", not by ",
+          reports_model != nullptr ? "the reports' model given" : "this one", " (", predicted_by.date(),
+          "): its predictions are that model's; fit with that file (or name it as the reports' model), or "
+          "validate this model on the plan again"));
     }
     // "70mbit 40ms [queue 10ms] N=8 1MiB"; a replayed workload ends otherwise.
     const std::vector<std::string> words = absl::StrSplit(row.condition, ' ', absl::SkipEmpty());
@@ -169,7 +172,15 @@ absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFi
     p.round_trip_s = IncastRoundTripS(c);
     p.x = IncastCostOf(row.topology, params, c);
     if (!(p.x > 0)) continue;  // R <= 1, or a round trip below the term's floor
-    p.excess_s = row.measured_s - row.lossless_s();
+    p.lossless_s = row.lossless_s();
+    if (reports_model != nullptr) {
+      ASSIGN_OR_RETURN(ExchangeParams then, ParamsOf(*reports_model, row.topology));
+      ExchangeParams now = params;
+      now.incast_round_trips = then.incast_round_trips = 0;
+      p.lossless_s += PredictCollectiveUnchecked(row.topology, now, c).seconds -
+                      PredictCollectiveUnchecked(row.topology, then, c).seconds;
+    }
+    p.excess_s = row.measured_s - p.lossless_s;
     points.push_back(p);
   }
   return points;
@@ -191,7 +202,7 @@ struct Slope {
 Slope SlopeAt(const std::vector<const IncastPoint*>& points, double onset) {
   double xy = 0, xx = 0;
   for (const IncastPoint* p : points) {
-    const double w = 1 / (p->row.lossless_s() * p->row.lossless_s());
+    const double w = 1 / (p->lossless_s * p->lossless_s);
     const double x = IncastTermAt(*p, onset);
     xy += w * x * p->excess_s;
     xx += w * x * x;
@@ -200,7 +211,7 @@ Slope SlopeAt(const std::vector<const IncastPoint*>& points, double onset) {
   s.xx = xx;
   s.c = xx > 0 ? xy / xx : 0;
   for (const IncastPoint* p : points) {
-    const double w = 1 / (p->row.lossless_s() * p->row.lossless_s());
+    const double w = 1 / (p->lossless_s * p->lossless_s);
     const double r = p->excess_s - s.c * IncastTermAt(*p, onset);
     s.sse += w * r * r;
   }
@@ -252,7 +263,7 @@ absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& poin
   }
   std::vector<const IncastPoint*> all;
   for (const IncastPoint& p : points) {
-    if (!(p.row.lossless_s() > 0)) {
+    if (!(p.lossless_s > 0)) {
       return absl::InvalidArgumentError(absl::StrCat(p.row.origin, ": ", p.row.condition, " ",
                                                      TopologyName(p.row.topology),
                                                      " has no positive predicted step: not a report row"));
@@ -304,7 +315,7 @@ absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& poin
 
   double residual = 0, term = 0, lo = points[0].round_trip_s, hi = lo;
   for (const IncastPoint* p : all) {
-    const double w = 1 / (p->row.lossless_s() * p->row.lossless_s());
+    const double w = 1 / (p->lossless_s * p->lossless_s);
     const double fitted = slope.c * IncastTermAt(*p, onset);
     residual += w * (p->excess_s - fitted) * (p->excess_s - fitted);
     term += w * fitted * fitted;

@@ -69,16 +69,26 @@ struct IncastPoint {
   double ratio = 0;         // IncastOf's R
   double round_trip_s = 0;  // IncastRoundTripS
   double x = 0;             // the term at c = 1 and R0 = 1
-  double excess_s = 0;      // measured - lossless prediction
+  double excess_s = 0;      // measured - lossless_s
+  // The lossless prediction the excess is over: the printed one (less its incast cost), shifted to the
+  // fitted model's lossless terms where the report was predicted by another file (IncastPointsOf).
+  double lossless_s = 0;
 };
 
 // The points among `rows`: usable PS rows in gradient mode whose R (from `model`'s windows) exceeds 1 and
 // whose round trip is at least kIncastMinRoundTripS. kInvalidArgument naming the row for a condition name
-// that does not parse, or for a row another model file predicted (ReportRow::model_date is not `model`'s
-// date: its predictions are not this model's lossless ones); ParamsOf's errors.
+// that does not parse, or for a row another model file predicted (ReportRow::model_date is not the date of
+// the file that predicted the reports: `reports_model` where given, else `model`); ParamsOf's errors.
+//
+// `reports_model`: the file the reports were predicted with, where `model` is another (a recalibration of
+// the lossless terms since the reports ran). Each point's lossless prediction is then the printed one plus
+// `model`'s lossless time less `reports_model`'s at the row's conditions (both computed here the same way,
+// so what the conditions' names leave out, such as the box's cores, cancels), and the excess is over that:
+// the term fitted rests on `model`'s lossless terms. nullptr: `model` predicted the reports.
 absl::StatusOr<std::vector<IncastPoint>> IncastPointsOf(const proto::CostModelFile& model,
                                                         const std::vector<ReportRow>& rows,
-                                                        const ReportDefaults& defaults);
+                                                        const ReportDefaults& defaults,
+                                                        const proto::CostModelFile* reports_model = nullptr);
 
 // The point's term at c = 1 with onset R0 = `onset` (collective.h IncastCostOf; 0 where R <= R0).
 double IncastTermAt(const IncastPoint& point, double onset);

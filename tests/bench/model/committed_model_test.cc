@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,12 +97,21 @@ TEST(DataPath, TheCommittedIncastTermIsTheFitOfItsReports) {
   ASSERT_TRUE(committed.ok()) << committed.status();
   ASSERT_TRUE(committed->has_incast()) << "the committed model has no incast term";
   ASSERT_GT(committed->incast().fitted_on_size(), 0);
+  // A term fitted on reports an earlier file predicted names that file (incast.reports_model).
+  std::optional<proto::CostModelFile> reports_model;
+  if (committed->incast().has_reports_model()) {
+    const std::string path = committed->incast().reports_model();
+    absl::StatusOr<proto::CostModelFile> then = ReadModelFile(runfiles->Rlocation("psring/" + path));
+    ASSERT_TRUE(then.ok()) << then.status() << " (is " << path << " among //bench:committed_incast_reports?)";
+    reports_model = *then;
+  }
   std::vector<IncastPoint> points;
   for (const std::string& report : committed->incast().fitted_on()) {
     absl::StatusOr<std::vector<ReportRow>> rows =
         ReadValidationReport(runfiles->Rlocation("psring/" + report), report);
     ASSERT_TRUE(rows.ok()) << rows.status() << " (is it among //bench:committed_incast_reports?)";
-    absl::StatusOr<std::vector<IncastPoint>> more = IncastPointsOf(*committed, *rows, ReportDefaults{});
+    absl::StatusOr<std::vector<IncastPoint>> more =
+        IncastPointsOf(*committed, *rows, ReportDefaults{}, reports_model ? &*reports_model : nullptr);
     ASSERT_TRUE(more.ok()) << more.status();
     points.insert(points.end(), more->begin(), more->end());
   }

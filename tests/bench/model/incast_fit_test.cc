@@ -132,6 +132,43 @@ TEST(IncastPointsOfTest, TakesUsablePsRowsWhoseBurstOverflowsThePort) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Reports an earlier file predicted, fitted over a recalibrated model's lossless terms: each row's printed
+// lossless prediction moves by the two files' difference at its conditions, and the dates are checked against
+// the earlier file.
+TEST(IncastPointsOfTest, ShiftsTheReportsPredictionsToARecalibratedModel) {
+  // The reports' file: every PS window 16 KiB; the recalibrated one: 64 KiB (Windowed), dated later.
+  std::vector<ExchangeParams> params;
+  for (Topology t : AllTopologies())
+    params.push_back(ExchangeParams{0, 1, t == Topology::kRing ? 0.0 : 16 << 10, 0});
+  const proto::CostModelFile then = ModelFileOf(params);
+  proto::CostModelFile now = Windowed();
+  now.set_date("2027-01-01");
+  // ps-1 at 120 Mbit/s 12 ms N = 8, 1 MiB as the reports' file predicted it: 64 windows of 16 KiB at a 24 ms
+  // round trip (1.536 s) and the two hops (0.024 s).
+  absl::StatusOr<std::vector<ReportRow>> rows =
+      ParseValidationReport(absl::StrCat("# VALIDATION on held-out conditions (model of vm, ", then.date(),
+                                         ", frozen; predicted before each run): 1 runs, 1 usable\n",
+                                         Row("120mbit 12ms queue 5ms N=8 1MiB", "ps-1", 1.560, 0.700, "")),
+                            "then.txt");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  // The recalibrated file alone did not predict these rows.
+  EXPECT_EQ(IncastPointsOf(now, *rows, ReportDefaults{}).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::vector<IncastPoint>> points = IncastPointsOf(now, *rows, ReportDefaults{}, &then);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 1u);
+  // With 64 KiB windows the link binds: 8 MiB at 15 MB/s (0.5592 s) and the two hops, 0.5832 s in all.
+  EXPECT_NEAR((*points)[0].lossless_s, 8.0 * (1 << 20) / 15e6 + 0.024, 1e-9);
+  EXPECT_NEAR((*points)[0].excess_s, 0.700 - 0.5832, 1e-4);
+  // The burst is the recalibrated file's: 7 windows of 64 KiB into the 225 kB port.
+  EXPECT_NEAR((*points)[0].ratio, 7.0 * 65536 / 225000, 1e-12);
+  // A report the given file did not predict either is refused, naming it.
+  proto::CostModelFile other = then;
+  other.set_date("2026-01-01");
+  absl::StatusOr<std::vector<IncastPoint>> wrong = IncastPointsOf(now, *rows, ReportDefaults{}, &other);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("the reports' model given"), std::string::npos) << wrong.status();
+}
+
 // Gradient-mode ps-1 and dedicated-PS rows (predicted 1 s, measured 1 s until a test sets it) at every
 // link x N.
 std::vector<ReportRow> SyntheticRows(const std::vector<std::string>& links, const std::vector<int>& nodes) {
