@@ -192,6 +192,9 @@ double IncastTermAt(const IncastPoint& p, double onset) {
 
 namespace {
 
+// A point's weight in the fit: the validation judges relative step error, so 1 / the lossless step^2.
+double WeightOf(const IncastPoint& p) { return 1 / (p.lossless_s * p.lossless_s); }
+
 // The weighted least-squares slope through the origin at `onset` and its weighted residual sum of squares;
 // slope 0 where no point's term is above 0 there.
 struct Slope {
@@ -202,7 +205,7 @@ struct Slope {
 Slope SlopeAt(const std::vector<const IncastPoint*>& points, double onset) {
   double xy = 0, xx = 0;
   for (const IncastPoint* p : points) {
-    const double w = 1 / (p->lossless_s * p->lossless_s);
+    const double w = WeightOf(*p);
     const double x = IncastTermAt(*p, onset);
     xy += w * x * p->excess_s;
     xx += w * x * x;
@@ -210,10 +213,10 @@ Slope SlopeAt(const std::vector<const IncastPoint*>& points, double onset) {
   Slope s;
   s.xx = xx;
   s.c = xx > 0 ? xy / xx : 0;
+  // The residuals in a second pass (not yy - 2 c xy + c^2 xx, which cancels near a close fit).
   for (const IncastPoint* p : points) {
-    const double w = 1 / (p->lossless_s * p->lossless_s);
     const double r = p->excess_s - s.c * IncastTermAt(*p, onset);
-    s.sse += w * r * r;
+    s.sse += WeightOf(*p) * r * r;
   }
   return s;
 }
@@ -315,7 +318,7 @@ absl::StatusOr<proto::IncastCost> FitIncast(const std::vector<IncastPoint>& poin
 
   double residual = 0, term = 0, lo = points[0].round_trip_s, hi = lo;
   for (const IncastPoint* p : all) {
-    const double w = 1 / (p->lossless_s * p->lossless_s);
+    const double w = WeightOf(*p);
     const double fitted = slope.c * IncastTermAt(*p, onset);
     residual += w * (p->excess_s - fitted) * (p->excess_s - fitted);
     term += w * fitted * fitted;
