@@ -156,10 +156,14 @@ absl::Status Run() {
   if (const size_t at = note.find(kNoteTerm); at != std::string::npos) {
     note.erase(at >= 2 && note.compare(at - 2, 2, "; ") == 0 ? at - 2 : at);
   }
-  model.set_note(
-      absl::StrCat(note, note.empty() ? "" : "; ",
-                   absl::StrFormat("%s%.3f from R0 = %.2f fitted on %d held-out runs (%s)", kNoteTerm, c,
-                                   onset, incast.runs(), absl::StrJoin(names, ", "))));
+  model.set_note(absl::StrCat(
+      note, note.empty() ? "" : "; ",
+      absl::StrFormat("%s%.3f from R0 = %.2f fitted on %d held-out runs (%s)%s", kNoteTerm, c, onset,
+                      incast.runs(), absl::StrJoin(names, ", "),
+                      reports_model
+                          ? absl::StrCat(", which the model of ", reports_model->date(), " predicted (",
+                                         reports_model_name, "), over this file's lossless terms")
+                          : "")));
   RETURN_IF_ERROR(WriteModelFile(out_path, model));
   std::cout << "# wrote " << out_path << "\n";
   return absl::OkStatus();
