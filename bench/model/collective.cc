@@ -67,7 +67,8 @@ const std::vector<ParamTerm>& ParamTerms() {
                                  {"cpu_bytes_per_second", &ExchangeParams::cpu_bytes_per_second, false},
                                  {"burst_share", &ExchangeParams::burst_share, true},
                                  {"window_queueing", &ExchangeParams::window_queueing, true},
-                                 {"stream_contention", &ExchangeParams::stream_contention, true}};
+                                 {"stream_contention", &ExchangeParams::stream_contention, true},
+                                 {"window_round_s", &ExchangeParams::window_round_s, false}};
   return *kTerms;
 }
 
@@ -115,6 +116,7 @@ absl::Status ValidateParams(const ExchangeParams& p) {
       !s.ok()) {
     return s;
   }
+  if (auto s = NonNegativeFinite("window_round_s", p.window_round_s, kRefit); !s.ok()) return s;
   if (auto s = NonNegativeFinite("incast_round_trips", p.incast_round_trips,
                                  "refit the incast term (//bench:fit_incast) or fix the model file");
       !s.ok()) {
@@ -158,10 +160,6 @@ absl::Status ValidateConditions(Topology topology, const Conditions& c) {
         absl::StrCat("cpu_speedup must be finite and > 0 (1 = this host's CPU), got ", c.cpu_speedup));
   }
   return absl::OkStatus();
-}
-
-double WindowUpdateShareOf(Topology topology) {
-  return topology == Topology::kRing ? 0 : kGrpcWindowUpdateShare;
 }
 
 int ServersOf(Topology topology, int nodes, int servers) {
@@ -258,11 +256,13 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
         eb > 0 ? p.window_queueing * bursty * std::max(0.0, streams - 1) * counts.flow_bytes / eb : 0;
     // Near the knee of the two bounds the streams take turns at the link: each stream beyond the first adds a
     // share of the smaller time (collective.h stream_contention).
-    // Each window costs a round trip plus the share of it the receiver consumes before it returns credit,
-    // sent at the link's rate (collective.h window_update_share).
-    const double window_time = windowed ? counts.flow_bytes * 2 * latency / p.window_bytes +
-                                              (eb > 0 ? p.window_update_share * counts.flow_bytes / eb : 0)
-                                        : 0;
+    // Each window costs a round trip and the round's own cost (collective.h window_round_s), in files of
+    // 2026-11-28 to 2026-11-30 instead the share of it the receiver consumes before it returns credit, sent
+    // at the link's rate (window_update_share).
+    const double window_time = windowed
+                                   ? counts.flow_bytes * (2 * latency + p.window_round_s) / p.window_bytes +
+                                         (eb > 0 ? p.window_update_share * counts.flow_bytes / eb : 0)
+                                   : 0;
     const double link_time = eb > 0 ? counts.link_bytes / eb : 0;
     const double contention =  // windowed: there are link bytes
         windowed && eb > 0

@@ -119,10 +119,17 @@ struct ExchangeParams {
   // target (TransportFlowControl::UpdateAction), so a stream that sends its window W at the link's rate gets
   // the first half's credit back 2L + W / (2 eB) after it began: each window costs that, and the window time
   // is flow_bytes (2L / W + share / eB) (PERFORMANCE.md 9.19: the window-bound PS runs' effective window grew
-  // with the round trip, 62-68 KiB at 5 ms to 76-81 KiB at 50 ms, as this form says). Not fitted: the fit
-  // sets kGrpcWindowUpdateShare for the PS exchanges. 0: none (files fitted before the term). The ring: no
-  // effect.
+  // with the round trip, 62-68 KiB at 5 ms to 76-81 KiB at 50 ms, as this form says). Set to
+  // gRPC's 1/2 for the PS exchanges by the fits of 2026-11-28 to 2026-11-30; later fits leave it 0
+  // and fit window_round_s instead (PERFORMANCE.md 9.28). 0: none. The ring: no effect.
   double window_update_share = 0;
+  // The PS: what each window round costs beyond the round trip, seconds (>= 0): the receiver's wake-up,
+  // read and WINDOW_UPDATE and the sender's wake-up before it sends on. The window time is
+  // flow_bytes (2L + d) / W. Runs at 40-250 Mbit/s showed a window round that does not lengthen as the link
+  // slows, as a share of the window at the link's rate (window_update_share) would: at 40 Mbit/s 25-45 ms
+  // that form was 12-23 % too slow, at 250 Mbit/s 2-8 % too fast (PERFORMANCE.md 9.28). 0: none (files
+  // fitted before the term). The ring: no effect.
+  double window_round_s = 0;
   // The PS on a port its streams' window burst overflows (IncastOf ratio R > 1): the round trips each of
   // TCP's window cuts costs, c in IncastCostOf. Fitted once for every PS exchange (model file's `incast`,
   // //bench:fit_incast), not by the exchange fit. 0: no loss cost (files before the term; the ring).
@@ -132,14 +139,9 @@ struct ExchangeParams {
   double incast_onset_ratio = 1;
 };
 
-// gRPC's rule for the connection window (ExchangeParams::window_update_share): credit returns at half.
-constexpr double kGrpcWindowUpdateShare = 0.5;
-// The window update share `topology` has: gRPC's for the PS exchanges, none for the ring (no gRPC).
-double WindowUpdateShareOf(Topology topology);
-
 // The fitted terms of ExchangeParams by the names the model file, its covariance and the reports use, in
 // this order: software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share, window_queueing,
-// stream_contention.
+// stream_contention, window_round_s.
 struct ParamTerm {
   const char* name;
   double ExchangeParams::*member;

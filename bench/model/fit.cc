@@ -17,12 +17,15 @@ namespace {
 
 // The searched parameters in log space; kNone (a log value past the grid) means "no limit".
 constexpr double kNone = INFINITY;
-constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3, kQueueing = 4, kContention = 5;
-constexpr int kCoordinates = 6;
+constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3, kQueueing = 4, kContention = 5, kRound = 6;
+constexpr int kCoordinates = 7;
 using Theta = std::array<double, kCoordinates>;
 // The smallest share (burst, window queueing, stream contention) the search keeps apart from none (log of
 // 1e-3): below it the term changes a step by less than a thousandth of what it adds at 1.
 bool IsShare(int k) { return k == kShare || k == kQueueing || k == kContention; }
+// The shortest window round cost the search keeps apart from none (log of 1 us): below it a round trip of the
+// shortest calibrated latency (1 ms) changes by less than a thousandth.
+const double kRoundFloorLog = std::log(1e-6);
 const double kShareFloorLog = std::log(1e-3);
 
 // Terms the fit holds off (dropped: the data could not identify them).
@@ -33,6 +36,7 @@ struct Forced {
   bool share = false;
   bool queueing = false;
   bool contention = false;
+  bool round = false;
 };
 
 struct Search {
@@ -50,7 +54,9 @@ struct Search {
     p.burst_share = std::isinf(log_theta[kShare]) ? 0 : std::exp(log_theta[kShare]);  // none: no credit
     p.window_queueing = std::isinf(log_theta[kQueueing]) ? 0 : std::exp(log_theta[kQueueing]);
     p.stream_contention = std::isinf(log_theta[kContention]) ? 0 : std::exp(log_theta[kContention]);
-    p.window_update_share = WindowUpdateShareOf(topology);  // gRPC's, not fitted
+    p.window_round_s = std::isinf(log_theta[kRound]) ? 0 : std::exp(log_theta[kRound]);
+    // The window update share of files fitted 2026-11-28 to 2026-11-30 (gRPC's 1/2) is gone: the window
+    // round's fixed cost replaced it (collective.h window_round_s).
     return p;
   }
 
@@ -139,6 +145,7 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
   add(&ExchangeParams::burst_share, &fit->burst_share);
   add(&ExchangeParams::window_queueing, &fit->window_queueing);
   add(&ExchangeParams::stream_contention, &fit->stream_contention);
+  add(&ExchangeParams::window_round_s, &fit->window_round_s);
   const size_t n = runs.size(), p = free.size();
   if (p == 0 || n <= p) return;
   std::vector<std::vector<double>> jacobian(p);
@@ -248,7 +255,8 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
       double worst_rse = kMaxRelativeStdError;
       for (ParameterFit ExchangeFit::*term :
            {&ExchangeFit::software_s, &ExchangeFit::window_bytes, &ExchangeFit::cpu_bytes_per_second,
-            &ExchangeFit::burst_share, &ExchangeFit::window_queueing, &ExchangeFit::stream_contention}) {
+            &ExchangeFit::burst_share, &ExchangeFit::window_queueing, &ExchangeFit::stream_contention,
+            &ExchangeFit::window_round_s}) {
         const ParameterFit& t = fit.*term;
         if (t.at_bound) continue;
         const double rse = t.std_error >= 0 && t.value > 0 ? t.std_error / t.value : INFINITY;
@@ -274,6 +282,7 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
       if (worst == &ExchangeFit::burst_share) forced.share = true;
       if (worst == &ExchangeFit::window_queueing) forced.queueing = true;
       if (worst == &ExchangeFit::stream_contention) forced.contention = true;
+      if (worst == &ExchangeFit::window_round_s) forced.round = true;
     }
   };
   // Two noise regimes: runs over shaped links (the network: a few per cent) and loopback runs (CPU-bound on
@@ -326,27 +335,56 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   // search starts from none, 1/64 and 1/8.
   std::vector<double> contentions = {kNone};
   if (!ring && latency && !forced.contention) contentions = {kNone, std::log(1.0 / 64), std::log(1.0 / 8)};
+  // The window round's cost starts at 1 ms where a run can show it (the PS with latency and a link rate); the
+  // pattern search moves it with the window, whose rounds it lengthens.
+  const double round = !ring && latency && !forced.round ? std::log(1e-3) : kNone;
   // The grid's best point for each combination of the burst share, the window queueing and the stream
   // contention (each none or a grid value), then a pattern search from every one of them: a search started
   // where a term is none never turns it on, so a term the coarse grid missed (a window a factor 2 off beside
   // it) would stay none.
+  double step_of_sweep = 0.5;  // the pattern search's current step (log space)
+  // A coordinate moved to `value` within its limits: the efficiency and the shares at most 1 (log 0), a share
+  // or the window round below its floor none (walking towards 0, log -inf, it would take a step per
+  // improvement forever).
+  const auto clamp = [](int k, double value) {
+    if (k == kEfficiency || IsShare(k)) value = std::min(value, 0.0);
+    if ((IsShare(k) && value < kShareFloorLog) || (k == kRound && value < kRoundFloorLog)) value = kNone;
+    return value;
+  };
+  // One exploratory sweep (Hooke and Jeeves 1961): each coordinate moved by +-step where that lowers the
+  // cost.
+  const auto explore = [&](Theta from, double from_cost) {
+    for (int k = 0; k < kCoordinates; ++k) {
+      if (std::isinf(from[k])) continue;
+      for (double direction : {-1.0, 1.0}) {
+        Theta trial = from;
+        trial[k] = clamp(k, trial[k] + direction * step_of_sweep);
+        double sw;
+        const double cost = search.Cost(trial, &sw);
+        if (cost < from_cost) from_cost = cost, from = trial;
+      }
+    }
+    return std::make_pair(from, from_cost);
+  };
+  // Exploratory sweeps at a step halved down to 1e-7, each success followed by pattern moves: the move that
+  // just helped is repeated from where it led, and explored around, while that lowers the cost. Along a
+  // narrow valley (the window and the window round's cost trade the same round trips) coordinate moves alone
+  // creep a step at a time; the pattern move doubles its stride each time it succeeds.
   const auto pattern_search = [&](Theta from, double from_cost) {
-    for (double step = 0.5; step > 1e-7; step /= 2) {
-      for (bool improved = true; improved;) {
-        improved = false;
-        for (int k = 0; k < kCoordinates; ++k) {
-          if (std::isinf(from[k])) continue;
-          for (double direction : {-1.0, 1.0}) {
-            Theta trial = from;
-            trial[k] += direction * step;
-            if (k == kEfficiency || IsShare(k)) trial[k] = std::min(trial[k], 0.0);  // <= 1
-            // A share walking towards 0 would take a step per improvement forever (0 is log -inf): below the
-            // floor it is none, which is its limit.
-            if (IsShare(k) && trial[k] < kShareFloorLog) trial[k] = kNone;
-            double sw;
-            const double cost = search.Cost(trial, &sw);
-            if (cost < from_cost) from_cost = cost, from = trial, improved = true;
+    for (step_of_sweep = 0.5; step_of_sweep > 1e-7; step_of_sweep /= 2) {
+      for (;;) {
+        auto [next, next_cost] = explore(from, from_cost);
+        if (!(next_cost < from_cost)) break;
+        for (;;) {
+          Theta jump = next;
+          for (int k = 0; k < kCoordinates; ++k) {
+            if (!std::isinf(next[k]) && !std::isinf(from[k])) jump[k] = clamp(k, 2 * next[k] - from[k]);
           }
+          from = next, from_cost = next_cost;
+          double sw;
+          const auto [after, after_cost] = explore(jump, search.Cost(jump, &sw));
+          if (!(after_cost < from_cost)) break;
+          next = after, next_cost = after_cost;
         }
       }
     }
@@ -362,8 +400,8 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
         for (double w : windows) {
           for (double c : cpus) {
             double sw;
-            const double cost = search.Cost({e, w, c, b, q, kNone}, &sw);
-            if (cost < start_cost) start_cost = cost, start = {e, w, c, b, q, kNone};
+            const double cost = search.Cost({e, w, c, b, q, kNone, round}, &sw);
+            if (cost < start_cost) start_cost = cost, start = {e, w, c, b, q, kNone, round};
           }
         }
       }
@@ -379,7 +417,7 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
     }
   }
   // A limit that changes nothing is "none": the runs never saw it bind.
-  for (int k : {kWindow, kCpu, kShare, kQueueing, kContention}) {
+  for (int k : {kWindow, kCpu, kShare, kQueueing, kContention, kRound}) {
     Theta trial = best;
     trial[k] = kNone;
     double sw;
@@ -399,6 +437,7 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   fit.burst_share = ShareFit(&fit.params.burst_share);
   fit.window_queueing = ShareFit(&fit.params.window_queueing);
   fit.stream_contention = ShareFit(&fit.params.stream_contention);
+  fit.window_round_s = {fit.params.window_round_s, -1, fit.params.window_round_s == 0};
   StandardErrors(topology, used, weights, &fit);
   double rss = 0;
   const std::vector<double> residuals = Residuals(topology, used, fit.params);
@@ -503,7 +542,7 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
     *e->mutable_burst_share() = ToProto(fit->burst_share);
     *e->mutable_window_queueing() = ToProto(fit->window_queueing);
     *e->mutable_stream_contention() = ToProto(fit->stream_contention);
-    if (fit->params.window_update_share > 0) e->set_window_update_share(fit->params.window_update_share);
+    if (topology != Topology::kRing) *e->mutable_window_round_s() = ToProto(fit->window_round_s);
     e->set_median_abs_rel_error(fit->median_abs_rel_error);
     e->set_max_abs_rel_error(fit->max_abs_rel_error);
     for (const std::string& term : fit->covariance_terms) e->add_covariance_terms(term);

@@ -133,6 +133,13 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
       return Invalid(absl::StrCat(e.exchange(), ".window_update_share"),
                      absl::StrCat(e.window_update_share(), " is not in [0, 1] (a share of the window)"));
     }
+    if (e.has_window_round_s()) {  // absent in files fitted before the term (ParamsOf: 0)
+      if (auto s =
+              CheckParameter(e.exchange(), "window_round_s", true, e.window_round_s(), Range::kNonNegative);
+          !s.ok()) {
+        return s;
+      }
+    }
     if (e.has_burst_share()) {  // absent in files fitted before the term (ParamsOf: 1)
       if (auto s = CheckParameter(e.exchange(), "burst_share", true, e.burst_share(), Range::kShare);
           !s.ok()) {
@@ -223,7 +230,8 @@ std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameter
           {"cpu_bytes_per_second", &e.cpu_bytes_per_second()},
           {"burst_share", &e.burst_share()},
           {"window_queueing", &e.window_queueing()},
-          {"stream_contention", &e.stream_contention()}};
+          {"stream_contention", &e.stream_contention()},
+          {"window_round_s", &e.window_round_s()}};
 }
 
 absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topology topology) {
@@ -238,6 +246,7 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
     p.window_queueing = e.has_window_queueing() ? e.window_queueing().value() : 0;  // before the term: none
     p.stream_contention = e.has_stream_contention() ? e.stream_contention().value() : 0;  // likewise
     p.window_update_share = e.window_update_share();  // absent: 0, likewise
+    p.window_round_s = e.has_window_round_s() ? e.window_round_s().value() : 0;  // likewise
     // The incast term is the file's, one for every PS exchange (absent: 0, no loss cost); the ring has none.
     if (topology != Topology::kRing && file.has_incast()) {
       p.incast_round_trips = file.incast().round_trips_per_cut().value();

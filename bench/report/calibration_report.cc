@@ -75,6 +75,15 @@ std::string FormatCalibration(const Calibration& c) {
                                            JoinScaled(cov.latency_s(), 1e-3, ""), absl::StrJoin(cov.nodes(), ","),
                                            JoinScaled(cov.bytes(), kMiB, ""), absl::StrJoin(cov.servers(), ",")));
   }
+  // What each PS window round costs beyond the round trip (collective.h window_round_s), where the file has
+  // it.
+  for (const proto::ExchangeModel& e : c.file.exchanges()) {
+    if (!e.has_window_round_s()) continue;
+    absl::StrAppend(
+        &text, absl::StrFormat("#   %s window round %s ms beyond the round trip (the receiver's read and "
+                               "WINDOW_UPDATE, the sender's wake-up; collective.h window_round_s)\n",
+                               e.exchange(), FormatParameter(e.window_round_s(), 1e-3, "")));
+  }
   // The fixed share of gRPC's flow control (collective.h window_update_share), where the file has it.
   for (const proto::ExchangeModel& e : c.file.exchanges()) {
     if (!e.has_window_update_share()) continue;

@@ -168,6 +168,18 @@ TEST(CollectiveTest, StreamContentionAddsAShareOfTheSmallerTimePerExtraStream) {
   ExpectShareRejected(p, &ExchangeParams::stream_contention, "stream_contention", Topology::kPsOne, c);
 }
 
+// A term of the PS's window time: without latency there is no window time at all, and the ring's time does
+// not depend on `member`.
+void ExpectPsWindowTermOnly(const ExchangeParams& p, double ExchangeParams::*member, const Conditions& c) {
+  Conditions near = c;
+  near.latency_s = 0;
+  EXPECT_EQ(PredictCollective(Topology::kPsOne, p, near)->window_s, 0);
+  ExchangeParams ring = p;
+  ring.*member = 0;
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->seconds,
+                   PredictCollective(Topology::kRing, ring, c)->seconds);
+}
+
 TEST(CollectiveTest, WindowUpdateShareAddsTheHalfWindowTheReceiverWaitsFor) {
   // ps-1, N = 2, S = 1 MB, eB = 5 MB/s, L = 10 ms, window 20 kB: the stalled-flow window time is
   // 1 MB * 20 ms / 20 kB = 1 s; each of the 50 windows also waits for the half the receiver consumes before
@@ -177,7 +189,7 @@ TEST(CollectiveTest, WindowUpdateShareAddsTheHalfWindowTheReceiverWaitsFor) {
   const Conditions c{2, 0, 1 * kMB, 10 * kMB, 10e-3};
   EXPECT_EQ(p.window_update_share, 0);  // the default: none, as files fitted before the term
   EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, c)->window_s, 1, 1e-12);
-  p.window_update_share = kGrpcWindowUpdateShare;
+  p.window_update_share = 0.5;  // gRPC's rule, as files of 2026-11-28 to 2026-11-30 set it
   CollectiveTime t = *PredictCollective(Topology::kPsOne, p, c);
   EXPECT_NEAR(t.window_s, 1.1, 1e-12);
   EXPECT_NEAR(t.link_s, 0.4, 1e-12);
@@ -186,19 +198,35 @@ TEST(CollectiveTest, WindowUpdateShareAddsTheHalfWindowTheReceiverWaitsFor) {
   // The streams of the co-located PS carry S / N each: half of that at the link's rate.
   EXPECT_NEAR(PredictCollective(Topology::kPsColocated, p, c)->window_s, 0.5 + 0.5 * 0.5 * kMB / (5 * kMB),
               1e-12);
-  // Without a link rate there is no serialization to wait for; without latency no window time at all.
+  // Without a link rate there is no serialization to wait for.
   Conditions unlimited = c;
   unlimited.link_bytes_per_second = 0;
   EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, unlimited)->window_s, 1, 1e-12);
-  Conditions near = c;
-  near.latency_s = 0;
-  EXPECT_EQ(PredictCollective(Topology::kPsOne, p, near)->window_s, 0);
-  // The ring has no such term.
-  ExchangeParams ring = p;
-  ring.window_update_share = 0;
-  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->seconds,
-                   PredictCollective(Topology::kRing, ring, c)->seconds);
+  ExpectPsWindowTermOnly(p, &ExchangeParams::window_update_share, c);
   ExpectShareRejected(p, &ExchangeParams::window_update_share, "window_update_share", Topology::kPsOne, c);
+}
+
+TEST(CollectiveTest, WindowRoundAddsItsCostToEveryWindowRound) {
+  // ps-1, N = 2, S = 1 MB, eB = 5 MB/s, L = 10 ms, window 20 kB: 50 windows of a 20 ms round trip, 1 s; a
+  // round's own cost of 4 ms adds 50 * 4 ms = 0.2 s, whatever the link's rate. The link's time (2 MB / 5
+  // MB/s) is unchanged.
+  ExchangeParams p{0, 0.5, 20e3, 0};
+  const Conditions c{2, 0, 1 * kMB, 10 * kMB, 10e-3};
+  EXPECT_EQ(p.window_round_s, 0);  // the default: none, as files fitted before the term
+  p.window_round_s = 4e-3;
+  CollectiveTime t = *PredictCollective(Topology::kPsOne, p, c);
+  EXPECT_NEAR(t.window_s, 1.2, 1e-12);
+  EXPECT_NEAR(t.link_s, 0.4, 1e-12);
+  EXPECT_NEAR(t.seconds, 2 * 10e-3 + 1.2, 1e-12);
+  Conditions slower = c;
+  slower.link_bytes_per_second = 4 * kMB;  // eB 2 MB/s: the link's time 1 s, the window's still 1.2 s
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, slower)->window_s, 1.2, 1e-12);
+  // The co-located PS's streams carry S / N each: 25 windows.
+  EXPECT_NEAR(PredictCollective(Topology::kPsColocated, p, c)->window_s, 0.6, 1e-12);
+  ExpectPsWindowTermOnly(p, &ExchangeParams::window_round_s, c);
+  p.window_round_s = -1e-3;
+  EXPECT_NE(PredictCollective(Topology::kPsOne, p, c).status().message().find("window_round_s"),
+            std::string::npos);
 }
 
 TEST(CollectiveTest, ParamTermsNameEveryFittedMemberOnce) {
@@ -208,9 +236,9 @@ TEST(CollectiveTest, ParamTermsNameEveryFittedMemberOnce) {
     EXPECT_STREQ(ParamName(t.member), t.name);
     names.push_back(t.name);
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"software_s", "efficiency", "window_bytes", "cpu_bytes_per_second",
-                                      "burst_share", "window_queueing", "stream_contention"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"software_s", "efficiency", "window_bytes",
+                                             "cpu_bytes_per_second", "burst_share", "window_queueing",
+                                             "stream_contention", "window_round_s"}));
   EXPECT_EQ(ParamMember("window"), nullptr);
   std::vector<std::string> at_most_one;  // the efficiency and the shares (ValidateParams)
   for (const ParamTerm& t : ParamTerms()) {

@@ -1,5 +1,6 @@
 #include "bench/model/fit.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "gtest/gtest.h"
@@ -19,6 +20,9 @@ TEST(FitTest, RecoversKnownParametersOfEveryExchange) {
     EXPECT_NEAR(fit->params.efficiency / truth.efficiency, 1, 1e-4);
     EXPECT_NEAR(fit->params.window_bytes / truth.window_bytes, 1, 1e-3);
     EXPECT_NEAR(fit->params.cpu_bytes_per_second / truth.cpu_bytes_per_second, 1, 1e-3);
+    EXPECT_NEAR(fit->params.window_round_s, truth.window_round_s, 2e-6);
+    EXPECT_EQ(fit->window_round_s.at_bound, topology == Topology::kRing);
+    EXPECT_EQ(fit->params.window_update_share, 0);
     EXPECT_LT(fit->max_abs_rel_error, 1e-4);
     EXPECT_FALSE(fit->efficiency.at_bound);
     EXPECT_GE(fit->efficiency.std_error, 0);
@@ -306,12 +310,22 @@ TEST(FitTest, FileHoldsParametersErrorsAndCoverage) {
   EXPECT_EQ(ring.coverage().bytes_size(), 4);
   EXPECT_EQ(file->exchanges(3).coverage().servers(0), 2);
   EXPECT_EQ(file->host(), "box");
-  // gRPC's window update share is set, not fitted: on every PS exchange, never on the ring.
+  // The window round's cost is fitted on every PS exchange (value, standard error, a term of the covariance),
+  // never on the ring; the window update share of earlier files is no longer set.
+  EXPECT_FALSE(ring.has_window_round_s());
   EXPECT_FALSE(ring.has_window_update_share());
   for (int i = 1; i < 4; ++i) {
-    EXPECT_EQ(file->exchanges(i).window_update_share(), kGrpcWindowUpdateShare)
-        << file->exchanges(i).exchange();
-    EXPECT_EQ(ParamsOf(*file, *ParseTopology(file->exchanges(i).exchange()))->window_update_share, 0.5);
+    const proto::ExchangeModel& e = file->exchanges(i);
+    SCOPED_TRACE(e.exchange());
+    const Topology topology = *ParseTopology(e.exchange());
+    ASSERT_TRUE(e.has_window_round_s());
+    EXPECT_NEAR(e.window_round_s().value(), TruthFor(topology).window_round_s, 2e-6);
+    EXPECT_FALSE(e.window_round_s().at_bound());
+    EXPECT_TRUE(e.window_round_s().has_std_error());
+    EXPECT_EQ(ParamsOf(*file, topology)->window_round_s, e.window_round_s().value());
+    EXPECT_FALSE(e.has_window_update_share());
+    EXPECT_NE(std::find(e.covariance_terms().begin(), e.covariance_terms().end(), "window_round_s"),
+              e.covariance_terms().end());
   }
 }
 

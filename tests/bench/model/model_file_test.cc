@@ -1,6 +1,7 @@
 #include "bench/model/model_file.h"
 
 #include <cstdio>
+#include <string>
 
 #include "bench/model/fit.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -91,6 +92,9 @@ TEST(ModelFileTest, RejectsWhatCannotBeTrusted) {
                  {"ps-dedicated.window_update_share", "[0, 1]"});
   ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(3)->set_window_update_share(-0.5); },
                  {"ps-dedicated.window_update_share", "[0, 1]"});
+  ExpectRejected(
+      [](proto::CostModelFile* f) { f->mutable_exchanges(2)->mutable_window_round_s()->set_value(-1e-3); },
+      {"ps-colocated.window_round_s", ">= 0"});
   ExpectRejected([](proto::CostModelFile* f) { f->mutable_exchanges(2)->set_loopback_residual_rel_sd(-0.1); },
                  {"ps-colocated", "loopback_residual_rel_sd", ">= 0"});
   ExpectRejected(
@@ -138,6 +142,17 @@ TEST(ModelFileTest, BurstShareIsReadAndAbsentMeansTheWholeCredit) {
   parsed = ParseModelFile(*ModelFileJson(file), "test");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->window_update_share, 0.5);
+  EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->window_round_s, 0);  // absent: none
+  file.mutable_exchanges(1)->mutable_window_round_s()->set_value(1.5e-3);
+  file.mutable_exchanges(1)->mutable_window_round_s()->set_std_error(1e-4);
+  parsed = ParseModelFile(*ModelFileJson(file), "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(ParamsOf(*parsed, Topology::kPsOne)->window_round_s, 1.5e-3);
+  bool named = false;  // among the parameters the intervals and the report read
+  for (const auto& [name, p] : NamedParameters(parsed->exchanges(1))) {
+    if (std::string(name) == "window_round_s") named = p->value() == 1.5e-3 && p->std_error() == 1e-4;
+  }
+  EXPECT_TRUE(named);
 }
 
 TEST(ModelFileTest, ParseErrorsNameTheFile) {

@@ -13,16 +13,19 @@
 
 namespace psring::bench::model {
 
-// Parameters where every limit binds somewhere in SyntheticRuns' grid; the PS's with gRPC's window update
-// share, which the fit sets rather than fits (collective.h WindowUpdateShareOf).
+// Parameters where every limit binds somewhere in SyntheticRuns' grid; the PS's with a window round's cost
+// away from 1 ms, where the fit starts it, so the fit must find it, and a window that binds at two latencies
+// on either link (5 and 20 ms at 100 Mbit/s), so a fit without one link's runs can still tell the round's
+// cost from the window.
 inline ExchangeParams TruthFor(Topology topology) {
   // In Topology's order: ring, ps-1, ps-colocated, ps-dedicated.
   static const ExchangeParams kTruths[] = {{30e-6, 0.95, 256 << 10, 600e6},
-                                           {80e-6, 0.9, 128 << 10, 700e6},
-                                           {50e-6, 0.85, 128 << 10, 500e6},
-                                           {60e-6, 0.88, 128 << 10, 650e6}};
+                                           {80e-6, 0.9, 32 << 10, 700e6},
+                                           {50e-6, 0.85, 32 << 10, 500e6},
+                                           {60e-6, 0.88, 32 << 10, 650e6}};
+  static const double kWindowRounds[] = {0, 2e-3, 1.5e-3, 3e-3};
   ExchangeParams p = kTruths[static_cast<int>(topology)];
-  p.window_update_share = WindowUpdateShareOf(topology);
+  p.window_round_s = kWindowRounds[static_cast<int>(topology)];
   return p;
 }
 
