@@ -55,8 +55,8 @@ struct Search {
     p.window_queueing = std::isinf(log_theta[kQueueing]) ? 0 : std::exp(log_theta[kQueueing]);
     p.stream_contention = std::isinf(log_theta[kContention]) ? 0 : std::exp(log_theta[kContention]);
     p.window_round_s = std::isinf(log_theta[kRound]) ? 0 : std::exp(log_theta[kRound]);
-    // The window update share of files fitted 2026-11-28 to 2026-11-30 (gRPC's 1/2) is gone: the window
-    // round's fixed cost replaced it (collective.h window_round_s).
+    // window_update_share stays 0: the window round's cost took the place of the share that the fits of
+    // 2026-11-28 to 2026-11-30 set to gRPC's 1/2 (collective.h window_round_s).
     return p;
   }
 
@@ -338,10 +338,6 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   // The window round's cost starts at 1 ms where a run can show it (the PS with latency and a link rate); the
   // pattern search moves it with the window, whose rounds it lengthens.
   const double round = !ring && latency && !forced.round ? std::log(1e-3) : kNone;
-  // The grid's best point for each combination of the burst share, the window queueing and the stream
-  // contention (each none or a grid value), then a pattern search from every one of them: a search started
-  // where a term is none never turns it on, so a term the coarse grid missed (a window a factor 2 off beside
-  // it) would stay none.
   double step_of_sweep = 0.5;  // the pattern search's current step (log space)
   // A coordinate moved to `value` within its limits: the efficiency and the shares at most 1 (log 0), a share
   // or the window round below its floor none (walking towards 0, log -inf, it would take a step per
@@ -390,6 +386,10 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
     }
     return std::make_pair(from, from_cost);
   };
+  // The grid's best point for each combination of the burst share, the window queueing and the stream
+  // contention (each none or a grid value), then a pattern search from every one of them: a search started
+  // where a term is none never turns it on, so a term the coarse grid missed (a window a factor 2 off beside
+  // it) would stay none.
   Theta best{};
   double best_cost = INFINITY, software_s = 0;
   for (double b : shares) {
