@@ -102,7 +102,9 @@ TEST(ScalingE2eTest, WritesWellFormedCsvJsonAndSvg) {
     EXPECT_EQ(fields[column("error")], "\"\"") << "run failed: " << lines[i];
     EXPECT_EQ(fields[column("bytes")], "65536") << lines[i];
     EXPECT_EQ(fields[column("wrong")], "0") << lines[i];
-    if (fields[column("nodes")] == "2") EXPECT_GT(std::stod(fields[column("step_s")]), 0) << lines[i];
+    if (fields[column("nodes")] == "2") {
+      EXPECT_GT(std::stod(fields[column("step_s")]), 0) << lines[i];
+    }
   }
 
   // SVG: a complete document with both panels, labelled axes and every exchange in the legend.
