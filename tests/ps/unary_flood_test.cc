@@ -111,7 +111,9 @@ std::map<grpc::StatusCode, int> Flood(const std::string& address, int total) {
 
 TEST(UnaryFloodTest, UnauthenticatedEightMegabyteCallsBesideAJobStayBounded) {
   int flood_calls = kDefaultFloodCalls;
-  if (const char* env = std::getenv("PSRING_FLOOD_CALLS"); env != nullptr) ASSERT_TRUE(absl::SimpleAtoi(env, &flood_calls));
+  if (const char* env = std::getenv("PSRING_FLOOD_CALLS"); env != nullptr) {
+    ASSERT_TRUE(absl::SimpleAtoi(env, &flood_calls));
+  }
   const std::string dir = TempDir();
   const std::string token_file = dir + "/flood.token";
   const std::string port_file = dir + "/flood.port";
