@@ -173,6 +173,7 @@ absl::Status ModelParts(const ScalingOptions& base, const std::string& out_dir) 
     ASSIGN_OR_RETURN(projected, model::WithCpuCeilings(model, cpu));
     maps.cpu_source = model::CpuModelSource(base.cpu_model_path, cpu);
   }
+  ASSIGN_OR_RETURN(projected, model::WithWindowRoundFlag(projected, base.window_round_us));
   ASSIGN_OR_RETURN(const model::CrossoverReport crossover, model::WriteCrossoverReport(projected, maps, {}));
   std::cout << crossover.text;
   return status;

@@ -54,6 +54,7 @@ ABSL_FLAG(std::string, out_dir, ".",
 ABSL_FLAG(std::string, cpu_model, "",
           "A host's measured CPU ceilings (JSON from //bench:calibrate --cpu_only): the projection and the maps use "
           "them instead of the model file's (the calibration host's); --cpu_speedup then scales them.");
+ABSL_FLAG(double, window_round_us, -1, psring::bench::model::kWindowRoundFlagHelp);
 
 ABSL_FLAG(
     double, straggler_factor, 1,
@@ -143,6 +144,7 @@ absl::Status Run() {
     ASSIGN_OR_RETURN(model, WithCpuCeilings(model, cpu));
     o.cpu_source = CpuModelSource(cpu_path, cpu);
   }
+  ASSIGN_OR_RETURN(model, WithWindowRoundFlag(model, absl::GetFlag(FLAGS_window_round_us)));
   o.workload = absl::GetFlag(FLAGS_workload);
   o.bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
   o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);

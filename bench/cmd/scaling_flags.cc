@@ -14,6 +14,7 @@
 #include "bench/cmd/launcher_flags.h"
 #include "bench/emulator/cluster_flags.h"
 #include "bench/model/cpu_model.h"
+#include "bench/model/model_file.h"
 #include "common/runfiles.h"
 #include "common/status_macros.h"
 
@@ -45,6 +46,7 @@ ABSL_FLAG(std::string, cpu_model, "",
           "A host's measured CPU ceilings (JSON from //bench:calibrate --cpu_only): the --project_link projection "
           "(and //bench:compare's part 5) caps each exchange by these instead of the model file's, which are the "
           "calibration host's. The sweep's own model figures keep the model file's.");
+ABSL_FLAG(double, window_round_us, -1, psring::bench::model::kWindowRoundFlagHelp);
 ABSL_FLAG(std::string, project_latency, "5us",
           "One-way host-to-host latency of the --project_link cluster (a duration: 5us, 0.1ms).");
 ABSL_FLAG(
@@ -151,6 +153,18 @@ absl::Status ApplyHarnessFlags(const char* argv0, ScalingOptions* options) {
     }
     absl::StatusOr<proto::CpuModelFile> cpu = model::ReadCpuModelFile(options->cpu_model_path);
     if (!cpu.ok()) return absl::Status(cpu.status().code(), absl::StrCat("--cpu_model: ", cpu.status().message()));
+  }
+  options->window_round_us = absl::GetFlag(FLAGS_window_round_us);
+  if (options->window_round_us >= 0) {
+    if (options->model_path.empty()) {
+      return absl::InvalidArgumentError(
+          "--window_round_us replaces the model's PS window round: it needs a model (not --model=none)");
+    }
+    absl::StatusOr<proto::CostModelFile> file = model::ReadModelFile(options->model_path);
+    if (file.ok()) file = model::WithWindowRoundFlag(*file, options->window_round_us);
+    if (!file.ok()) {
+      return absl::Status(file.status().code(), absl::StrCat("--window_round_us: ", file.status().message()));
+    }
   }
   options->verbose = absl::GetFlag(FLAGS_verbose);
   return absl::OkStatus();

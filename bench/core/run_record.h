@@ -88,6 +88,10 @@ struct ScalingOptions {
   // A host's measured CPU ceilings (bench/model/cpu_model.proto, //bench:calibrate --cpu_only) the projection
   // uses instead of the model file's; "": the calibration host's. The sweep's own predictions keep the model's.
   std::string cpu_model_path;
+  // The target host's PS window round in microseconds (model_file.h WithWindowRoundFlag) the projection uses
+  // instead of the model file's; < 0: the model file's (the calibration host's). The sweep's own predictions
+  // keep the model's.
+  double window_round_us = -1;
   // The cluster to project the model onto (link 0: no projection).
   ProjectionTarget projection;
   std::vector<std::string> worker_args;     // extra flags for every worker

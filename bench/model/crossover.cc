@@ -58,6 +58,7 @@ absl::StatusOr<CrossoverMap> BuildMap(const proto::CostModelFile& model, const S
       cell.winner_bound = p->exchanges[p->fastest].step.bound;
       cell.determined = p->determined;
       cell.incast = p->exchanges[p->fastest].incast.marked();
+      cell.round_decides = p->fastest_without_round != p->fastest;
       for (const ExchangeProjection& e : p->exchanges) {
         cell.step_s.push_back(e.step.step_s);
         cell.extrapolation = std::max(cell.extrapolation, e.extrapolation.factor);

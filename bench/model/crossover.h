@@ -46,6 +46,9 @@ struct CrossoverCell {
   // buffer (Projection's Incast marked): its lead includes the incast term's cost only where that holds (a
   // round trip >= kIncastMinRoundTripS and a model file with the term). Never without a port buffer.
   bool incast = false;
+  // With every PS window round at 0 (Projection::fastest_without_round) another exchange is fastest: the
+  // model file's window round, the calibration host's unless WithWindowRound set the target's, decides it.
+  bool round_decides = false;
 };
 
 struct CrossoverMap {

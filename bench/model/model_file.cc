@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 #include "common/proto_json.h"
 #include "common/read_file.h"
@@ -338,6 +339,56 @@ std::string ExtrapolationMark(const Extrapolation& e) {
   if (!(e.factor > kExtrapolationMarkFactor)) return "";
   if (!std::isfinite(e.factor)) return absl::StrCat("EXTRAPOLATED (", e.what, " never calibrated)");
   return absl::StrFormat("EXTRAPOLATED x%.0f (%s)", e.factor, e.what);
+}
+
+absl::StatusOr<proto::CostModelFile> WithWindowRound(const proto::CostModelFile& model, double seconds,
+                                                     const std::string& source) {
+  if (!(std::isfinite(seconds) && seconds >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a window round of ", seconds, " s: give the target host's as a finite value >= 0 (e.g. 50 us)"));
+  }
+  proto::CostModelFile out = model;
+  int set = 0;
+  for (proto::ExchangeModel& e : *out.mutable_exchanges()) {
+    if (!e.has_window_round_s()) continue;
+    proto::ModelParameter* round = e.mutable_window_round_s();
+    round->Clear();
+    round->set_value(seconds);
+    round->set_at_bound(seconds == 0);
+    ++set;
+  }
+  out.set_window_round_source(source);
+  if (set == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model file of ", model.host(), " (", model.date(),
+        ") has no window-round term (fitted before 2026-11-30, its PS window round is a share of the window "
+        "at the "
+        "link's rate): recalibrate (//bench:calibrate --refit=RUNS) to set the target's window round"));
+  }
+  return out;
+}
+
+absl::StatusOr<proto::CostModelFile> WithWindowRoundFlag(const proto::CostModelFile& model, double us) {
+  if (us < 0) return model;
+  return WithWindowRound(model, us * 1e-6, absl::StrCat("--window_round_us=", us));
+}
+
+std::string DescribeWindowRound(const proto::CostModelFile& model) {
+  std::vector<std::string> rounds;
+  double given = 0;
+  for (const proto::ExchangeModel& e : model.exchanges()) {
+    if (!e.has_window_round_s()) continue;
+    const proto::ModelParameter& d = e.window_round_s();
+    given = d.value();
+    rounds.push_back(absl::StrCat(
+        e.exchange(), " ",
+        d.value() > 0 || !d.at_bound() ? absl::StrFormat("%.2f ms", 1e3 * d.value()) : "none (dropped)"));
+  }
+  if (rounds.empty()) return "";
+  if (model.has_window_round_source()) {
+    return absl::StrFormat("%.3g ms from %s", 1e3 * given, model.window_round_source());
+  }
+  return absl::StrFormat("as fitted on %s (%s): %s", model.host(), model.date(), absl::StrJoin(rounds, ", "));
 }
 
 }  // namespace psring::bench::model

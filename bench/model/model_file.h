@@ -71,6 +71,31 @@ inline constexpr double kExtrapolationMarkFactor = 2;
 // "EXTRAPOLATED x128 (N)" when the factor is above kExtrapolationMarkFactor, else "".
 std::string ExtrapolationMark(const Extrapolation& e);
 
+// `model` with every PS exchange's window round (collective.h window_round_s) set to `seconds` (>= 0,
+// finite): the target host's instead of the calibration host's, which is its wake-ups and its emulator's
+// transit (bench/PERFORMANCE.md 9.29). Given, not fitted: no standard error; the fit's relative covariance
+// stays, as for measured CPU ceilings (cpu_model.h WithCpuCeilings). kInvalidArgument for a bad value, or a
+// file whose PS exchanges have no such term (fitted before 2026-11-30: their window round is a share of the
+// window at the link's rate, which this would double). `source` says where it comes from
+// (CostModelFile::window_round_source, e.g. "--window_round_us=50").
+absl::StatusOr<proto::CostModelFile> WithWindowRound(const proto::CostModelFile& model, double seconds,
+                                                     const std::string& source);
+
+// The --window_round_us flag of the tools that project (crossover_maps, scaling, compare): < 0 (its default)
+// leaves `model` as it is, else WithWindowRound(model, us * 1e-6, "--window_round_us=US").
+inline constexpr char kWindowRoundFlagHelp[] =
+    "The target host's PS window round d, microseconds: what each HTTP/2 window costs beyond the round trip "
+    "(the receiver's wake-up, read and WINDOW_UPDATE, the sender's wake-up). Projections and maps use it for "
+    "every PS exchange instead of the model file's, which is the calibration host's: its hosts' wake-ups on "
+    "shared cores and its emulator's transit (bench/PERFORMANCE.md 9.29); a host with cores of its own "
+    "reacts "
+    "sooner. Rows whose step is 10 % or more d are marked ROUND P %. Negative: the model file's.";
+absl::StatusOr<proto::CostModelFile> WithWindowRoundFlag(const proto::CostModelFile& model, double us);
+
+// "as fitted on HOST (DATE): ps-1 1.27 ms, ps-colocated 1.38 ms, ps-dedicated 1.40 ms" (none: dropped), or
+// "0.05 ms from SOURCE" where WithWindowRound set it; "" when no exchange has the term.
+std::string DescribeWindowRound(const proto::CostModelFile& model);
+
 }  // namespace psring::bench::model
 
 #endif  // PSRING_BENCH_MODEL_MODEL_FILE_H_

@@ -12,6 +12,7 @@ namespace psring::bench::model {
 absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Conditions& target,
                                    const StepShape& shape) {
   Projection projection;
+  std::vector<double> steps_without_round;
   const double largest_bucket = LargestBucketBytes(shape);
   for (Topology topology : AllTopologies()) {
     absl::StatusOr<ExchangeParams> params = ParamsOf(model, topology);
@@ -32,7 +33,19 @@ absl::StatusOr<Projection> Project(const proto::CostModelFile& model, const Cond
     projection.exchanges.push_back({topology, *step, params->cpu_bytes_per_second * target.cpu_speedup,
                                     ExtrapolationOf(model, topology, target, largest_bucket), *interval,
                                     IncastOf(topology, *params, port)});
+    double without_round = step->step_s;
+    if (params->window_round_s > 0) {
+      ExchangeParams reacts_at_once = *params;
+      reacts_at_once.window_round_s = 0;
+      absl::StatusOr<StepTime> fast = PredictStep(topology, reacts_at_once, target, shape);
+      if (!fast.ok()) return fast.status();
+      without_round = fast->step_s;
+      projection.exchanges.back().round_share = step->step_s > 0 ? 1 - without_round / step->step_s : 0;
+    }
+    steps_without_round.push_back(without_round);
   }
+  projection.fastest_without_round = static_cast<int>(
+      std::min_element(steps_without_round.begin(), steps_without_round.end()) - steps_without_round.begin());
   double second = INFINITY;
   for (size_t i = 0; i < projection.exchanges.size(); ++i) {
     if (projection.exchanges[i].step.step_s < projection.exchanges[projection.fastest].step.step_s) {
@@ -64,6 +77,25 @@ std::string FormatLatency(double seconds) {
   return absl::StrFormat("%g us", seconds * 1e6);
 }
 
+namespace {
+
+// Where the PS's window round d comes from and what the ROUND mark means; "" for a file without the term.
+std::string WindowRoundLine(const proto::CostModelFile& model) {
+  const std::string rounds = DescribeWindowRound(model);
+  if (rounds.empty()) return "";
+  return absl::StrFormat(
+      "# PS window round d (each window's cost beyond the round trip) %s%s; ROUND P %%: d makes P %% of a "
+      "row's "
+      "step\n",
+      rounds,
+      model.has_window_round_source() ? ""
+                                      : ": the calibration host's wake-ups and its emulator's transit "
+                                        "(bench/PERFORMANCE.md 9.29), a host that "
+                                        "reacts sooner is faster (--window_round_us=US: the target's)");
+}
+
+}  // namespace
+
 std::string FormatProjection(const proto::CostModelFile& model, const Conditions& target,
                              const Projection& projection, const std::string& what, const std::string& cpu_source) {
   const std::string ceilings =
@@ -75,6 +107,7 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
       "# PROJECTION (model, not measured): %s, N = %d, link %s, one-way latency %s\n"
       "# CPU ceilings %s%s\n"
       "# %s\n"
+      "%s"
       "# %-13s %10s %-21s %11s %12s  %-8s %s\n",
       what, target.nodes, FormatLinkRate(target.link_bytes_per_second), FormatLatency(target.latency_s),
       ceilings, target.cpu_speedup == 1 ? "" : absl::StrFormat(", times cpu_speedup %g", target.cpu_speedup),
@@ -94,8 +127,9 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
                                       1e3 * model.incast().min_round_trip_s(),
                                       1e3 * model.incast().max_round_trip_s()))
           : "switch ports assumed lossless (no port buffer given: a PS's incast is not marked)",
-      "exchange", "step_ms", absl::StrFormat("%.0f%% interval (ms)", 100 * kIntervalLevel), "exposed_ms",
-      "exchange_ms", "bound", "cpu ceiling");
+      WindowRoundLine(model), "exchange", "step_ms",
+      absl::StrFormat("%.0f%% interval (ms)", 100 * kIntervalLevel), "exposed_ms", "exchange_ms", "bound",
+      "cpu ceiling");
   for (size_t i = 0; i < projection.exchanges.size(); ++i) {
     const ExchangeProjection& e = projection.exchanges[i];
     std::string verdict;
@@ -108,6 +142,13 @@ std::string FormatProjection(const proto::CostModelFile& model, const Conditions
     }
     std::string incast = IncastMark(e.incast);
     if (e.step.incast_s > 0) absl::StrAppendFormat(&incast, " +%.2f ms", 1e3 * e.step.incast_s);
+    if (e.round_share >= kRoundMarkShare) {
+      absl::StrAppendFormat(&incast, "%sROUND %.0f %%", incast.empty() ? "" : "   ", 100 * e.round_share);
+    }
+    if (static_cast<int>(i) == projection.fastest && projection.fastest_without_round != projection.fastest) {
+      absl::StrAppendFormat(&verdict, " (d = 0: %s fastest)",
+                            TopologyName(projection.exchanges[projection.fastest_without_round].topology));
+    }
     absl::StrAppendFormat(
         &out, "# %-13s %10.2f %-21s %11.2f %12.2f  %-8s %s%s%s%s\n", TopologyName(e.topology),
         1e3 * e.step.step_s, absl::StrFormat("[%.2f, %.2f]", 1e3 * e.interval.lo, 1e3 * e.interval.hi),

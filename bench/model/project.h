@@ -35,7 +35,15 @@ struct ExchangeProjection {
   // largest bucket as the collective): marked; the step includes the incast term's cost where it holds
   // (StepTime::incast_s), else the model is likely too fast there.
   Incast incast;
+  // The share of the step its window rounds' own cost makes (collective.h window_round_s d): 1 - the step
+  // with d = 0 over the step; 0 for the ring and where no window binds. d is the calibration host's (its
+  // wake-ups and its emulator's transit, bench/PERFORMANCE.md 9.29) unless WithWindowRound set the target's:
+  // a share of kRoundMarkShare or more is marked, the row rests on that host's reactions.
+  double round_share = 0;
 };
+
+// A projection row whose window rounds' own cost is this share of its step or more is marked "ROUND P %".
+inline constexpr double kRoundMarkShare = 0.1;
 
 struct Projection {
   std::vector<ExchangeProjection> exchanges;  // AllTopologies() order
@@ -43,6 +51,9 @@ struct Projection {
   double margin = 0;                           // second fastest step / fastest step - 1
   // The fastest one's interval lies below every other's: the model names a winner. Else "undetermined".
   bool determined = false;
+  // The fastest with every PS window round at 0 (a host that reacts at once): != fastest where the window
+  // round's value decides the winner.
+  int fastest_without_round = 0;
 };
 
 // Every exchange of `model` at `target` (bytes ignored: the shape's buckets carry them). Errors of

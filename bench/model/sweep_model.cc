@@ -67,6 +67,10 @@ absl::StatusOr<ScalingResult> AnalyzeSweep(SweepResult sweep) {
       ASSIGN_OR_RETURN(result.cpu_model, model::WithCpuCeilings(*result.model, cpu));
       result.cpu_source = model::CpuModelSource(result.options.cpu_model_path, cpu);
     }
+    if (result.options.window_round_us >= 0) {
+      ASSIGN_OR_RETURN(result.cpu_model, model::WithWindowRoundFlag(result.cpu_model.value_or(*result.model),
+                                                                    result.options.window_round_us));
+    }
   }
   for (const std::string& name : result.options.workloads) {
     ASSIGN_OR_RETURN(result.workloads[name], trainer::LoadWorkload(name));

@@ -41,8 +41,9 @@ namespace psring::bench {
 struct ScalingResult : SweepResult {
   // The frozen calibrated model of options.model_path; absent: no model figures (--model=none).
   std::optional<proto::CostModelFile> model;
-  // With options.cpu_model_path only: `model` with that file's CPU ceilings (bench/model/cpu_model.h
-  // WithCpuCeilings), what the projection uses (ProjectionModel).
+  // With options.cpu_model_path or options.window_round_us >= 0 only: `model` with that file's CPU ceilings
+  // (bench/model/cpu_model.h WithCpuCeilings) and that window round (model_file.h WithWindowRoundFlag), what
+  // the projection uses (ProjectionModel).
   std::optional<proto::CostModelFile> cpu_model;
   // Where cpu_model's CPU ceilings come from (cpu_model.h CpuModelSource); "": the calibration host's.
   std::string cpu_source;

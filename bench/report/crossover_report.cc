@@ -52,17 +52,20 @@ absl::StatusOr<CrossoverReport> WriteCrossoverReport(const proto::CostModelFile&
   // How much of each map the model can decide at all (its 90 % intervals clear), and how much is extrapolated.
   for (const auto& [name, map] : {std::pair<const char*, const CrossoverMap*>{"link x latency", &link_latency},
                                   {"N x link", &nodes_link}}) {
-    int undetermined = 0, extrapolated = 0, incast = 0;
+    int undetermined = 0, extrapolated = 0, incast = 0, round = 0;
     for (const CrossoverCell& cell : map->cells) {
       undetermined += !cell.determined;
       extrapolated += cell.extrapolation > kExtrapolationMarkFactor;
       incast += cell.incast;
+      round += cell.round_decides;
     }
     absl::StrAppendFormat(
         &report.text,
         "#   %s map: %d of %d cells UNDETERMINED (the winner's 90 %% interval overlaps another's; "
-        "grey), %d EXTRAPOLATED > %.0fx (hatched)%s\n",
-        name, undetermined, map->cells.size(), extrapolated, kExtrapolationMarkFactor,
+        "grey), %d EXTRAPOLATED > %.0fx (hatched), %d whose fastest the PS window round decides (dotted: "
+        "with "
+        "d = 0 another is fastest)%s\n",
+        name, undetermined, map->cells.size(), extrapolated, kExtrapolationMarkFactor, round,
         options.target.port_buffer_bytes > 0
             ? absl::StrFormat(", %d whose fastest (point prediction) is a PS marked INCAST (outlined red)",
                               incast)

@@ -125,6 +125,14 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
                               "PS's window burst exceeds the port buffer</title></rect>\n",
                               x0 + ix * cw + 1, y1 - (iy + 1) * ch + 1, cw - 2, ch - 2);
       }
+      if (cell.round_decides) {
+        absl::StrAppendFormat(
+            &svg,
+            "<circle class=\"round\" cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"#000\">"
+            "<title>ROUND: with PS window rounds of 0 another exchange is fastest (the window "
+            "round decides this cell)</title></circle>\n",
+            px(ix), py(iy), std::max(1.0, std::min(cw, ch) / 6));
+      }
     }
   }
   svg += "</g>\n";
@@ -204,6 +212,13 @@ std::string RenderCrossoverSvg(const CrossoverMap& map, const std::string& title
                           lx, row);
     legend_text("red outline: a PS fastest, but its");
     legend_text("incast exceeds the port buffer");
+  }
+  if (std::any_of(map.cells.begin(), map.cells.end(),
+                  [](const CrossoverCell& c) { return c.round_decides; })) {
+    absl::StrAppendFormat(&svg, "<circle class=\"legend\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#000\"/>\n",
+                          lx + 8, row + 7);
+    legend_text("dot: the PS window round decides");
+    legend_text("(with d = 0 another is fastest)");
   }
   svg += "</svg>\n";
   return svg;

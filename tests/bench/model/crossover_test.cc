@@ -167,5 +167,39 @@ TEST(CrossoverTest, CellsWonByAPsBeyondThePortBufferAreOutlined) {
   EXPECT_EQ(RenderCrossoverSvg(*plain, "t", "s", {}).find("red outline"), std::string::npos);
 }
 
+// Cells whose fastest changes with every PS window round at 0 are the window round's to decide: counted per
+// cell and dotted in the SVG. A co-located PS with 64 KiB windows and d = 1 ms against a ring at half the
+// link's rate: where the link is fast and the latency short the ring wins only because of d.
+TEST(CrossoverTest, CellsTheWindowRoundDecidesAreDotted) {
+  proto::CostModelFile file =
+      ModelFileOf({{0, 0.5, 0, 0}, {0, 0.01, 0, 0}, {0, 1, 65536, 0}, {0, 0.01, 0, 0}});
+  const std::vector<double> links = *LogSpaced(1e9 / 8, 400e9 / 8, 12);
+  const std::vector<double> latencies = *LogSpaced(1e-6, 1e-2, 9);
+  absl::StatusOr<CrossoverMap> plain = LinkLatencyMap(file, FlatStep(0, 0, 8e6), {2, 1}, links, latencies);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const CrossoverCell& cell : plain->cells)
+    EXPECT_FALSE(cell.round_decides);  // no term, nothing decided
+  file.mutable_exchanges(2)->mutable_window_round_s()->set_value(1e-3);
+  absl::StatusOr<CrossoverMap> map = LinkLatencyMap(file, FlatStep(0, 0, 8e6), {2, 1}, links, latencies);
+  ASSERT_TRUE(map.ok()) << map.status();
+  int decided = 0;
+  for (size_t i = 0; i < map->cells.size(); ++i) {
+    decided += map->cells[i].round_decides;
+    // Decided by d: the ring wins with it, the co-located PS without it (as in the map without the term).
+    if (map->cells[i].round_decides) {
+      EXPECT_EQ(map->cells[i].winner, 0);
+      EXPECT_EQ(plain->cells[i].winner, 2);
+    }
+  }
+  EXPECT_GT(decided, 0);
+  EXPECT_LT(decided, static_cast<int>(map->cells.size()));
+  const std::string svg = RenderCrossoverSvg(*map, "ring vs ps", "model of testhost", {});
+  std::string why;
+  EXPECT_TRUE(WellFormed(svg, &why)) << why;
+  EXPECT_EQ(Count(svg, "class=\"round\""), decided);
+  EXPECT_NE(svg.find("dot: the PS window round decides"), std::string::npos);
+  EXPECT_EQ(RenderCrossoverSvg(*plain, "t", "s", {}).find("window round decides"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace psring::bench::model

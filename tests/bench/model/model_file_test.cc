@@ -1,5 +1,6 @@
 #include "bench/model/model_file.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -201,6 +202,41 @@ TEST(ModelFileTest, ExtrapolationIsTheLargestFactorOutsideTheCoverage) {
   EXPECT_EQ(all[1].what, "latency");
   EXPECT_NEAR(all[1].factor, 2.5, 1e-12);
   EXPECT_TRUE(ExtrapolationFactors(file, Topology::kRing, Conditions{4, 0, 4e6, 12.5e6, 5e-3}, 4e6).empty());
+}
+
+// A projection may carry the target host's window round instead of the fit's: every PS exchange's, given (no
+// standard error) and named; a file without the term (its window round is a share of the window) refuses.
+TEST(ModelFileTest, WithWindowRoundSetsEveryPsExchangesAndSaysWhereItCameFrom) {
+  proto::CostModelFile file =
+      ModelFileOf({{0, 1, 0, 0}, {0, 1, 65536, 0}, {0, 1, 65536, 0}, {0, 1, 65536, 0}});
+  EXPECT_EQ(DescribeWindowRound(file), "");
+  absl::StatusOr<proto::CostModelFile> none = WithWindowRound(file, 50e-6, "--window_round_us=50");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no window-round term"), std::string::npos) << none.status();
+  for (int i = 1; i < 4; ++i) {
+    file.mutable_exchanges(i)->mutable_window_round_s()->set_value(1e-3 * i);
+    file.mutable_exchanges(i)->mutable_window_round_s()->set_std_error(1e-4);
+  }
+  file.mutable_exchanges(3)->mutable_window_round_s()->set_value(0);  // dropped by the fit
+  file.mutable_exchanges(3)->mutable_window_round_s()->clear_std_error();
+  file.mutable_exchanges(3)->mutable_window_round_s()->set_at_bound(true);
+  EXPECT_EQ(
+      DescribeWindowRound(file),
+      "as fitted on testhost (2026-12-01): ps-1 1.00 ms, ps-colocated 2.00 ms, ps-dedicated none (dropped)");
+  absl::StatusOr<proto::CostModelFile> given = WithWindowRoundFlag(file, 50);
+  ASSERT_TRUE(given.ok()) << given.status();
+  for (Topology t : {Topology::kPsOne, Topology::kPsColocated, Topology::kPsDedicated}) {
+    EXPECT_DOUBLE_EQ(ParamsOf(*given, t)->window_round_s, 50e-6) << TopologyName(t);
+  }
+  EXPECT_FALSE(given->exchanges(1).window_round_s().has_std_error());
+  EXPECT_FALSE(given->exchanges(0).has_window_round_s());  // the ring has none
+  EXPECT_EQ(DescribeWindowRound(*given), "0.05 ms from --window_round_us=50");
+  absl::StatusOr<proto::CostModelFile> unchanged = WithWindowRoundFlag(file, -1);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_EQ(ParamsOf(*unchanged, Topology::kPsOne)->window_round_s, 1e-3);
+  EXPECT_FALSE(unchanged->has_window_round_source());
+  EXPECT_FALSE(WithWindowRound(file, -1e-6, "x").ok());
+  EXPECT_FALSE(WithWindowRound(file, std::nan(""), "x").ok());
 }
 
 }  // namespace

@@ -144,5 +144,47 @@ TEST(ProjectTest, Units) {
   EXPECT_EQ(FormatLatency(0.01), "10 ms");
 }
 
+// The PS's window round d (collective.h window_round_s) is the calibration host's: a row whose step is
+// mostly d is marked ROUND, and where d decides the fastest the table names the one it would be without it.
+// N = 2, K = 1, 25 Gbit/s (3.125 GB/s), 5 us, S = 8 MB flat; windows of 64 KiB, d = 1 ms. ps-1: 8 MB / 64 KiB
+// = 122.07 windows of 2L + d = 1.01 ms: 123.3 ms against 16 MB / 3.125 GB/s = 5.12 ms on the link, so d is
+// about 1 - 5.13 / 123.3 = 95.8 % of its step. The ring at efficiency 0.5 moves 8 MB in 5.12 ms and is
+// fastest; with d = 0 the co-located PS (8 MB over the link at full rate, 2.56 ms; 61 windows of 10 us) is.
+TEST(ProjectTest, MarksRowsTheWindowRoundDecidesAndNamesTheWinnerWithoutIt) {
+  proto::CostModelFile file =
+      ModelFileOf({{0, 0.5, 0, 0}, {0, 1, 65536, 0}, {0, 1, 65536, 0}, {0, 1, 65536, 0}});
+  for (int i = 1; i < 4; ++i) {
+    file.mutable_exchanges(i)->mutable_window_round_s()->set_value(1e-3);
+    file.mutable_exchanges(i)->mutable_window_round_s()->set_std_error(1e-4);
+  }
+  const Conditions target{2, 1, 0, 3.125e9, 5e-6};
+  absl::StatusOr<Projection> p = Project(file, target, FlatStep(0, 0, 8e6));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->exchanges[0].round_share, 0);  // the ring has no window round
+  EXPECT_NEAR(p->exchanges[1].round_share, 1 - 5.12e-3 / (8e6 * 1.01e-3 / 65536), 1e-3);
+  EXPECT_EQ(p->exchanges[1].step.bound, Bound::kWindow);
+  EXPECT_EQ(p->fastest, 0);
+  EXPECT_EQ(p->fastest_without_round, 2);
+  std::string table = FormatProjection(file, target, *p, "flat 8 MB");
+  EXPECT_NE(table.find("ROUND 96 %"), std::string::npos) << table;
+  EXPECT_NE(table.find("(d = 0: ps-colocated fastest)"), std::string::npos) << table;
+  EXPECT_NE(table.find("as fitted on testhost (2026-12-01): ps-1 1.00 ms"), std::string::npos) << table;
+  EXPECT_NE(table.find("--window_round_us=US: the target's"), std::string::npos) << table;
+
+  // The target's own round, 5 us: 122 windows of 15 us = 1.8 ms, below the link's 5.12 ms: no row marked, and
+  // the co-located PS is fastest with or without it.
+  absl::StatusOr<proto::CostModelFile> target_host = WithWindowRound(file, 5e-6, "--window_round_us=5");
+  ASSERT_TRUE(target_host.ok()) << target_host.status();
+  p = Project(*target_host, target, FlatStep(0, 0, 8e6));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->exchanges[1].round_share, 0);
+  EXPECT_EQ(p->fastest, 2);
+  EXPECT_EQ(p->fastest_without_round, 2);
+  table = FormatProjection(*target_host, target, *p, "flat 8 MB");
+  EXPECT_EQ(table.find("   ROUND "), std::string::npos) << table;
+  EXPECT_EQ(table.find("(d = 0:"), std::string::npos) << table;
+  EXPECT_NE(table.find("0.005 ms from --window_round_us=5"), std::string::npos) << table;
+}
+
 }  // namespace
 }  // namespace psring::bench::model
