@@ -80,9 +80,10 @@ std::string FormatCalibration(const Calibration& c) {
   for (const proto::ExchangeModel& e : c.file.exchanges()) {
     if (!e.has_window_round_s()) continue;
     absl::StrAppend(
-        &text, absl::StrFormat("#   %s window round %s ms beyond the round trip (the receiver's read and "
-                               "WINDOW_UPDATE, the sender's wake-up; collective.h window_round_s)\n",
-                               e.exchange(), FormatParameter(e.window_round_s(), 1e-3, "")));
+        &text, absl::StrFormat("#   %s window round beyond the round trip (the receiver's wake-up, read "
+                               "and WINDOW_UPDATE, the sender's wake-up, the links' transit: this host's, "
+                               "bench/PERFORMANCE.md 9.29; collective.h window_round_s): %s\n",
+                               e.exchange(), FormatParameter(e.window_round_s(), 1e-3, " ms")));
   }
   // The fixed share of gRPC's flow control (collective.h window_update_share), where the file has it.
   for (const proto::ExchangeModel& e : c.file.exchanges()) {
