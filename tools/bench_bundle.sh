@@ -2,7 +2,7 @@
 # tools/bench_bundle.sh — the bench on a Linux host without Bazel: one archive with psring's bench suites, the
 # programs they start, their data, their shared libraries and the network tools the emulated cluster runs.
 #
-#   ./bazelw build //...  &&  tools/bench_bundle.sh DIR      # the build host: writes DIR and DIR.tar.xz (43 MiB)
+#   ./bazelw build //...  &&  tools/bench_bundle.sh DIR      # the build host: writes DIR and DIR.tar.xz (46 MiB)
 #   tools/bench_bundle.sh DIR --with-cuda-libs              # with cuBLAS and NCCL too (594 MiB compressed: over
 #                                                           # the 64 MiB limit, allowed for a host without them)
 #   tools/bench_bundle.sh DIR --without-net-tools           # without Debian's ip, tc, iptables and sysctl
@@ -31,7 +31,10 @@
 #             finds them on the host: a CUDA 13 toolkit or python3's nvidia-* wheels (PyTorch's).
 #   data/     Debian's Fashion-MNIST (/usr/share/datasets/fashion-mnist), which compare's part 2 trains on.
 #   net/      Debian 12's ip, tc, iptables (xtables-legacy-multi) and sysctl with their libraries, and the
-#             libxt_*.so modules (XTABLES_LIBDIR), each behind a wrapper like the programs'.
+#             libxt_*.so modules (XTABLES_LIBDIR), each behind a wrapper like the programs'; and tcpdump with
+#             libpcap where this host has it (optional: apt-get install tcpdump), for tools/ below.
+#   tools/    bench/tools/window_round_capture.py: where a PS window round's time goes, by packet capture
+#             (bench/PERFORMANCE.md 9.29; its --help says how to run it from the bundle).
 # Checks, on the build host (any failure: a line saying what, exit 1): every binary and runfile is built and
 # copied; every library each bundled binary or tool loads comes from the bundle but glibc's, the driver's and
 # the ones left to the host; every program's --help and every carried tool runs from the bundle; DIR.tar.xz is
@@ -246,7 +249,15 @@ bundle() {
     for tool in ip tc iptables sysctl; do
       write_wrapper "net/bin/$tool" net "net/sbin/$tool" || problem "cannot write net/bin/$tool"
     done
+    # tcpdump for the window-round capture, where this host has one: optional, the suites never start it.
+    if t=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v tcpdump); then
+      cp -L "$t" "$dir/net/sbin/tcpdump" || problem "cannot copy $t"
+      copy_libs "$t" "$dir/net/lib"
+      write_wrapper net/bin/tcpdump net net/sbin/tcpdump || problem "cannot write net/bin/tcpdump"
+    fi
   fi
+  mkdir -p "$dir/tools" && cp -f "$root/bench/tools/window_round_capture.py" "$dir/tools/" ||
+    problem "cannot copy bench/tools/window_round_capture.py"
 
   cp -f "${BASH_SOURCE[0]}" "$dir/bench.sh" || problem "cannot copy bench.sh"
   if [[ -n "$slim" ]]; then
@@ -258,7 +269,8 @@ bundle() {
       [[ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]] && echo ' + uncommitted changes')"
     echo "built: $(date -u '+%Y-%m-%d %H:%M UTC') on $(sed -n 's/^PRETTY_NAME="\(.*\)"$/\1/p' /etc/os-release), $(ldd --version | head -1)"
     echo "cuBLAS and NCCL: $([[ -n "$slim" ]] && echo "left to the host: $(tr '\n' ' ' <"$dir/host_libs")" || echo carried)"
-    echo "network tools: $([[ -n "$net" ]] && echo "carried: ip, tc, iptables (xtables-legacy-multi), sysctl" || echo "not carried")"
+    echo "network tools: $([[ -n "$net" ]] && echo "carried: ip, tc, iptables (xtables-legacy-multi), sysctl$(
+      [[ -e "$dir/net/sbin/tcpdump" ]] && echo ", tcpdump")" || echo "not carried")"
   } >"$dir/BUNDLE_INFO"
 
   # What the other host will see: every library from the bundle, every program runs from it.
@@ -275,7 +287,12 @@ bundle() {
     "$dir/net/bin/tc" -V >/dev/null 2>&1 || problem "carried tc -V fails"
     "$dir/net/bin/iptables" -V 2>/dev/null | grep -q legacy || problem "carried iptables -V fails"
     "$dir/net/bin/sysctl" -n kernel.ostype >/dev/null 2>&1 || problem "carried sysctl fails"
+    if [[ -e "$dir/net/sbin/tcpdump" ]]; then
+      check_libs "$dir/net/sbin/tcpdump" "$dir/net/lib"
+      "$dir/net/bin/tcpdump" --version >/dev/null 2>&1 || problem "carried tcpdump --version fails"
+    fi
   fi
+  python3 "$dir/tools/window_round_capture.py" --help >/dev/null 2>&1 || problem "bundled window_round_capture.py --help fails"
   if [[ $bad -ne 0 ]]; then echo "bench_bundle: the bundle in $dir is INCOMPLETE (see above)"; return 1; fi
 
   archive="$dir.tar.xz"

@@ -18,11 +18,15 @@
 #                   crossover_maps, the suite's --out_dir go (default ./bigger-host-out)
 #   --bench=TAR     the bench bundle (default out/dev/psring-bench.tar.xz); --gpu=TAR the runbook's
 #                   (default out/gpu-slim.tar.xz; missing: no runbook)
+#   --capture=LINK:LATENCY[,...]  after the suite, the bundle's tools/window_round_capture.py at each (e.g.
+#                   100mbit:10ms,100mbit:40ms: where a PS window round's time goes on this host, about 40 s
+#                   each; bench/PERFORMANCE.md 9.29), into <out>/window_round_capture.txt; needs the bundle's
+#                   tcpdump and the host's python3
 # Prints the suite's output without its header's wrapped lines, then the runbook's summary; exit status: the
 # suite's (124 when it ran out of time).
 set -uo pipefail
 
-budget=580 gpu_min=0 gpu_timeout=240 out=./bigger-host-out
+budget=580 gpu_min=0 gpu_timeout=240 out=./bigger-host-out captures=""
 bench_tar=out/dev/psring-bench.tar.xz gpu_tar=out/gpu-slim.tar.xz
 usage() { sed -n '2,/^set -uo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'; }
 while (($#)); do
@@ -33,6 +37,7 @@ while (($#)); do
     --out=*) out="${1#*=}" ;;
     --bench=*) bench_tar="${1#*=}" ;;
     --gpu=*) gpu_tar="${1#*=}" ;;
+    --capture=*) captures="${1#*=}" ;;
     -h | --help) usage; exit 0 ;;
     --) shift; break ;;
     *) echo "bigger_host_run: unknown flag '$1' (--help lists them; the suite goes after --)" >&2; exit 2 ;;
@@ -66,6 +71,19 @@ timeout "$suite_s" "$bench_sh" "$suite" "${out_dir[@]}" "$@" >"$out/$suite.txt" 
 rc=$?
 echo "# $suite exit $rc at ${SECONDS}s$( ((rc == 124)) && echo " (out of its ${suite_s}s)")"
 grep -v '^#   ' "$out/$suite.txt" | tail -80
+
+if [[ -n "$captures" ]]; then
+  bundle_dir="$(dirname "$bench_sh")"
+  for c in ${captures//,/ }; do
+    left=$((budget - gpu_min - SECONDS))
+    if ((left < 60)); then echo "# capture $c not run: ${left}s left"; continue; fi
+    PATH="$bundle_dir/net/bin:$PATH" timeout "$left" python3 "$bundle_dir/tools/window_round_capture.py" \
+      --scaling="$bench_sh scaling" --tcpdump="$bundle_dir/net/bin/tcpdump" --link="${c%%:*}" \
+      --latency="${c#*:}" >>"$out/window_round_capture.txt" 2>&1
+    echo "# capture $c exit $? at ${SECONDS}s"
+  done
+  [[ -f "$out/window_round_capture.txt" ]] && grep -E '^# (ps-1|step)|^  ' "$out/window_round_capture.txt"
+fi
 
 left=$((budget - SECONDS))
 if [[ -z "$gpu_sh" ]]; then

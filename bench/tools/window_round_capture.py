@@ -20,11 +20,16 @@ quartiles of each part and the run's step time.
 usage (root, after ./bazelw build //bench:scaling):
   python3 bench/tools/window_round_capture.py --link=100mbit --latency=10ms [--bytes=2M] [--steps=8]
   ... --analyze=DIR   (the captures of an earlier run, with its --link and --latency)
+From the bench bundle on another host (tools/bench_bundle.sh carries tcpdump when the build host has it, and
+this file as tools/window_round_capture.py), with B the unpacked bundle:
+  PATH=$B/net/bin:$PATH python3 $B/tools/window_round_capture.py --scaling="$B/bench.sh scaling" \
+      --tcpdump=$B/net/bin/tcpdump --link=100mbit --latency=10ms
 """
 import argparse
 import bisect
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -37,9 +42,9 @@ PACKET = re.compile(r'^(\d+\.\d+) (\S+)\s+(In|Out)\s+IP (\S+) > (\S+): Flags \[(
 SEQ = re.compile(r' seq (\d+)')
 
 
-def packets(pcap):
+def packets(pcap, tcpdump):
     """(time, direction, src, dst, seq or None, payload length, flags) of every TCP segment, once."""
-    text = subprocess.run(['tcpdump', '-r', pcap, '-n', '-tt', '--time-stamp-precision=nano'],
+    text = subprocess.run([tcpdump, '-r', pcap, '-n', '-tt', '--time-stamp-precision=nano'],
                           capture_output=True, text=True).stdout
     out, seen = [], set()
     for line in text.splitlines():
@@ -62,7 +67,8 @@ def packets(pcap):
 def capture_run(args, workdir):
     """Starts tcpdump in each host namespace as the harness creates it; returns {host index: pcap path}."""
     log = open(os.path.join(workdir, 'scaling.txt'), 'w')
-    run = subprocess.Popen([os.path.join(ROOT, 'bazel-bin/bench/scaling'), '--exchanges=ps-1', '--nodes=1',
+    scaling = shlex.split(args.scaling) if args.scaling else [os.path.join(ROOT, 'bazel-bin/bench/scaling')]
+    run = subprocess.Popen(scaling + ['--exchanges=ps-1', '--nodes=1',
                             f'--link={args.link}', f'--latency={args.latency}', f'--model_bytes={args.bytes}',
                             f'--steps={args.steps}', '--warmup_steps=2', f'--out_dir={workdir}/out'],
                            stdout=log, stderr=subprocess.STDOUT)
@@ -73,7 +79,9 @@ def capture_run(args, workdir):
             m = re.match(r'^psr\d+-h(\d+)$', ns)
             if m and int(m.group(1)) not in pcaps:
                 pcaps[int(m.group(1))] = os.path.join(workdir, f'h{m.group(1)}.pcap')
-                dumps.append(subprocess.Popen(['ip', 'netns', 'exec', ns, 'tcpdump', '-i', 'any', '-n', '-s', '96',
+                # -Z root: no switch to a 'tcpdump' user, which another host may not have.
+                dumps.append(subprocess.Popen(['ip', 'netns', 'exec', ns, args.tcpdump, '-Z', 'root', '-i', 'any',
+                                               '-n', '-s', '96',
                                                '--time-stamp-precision=nano', '-w', pcaps[int(m.group(1))]],
                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(0.05)
@@ -98,6 +106,10 @@ def main():
     parser.add_argument('--bytes', default='2M', help='gradient size S (scaling --model_bytes)')
     parser.add_argument('--steps', type=int, default=8, help='measured steps')
     parser.add_argument('--analyze', default='', help='a directory of an earlier capture: analyze it, run nothing')
+    parser.add_argument('--scaling', default='',
+                        help='the command that runs //bench:scaling (default: bazel-bin/bench/scaling of this tree; '
+                             'from a bench bundle: "B/bench.sh scaling")')
+    parser.add_argument('--tcpdump', default='tcpdump', help='the tcpdump to capture and read with')
     args = parser.parse_args()
     latency_ms = float(args.latency.rstrip('ms'))
     if args.analyze:
@@ -108,7 +120,7 @@ def main():
         pcaps = capture_run(args, workdir)
     if len(pcaps) < 2:
         sys.exit('no emulated hosts were captured (loopback fallback?); see ' + workdir)
-    caps = {h: packets(p) for h, p in pcaps.items()}
+    caps = {h: packets(p, args.tcpdump) for h, p in pcaps.items()}
     # ps-1 with one worker: the push-pull connection is the one that carries data both ways (the harness's
     # link check before the run streams one way); its worker side sends the push.
     flows = {}
