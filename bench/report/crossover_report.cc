@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/model/crossover.h"
 #include "bench/model/data_path.h"
+#include "bench/model/model_file.h"
 #include "bench/model/project.h"
 #include "bench/model/workload_step.h"
 #include "common/atomic_file.h"
@@ -62,10 +63,13 @@ absl::StatusOr<CrossoverReport> WriteCrossoverReport(const proto::CostModelFile&
     absl::StrAppendFormat(
         &report.text,
         "#   %s map: %d of %d cells UNDETERMINED (the winner's 90 %% interval overlaps another's; "
-        "grey), %d EXTRAPOLATED > %.0fx (hatched), %d whose fastest the PS window round decides (dotted: "
-        "with "
-        "d = 0 another is fastest)%s\n",
-        name, undetermined, map->cells.size(), extrapolated, kExtrapolationMarkFactor, round,
+        "grey), %d EXTRAPOLATED > %.0fx (hatched)%s%s\n",
+        name, undetermined, map->cells.size(), extrapolated, kExtrapolationMarkFactor,
+        DescribeWindowRound(model).empty()  // a file without the term: nothing for it to decide
+            ? ""
+            : absl::StrFormat(", %d whose fastest the PS window round decides (dotted: with d = 0 another is "
+                              "fastest)",
+                              round),
         options.target.port_buffer_bytes > 0
             ? absl::StrFormat(", %d whose fastest (point prediction) is a PS marked INCAST (outlined red)",
                               incast)
