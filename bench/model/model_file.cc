@@ -357,14 +357,14 @@ absl::StatusOr<proto::CostModelFile> WithWindowRound(const proto::CostModelFile&
     round->set_at_bound(seconds == 0);
     ++set;
   }
-  out.set_window_round_source(source);
   if (set == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the model file of ", model.host(), " (", model.date(),
-        ") has no window-round term (fitted before 2026-11-30, its PS window round is a share of the window "
-        "at the "
-        "link's rate): recalibrate (//bench:calibrate --refit=RUNS) to set the target's window round"));
+        ") has no window-round term (fitted before 2026-11-30, its PS window round is a share of "
+        "the window at the link's rate): recalibrate (//bench:calibrate --refit=RUNS) to set the "
+        "target's window round"));
   }
+  out.set_window_round_source(source);
   return out;
 }
 

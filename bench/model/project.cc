@@ -83,15 +83,15 @@ namespace {
 std::string WindowRoundLine(const proto::CostModelFile& model) {
   const std::string rounds = DescribeWindowRound(model);
   if (rounds.empty()) return "";
+  const char* const origin = model.has_window_round_source()
+                                 ? ""
+                                 : ": the calibration host's wake-ups and its emulator's transit "
+                                   "(bench/PERFORMANCE.md 9.29), a host that reacts sooner is faster "
+                                   "(--window_round_us=US: the target's)";
   return absl::StrFormat(
-      "# PS window round d (each window's cost beyond the round trip) %s%s; ROUND P %%: d makes P %% of a "
-      "row's "
-      "step\n",
-      rounds,
-      model.has_window_round_source() ? ""
-                                      : ": the calibration host's wake-ups and its emulator's transit "
-                                        "(bench/PERFORMANCE.md 9.29), a host that "
-                                        "reacts sooner is faster (--window_round_us=US: the target's)");
+      "# PS window round d (each window's cost beyond the round trip) %s%s; ROUND P %%: d "
+      "makes P %% of a row's step\n",
+      rounds, origin);
 }
 
 }  // namespace
