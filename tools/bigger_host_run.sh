@@ -72,13 +72,17 @@ rc=$?
 echo "# $suite exit $rc at ${SECONDS}s$( ((rc == 124)) && echo " (out of its ${suite_s}s)")"
 grep -v '^#   ' "$out/$suite.txt" | tail -80
 
-if [[ -n "$captures" ]]; then
-  bundle_dir="$(dirname "$bench_sh")"
+bundle_dir="$(dirname "$bench_sh")"
+tcpdump="$bundle_dir/net/bin/tcpdump"  # the bundle's, else the host's
+[[ -x "$tcpdump" ]] || tcpdump="$(command -v tcpdump || true)"
+if [[ -n "$captures" && -z "$tcpdump" ]]; then
+  echo "# captures not run: neither the bundle (built where tcpdump was missing) nor this host has tcpdump"
+elif [[ -n "$captures" ]]; then
   for c in ${captures//,/ }; do
     left=$((budget - gpu_min - SECONDS))
     if ((left < 60)); then echo "# capture $c not run: ${left}s left"; continue; fi
     PATH="$bundle_dir/net/bin:$PATH" timeout "$left" python3 "$bundle_dir/tools/window_round_capture.py" \
-      --scaling="$bench_sh scaling" --tcpdump="$bundle_dir/net/bin/tcpdump" --link="${c%%:*}" \
+      --scaling="$bench_sh scaling" --tcpdump="$tcpdump" --link="${c%%:*}" \
       --latency="${c#*:}" >>"$out/window_round_capture.txt" 2>&1
     echo "# capture $c exit $? at ${SECONDS}s"
   done
