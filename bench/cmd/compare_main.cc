@@ -167,13 +167,8 @@ absl::Status ModelParts(const ScalingOptions& base, const std::string& out_dir) 
   maps.map_latency_s = projection.latency_s;
   maps.out_dir = out_dir + "/maps";
   RETURN_IF_ERROR(MakeDirectories(maps.out_dir));
-  proto::CostModelFile projected = model;
-  if (!base.cpu_model_path.empty()) {  // --cpu_model: the target host's ceilings
-    ASSIGN_OR_RETURN(const proto::CpuModelFile cpu, model::ReadCpuModelFile(base.cpu_model_path));
-    ASSIGN_OR_RETURN(projected, model::WithCpuCeilings(model, cpu));
-    maps.cpu_source = model::CpuModelSource(base.cpu_model_path, cpu);
-  }
-  ASSIGN_OR_RETURN(projected, model::WithWindowRoundFlag(projected, base.window_round_us));
+  ASSIGN_OR_RETURN(const proto::CostModelFile projected,
+                   model::ModelForTarget(model, base.cpu_model_path, base.window_round_us, &maps.cpu_source));
   ASSIGN_OR_RETURN(const model::CrossoverReport crossover, model::WriteCrossoverReport(projected, maps, {}));
   std::cout << crossover.text;
   return status;

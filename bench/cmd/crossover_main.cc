@@ -139,12 +139,8 @@ absl::Status Run() {
   }
   ASSIGN_OR_RETURN(proto::CostModelFile model, ReadModelFile(model_path));
   CrossoverReportOptions o;
-  if (const std::string cpu_path = FromWhereTyped(absl::GetFlag(FLAGS_cpu_model)); !cpu_path.empty()) {
-    ASSIGN_OR_RETURN(const proto::CpuModelFile cpu, ReadCpuModelFile(cpu_path));
-    ASSIGN_OR_RETURN(model, WithCpuCeilings(model, cpu));
-    o.cpu_source = CpuModelSource(cpu_path, cpu);
-  }
-  ASSIGN_OR_RETURN(model, WithWindowRoundFlag(model, absl::GetFlag(FLAGS_window_round_us)));
+  ASSIGN_OR_RETURN(model, ModelForTarget(model, FromWhereTyped(absl::GetFlag(FLAGS_cpu_model)),
+                                         absl::GetFlag(FLAGS_window_round_us), &o.cpu_source));
   o.workload = absl::GetFlag(FLAGS_workload);
   o.bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
   o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);

@@ -220,6 +220,19 @@ absl::StatusOr<proto::CostModelFile> WithCpuCeilings(const proto::CostModelFile&
   return out;
 }
 
+absl::StatusOr<proto::CostModelFile> ModelForTarget(const proto::CostModelFile& model,
+                                                    const std::string& cpu_model_path, double window_round_us,
+                                                    std::string* cpu_source) {
+  proto::CostModelFile out = model;
+  cpu_source->clear();
+  if (!cpu_model_path.empty()) {
+    ASSIGN_OR_RETURN(const proto::CpuModelFile cpu, ReadCpuModelFile(cpu_model_path));
+    ASSIGN_OR_RETURN(out, WithCpuCeilings(model, cpu));
+    *cpu_source = CpuModelSource(cpu_model_path, cpu);
+  }
+  return WithWindowRoundFlag(out, window_round_us);
+}
+
 std::string CpuModelSource(const std::string& path, const proto::CpuModelFile& cpu) {
   return absl::StrCat(path, " (", cpu.host(), ", ", cpu.date(), ")");
 }

@@ -98,6 +98,14 @@ absl::Status WriteCpuModelFile(const std::string& path, const proto::CpuModelFil
 absl::StatusOr<proto::CostModelFile> WithCpuCeilings(const proto::CostModelFile& model,
                                                      const proto::CpuModelFile& cpu);
 
+// The model a projection uses: `model` with the CPU ceilings of the file at `cpu_model_path` ("": the model
+// file's own, the calibration host's) and the PS window round of `window_round_us` (model_file.h
+// WithWindowRoundFlag; < 0: the model file's). `*cpu_source` becomes CpuModelSource of that file, or "".
+// ReadCpuModelFile's, WithCpuCeilings' and WithWindowRound's errors.
+absl::StatusOr<proto::CostModelFile> ModelForTarget(const proto::CostModelFile& model,
+                                                    const std::string& cpu_model_path, double window_round_us,
+                                                    std::string* cpu_source);
+
 // "<path> (<host>, <date>)": where a projection's ceilings came from (project.h FormatProjection's
 // cpu_source).
 std::string CpuModelSource(const std::string& path, const proto::CpuModelFile& cpu);

@@ -62,15 +62,9 @@ absl::StatusOr<ScalingResult> AnalyzeSweep(SweepResult sweep) {
   static_cast<SweepResult&>(result) = std::move(sweep);
   if (!result.options.model_path.empty()) {
     ASSIGN_OR_RETURN(result.model, model::ReadModelFile(result.options.model_path));
-    if (!result.options.cpu_model_path.empty()) {
-      ASSIGN_OR_RETURN(const proto::CpuModelFile cpu, model::ReadCpuModelFile(result.options.cpu_model_path));
-      ASSIGN_OR_RETURN(result.cpu_model, model::WithCpuCeilings(*result.model, cpu));
-      result.cpu_source = model::CpuModelSource(result.options.cpu_model_path, cpu);
-    }
-    if (result.options.window_round_us >= 0) {
-      ASSIGN_OR_RETURN(result.cpu_model, model::WithWindowRoundFlag(result.cpu_model.value_or(*result.model),
-                                                                    result.options.window_round_us));
-    }
+    ASSIGN_OR_RETURN(result.projection_model,
+                     model::ModelForTarget(*result.model, result.options.cpu_model_path,
+                                           result.options.window_round_us, &result.cpu_source));
   }
   for (const std::string& name : result.options.workloads) {
     ASSIGN_OR_RETURN(result.workloads[name], trainer::LoadWorkload(name));
@@ -229,7 +223,7 @@ double ReplayModelSeconds(const ScalingResult& result, Exchange exchange, int no
 }
 
 const std::optional<proto::CostModelFile>& ProjectionModel(const ScalingResult& result) {
-  return result.cpu_model.has_value() ? result.cpu_model : result.model;
+  return result.projection_model.has_value() ? result.projection_model : result.model;
 }
 
 model::Conditions TargetAt(const ScalingResult& result, int nodes) {

@@ -41,11 +41,11 @@ namespace psring::bench {
 struct ScalingResult : SweepResult {
   // The frozen calibrated model of options.model_path; absent: no model figures (--model=none).
   std::optional<proto::CostModelFile> model;
-  // With options.cpu_model_path or options.window_round_us >= 0 only: `model` with that file's CPU ceilings
-  // (bench/model/cpu_model.h WithCpuCeilings) and that window round (model_file.h WithWindowRoundFlag), what
-  // the projection uses (ProjectionModel).
-  std::optional<proto::CostModelFile> cpu_model;
-  // Where cpu_model's CPU ceilings come from (cpu_model.h CpuModelSource); "": the calibration host's.
+  // Set by AnalyzeSweep with a model: what the projection uses (ProjectionModel), `model` with
+  // options.cpu_model_path's CPU ceilings and options.window_round_us's window round where given
+  // (bench/model/cpu_model.h ModelForTarget).
+  std::optional<proto::CostModelFile> projection_model;
+  // Where projection_model's CPU ceilings come from (cpu_model.h CpuModelSource); "": the calibration host's.
   std::string cpu_source;
   // Replay mode: each workload's profile at its real size (trainer/workload.h: a preset or a file).
   std::map<std::string, proto::Workload> workloads;
@@ -124,7 +124,7 @@ Compute MeasuredCompute(const ScalingResult& result, const std::string& workload
 double ReplayModelSeconds(const ScalingResult& result, Exchange exchange, int nodes, const std::string& workload,
                           double bucket_mb, bool on_this_box = true);
 
-// The model the projection uses: cpu_model where a --cpu_model file gave the target's CPU, else model.
+// The model the projection uses: projection_model, else (a result not made by AnalyzeSweep) model.
 const std::optional<proto::CostModelFile>& ProjectionModel(const ScalingResult& result);
 
 // The projection's cluster (options.projection's link and latency, options.ps_servers) at N = nodes: real
