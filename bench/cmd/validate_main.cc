@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "bench/cmd/scaling_flags.h"
 #include "bench/cmd/validation.h"
 #include "bench/emulator/cluster_flags.h"
@@ -60,6 +61,11 @@ ABSL_FLAG(std::vector<std::string>, sweeps, {},
           "Run only these sweeps of the plan (0-based indexes as --plan_only lists them). Empty: all.");
 ABSL_FLAG(std::vector<std::string>, nodes, {},
           "Run only these node counts of each sweep (sweeps left without any are dropped). Empty: the plan's.");
+ABSL_FLAG(absl::Duration, time_limit, absl::InfiniteDuration(),
+          "Start no sweep that would end past this time from the start (e.g. 9m: a machine lent for a fixed "
+          "time), by the model's estimate of the sweep times the pace of the sweeps run so far (1.25 before "
+          "any); its conditions are reported \"not run (time limit)\", counted apart from the excluded runs, "
+          "and left out of the winner's score. inf: no limit.");
 ABSL_FLAG(bool, plan_only, false,
           "Print the held-out plan, the conditions left out because calibration covers them, the model's "
           "estimate of the run time, and its PREDICTED line (90 % intervals, the winner or undetermined) for "
@@ -154,15 +160,17 @@ absl::Status Run(const char* argv0) {
   for (const std::string& r : held_out.rejected) std::cout << "# left out: " << r << "\n";
   for (size_t i = 0; i < held_out.plan.sweeps.size(); ++i) {
     const HeldOutSweep& s = held_out.plan.sweeps[i];
+    ASSIGN_OR_RETURN(const double sweep_s, EstimateSweepSeconds(held_out.plan, static_cast<int>(i), model));
     std::cout << "# held-out sweep " << i << ": " << s.Name() << ", N = " << absl::StrJoin(s.nodes, ",")
               << (static_cast<int>(i) == held_out.plan.noise_sweep
                       ? absl::StrCat(" (runs ", held_out.plan.noise_runs, " times for the noise)")
                       : "")
-              << "\n";
+              << absl::StrFormat(", about %.0f s a run", sweep_s) << "\n";
   }
   ASSIGN_OR_RETURN(const double estimate, EstimateValidationSeconds(held_out.plan, model));
-  std::cout << absl::StrFormat("# the model's estimate of this plan's run time: %.0f min (model of %s, %s)\n",
-                               estimate / 60, model.host(), model.date());
+  std::cout << absl::StrFormat(
+      "# the model's estimate of this plan's run time: %.0f min (%.0f s; model of %s, %s)\n", estimate / 60,
+      estimate, model.host(), model.date());
   std::cout << "# " << model::CompareDataPath(model).Describe() << "\n# " << model::DescribeIncastTerm(model)
             << "\n";
   if (absl::GetFlag(FLAGS_plan_only)) {
@@ -177,7 +185,8 @@ absl::Status Run(const char* argv0) {
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &base));
   ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("validate"));
   RETURN_IF_ERROR(MakeDirectories(out_dir));
-  ASSIGN_OR_RETURN(const Validation validation, RunValidation(held_out.plan, model, base, &std::cout, &std::cerr));
+  ASSIGN_OR_RETURN(const Validation validation, RunValidation(held_out.plan, model, base, &std::cout,
+                                                              &std::cerr, absl::GetFlag(FLAGS_time_limit)));
   const std::string report = plan_line + FormatValidationReport(validation);
   std::cout << report;
   RETURN_IF_ERROR(WriteValidationFiles(out_dir, report, validation.rows,

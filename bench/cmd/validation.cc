@@ -301,7 +301,7 @@ absl::Status PrintPredictions(const ValidationPlan& plan, const proto::CostModel
 
 absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto::CostModelFile& model,
                                          const ScalingOptions& base, std::ostream* out,
-                                         std::ostream* progress) {
+                                         std::ostream* progress, absl::Duration time_limit) {
   RETURN_IF_ERROR(model::ValidateModelFile(model));
   Validation v;
   v.model_host = model.host();
@@ -315,6 +315,10 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
   ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(base.cluster.burst));
   ASSIGN_OR_RETURN(const double queue_s, ParseQueue(base.cluster.queue));
   const double box_cores = BoxCores();
+  // The sweeps' wall time so far against the model's estimate of it: the pace the next sweep's estimate is
+  // scaled by before it is weighed against the time limit (kFirstSweepPace before any sweep ran).
+  double estimated_done_s = 0, actual_done_s = 0;
+  const double limit_s = absl::ToDoubleSeconds(time_limit);
   for (size_t i = 0; i < plan.sweeps.size(); ++i) {
     const HeldOutSweep& sweep = plan.sweeps[i];
     ASSIGN_OR_RETURN(const PredictedSweep predicted_sweep,
@@ -349,7 +353,34 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
           sweep.bucket_mbs;  // real sizes: the harness divides them (and the first cap) by bytes_scale
     }
     const int runs = static_cast<int>(i) == plan.noise_sweep ? std::max(1, plan.noise_runs) : 1;
+    ASSIGN_OR_RETURN(const double sweep_estimate_s, EstimateSweepSeconds(plan, static_cast<int>(i), model));
     for (int run = 0; run < runs; ++run) {
+      const double elapsed_s = absl::ToDoubleSeconds(absl::Now() - start);
+      const double pace =
+          estimated_done_s > 0 ? std::max(1.0, actual_done_s / estimated_done_s) : kFirstSweepPace;
+      if (elapsed_s + pace * sweep_estimate_s > limit_s) {
+        const std::string why = absl::StrFormat(
+            "not run: at %.0f s it would end about %.0f s in (the model's %.0f s x %.2f, %s), past the time "
+            "limit %.0f s",
+            elapsed_s, elapsed_s + pace * sweep_estimate_s, sweep_estimate_s, pace,
+            estimated_done_s > 0 ? "the pace of the sweeps so far" : "the pace taken before any sweep ran",
+            limit_s);
+        *progress << absl::StrFormat(
+            "# validation sweep %d/%d%s: %s, %s\n", i + 1, plan.sweeps.size(),
+            runs > 1 ? absl::StrFormat(" (run %d of %d, for the noise)", run + 1, runs) : "", sweep.Name(),
+            why);
+        if (run == 0) {
+          for (const std::vector<ValidationRow>& rows : predicted) {
+            for (ValidationRow row : rows) {
+              row.out_of_time = true;
+              row.note = "not run (time limit)";
+              v.rows.push_back(row);
+            }
+          }
+        }
+        break;  // a skipped run's repeats are skipped too; a later, shorter sweep may still fit
+      }
+      const absl::Time sweep_start = absl::Now();
       *progress << absl::StrFormat(
           "# validation sweep %d/%d%s: %s, %.0f s elapsed\n", i + 1, plan.sweeps.size(),
           runs > 1 ? absl::StrFormat(" (run %d of %d, for the noise)", run + 1, runs) : "", sweep.Name(),
@@ -406,6 +437,8 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
           if (run == 0) v.rows.push_back(row);
         }
       }
+      estimated_done_s += sweep_estimate_s;
+      actual_done_s += absl::ToDoubleSeconds(absl::Now() - sweep_start);
     }
   }
   for (auto& [key, times] : repeated) {

@@ -310,7 +310,11 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
   for (const ValidationRow& r : rows) {
     if (r.usable()) ++s.usable;
     if (r.emulator_bound) ++s.emulator_bound;
-    if (!r.emulator_bound && !r.usable()) ++s.failed;
+    if (r.out_of_time) {
+      ++s.out_of_time;
+    } else if (!r.emulator_bound && !r.usable()) {
+      ++s.failed;
+    }
     if (r.usable() && r.predicted_hi_s > 0) {
       const bool inside = r.measured_step_s >= r.predicted_lo_s && r.measured_step_s <= r.predicted_hi_s;
       ++s.interval_rows;
@@ -349,6 +353,7 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
   // fastest of all of them); runs that are not usable are marked excluded.
   std::vector<model::ConditionResult> conditions;
   for (const ValidationRow& r : rows) {
+    if (r.out_of_time) continue;  // nothing was measured: not a condition the model could be judged on
     auto it = std::find_if(conditions.begin(), conditions.end(),
                            [&](const model::ConditionResult& c) { return c.condition == r.condition; });
     if (it == conditions.end()) it = conditions.insert(conditions.end(), {r.condition, {}});
@@ -362,19 +367,28 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
   return s;
 }
 
+absl::StatusOr<double> EstimateSweepSeconds(const ValidationPlan& plan, int i,
+                                            const proto::CostModelFile& model) {
+  if (i < 0 || i >= static_cast<int>(plan.sweeps.size())) {
+    return absl::OutOfRangeError(absl::StrCat("sweep ", i, " is not in a plan of ", plan.sweeps.size()));
+  }
+  ASSIGN_OR_RETURN(const std::vector<HeldOutCondition> conditions, ExpandSweep(plan.sweeps[i]));
+  double sweep = kClusterStartupS;
+  for (const HeldOutCondition& c : conditions) {
+    ASSIGN_OR_RETURN(const model::StepShape shape, ShapeOf(c));
+    ASSIGN_OR_RETURN(const std::vector<ValidationRow> rows,
+                     PredictCondition(model, c, shape, plan.exchanges, plan.ps_servers));
+    for (const ValidationRow& r : rows)
+      sweep += kRunStartupS + (plan.steps + plan.warmup_steps) * r.predicted_step_s;
+  }
+  return sweep;
+}
+
 absl::StatusOr<double> EstimateValidationSeconds(const ValidationPlan& plan,
                                                  const proto::CostModelFile& model) {
   double total = 0;
   for (size_t i = 0; i < plan.sweeps.size(); ++i) {
-    ASSIGN_OR_RETURN(const std::vector<HeldOutCondition> conditions, ExpandSweep(plan.sweeps[i]));
-    double sweep = kClusterStartupS;
-    for (const HeldOutCondition& c : conditions) {
-      ASSIGN_OR_RETURN(const model::StepShape shape, ShapeOf(c));
-      ASSIGN_OR_RETURN(const std::vector<ValidationRow> rows,
-                       PredictCondition(model, c, shape, plan.exchanges, plan.ps_servers));
-      for (const ValidationRow& r : rows)
-        sweep += kRunStartupS + (plan.steps + plan.warmup_steps) * r.predicted_step_s;
-    }
+    ASSIGN_OR_RETURN(const double sweep, EstimateSweepSeconds(plan, static_cast<int>(i), model));
     total += sweep * (static_cast<int>(i) == plan.noise_sweep ? std::max(1, plan.noise_runs) : 1);
   }
   return total;

@@ -142,7 +142,10 @@ struct ValidationRow {
   double measured_step_s = -1;     // -1: not run or failed
   double measured_exposed_s = -1;  // gradient: the exchange time; replay: the time the step waited for it
   bool emulator_bound = false;
-  std::string note;                // why excluded: failure or EMULATOR-BOUND reason
+  // Not run: its sweep would have ended past validate's --time_limit (RunValidation's time_limit). Neither
+  // usable nor excluded: counted apart, and its condition is not scored for the winner.
+  bool out_of_time = false;
+  std::string note;  // why excluded: failure or EMULATOR-BOUND reason; why not run
   // Shown beside a usable row, never an exclusion: why a run whose hosts waited was kept, or the links' loss.
   std::string remark;
   // The share of the links' packets dropped during the run (-1: unknown); >= kLossyDropShare
@@ -181,6 +184,7 @@ struct ValidationSummary {
   int usable = 0;
   int emulator_bound = 0;
   int failed = 0;
+  int out_of_time = 0;  // not run: the time limit came first (ValidationRow::out_of_time)
   // Usable runs whose measured step lies inside its prediction interval, of the usable runs with one.
   int interval_inside = 0;
   int interval_rows = 0;
@@ -237,6 +241,10 @@ inline constexpr double kTargetExposedMedian = 0.10;
 
 // The model's own estimate of the plan's wall time (predicted steps x (warm-up + steps) + start-up), seconds.
 absl::StatusOr<double> EstimateValidationSeconds(const ValidationPlan& plan, const proto::CostModelFile& model);
+// The same for one run of sweep `i` (the noise sweep's repeats not counted): what RunValidation weighs
+// against its time limit before starting the sweep. kOutOfRange for an index outside the plan.
+absl::StatusOr<double> EstimateSweepSeconds(const ValidationPlan& plan, int i,
+                                            const proto::CostModelFile& model);
 
 }  // namespace psring::bench
 

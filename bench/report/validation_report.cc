@@ -121,15 +121,16 @@ std::string FormatHeldOutChecks(const ValidationSummary& s) {
                           100 * s.exposed.median_abs, 100 * kTargetExposedMedian,
                           met(s.exposed.median_abs, kTargetExposedMedian), s.exposed.count);
   }
-  if (s.emulator_bound > 0 || s.failed > 0) {
-    absl::StrAppendFormat(&out, "# info held-out runs left out: %d EMULATOR-BOUND, %d failed (of %d)%s\n",
-                          s.emulator_bound, s.failed, s.rows,
-                          s.step_all.count > s.step.count
-                              ? absl::StrFormat("; over every measured run, excluded ones included: median "
-                                                "|error| %.1f %%, p90 %.1f %% over %d runs",
-                                                100 * s.step_all.median_abs, 100 * s.step_all.p90_abs,
-                                                s.step_all.count)
-                              : "");
+  if (s.emulator_bound > 0 || s.failed > 0 || s.out_of_time > 0) {
+    absl::StrAppendFormat(
+        &out, "# info held-out runs left out: %d EMULATOR-BOUND, %d failed%s (of %d)%s\n", s.emulator_bound,
+        s.failed, s.out_of_time > 0 ? absl::StrFormat(", %d not run (time limit)", s.out_of_time) : "",
+        s.rows,
+        s.step_all.count > s.step.count
+            ? absl::StrFormat("; over every measured run, excluded ones included: median "
+                              "|error| %.1f %%, p90 %.1f %% over %d runs",
+                              100 * s.step_all.median_abs, 100 * s.step_all.p90_abs, s.step_all.count)
+            : "");
   }
   return out;
 }
@@ -138,8 +139,12 @@ std::string FormatValidationReport(const Validation& v) {
   const ValidationSummary& s = v.summary;
   std::string out = absl::StrFormat(
       "# VALIDATION on held-out conditions (model of %s, %s, frozen; predicted before each run): %d runs, %d "
-      "usable, %d EMULATOR-BOUND (excluded), %d failed (excluded)\n",
-      v.model_host, v.model_date, s.rows, s.usable, s.emulator_bound, s.failed);
+      "usable, %d EMULATOR-BOUND (excluded), %d failed (excluded)%s\n",
+      v.model_host, v.model_date, s.rows, s.usable, s.emulator_bound, s.failed,
+      s.out_of_time > 0
+          ? absl::StrFormat(", %d not run (time limit: counted in neither, their conditions not scored)",
+                            s.out_of_time)
+          : "");
   if (!v.hosts_tcp.empty()) {
     if (v.model_hosts_tcp.empty() || v.model_hosts_tcp == v.hosts_tcp) {
       absl::StrAppend(&out, "# the hosts' TCP: ", v.hosts_tcp,

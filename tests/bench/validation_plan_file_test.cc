@@ -3,6 +3,7 @@
 // binary.
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -272,6 +273,35 @@ TEST_F(ValidatePlanOnlyTest, PrintsTheFilesHeldOutPlanAndWhereItCameFrom) {
   }
   EXPECT_EQ(lines, 6u) << r.stdout_text;
   EXPECT_EQ(r.stdout_text.find("ps-colocated"), std::string::npos) << "only the exchanges asked for";
+}
+
+// --time_limit: a sweep that would end past it does not start. With 0 s none does (so this runs without root
+// or a cluster): every row is reported "not run (time limit)", counted apart, the files are written, and the
+// progress says when each sweep would have ended by the model's estimate.
+TEST_F(ValidatePlanOnlyTest, ATimeLimitSkipsTheSweepsThatWouldEndPastItAndReportsThem) {
+  const std::string out_dir = testing::FreshTempPath("validate_time_limit");
+  const ProcessResult r = Validate(
+      {"--plan=" + ExamplePlan(), "--exchanges=ring,ps-1", "--time_limit=0s", "--out_dir=" + out_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_tail;
+  EXPECT_NE(
+      r.stdout_text.find("12 runs, 0 usable, 0 EMULATOR-BOUND (excluded), 0 failed (excluded), 12 not run "
+                         "(time limit"),
+      std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# held-out sweep 1: 150mbit 2ms replay vgg16 bytes/64, N = 6, about "),
+            std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(
+      r.stderr_tail.find("# validation sweep 2/2: 150mbit 2ms replay vgg16 bytes/64, not run: at 0 s it "
+                         "would end about "),
+      std::string::npos)
+      << r.stderr_tail;
+  EXPECT_NE(r.stderr_tail.find("the pace taken before any sweep ran), past the time limit 0 s"),
+            std::string::npos)
+      << r.stderr_tail;
+  std::ifstream report(out_dir + "/validation.txt");
+  const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("not run (time limit)"), std::string::npos) << text;
 }
 
 TEST_F(ValidatePlanOnlyTest, RefusesPlanWithQuickAndABadFile) {

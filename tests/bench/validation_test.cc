@@ -406,6 +406,47 @@ TEST(SummarizeTest, AConditionWhosePrintedWinnerWasExcludedIsUnjudged) {
   EXPECT_NE(checks.find("1 unjudged"), std::string::npos) << checks;
 }
 
+// A sweep the time limit left unrun (RunValidation's time_limit): its rows are neither usable nor excluded
+// nor failed, counted apart, and their condition is not scored, not even as unjudged; the report and the
+// checks say how many were not run. Here condition B (4 rows) did not run: A alone is left, a tie.
+TEST(SummarizeTest, RunsTheTimeLimitLeftOutAreCountedApartAndNotScored) {
+  std::vector<ValidationRow> rows = FixedRows();
+  for (size_t i = 3; i < rows.size(); ++i) {
+    rows[i].measured_step_s = -1;
+    rows[i].measured_exposed_s = -1;
+    rows[i].emulator_bound = false;
+    rows[i].out_of_time = true;
+    rows[i].note = "not run (time limit)";
+  }
+  absl::StatusOr<ValidationSummary> s = Summarize(rows, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->rows, 7);
+  EXPECT_EQ(s->usable, 3);
+  EXPECT_EQ(s->emulator_bound, 0);
+  EXPECT_EQ(s->failed, 0);
+  EXPECT_EQ(s->out_of_time, 4);
+  EXPECT_EQ(s->step.count, 3);
+  EXPECT_EQ(s->winners.ties, 1);
+  EXPECT_EQ(s->winners.counted, 0);
+  EXPECT_EQ(s->winners.unjudged, 0);
+  Validation v;
+  v.rows = rows;
+  v.summary = *s;
+  const std::string report = FormatValidationReport(v);
+  EXPECT_NE(report.find("7 runs, 3 usable, 0 EMULATOR-BOUND (excluded), 0 failed (excluded), 4 not run (time "
+                        "limit: counted in neither, their conditions not scored)"),
+            std::string::npos)
+      << report;
+  EXPECT_EQ(report.find("UNJUDGED"), std::string::npos) << report;
+  EXPECT_NE(FormatHeldOutChecks(*s).find("0 EMULATOR-BOUND, 0 failed, 4 not run (time limit) (of 7)"),
+            std::string::npos)
+      << FormatHeldOutChecks(*s);
+  // Without such rows the header reads as before.
+  v.rows = FixedRows();
+  v.summary = *Summarize(v.rows, {});
+  EXPECT_EQ(FormatValidationReport(v).find("not run"), std::string::npos);
+}
+
 // Intervals: A's predicted winner ps-colocated (0.90 [0.80, 1.05]) overlaps ring (1.00 [0.95, 1.10]): the model
 // named no winner, so A is undetermined (not right, not wrong); B keeps its verdict. Coverage counts the usable
 // runs inside their interval.
