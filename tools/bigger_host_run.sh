@@ -10,8 +10,9 @@
 #
 # Flags (before --; after it: the suite and its flags, given to the bundle's bench.sh unchanged):
 #   --budget=S      seconds for the whole call (default 580); the suite gets what is left minus --gpu_min, the
-#                   runbook what the suite leaves (skipped below 90 s); validate gets a --time_limit inside it
-#                   (less the captures' time and a tenth), so a plan longer than the call reports what ran
+#                   runbook what the suite leaves (skipped below 90 s); validate and calibrate get a
+#                   --time_limit inside it (less the captures' time and a tenth), so a plan longer than the
+#                   call reports (or fits) what ran
 #   --gpu_min=S     seconds kept for the runbook (default 0: the suite may use the whole budget)
 #   --gpu_timeout=S the runbook's per-step timeout (PSRING_GPU_CHECK_TIMEOUT; default 240: section 8's PyTorch
 #                   comparison needs more than 60 s)
@@ -68,17 +69,18 @@ suite_s=$((budget - gpu_min - SECONDS))
 if ((suite_s < 30)); then echo "bigger_host_run: ${suite_s}s left for $suite" >&2; exit 2; fi
 suite_flags=()  # the suites that write files get theirs under --out (a later --out_dir among the flags wins)
 case "$suite" in compare | scaling | calibrate | validate | crossover_maps) suite_flags=(--out_dir="$out/$suite") ;; esac
-# validate starts no sweep that would end past its --time_limit (by the model's estimate at the pace so far), so
-# a plan longer than the call still reports what it measured: the suite's seconds less the captures' (about
-# 45 s each) and a tenth (at least 20 s) for a sweep that runs over. A --time_limit among the flags wins.
-if [[ "$suite" == validate && " $* " != *" --time_limit="* ]]; then
+# validate and calibrate start no sweep that would end past their --time_limit (by its estimate at the pace so
+# far), so a plan longer than the call still reports (validate) or keeps and fits (calibrate) what it measured:
+# the suite's seconds less the captures' (about 45 s each) and a tenth (at least 20 s) for a sweep that runs
+# over. A --time_limit among the flags wins.
+if [[ ("$suite" == validate || "$suite" == calibrate) && " $* " != *" --time_limit="* ]]; then
   n_captures=0
   [[ -n "$captures" ]] && n_captures=$(tr ',' '\n' <<<"$captures" | wc -l)
   margin=$((suite_s / 10 > 20 ? suite_s / 10 : 20))
   limit=$((suite_s - 45 * n_captures - margin))
   ((limit < 30)) && limit=30
   suite_flags+=(--time_limit="${limit}s")
-  echo "# validate --time_limit=${limit}s (of the suite's ${suite_s}s: ${n_captures} capture(s) after it)"
+  echo "# $suite --time_limit=${limit}s (of the suite's ${suite_s}s: ${n_captures} capture(s) after it)"
 fi
 timeout "$suite_s" "$bench_sh" "$suite" "${suite_flags[@]}" "$@" >"$out/$suite.txt" 2>&1
 rc=$?

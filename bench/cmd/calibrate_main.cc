@@ -72,6 +72,12 @@ ABSL_FLAG(int, steps, psring::bench::CalibrationPlan().steps, "Measured steps pe
 ABSL_FLAG(int, warmup_steps, psring::bench::CalibrationPlan().warmup_steps, "Unmeasured steps before them.");
 ABSL_FLAG(int, ps_servers, psring::bench::CalibrationPlan().ps_servers, "K, the server hosts of ps-dedicated.");
 ABSL_FLAG(bool, plan_only, false, "Print the plan and its estimated run time, run nothing.");
+ABSL_FLAG(
+    absl::Duration, time_limit, absl::InfiniteDuration(),
+    "Start no condition that would end past this time from the start (e.g. 9m: a machine lent for a fixed "
+    "time), by the plan's estimate of it times the pace of the conditions run so far (1.25 before any); "
+    "the report lists those not run, the runs file keeps what ran (--refit merges it with others), and "
+    "the fit is over it. inf: no limit.");
 ABSL_FLAG(std::string, model_out, "",
           "Where the model file goes. Default: <out_dir>/model.json (--cpu_only: <out_dir>/cpu_model.json).");
 ABSL_FLAG(std::string, host, "",
@@ -331,7 +337,8 @@ absl::Status Run(const char* argv0) {
               << ")" << std::endl;
     return absl::OkStatus();
   };
-  ASSIGN_OR_RETURN(const Calibration calibration, RunCalibration(plan, base, info, &std::cerr, keep_runs));
+  ASSIGN_OR_RETURN(const Calibration calibration,
+                   RunCalibration(plan, base, info, &std::cerr, keep_runs, absl::GetFlag(FLAGS_time_limit)));
   std::cout << FormatCalibration(calibration);
   if (absl::GetFlag(FLAGS_residuals)) std::cout << FormatResiduals(calibration);
   proto::CostModelFile file = calibration.file;

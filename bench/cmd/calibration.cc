@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "bench/cmd/time_limit.h"
 #include "bench/core/links.h"
 #include "bench/model/exchange_topology.h"
 #include "common/status_macros.h"
@@ -41,14 +42,26 @@ absl::StatusOr<Calibration> RunCalibration(
     const CalibrationPlan& plan, const ScalingOptions& base, const model::FileInfo& info,
     std::ostream* progress,
     const std::function<absl::Status(const std::vector<model::MeasuredRun>&, const model::FileInfo&)>&
-        keep_runs) {
+        keep_runs,
+    absl::Duration time_limit) {
   RETURN_IF_ERROR(ValidatePlan(plan));
   const absl::Time start = absl::Now();
+  SweepClock clock(time_limit, start);
   Calibration out;
   model::FileInfo fitted = info;  // and the hosts' TCP the emulated conditions ran under
   int index = 0;
   for (const CalibrationCondition& c : plan.conditions) {
     ++index;
+    CalibrationPlan alone = plan;
+    alone.conditions = {c};
+    const double estimate_s = EstimateSeconds(alone);
+    if (const std::string why = clock.WhyNot(estimate_s); !why.empty()) {
+      *progress << absl::StrFormat("# calibration condition %d/%d: %s, not run: %s\n", index,
+                                   plan.conditions.size(), c.Name(), why);
+      out.not_run.push_back(absl::StrCat(c.Name(), ": ", why));
+      continue;
+    }
+    clock.Start();
     *progress << absl::StrFormat("# calibration condition %d/%d: %s (S = %s bytes, N = %s), %.0f s elapsed\n",
                                  index, plan.conditions.size(), c.Name(), absl::StrJoin(c.sizes, ","),
                                  absl::StrJoin(c.nodes, ","), absl::ToDoubleSeconds(absl::Now() - start));
@@ -79,18 +92,24 @@ absl::StatusOr<Calibration> RunCalibration(
     out.skipped += converted.skipped;
     for (std::string& d : converted.dropped) out.dropped.push_back(absl::StrCat(c.Name(), ": ", d));
     out.runs.insert(out.runs.end(), converted.runs.begin(), converted.runs.end());
+    clock.Ran(estimate_s);
   }
   out.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   if (keep_runs) RETURN_IF_ERROR(keep_runs(out.runs, fitted));
   absl::StatusOr<proto::CostModelFile> file = model::FitModel(out.runs, fitted);
   if (!file.ok()) {
-    return absl::Status(file.status().code(),
-                        absl::StrCat("fitting ", out.runs.size(), " usable runs (", out.failed, " failed, ",
-                                     out.emulator_bound, " EMULATOR-BOUND dropped): ", file.status().message(),
-                                     out.failed + out.emulator_bound > 0
-                                         ? ". Runs were dropped: rerun on a quieter machine, or add sizes or N "
-                                           "(--sizes, --nodes) so every exchange keeps a usable run"
-                                         : ""));
+    return absl::Status(
+        file.status().code(),
+        absl::StrCat("fitting ", out.runs.size(), " usable runs (", out.failed, " failed, ",
+                     out.emulator_bound, " EMULATOR-BOUND dropped",
+                     out.not_run.empty()
+                         ? ""
+                         : absl::StrCat(", ", out.not_run.size(), " conditions not run (time limit)"),
+                     "): ", file.status().message(),
+                     out.failed + out.emulator_bound > 0
+                         ? ". Runs were dropped: rerun on a quieter machine, or add sizes or N "
+                           "(--sizes, --nodes) so every exchange keeps a usable run"
+                         : ""));
   }
   out.file = *std::move(file);
   return out;

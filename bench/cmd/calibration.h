@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "bench/core/run_record.h"
 #include "bench/harness/sweep.h"
 #include "bench/model/calibration_plan.h"
@@ -37,12 +38,16 @@ namespace psring::bench {
 // usable runs before the fit, so a sweep whose fit fails (every run of one exchange dropped) still keeps its
 // measurements (calibrate writes them to --runs_out, to be merged into another refit), with `info` and the
 // hosts' TCP the emulated conditions ran under (FileInfo::hosts_tcp, which the model file records too); its
-// error is returned before the fit.
+// error is returned before the fit. `time_limit` (from the call's start): a condition that would end past it,
+// by EstimateSeconds of it times the pace of those run so far (bench/cmd/time_limit.h), is not run and listed
+// in Calibration::not_run; the fit is over the others (and may then lack an exchange: FitModel's error, the
+// runs kept as above).
 absl::StatusOr<Calibration> RunCalibration(
     const CalibrationPlan& plan, const ScalingOptions& base, const model::FileInfo& info,
     std::ostream* progress,
     const std::function<absl::Status(const std::vector<model::MeasuredRun>&, const model::FileInfo&)>&
-        keep_runs = nullptr);
+        keep_runs = nullptr,
+    absl::Duration time_limit = absl::InfiniteDuration());
 
 // //bench:calibrate --cpu_only: the plan's loopback runs (every process on this host, unlimited links; one
 // RunScaling per exchange and N, gradient mode at each of `sizes`, `warmup_steps` + `steps` steps), and this

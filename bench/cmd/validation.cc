@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "bench/cmd/time_limit.h"
 #include "bench/core/cluster.h"
 #include "bench/core/links.h"
 #include "bench/emulator/probes.h"
@@ -315,10 +316,7 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
   ASSIGN_OR_RETURN(const double burst_s, ParseLinkBurst(base.cluster.burst));
   ASSIGN_OR_RETURN(const double queue_s, ParseQueue(base.cluster.queue));
   const double box_cores = BoxCores();
-  // The sweeps' wall time so far against the model's estimate of it: the pace the next sweep's estimate is
-  // scaled by before it is weighed against the time limit (kFirstSweepPace before any sweep ran).
-  double estimated_done_s = 0, actual_done_s = 0;
-  const double limit_s = absl::ToDoubleSeconds(time_limit);
+  SweepClock clock(time_limit, start);
   for (size_t i = 0; i < plan.sweeps.size(); ++i) {
     const HeldOutSweep& sweep = plan.sweeps[i];
     ASSIGN_OR_RETURN(const PredictedSweep predicted_sweep,
@@ -355,18 +353,9 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
     const int runs = static_cast<int>(i) == plan.noise_sweep ? std::max(1, plan.noise_runs) : 1;
     ASSIGN_OR_RETURN(const double sweep_estimate_s, EstimateSweepSeconds(plan, static_cast<int>(i), model));
     for (int run = 0; run < runs; ++run) {
-      const double elapsed_s = absl::ToDoubleSeconds(absl::Now() - start);
-      const double pace =
-          estimated_done_s > 0 ? std::max(1.0, actual_done_s / estimated_done_s) : kFirstSweepPace;
-      if (elapsed_s + pace * sweep_estimate_s > limit_s) {
-        const std::string why = absl::StrFormat(
-            "not run: at %.0f s it would end about %.0f s in (the model's %.0f s x %.2f, %s), past the time "
-            "limit %.0f s",
-            elapsed_s, elapsed_s + pace * sweep_estimate_s, sweep_estimate_s, pace,
-            estimated_done_s > 0 ? "the pace of the sweeps so far" : "the pace taken before any sweep ran",
-            limit_s);
+      if (const std::string why = clock.WhyNot(sweep_estimate_s); !why.empty()) {
         *progress << absl::StrFormat(
-            "# validation sweep %d/%d%s: %s, %s\n", i + 1, plan.sweeps.size(),
+            "# validation sweep %d/%d%s: %s, not run: %s\n", i + 1, plan.sweeps.size(),
             runs > 1 ? absl::StrFormat(" (run %d of %d, for the noise)", run + 1, runs) : "", sweep.Name(),
             why);
         if (run == 0) {
@@ -380,7 +369,7 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
         }
         break;  // a skipped run's repeats are skipped too; a later, shorter sweep may still fit
       }
-      const absl::Time sweep_start = absl::Now();
+      clock.Start();
       *progress << absl::StrFormat(
           "# validation sweep %d/%d%s: %s, %.0f s elapsed\n", i + 1, plan.sweeps.size(),
           runs > 1 ? absl::StrFormat(" (run %d of %d, for the noise)", run + 1, runs) : "", sweep.Name(),
@@ -437,8 +426,7 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
           if (run == 0) v.rows.push_back(row);
         }
       }
-      estimated_done_s += sweep_estimate_s;
-      actual_done_s += absl::ToDoubleSeconds(absl::Now() - sweep_start);
+      clock.Ran(sweep_estimate_s);
     }
   }
   for (auto& [key, times] : repeated) {

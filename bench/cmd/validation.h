@@ -58,7 +58,7 @@ absl::Status PrintPredictions(const ValidationPlan& plan, const proto::CostModel
 // naming the sweep; kFailedPrecondition when a sweep fell back to loopback (no link to validate on).
 //
 // `time_limit` (from the call's start): a sweep (or a repeat of the noise sweep) whose end, by the model's
-// estimate (EstimateSweepSeconds) times the pace of the sweeps run so far (kFirstSweepPace before any), would
+// estimate (EstimateSweepSeconds) times the pace of the sweeps run so far (bench/cmd/time_limit.h), would
 // fall past it is not started; its rows are kept, ValidationRow::out_of_time, and the report counts them
 // apart. Later sweeps that still fit run. For a machine lent for a fixed time: a plan longer than the call
 // still reports what it measured, instead of being killed with nothing.
@@ -66,10 +66,6 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
                                          const ScalingOptions& base, std::ostream* out,
                                          std::ostream* progress,
                                          absl::Duration time_limit = absl::InfiniteDuration());
-
-// How much longer than the model's estimate a sweep is taken to run before one has run: plan 23's three runs
-// on the 2-core box took 652-666 s against its estimate of 550 s (1.19-1.21x; bench/PERFORMANCE.md 9.30).
-inline constexpr double kFirstSweepPace = 1.25;
 
 }  // namespace psring::bench
 

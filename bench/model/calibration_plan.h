@@ -101,6 +101,9 @@ struct Calibration {
   int lossy = 0;  // ConvertedRuns::lossy
   int skipped = 0;
   std::vector<std::string> dropped;
+  // Conditions not run: they would have ended past calibrate's --time_limit (bench/cmd/time_limit.h), each
+  // with why; the fit is over the others.
+  std::vector<std::string> not_run;
   double wall_s = 0;
 };
 

@@ -41,6 +41,8 @@ std::string FormatCalibration(const Calibration& c) {
       "# CALIBRATION (frozen; host %s, %s): %d runs, %d fitted, %d failed, %d EMULATOR-BOUND (dropped), %d with "
       "nothing to model; %.0f s\n",
       c.file.host(), c.file.date(), c.total_runs, c.runs.size(), c.failed, c.emulator_bound, c.skipped, c.wall_s);
+  for (const std::string& n : c.not_run)
+    absl::StrAppend(&text, "# condition not run (time limit): ", n, "\n");
   if (c.lossy > 0) {
     absl::StrAppendFormat(
         &text,
