@@ -36,8 +36,18 @@ tar cJf "$tmp/bench.tar.xz" -C "$tmp/fake" psring-bench
 out="$("$script" --budget=40 --bench="$tmp/bench.tar.xz" --gpu="$tmp/none" --out="$tmp/o1" -- validate --plan=p.json)"
 rc=$?
 check "the suite's exit status is the script's" "[[ $rc -eq 3 ]]"
-check "validate gets --out_dir under --out, then its own flags" \
-  "grep -q 'args: validate --out_dir=$tmp/o1/validate --plan=p.json' '$tmp/o1/validate.txt'"
+check "validate gets --out_dir under --out and a --time_limit (at least 30 s), then its own flags" \
+  "grep -q 'args: validate --out_dir=$tmp/o1/validate --time_limit=30s --plan=p.json' '$tmp/o1/validate.txt'"
+"$script" --budget=200 --bench="$tmp/bench.tar.xz" --gpu="$tmp/none" --out="$tmp/o4" -- calibrate >/dev/null
+check "calibrate's --time_limit is the suite's seconds less a tenth (at least 20 s)" \
+  "grep -Eq 'args: calibrate --out_dir=$tmp/o4/calibrate --time_limit=1(79|80)s\$' '$tmp/o4/calibrate.txt'"
+out="$("$script" --budget=200 --bench="$tmp/bench.tar.xz" --gpu="$tmp/none" --out="$tmp/o5" \
+  --capture=100mbit:10ms,100mbit:40ms -- validate)"
+check "two captures after the suite take 90 s more from validate's limit" \
+  "grep -Eq '^# validate --time_limit=(89|90)s .*2 capture' <<<\"\$out\""
+"$script" --budget=200 --bench="$tmp/bench.tar.xz" --gpu="$tmp/none" --out="$tmp/o6" -- validate --time_limit=5m >/dev/null
+check "a --time_limit among the suite's flags wins" \
+  "grep -qx 'args: validate --out_dir=$tmp/o6/validate --time_limit=5m' '$tmp/o6/validate.txt'"
 check "the suite's output is printed" "grep -q 'args: validate' <<<\"\$out\""
 check "a missing runbook bundle is said" "grep -q 'GPU runbook: no bundle' <<<\"\$out\""
 "$script" --budget=40 --bench="$tmp/bench.tar.xz" --gpu="$tmp/none" --out="$tmp/o2" -- allreduce_bench >/dev/null
