@@ -104,7 +104,9 @@ absl::StatusOr<Calibration> RunCalibration(
                      out.emulator_bound, " EMULATOR-BOUND dropped",
                      out.not_run.empty()
                          ? ""
-                         : absl::StrCat(", ", out.not_run.size(), " conditions not run (time limit)"),
+                         : absl::StrCat(", ", out.not_run.size(),
+                                        out.not_run.size() == 1 ? " condition" : " conditions",
+                                        " not run (time limit)"),
                      "): ", file.status().message(),
                      out.failed + out.emulator_bound > 0
                          ? ". Runs were dropped: rerun on a quieter machine, or add sizes or N "
