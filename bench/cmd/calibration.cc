@@ -52,9 +52,7 @@ absl::StatusOr<Calibration> RunCalibration(
   int index = 0;
   for (const CalibrationCondition& c : plan.conditions) {
     ++index;
-    CalibrationPlan alone = plan;
-    alone.conditions = {c};
-    const double estimate_s = EstimateSeconds(alone);
+    const double estimate_s = EstimateConditionSeconds(plan, c);
     if (const std::string why = clock.WhyNot(estimate_s); !why.empty()) {
       *progress << absl::StrFormat("# calibration condition %d/%d: %s, not run: %s\n", index,
                                    plan.conditions.size(), c.Name(), why);

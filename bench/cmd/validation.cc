@@ -353,11 +353,11 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
     const int runs = static_cast<int>(i) == plan.noise_sweep ? std::max(1, plan.noise_runs) : 1;
     ASSIGN_OR_RETURN(const double sweep_estimate_s, EstimateSweepSeconds(plan, static_cast<int>(i), model));
     for (int run = 0; run < runs; ++run) {
+      const std::string which = absl::StrFormat(
+          "# validation sweep %d/%d%s: %s", i + 1, plan.sweeps.size(),
+          runs > 1 ? absl::StrFormat(" (run %d of %d, for the noise)", run + 1, runs) : "", sweep.Name());
       if (const std::string why = clock.WhyNot(sweep_estimate_s); !why.empty()) {
-        *progress << absl::StrFormat(
-            "# validation sweep %d/%d%s: %s, not run: %s\n", i + 1, plan.sweeps.size(),
-            runs > 1 ? absl::StrFormat(" (run %d of %d, for the noise)", run + 1, runs) : "", sweep.Name(),
-            why);
+        *progress << which << ", not run: " << why << "\n";
         if (run == 0) {
           for (const std::vector<ValidationRow>& rows : predicted) {
             for (ValidationRow row : rows) {
@@ -370,10 +370,7 @@ absl::StatusOr<Validation> RunValidation(const ValidationPlan& plan, const proto
         break;  // a skipped run's repeats are skipped too; a later, shorter sweep may still fit
       }
       clock.Start();
-      *progress << absl::StrFormat(
-          "# validation sweep %d/%d%s: %s, %.0f s elapsed\n", i + 1, plan.sweeps.size(),
-          runs > 1 ? absl::StrFormat(" (run %d of %d, for the noise)", run + 1, runs) : "", sweep.Name(),
-          absl::ToDoubleSeconds(absl::Now() - start));
+      *progress << which << absl::StrFormat(", %.0f s elapsed\n", absl::ToDoubleSeconds(absl::Now() - start));
       absl::StatusOr<SweepResult> result = RunScaling(o, progress);
       if (!result.ok()) {
         return absl::Status(result.status().code(),

@@ -116,21 +116,24 @@ absl::Status ValidatePlan(const CalibrationPlan& plan) {
   return absl::OkStatus();
 }
 
-double EstimateSeconds(const CalibrationPlan& plan) {
-  double total = 0;
-  for (const CalibrationCondition& c : plan.conditions) {
-    total += kClusterStartupS;
-    for (int n : c.nodes) {
-      for (size_t s : c.sizes) {
-        for (Exchange e : plan.exchanges) {
-          model::Conditions at{n, plan.ps_servers, static_cast<double>(s), LinkBytesPerSecond(c),
-                               LatencySeconds(c), 1};
-          const double step = model::PredictCollectiveUnchecked(TopologyOf(e), kEstimateParams, at).seconds;
-          total += kRunStartupS + (plan.steps + plan.warmup_steps) * step;
-        }
+double EstimateConditionSeconds(const CalibrationPlan& plan, const CalibrationCondition& c) {
+  double total = kClusterStartupS;
+  for (int n : c.nodes) {
+    for (size_t s : c.sizes) {
+      for (Exchange e : plan.exchanges) {
+        model::Conditions at{
+            n, plan.ps_servers, static_cast<double>(s), LinkBytesPerSecond(c), LatencySeconds(c), 1};
+        const double step = model::PredictCollectiveUnchecked(TopologyOf(e), kEstimateParams, at).seconds;
+        total += kRunStartupS + (plan.steps + plan.warmup_steps) * step;
       }
     }
   }
+  return total;
+}
+
+double EstimateSeconds(const CalibrationPlan& plan) {
+  double total = 0;
+  for (const CalibrationCondition& c : plan.conditions) total += EstimateConditionSeconds(plan, c);
   return total;
 }
 

@@ -72,6 +72,8 @@ inline constexpr double kClusterStartupS = 15.0;
 // A rough upper estimate of the sweep's wall time in seconds (steps at 85 % of the link rate, 0.3 GB/s on
 // loopback, plus start-up per run and per cluster), printed before it starts.
 double EstimateSeconds(const CalibrationPlan& plan);
+// The same for one of its conditions (the plan's exchanges, steps and K): what calibrate's time limit weighs.
+double EstimateConditionSeconds(const CalibrationPlan& plan, const CalibrationCondition& condition);
 
 // The runs of one condition as the model sees them, and what was left out.
 struct ConvertedRuns {
