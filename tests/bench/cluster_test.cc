@@ -165,13 +165,15 @@ absl::StatusOr<double> SmallestRtt(const EmulatedCluster& cluster, int a, int b,
 }
 
 // The emulated latency is applied once each way: a TCP connection between two hosts sees the configured RTT
-// (2 x the one-way latency) at its smallest, within -5 % / +25 %, and its median of 21 below 1.5x; a stream
-// still gets the link's rate. The bounds tell the emulator's failures apart (no delay: ~0.1 ms; delayed twice:
-// 2x; a queue nobody serves: no connection). They are not the emulator's fidelity on a given box: that is
-// judged per run, by the delay program's own lateness counters (EMULATOR-BOUND, bench/PERFORMANCE.md 1.2).
-// On this VM on 2026-11-28, idle, the smallest of 9 ranged 10.4-11.5 ms and medians 10.6-11.1 ms at 5 ms
-// one way (timer wake-ups 67-117 us late at the median, 1.6-2 ms at p99); the ± 10 % this test held before
-// failed CI and 2 of 4 runs alone.
+// (2 x the one-way latency) at its smallest no lower than -5 %, and its smallest of 9 and median of 21 below
+// 1.5x; a stream still gets the link's rate. The bounds tell the emulator's failures apart (no delay: ~0.1 ms;
+// delayed twice: 2x, so the upper bound is the midpoint between once and twice; a queue nobody serves: no
+// connection). They are not the emulator's fidelity on a given box: that is judged per run, by the delay
+// program's own lateness counters (EMULATOR-BOUND, bench/PERFORMANCE.md 1.2). On this VM on 2026-11-28, idle,
+// the smallest of 9 ranged 10.4-11.5 ms and medians 10.6-11.1 ms at 5 ms one way (timer wake-ups 67-117 us
+// late at the median, 1.6-2 ms at p99); the ± 10 % this test held before failed CI and 2 of 4 runs alone, and
+// + 25 % failed CI on 2026-12-07 (one pair of four at 13.5 ms, the other three 10.2 ms): a bound between the
+// failure it catches and the box's timer lateness, not a fidelity bound.
 TEST(ClusterTest, TcpSeesTheConfiguredRoundTrip) {
   if (!CanAdminNetwork()) GTEST_SKIP() << "needs CAP_NET_ADMIN (root) for network namespaces";
   const ClusterOptions options = TwoHosts("5ms");
@@ -183,7 +185,7 @@ TEST(ClusterTest, TcpSeesTheConfiguredRoundTrip) {
   ASSERT_TRUE(smallest.ok()) << smallest.status();
   std::printf("smallest TCP round trip %.3f ms via %s\n", *smallest * 1e3, (*cluster)->latency_method().c_str());
   EXPECT_GT(*smallest, 0.0095);
-  EXPECT_LT(*smallest, 0.0125);
+  EXPECT_LT(*smallest, 0.015);
   auto rtt = (*cluster)->MeasureRtt(0, 1);
   ASSERT_TRUE(rtt.ok()) << rtt.status();
   std::printf("median TCP round trip %.3f ms\n", *rtt * 1e3);
@@ -229,7 +231,7 @@ TEST(ClusterTest, DelaySpreadOverSeveralQueuesKeepsEveryPairsLatency) {
       // What this test is for: every pair delayed once each way by a served queue (unserved: no connection;
       // undelayed: ~0.1 ms; delayed twice: 20 ms), judged as in TcpSeesTheConfiguredRoundTrip.
       EXPECT_GT(*rtt, 0.0095) << "hosts " << a << " and " << b;
-      EXPECT_LT(*rtt, 0.0125) << "hosts " << a << " and " << b;
+      EXPECT_LT(*rtt, 0.015) << "hosts " << a << " and " << b;
     }
   }
   auto rate = (*cluster)->MeasureStream(3, 0, 8 << 20);
