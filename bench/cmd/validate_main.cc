@@ -66,6 +66,14 @@ ABSL_FLAG(absl::Duration, time_limit, absl::InfiniteDuration(),
           "time), by the model's estimate of the sweep times the pace of the sweeps run so far (1.25 before "
           "any); its conditions are reported \"not run (time limit)\", counted apart from the excluded runs, "
           "and left out of the winner's score. inf: no limit.");
+ABSL_FLAG(
+    double, time_dilation, 1,
+    "Run every sweep with its network K times slower (bench/PERFORMANCE.md 9.31): link rates / K, one-way "
+    "latencies, queues and the links' tbf burst x K. The bytes in flight, windows and queue bytes stay "
+    "the plan's, each network time is K x as long, and the box's CPU load falls about 1/K: on a box with "
+    "fewer cores than the plan's processes, fewer runs are EMULATOR-BOUND. The model is judged on the "
+    "dilated conditions (what runs; the report names them); the run takes about K x as long. Gradient "
+    "sweeps on the emulated cluster only. 1: none.");
 ABSL_FLAG(bool, plan_only, false,
           "Print the held-out plan, the conditions left out because calibration covers them, the model's "
           "estimate of the run time, and its PREDICTED line (90 % intervals, the winner or undetermined) for "
@@ -153,9 +161,18 @@ absl::Status Run(const char* argv0) {
         "committed one");
   }
   ASSIGN_OR_RETURN(const proto::CostModelFile model, model::ReadModelFile(model_path));
-  ASSIGN_OR_RETURN(const ValidationPlan wanted, PlanFromFlags());
+  ASSIGN_OR_RETURN(const ValidationPlan planned, PlanFromFlags());
+  const double dilation = absl::GetFlag(FLAGS_time_dilation);
+  ClusterOptions cluster = ClusterOptionsFromFlags(argv0);
+  ASSIGN_OR_RETURN(const ValidationPlan wanted, DilatePlan(planned, dilation, cluster.queue));
+  ASSIGN_OR_RETURN(cluster.burst, DilateDuration(cluster.burst, dilation));
   ASSIGN_OR_RETURN(const HeldOutSelection held_out, SelectHeldOut(wanted, model));
-  const std::string plan_line = absl::StrCat("# plan: ", PlanOrigin(), "\n");
+  std::string plan_line = absl::StrCat("# plan: ", PlanOrigin(), "\n");
+  if (dilation != 1) {
+    absl::StrAppend(&plan_line, "# time dilation x", dilation, ": link rates / ", dilation,
+                    ", latencies, queues and the links' burst (", cluster.burst, ") x ", dilation,
+                    "; the sweeps below are the dilated conditions, and the model is judged on them\n");
+  }
   std::cout << plan_line;
   for (const std::string& r : held_out.rejected) std::cout << "# left out: " << r << "\n";
   for (size_t i = 0; i < held_out.plan.sweeps.size(); ++i) {
@@ -176,13 +193,19 @@ absl::Status Run(const char* argv0) {
   if (absl::GetFlag(FLAGS_plan_only)) {
     // What the model will be judged on, before anything runs: a plan's predictions can be read (or two
     // models' compared) without the emulated cluster.
-    const ClusterOptions cluster = ClusterOptionsFromFlags(argv0);
     return PrintPredictions(held_out.plan, model, cluster.burst, cluster.queue, &std::cout);
   }
 
   ScalingOptions base;
   base.exchanges = held_out.plan.exchanges;
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &base));
+  if (dilation != 1 && base.make_cluster) {
+    return absl::InvalidArgumentError(
+        "--time_dilation slows the emulated cluster's links; real hosts' links (--launcher) cannot be "
+        "slowed: "
+        "drop one");
+  }
+  base.cluster.burst = cluster.burst;
   ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("validate"));
   RETURN_IF_ERROR(MakeDirectories(out_dir));
   ASSIGN_OR_RETURN(const Validation validation, RunValidation(held_out.plan, model, base, &std::cout,

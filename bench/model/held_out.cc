@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "bench/core/links.h"
 #include "bench/model/calibration_plan.h"
 #include "bench/model/collective.h"
@@ -365,6 +366,65 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
                    conditions.end());
   ASSIGN_OR_RETURN(s.winners, model::ScoreWinners(conditions, s.band.band));
   return s;
+}
+
+namespace {
+
+// A rate in bits per second as tc writes it: whole mbit or kbit where it is one, else bit.
+std::string FormatLinkRate(double bits) {
+  const int64_t b = std::llround(bits);
+  if (b % 1000000 == 0) return absl::StrCat(b / 1000000, "mbit");
+  if (b % 1000 == 0) return absl::StrCat(b / 1000, "kbit");
+  return absl::StrCat(b, "bit");
+}
+
+// Seconds as a duration flag, to the microsecond ("24ms", "1.5ms").
+std::string FormatSeconds(double seconds) {
+  return absl::FormatDuration(absl::Microseconds(std::llround(seconds * 1e6)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> DilateDuration(const std::string& duration, double factor) {
+  absl::Duration d;
+  if (!absl::ParseDuration(duration, &d) || d < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot dilate '", duration, "': not a duration like 10ms"));
+  }
+  return FormatSeconds(absl::ToDoubleSeconds(d) * factor);
+}
+
+absl::StatusOr<ValidationPlan> DilatePlan(const ValidationPlan& plan, double factor,
+                                          const std::string& cluster_queue) {
+  if (!std::isfinite(factor) || factor < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--time_dilation=", factor,
+                     ": give a factor >= 1 (2: links at half their rate, latencies and queues x 2)"));
+  }
+  ValidationPlan out = plan;
+  if (factor == 1) return out;
+  for (HeldOutSweep& sweep : out.sweeps) {
+    if (!sweep.workloads.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sweep ", sweep.Name(),
+          " replays a workload: time dilation stretches the network only, so its compute ",
+          "would not stretch with it; dilate gradient sweeps, or run this one without --time_dilation"));
+    }
+    ASSIGN_OR_RETURN(const double bits, ParseLinkRate(sweep.link));
+    if (bits > 0) {
+      if (bits / factor < 1e3) {
+        return absl::InvalidArgumentError(absl::StrCat("sweep ", sweep.Name(), ": ", sweep.link, " / ",
+                                                       factor,
+                                                       " is below 1 kbit/s; use a smaller --time_dilation"));
+      }
+      sweep.link = FormatLinkRate(bits / factor);
+    }
+    ASSIGN_OR_RETURN(const double latency_s, ParseLatency(sweep.latency));
+    if (latency_s > 0) sweep.latency = FormatSeconds(latency_s * factor);
+    ASSIGN_OR_RETURN(const double queue_s, ParseQueue(sweep.queue.empty() ? cluster_queue : sweep.queue));
+    sweep.queue = FormatSeconds(queue_s * factor);
+  }
+  return out;
 }
 
 absl::StatusOr<double> EstimateSweepSeconds(const ValidationPlan& plan, int i,

@@ -239,6 +239,20 @@ inline constexpr double kTargetStepMedian = 0.05;
 inline constexpr double kTargetStepP90 = 0.10;
 inline constexpr double kTargetExposedMedian = 0.10;
 
+// Time dilation of the network only (bench/PERFORMANCE.md 9.31): every sweep's link rate divided by `factor`,
+// its one-way latency and its queue (`cluster_queue` where the sweep has none) multiplied by it, so the bytes
+// in flight, the windows against the bandwidth-delay product and the queue's bytes stay those of the plan
+// while each network time is `factor` times as long; the CPU's work per step stays, its load falls about
+// 1/factor. The caller stretches the links' tbf burst by the same factor (DilateDuration). The model is then
+// judged on the dilated conditions themselves (they are what runs). kInvalidArgument for a factor below 1
+// or not finite, a replayed workload (its compute would not stretch with the network), an unparsable link,
+// latency or queue, or a rate the factor takes below 1 kbit/s.
+absl::StatusOr<ValidationPlan> DilatePlan(const ValidationPlan& plan, double factor,
+                                          const std::string& cluster_queue);
+// A duration flag ("10ms") times `factor`, written back as a duration ("20ms"); kInvalidArgument when
+// `duration` is not one.
+absl::StatusOr<std::string> DilateDuration(const std::string& duration, double factor);
+
 // The model's own estimate of the plan's wall time (predicted steps x (warm-up + steps) + start-up), seconds.
 absl::StatusOr<double> EstimateValidationSeconds(const ValidationPlan& plan, const proto::CostModelFile& model);
 // The same for one run of sweep `i` (the noise sweep's repeats not counted): what RunValidation weighs

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -111,6 +112,52 @@ TEST(ValidationPlanFileTest, ASweepsQueueNamesItsConditions) {
   EXPECT_FALSE(CalibrationCovers(model, same));
   same.queue.clear();
   EXPECT_TRUE(CalibrationCovers(model, same));
+}
+
+// --time_dilation: every network time x K with the bytes the same (rate / K, latency and queue x K, the
+// cluster's queue where a sweep has none); K = 1 changes nothing; a replayed workload, K < 1 and a rate below
+// 1 kbit/s are refused, naming what to do.
+TEST(ValidationPlanFileTest, TimeDilationSlowsTheNetworkKeepingItsBytes) {
+  absl::StatusOr<ValidationPlan> plan = ParseValidationPlanFile(
+      PlanJson({GradientWith("queue", R"("5ms")"), GradientWith("link", R"("65mbit")"),
+                GradientWith("latency", R"("1.5ms")")}),
+      "plan.json");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<ValidationPlan> x2 = DilatePlan(*plan, 2, "50ms");
+  ASSERT_TRUE(x2.ok()) << x2.status();
+  EXPECT_EQ(x2->sweeps[0].Name(), "75mbit 40ms queue 10ms gradient");
+  EXPECT_EQ(x2->sweeps[1].Name(), "32500kbit 40ms queue 100ms gradient");
+  EXPECT_EQ(x2->sweeps[2].Name(), "75mbit 3ms queue 100ms gradient");
+  EXPECT_EQ(x2->sweeps[0].nodes, plan->sweeps[0].nodes);
+  EXPECT_EQ(x2->sweeps[0].sizes, plan->sweeps[0].sizes);
+  // The bandwidth-delay product and the queue's bytes are the plan's.
+  const HeldOutCondition before = (*ExpandSweep(plan->sweeps[1]))[0];
+  const HeldOutCondition after = (*ExpandSweep(x2->sweeps[1]))[0];
+  EXPECT_DOUBLE_EQ(after.link_bytes_per_second * after.latency_s,
+                   before.link_bytes_per_second * before.latency_s);
+  EXPECT_DOUBLE_EQ(after.link_bytes_per_second * after.queue_s, before.link_bytes_per_second * 0.05);
+  absl::StatusOr<ValidationPlan> x1 = DilatePlan(*plan, 1, "50ms");
+  ASSERT_TRUE(x1.ok()) << x1.status();
+  EXPECT_EQ(x1->sweeps[1].Name(), plan->sweeps[1].Name());
+  EXPECT_EQ(*DilateDuration("10ms", 4), "40ms");
+  EXPECT_EQ(*DilateDuration("1.5ms", 3), "4.5ms");
+  EXPECT_FALSE(DilateDuration("soon", 2).ok());
+
+  for (double bad : {0.5, 0.0, -2.0, std::numeric_limits<double>::infinity()}) {
+    absl::Status s = DilatePlan(*plan, bad, "50ms").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("give a factor >= 1"), std::string::npos) << s;
+  }
+  absl::StatusOr<ValidationPlan> replay = ParseValidationPlanFile(PlanJson({kReplay}), "plan.json");
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  absl::Status s = DilatePlan(*replay, 2, "50ms").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("its compute would not stretch with it"), std::string::npos) << s;
+  absl::StatusOr<ValidationPlan> slow =
+      ParseValidationPlanFile(PlanJson({GradientWith("link", R"("1500kbit")")}), "plan.json");
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  s = DilatePlan(*slow, 2000, "50ms").status();
+  EXPECT_NE(s.message().find("below 1 kbit/s"), std::string::npos) << s;
 }
 
 TEST(ValidationPlanFileTest, LeftOutFieldsTakeTheBuiltInPlansDefaults) {
@@ -302,6 +349,29 @@ TEST_F(ValidatePlanOnlyTest, ATimeLimitSkipsTheSweepsThatWouldEndPastItAndReport
   std::ifstream report(out_dir + "/validation.txt");
   const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("not run (time limit)"), std::string::npos) << text;
+}
+
+// --time_dilation=2: the plan's sweeps printed and predicted at the dilated conditions, the report's header
+// says so; a plan with a replayed sweep is refused before anything runs.
+TEST_F(ValidatePlanOnlyTest, TimeDilationPrintsAndPredictsTheDilatedConditions) {
+  const std::string plan = testing::FreshTempPath("dilated_plan.json");
+  std::ofstream(plan) << PlanJson({GradientWith("link", R"("65mbit")")});
+  ProcessResult r = Validate({"--plan=" + plan, "--plan_only", "--exchanges=ring,ps-1", "--time_dilation=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_tail;
+  EXPECT_NE(r.stdout_text.find("# time dilation x2: link rates / 2, latencies, queues and the links' burst "
+                               "(20ms) x 2"),
+            std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# held-out sweep 0: 32500kbit 40ms queue 100ms gradient, N = 8"),
+            std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("# PREDICTED before running 32500kbit 40ms queue 100ms N=8 4MiB"),
+            std::string::npos)
+      << r.stdout_text;
+  r = Validate({"--plan=" + ExamplePlan(), "--plan_only", "--time_dilation=2"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_tail.find("time dilation stretches the network only"), std::string::npos)
+      << r.stderr_tail;
 }
 
 TEST_F(ValidatePlanOnlyTest, RefusesPlanWithQuickAndABadFile) {
