@@ -201,9 +201,8 @@ absl::Status Run(const char* argv0) {
   RETURN_IF_ERROR(ApplyHarnessFlags(argv0, &base));
   if (dilation != 1 && base.make_cluster) {
     return absl::InvalidArgumentError(
-        "--time_dilation slows the emulated cluster's links; real hosts' links (--launcher) cannot be "
-        "slowed: "
-        "drop one");
+        "--time_dilation slows the emulated cluster's links, and real hosts' links (--launcher) "
+        "cannot be slowed: drop one of the two");
   }
   base.cluster.burst = cluster.burst;
   ASSIGN_OR_RETURN(const std::string out_dir, OutDirFromFlags("validate"));
