@@ -370,8 +370,9 @@ absl::StatusOr<ValidationSummary> Summarize(const std::vector<ValidationRow>& ro
 
 namespace {
 
-// A rate in bits per second as tc writes it: whole mbit or kbit where it is one, else bit.
-std::string FormatLinkRate(double bits) {
+// A rate in bits per second in tc's units, for the emulated links (project.h's FormatLinkRate is the display
+// form, "32.5 Mbit/s"): whole mbit or kbit where it is one, else bit.
+std::string TcLinkRate(double bits) {
   const int64_t b = std::llround(bits);
   if (b % 1000000 == 0) return absl::StrCat(b / 1000000, "mbit");
   if (b % 1000 == 0) return absl::StrCat(b / 1000, "kbit");
@@ -417,7 +418,7 @@ absl::StatusOr<ValidationPlan> DilatePlan(const ValidationPlan& plan, double fac
                                                        factor,
                                                        " is below 1 kbit/s; use a smaller --time_dilation"));
       }
-      sweep.link = FormatLinkRate(bits / factor);
+      sweep.link = TcLinkRate(bits / factor);
     }
     ASSIGN_OR_RETURN(const double latency_s, ParseLatency(sweep.latency));
     if (latency_s > 0) sweep.latency = FormatSeconds(latency_s * factor);
