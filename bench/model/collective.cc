@@ -68,7 +68,8 @@ const std::vector<ParamTerm>& ParamTerms() {
                                  {"burst_share", &ExchangeParams::burst_share, true},
                                  {"window_queueing", &ExchangeParams::window_queueing, true},
                                  {"stream_contention", &ExchangeParams::stream_contention, true},
-                                 {"window_round_s", &ExchangeParams::window_round_s, false}};
+                                 {"window_round_s", &ExchangeParams::window_round_s, false},
+                                 {"drain_windows", &ExchangeParams::drain_windows, false}};
   return *kTerms;
 }
 
@@ -117,6 +118,7 @@ absl::Status ValidateParams(const ExchangeParams& p) {
     return s;
   }
   if (auto s = NonNegativeFinite("window_round_s", p.window_round_s, kRefit); !s.ok()) return s;
+  if (auto s = NonNegativeFinite("drain_windows", p.drain_windows, kRefit); !s.ok()) return s;
   if (auto s = NonNegativeFinite("incast_round_trips", p.incast_round_trips,
                                  "refit the incast term (//bench:fit_incast) or fix the model file");
       !s.ok()) {
@@ -268,7 +270,12 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
         windowed && eb > 0
             ? p.stream_contention * std::max(0.0, streams - 1) * std::min(link_time, window_time)
             : 0;
-    if (eb > 0 && counts.link_bytes > 0) t.link_s = link_time + queueing + contention;
+    // When the link binds, each stream's last window is still queued at the server's port as the pushes end,
+    // and the last ranges' replies wait for it (collective.h drain_windows).
+    const double drain = eb > 0 && p.window_bytes > 0
+                             ? p.drain_windows * streams * std::min(p.window_bytes, counts.flow_bytes) / eb
+                             : 0;
+    if (eb > 0 && counts.link_bytes > 0) t.link_s = link_time + queueing + contention + drain;
     if (windowed) t.window_s = window_time + queueing + contention;
   }
   if (p.cpu_bytes_per_second > 0) {

@@ -41,7 +41,8 @@
 // and, for the PS's window term, the streams into one server F: ps-1 and ps-dedicated N, ps-colocated N - 1
 // (its own worker's slice stays on the host); the window term is flow_bytes * (2L / W + q (F - 1) / eB), and
 // both the PS's link and window terms add c (F - 1) min(link_bytes / eB, flow_bytes 2L / W)
-// (stream_contention).
+// (stream_contention); the PS's link term adds d_w F min(W, flow_bytes) / eB, the windows still in flight
+// when the pushes end (drain_windows).
 //
 // (the PS partitions every collective across all K shards, as BytePS does; one PushPull stream per worker
 // and shard carries the push out and the averaged parameters back: one round trip, 2 hops). At N = 1 the
@@ -130,6 +131,16 @@ struct ExchangeParams {
   // that form was 12-23 % too slow, at 250 Mbit/s 2-8 % too fast (PERFORMANCE.md 9.28). 0: none (files
   // fitted before the term). The ring: no effect.
   double window_round_s = 0;
+  // The PS: the windows per stream still to cross its server's port when the link binds, >= 0. The
+  // synchronous PS is pipelined per element range (ps/service.h): a range's update and replies leave once all
+  // F streams into the server have delivered it, and each stream keeps its flow-control window w =
+  // min(window_bytes, flow_bytes) in flight, queued at the server's port while the link binds; the last
+  // ranges' replies wait for the slowest stream's last window, so the step ends about F windows after the
+  // port would have carried the pushes at its rate. The link time gains drain_windows F w / eB
+  // (PERFORMANCE.md 9.33: link-bound ps-1 and ps-dedicated at N = 4-16 slower than the model by a fixed
+  // number of bytes per stream, -16 % at 384 KiB, -2 % at 3 MiB). 0: none (files fitted before the term; the
+  // ring).
+  double drain_windows = 0;
   // The PS on a port its streams' window burst overflows (IncastOf ratio R > 1): the round trips each of
   // TCP's window cuts costs, c in IncastCostOf. Fitted once for every PS exchange (model file's `incast`,
   // //bench:fit_incast), not by the exchange fit. 0: no loss cost (files before the term; the ring).
@@ -141,7 +152,7 @@ struct ExchangeParams {
 
 // The fitted terms of ExchangeParams by the names the model file, its covariance and the reports use, in
 // this order: software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share, window_queueing,
-// stream_contention, window_round_s.
+// stream_contention, window_round_s, drain_windows.
 struct ParamTerm {
   const char* name;
   double ExchangeParams::*member;

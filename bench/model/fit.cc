@@ -17,8 +17,9 @@ namespace {
 
 // The searched parameters in log space; kNone (a log value past the grid) means "no limit".
 constexpr double kNone = INFINITY;
-constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3, kQueueing = 4, kContention = 5, kRound = 6;
-constexpr int kCoordinates = 7;
+constexpr int kEfficiency = 0, kWindow = 1, kCpu = 2, kShare = 3, kQueueing = 4, kContention = 5, kRound = 6,
+              kDrain = 7;
+constexpr int kCoordinates = 8;
 using Theta = std::array<double, kCoordinates>;
 // The smallest share (burst, window queueing, stream contention) the search keeps apart from none (log of
 // 1e-3): below it the term changes a step by less than a thousandth of what it adds at 1.
@@ -27,6 +28,10 @@ bool IsShare(int k) { return k == kShare || k == kQueueing || k == kContention; 
 // shortest calibrated latency (1 ms) changes by less than a thousandth.
 const double kRoundFloorLog = std::log(1e-6);
 const double kShareFloorLog = std::log(1e-3);
+// The drain's windows per stream (collective.h drain_windows): below a thousandth of a window none, and at
+// most 64 (a drain that large is another term's job: the search would only chase noise there).
+const double kDrainFloorLog = std::log(1e-3);
+const double kDrainCeilingLog = std::log(64.0);
 
 // Terms the fit holds off (dropped: the data could not identify them).
 struct Forced {
@@ -37,6 +42,7 @@ struct Forced {
   bool queueing = false;
   bool contention = false;
   bool round = false;
+  bool drain = false;
 };
 
 struct Search {
@@ -55,6 +61,7 @@ struct Search {
     p.window_queueing = std::isinf(log_theta[kQueueing]) ? 0 : std::exp(log_theta[kQueueing]);
     p.stream_contention = std::isinf(log_theta[kContention]) ? 0 : std::exp(log_theta[kContention]);
     p.window_round_s = std::isinf(log_theta[kRound]) ? 0 : std::exp(log_theta[kRound]);
+    p.drain_windows = std::isinf(log_theta[kDrain]) ? 0 : std::exp(log_theta[kDrain]);
     // window_update_share stays 0: the window round's cost took the place of the share that the fits of
     // 2026-11-28 to 2026-11-30 set to gRPC's 1/2 (collective.h window_round_s).
     return p;
@@ -146,6 +153,7 @@ void StandardErrors(Topology topology, const std::vector<const MeasuredRun*>& ru
   add(&ExchangeParams::window_queueing, &fit->window_queueing);
   add(&ExchangeParams::stream_contention, &fit->stream_contention);
   add(&ExchangeParams::window_round_s, &fit->window_round_s);
+  add(&ExchangeParams::drain_windows, &fit->drain_windows);
   const size_t n = runs.size(), p = free.size();
   if (p == 0 || n <= p) return;
   std::vector<std::vector<double>> jacobian(p);
@@ -256,7 +264,7 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
       for (ParameterFit ExchangeFit::*term :
            {&ExchangeFit::software_s, &ExchangeFit::window_bytes, &ExchangeFit::cpu_bytes_per_second,
             &ExchangeFit::burst_share, &ExchangeFit::window_queueing, &ExchangeFit::stream_contention,
-            &ExchangeFit::window_round_s}) {
+            &ExchangeFit::window_round_s, &ExchangeFit::drain_windows}) {
         const ParameterFit& t = fit.*term;
         if (t.at_bound) continue;
         const double rse = t.std_error >= 0 && t.value > 0 ? t.std_error / t.value : INFINITY;
@@ -283,6 +291,7 @@ absl::StatusOr<ExchangeFit> FitExchange(Topology topology, const std::vector<Mea
       if (worst == &ExchangeFit::window_queueing) forced.queueing = true;
       if (worst == &ExchangeFit::stream_contention) forced.contention = true;
       if (worst == &ExchangeFit::window_round_s) forced.round = true;
+      if (worst == &ExchangeFit::drain_windows) forced.drain = true;
     }
   };
   // Two noise regimes: runs over shaped links (the network: a few per cent) and loopback runs (CPU-bound on
@@ -338,13 +347,21 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   // The window round's cost starts at 1 ms where a run can show it (the PS with latency and a link rate); the
   // pattern search moves it with the window, whose rounds it lengthens.
   const double round = !ring && latency && !forced.round ? std::log(1e-3) : kNone;
+  // The drain (the PS where its link can bind with a window in flight) starts from none and from one window
+  // per stream, like the contention a grid of its own would multiply the grid's cost.
+  std::vector<double> drains = {kNone};
+  if (!ring && latency && !forced.drain) drains = {kNone, 0.0};
   double step_of_sweep = 0.5;  // the pattern search's current step (log space)
   // A coordinate moved to `value` within its limits: the efficiency and the shares at most 1 (log 0), a share
   // or the window round below its floor none (walking towards 0, log -inf, it would take a step per
   // improvement forever).
   const auto clamp = [](int k, double value) {
     if (k == kEfficiency || IsShare(k)) value = std::min(value, 0.0);
-    if ((IsShare(k) && value < kShareFloorLog) || (k == kRound && value < kRoundFloorLog)) value = kNone;
+    if (k == kDrain) value = std::min(value, kDrainCeilingLog);
+    if ((IsShare(k) && value < kShareFloorLog) || (k == kRound && value < kRoundFloorLog) ||
+        (k == kDrain && value < kDrainFloorLog)) {
+      value = kNone;
+    }
     return value;
   };
   // One exploratory sweep (Hooke and Jeeves 1961): each coordinate moved by +-step where that lowers the
@@ -400,24 +417,27 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
         for (double w : windows) {
           for (double c : cpus) {
             double sw;
-            const double cost = search.Cost({e, w, c, b, q, kNone, round}, &sw);
-            if (cost < start_cost) start_cost = cost, start = {e, w, c, b, q, kNone, round};
+            const double cost = search.Cost({e, w, c, b, q, kNone, round, kNone}, &sw);
+            if (cost < start_cost) start_cost = cost, start = {e, w, c, b, q, kNone, round, kNone};
           }
         }
       }
       // The stream contention starts from the same point at each of its values (a grid of its own would
       // multiply the grid's cost by their number; the pattern search moves the other terms with it).
       for (double x : contentions) {
-        Theta from = start;
-        from[kContention] = x;
-        double sw;
-        const auto [found, found_cost] = pattern_search(from, search.Cost(from, &sw));
-        if (found_cost < best_cost) best_cost = found_cost, best = found;
+        for (double d : drains) {
+          Theta from = start;
+          from[kContention] = x;
+          from[kDrain] = d;
+          double sw;
+          const auto [found, found_cost] = pattern_search(from, search.Cost(from, &sw));
+          if (found_cost < best_cost) best_cost = found_cost, best = found;
+        }
       }
     }
   }
   // A limit that changes nothing is "none": the runs never saw it bind.
-  for (int k : {kWindow, kCpu, kShare, kQueueing, kContention, kRound}) {
+  for (int k : {kWindow, kCpu, kShare, kQueueing, kContention, kRound, kDrain}) {
     Theta trial = best;
     trial[k] = kNone;
     double sw;
@@ -438,6 +458,7 @@ ExchangeFit FitWith(Topology topology, const std::vector<const MeasuredRun*>& us
   fit.window_queueing = ShareFit(&fit.params.window_queueing);
   fit.stream_contention = ShareFit(&fit.params.stream_contention);
   fit.window_round_s = {fit.params.window_round_s, -1, fit.params.window_round_s == 0};
+  fit.drain_windows = {fit.params.drain_windows, -1, fit.params.drain_windows == 0};
   StandardErrors(topology, used, weights, &fit);
   double rss = 0;
   const std::vector<double> residuals = Residuals(topology, used, fit.params);
@@ -543,6 +564,7 @@ absl::StatusOr<proto::CostModelFile> FitModel(const std::vector<MeasuredRun>& ru
     *e->mutable_window_queueing() = ToProto(fit->window_queueing);
     *e->mutable_stream_contention() = ToProto(fit->stream_contention);
     if (topology != Topology::kRing) *e->mutable_window_round_s() = ToProto(fit->window_round_s);
+    if (topology != Topology::kRing) *e->mutable_drain_windows() = ToProto(fit->drain_windows);
     e->set_median_abs_rel_error(fit->median_abs_rel_error);
     e->set_max_abs_rel_error(fit->max_abs_rel_error);
     for (const std::string& term : fit->covariance_terms) e->add_covariance_terms(term);

@@ -5,8 +5,8 @@
 //   over      software_s >= 0,  0 < efficiency <= 1,  window_bytes > 0 or none,
 //             cpu_bytes_per_second > 0 or none,  0 <= burst_share <= 1 (searched only where a run has an
 //             emulated link burst; none = 0 elsewhere),  0 <= window_queueing, stream_contention <= 1
-//             and window_round_s >= 0 or none (searched only for the PS where a run has latency and a link
-//             rate)
+//             and window_round_s >= 0 or none, drain_windows in [1e-3, 64] or none (both searched only for
+//             the PS where a run has latency and a link rate)
 //
 // so small and large collectives count alike and no fit is faster than the wire. Loopback runs (link rate 0,
 // latency 0) see only the software and CPU terms: they measure the CPU ceiling. A limit that binds in no run
@@ -15,8 +15,9 @@
 // Method: software_s has a closed form given the others (the model is linear in it); efficiency, window, CPU
 // ceiling, burst share, window queueing and stream contention are searched on a log grid (with "none" as a
 // grid value), then refined by a pattern search started from the grid's best point for every value of the
-// burst share, the window queueing and the stream contention (a search started where a term is none never
-// turns it on); the window round's cost starts at 1 ms and moves with the others; each success of the
+// burst share, the window queueing, the stream contention and the drain (none or one window; a search started
+// where a term is none never turns it on); the window round's cost starts at 1 ms and moves with the others;
+// each success of the
 // search's coordinate moves is followed by pattern moves (Hooke and Jeeves). Standard errors come from the
 // residuals and the numeric Jacobian (linearised). A term the runs cannot identify (kMaxRelativeStdError) is
 // dropped and the rest refitted; the file records it as dropped.
@@ -64,7 +65,7 @@ struct ExchangeFit {
   Topology topology = Topology::kRing;
   ExchangeParams params;
   ParameterFit software_s, efficiency, window_bytes, cpu_bytes_per_second, burst_share, window_queueing,
-      stream_contention, window_round_s;
+      stream_contention, window_round_s, drain_windows;
   double median_abs_rel_error = 0;
   double max_abs_rel_error = 0;
   int runs = 0;  // used (the ring at N = 1 exchanges nothing and is left out)

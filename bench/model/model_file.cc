@@ -141,6 +141,13 @@ absl::Status ValidateModelFile(const proto::CostModelFile& file) {
         return s;
       }
     }
+    if (e.has_drain_windows()) {  // absent in files fitted before the term (ParamsOf: 0)
+      if (auto s =
+              CheckParameter(e.exchange(), "drain_windows", true, e.drain_windows(), Range::kNonNegative);
+          !s.ok()) {
+        return s;
+      }
+    }
     if (e.has_burst_share()) {  // absent in files fitted before the term (ParamsOf: 1)
       if (auto s = CheckParameter(e.exchange(), "burst_share", true, e.burst_share(), Range::kShare);
           !s.ok()) {
@@ -232,7 +239,8 @@ std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameter
           {"burst_share", &e.burst_share()},
           {"window_queueing", &e.window_queueing()},
           {"stream_contention", &e.stream_contention()},
-          {"window_round_s", &e.window_round_s()}};
+          {"window_round_s", &e.window_round_s()},
+          {"drain_windows", &e.drain_windows()}};
 }
 
 absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topology topology) {
@@ -248,6 +256,7 @@ absl::StatusOr<ExchangeParams> ParamsOf(const proto::CostModelFile& file, Topolo
     p.stream_contention = e.has_stream_contention() ? e.stream_contention().value() : 0;  // likewise
     p.window_update_share = e.window_update_share();  // absent: 0, likewise
     p.window_round_s = e.has_window_round_s() ? e.window_round_s().value() : 0;  // likewise
+    p.drain_windows = e.has_drain_windows() ? e.drain_windows().value() : 0;     // likewise
     // The incast term is the file's, one for every PS exchange (absent: 0, no loss cost); the ring has none.
     if (topology != Topology::kRing && file.has_incast()) {
       p.incast_round_trips = file.incast().round_trips_per_cut().value();

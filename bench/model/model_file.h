@@ -40,7 +40,8 @@ absl::StatusOr<proto::CostModelFile> ReadModelFile(const std::string& path);
 absl::Status WriteModelFile(const std::string& path, const proto::CostModelFile& file);
 
 // The fitted parameters of one exchange by their names (ParamTerms() order: software_s, efficiency,
-// window_bytes, cpu_bytes_per_second, burst_share, window_queueing, stream_contention, window_round_s),
+// window_bytes, cpu_bytes_per_second, burst_share, window_queueing, stream_contention, window_round_s,
+// drain_windows),
 // pointing into `e` (a default, absent parameter where the file has none).
 std::vector<std::pair<const char*, const proto::ModelParameter*>> NamedParameters(
     const proto::ExchangeModel& e);

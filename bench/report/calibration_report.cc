@@ -87,6 +87,16 @@ std::string FormatCalibration(const Calibration& c) {
                                "bench/PERFORMANCE.md 9.29; collective.h window_round_s): %s\n",
                                e.exchange(), FormatParameter(e.window_round_s(), 1e-3, " ms")));
   }
+  // The windows per stream a link-bound PS step drains at its end (collective.h drain_windows), where the
+  // file has it.
+  for (const proto::ExchangeModel& e : c.file.exchanges()) {
+    if (!e.has_drain_windows() || e.drain_windows().dropped()) continue;
+    absl::StrAppend(&text,
+                    absl::StrFormat("#   %s drain %s windows per stream into a server when its link binds "
+                                    "(the last ranges' replies wait for each stream's last window; "
+                                    "bench/PERFORMANCE.md 9.33; collective.h drain_windows)\n",
+                                    e.exchange(), FormatParameter(e.drain_windows(), 1, "")));
+  }
   // The fixed share of gRPC's flow control (collective.h window_update_share), where the file has it.
   for (const proto::ExchangeModel& e : c.file.exchanges()) {
     if (!e.has_window_update_share()) continue;

@@ -100,12 +100,12 @@ std::string ModelLine(const ScalingResult& result, Exchange e) {
   return absl::StrFormat(
       "model %s (calibrated, not fitted here): software %.1f us/message, link efficiency %.3f, window %s, "
       "CPU ceiling %s, burst share %.2f (emulated links only), window queueing %.2f, stream contention %.3f, "
-      "window update share %.2f, window round %.2f ms",
+      "window update share %.2f, window round %.2f ms, drain %.2f windows",
       ExchangeName(e), p->software_s * 1e6, p->efficiency,
       p->window_bytes > 0 ? Size(p->window_bytes) : "none",
       p->cpu_bytes_per_second > 0 ? absl::StrFormat("%.2f GB/s", p->cpu_bytes_per_second / 1e9) : "none",
       p->burst_share, p->window_queueing, p->stream_contention, p->window_update_share,
-      p->window_round_s * 1e3);
+      p->window_round_s * 1e3, p->drain_windows);
 }
 
 // One nccl-tests table per exchange: every run (failed ones as comments), the footer, the fitted model.

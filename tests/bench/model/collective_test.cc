@@ -229,6 +229,45 @@ TEST(CollectiveTest, WindowRoundAddsItsCostToEveryWindowRound) {
             std::string::npos);
 }
 
+TEST(CollectiveTest, DrainAddsAWindowPerStreamIntoAServerToTheLinkTime) {
+  // ps-1, N = 4, S = 1 MB, eB = 5 MB/s, L = 10 ms, window 50 kB: link time 4 MB / 5 MB/s = 0.8 s, window time
+  // 1 MB * 20 ms / 50 kB = 0.4 s (link-bound). A drain of 1.5 windows: each of the 4 streams into the server
+  // still has 1.5 windows to cross its port, 4 * 1.5 * 50 kB / 5 MB/s = 0.06 s on the link time only.
+  ExchangeParams p{0, 0.5, 50e3, 0};
+  const Conditions c{4, 0, 1 * kMB, 10 * kMB, 10e-3};
+  EXPECT_EQ(p.drain_windows, 0);  // the default: none, as files fitted before the term
+  p.drain_windows = 1.5;
+  CollectiveTime t = *PredictCollective(Topology::kPsOne, p, c);
+  EXPECT_NEAR(t.link_s, 0.8 + 0.06, 1e-12);
+  EXPECT_NEAR(t.window_s, 0.4, 1e-12);
+  EXPECT_EQ(t.bound, Bound::kLink);
+  EXPECT_NEAR(t.seconds, 2 * 10e-3 + 0.86, 1e-12);
+  // A flow smaller than the window is in flight whole: the dedicated PS with K = 2 at S = 40 kB carries 20 kB
+  // a stream, 4 streams into each server: 4 * 1.5 * 20 kB / 5 MB/s.
+  const Conditions small{4, 2, 40e3, 10 * kMB, 10e-3};
+  ExchangeParams none = p;
+  none.drain_windows = 0;
+  EXPECT_NEAR(PredictCollective(Topology::kPsDedicated, p, small)->link_s -
+                  PredictCollective(Topology::kPsDedicated, none, small)->link_s,
+              4 * 1.5 * 20e3 / (5 * kMB), 1e-12);
+  // The co-located PS: N - 1 remote streams into each server, each S / N.
+  EXPECT_NEAR(PredictCollective(Topology::kPsColocated, p, c)->link_s -
+                  PredictCollective(Topology::kPsColocated, none, c)->link_s,
+              3 * 1.5 * 50e3 / (5 * kMB), 1e-12);
+  // Without a window (none fitted) or a link rate there is nothing queued at a port; the ring has no server.
+  ExchangeParams unlimited = p;
+  unlimited.window_bytes = 0;
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, unlimited, c)->link_s, 0.8, 1e-12);
+  Conditions loopback = c;
+  loopback.link_bytes_per_second = 0;
+  EXPECT_EQ(PredictCollective(Topology::kPsOne, p, loopback)->link_s, 0);
+  EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->seconds,
+                   PredictCollective(Topology::kRing, none, c)->seconds);
+  p.drain_windows = -0.5;
+  EXPECT_NE(PredictCollective(Topology::kPsOne, p, c).status().message().find("drain_windows"),
+            std::string::npos);
+}
+
 TEST(CollectiveTest, ParamTermsNameEveryFittedMemberOnce) {
   std::vector<std::string> names;
   for (const ParamTerm& t : ParamTerms()) {
@@ -238,7 +277,7 @@ TEST(CollectiveTest, ParamTermsNameEveryFittedMemberOnce) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"software_s", "efficiency", "window_bytes",
                                              "cpu_bytes_per_second", "burst_share", "window_queueing",
-                                             "stream_contention", "window_round_s"}));
+                                             "stream_contention", "window_round_s", "drain_windows"}));
   EXPECT_EQ(ParamMember("window"), nullptr);
   std::vector<std::string> at_most_one;  // the efficiency and the shares (ValidateParams)
   for (const ParamTerm& t : ParamTerms()) {

@@ -167,6 +167,26 @@ TEST(FitTest, RecoversTheStreamContentionOfThePs) {
   EXPECT_LT(fit->max_abs_rel_error, 1e-4);
 }
 
+TEST(FitTest, RecoversTheDrainOfThePs) {
+  // ps-1 and the dedicated PS whose link binds in part of the runs, with a known drain of 1.2 windows a
+  // stream: the fit gives it back with a standard error, and leaves it none (at bound) in runs without it.
+  for (Topology topology : {Topology::kPsOne, Topology::kPsDedicated}) {
+    SCOPED_TRACE(TopologyName(topology));
+    ExchangeParams truth = TruthFor(topology);
+    truth.drain_windows = 1.2;
+    absl::StatusOr<ExchangeFit> fit = FitExchange(topology, ExactRuns(topology, truth));
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    EXPECT_NEAR(fit->params.drain_windows, 1.2, 1e-3);
+    EXPECT_FALSE(fit->drain_windows.at_bound);
+    EXPECT_GE(fit->drain_windows.std_error, 0);
+    EXPECT_LT(fit->max_abs_rel_error, 1e-4);
+    absl::StatusOr<ExchangeFit> without = FitExchange(topology, SyntheticRuns());
+    ASSERT_TRUE(without.ok()) << without.status();
+    EXPECT_EQ(without->params.drain_windows, 0);
+    EXPECT_TRUE(without->drain_windows.at_bound);
+  }
+}
+
 TEST(FitTest, ThePsSharesAreNoneInRunsWithoutThemAndTheRingHasNone) {
   for (Topology topology : {Topology::kPsOne, Topology::kRing}) {
     SCOPED_TRACE(TopologyName(topology));
