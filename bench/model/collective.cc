@@ -272,9 +272,15 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
             : 0;
     // When the link binds, each stream's last window is still queued at the server's port as the pushes end,
     // and the last ranges' replies wait for it (collective.h drain_windows).
-    const double drain = eb > 0 && p.window_bytes > 0
-                             ? p.drain_windows * streams * std::min(p.window_bytes, counts.flow_bytes) / eb
-                             : 0;
+    // Nor before each stream's last chunk has crossed whole (above 1 Gbit/s the PS's 1 MiB chunks, larger
+    // than a window).
+    const double drain =
+        eb > 0 && p.window_bytes > 0 && p.drain_windows > 0
+            ? streams *
+                  std::max(p.drain_windows * std::min(p.window_bytes, counts.flow_bytes),
+                           std::min(PsChunkBytes(c.link_bytes_per_second), counts.flow_bytes)) /
+                  eb
+            : 0;
     if (eb > 0 && counts.link_bytes > 0) t.link_s = link_time + queueing + contention + drain;
     if (windowed) t.window_s = window_time + queueing + contention;
   }
@@ -294,6 +300,11 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
     t.bound = Bound::kCpu;
   }
   return t;
+}
+
+double PsChunkBytes(double link_bytes_per_second) {
+  return link_bytes_per_second > 0 && link_bytes_per_second <= kSlowLinkBytesPerSecond ? kSlowLinkPsChunkBytes
+                                                                                       : kPsChunkBytes;
 }
 
 bool Incast::marked() const { return ratio() > kIncastMarkRatio; }

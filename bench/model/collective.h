@@ -136,10 +136,12 @@ struct ExchangeParams {
   // F streams into the server have delivered it, and each stream keeps its flow-control window w =
   // min(window_bytes, flow_bytes) in flight, queued at the server's port while the link binds; the last
   // ranges' replies wait for the slowest stream's last window, so the step ends about F windows after the
-  // port would have carried the pushes at its rate. The link time gains drain_windows F w / eB
-  // (PERFORMANCE.md 9.33: link-bound ps-1 and ps-dedicated at N = 4-16 slower than the model by a fixed
-  // number of bytes per stream, -16 % at 384 KiB, -2 % at 3 MiB). 0: none (files fitted before the term; the
-  // ring).
+  // port would have carried the pushes at its rate. Nor can it end before each stream's last chunk has
+  // crossed whole (PsChunkBytes: a chunk's replies leave only once it arrived from every stream). The link
+  // time gains F max(drain_windows w, min(chunk, flow_bytes)) / eB (PERFORMANCE.md 9.33: link-bound ps-1 and
+  // ps-dedicated at N = 4-16 slower than the model by a fixed number of bytes per stream, -16 % at 384 KiB,
+  // -2 % at 3 MiB; with the PS's 1 MiB chunks above 1 Gbit/s about a chunk per stream). 0: none, the chunk
+  // part included (files fitted before the term; the ring).
   double drain_windows = 0;
   // The PS on a port its streams' window burst overflows (IncastOf ratio R > 1): the round trips each of
   // TCP's window cuts costs, c in IncastCostOf. Fitted once for every PS exchange (model file's `incast`,
@@ -195,6 +197,15 @@ struct Conditions {
 int ProcessesOf(Topology topology, int nodes, int servers);
 // The share of its own host's CPU the busiest process gets: min(1, box_cores / processes), 1 without a box.
 double CpuShareOf(Topology topology, const Conditions& conditions);
+
+// The chunk the PS pipelines its steps in (a range's update and replies leave once every stream delivered
+// it): the PS's own default (ps/client.h ClientOptions::chunk_bytes, 1 MiB), and on links of at most 1 Gbit/s
+// the harness's 32 KiB (bench/harness/launch.cc kSlowLinkChunkBytes, which keeps the pipeline's fill and
+// drain short on slow links). PsChunkBytes: the chunk at a link rate (0: unlimited, the PS's own).
+inline constexpr double kPsChunkBytes = 1 << 20;
+inline constexpr double kSlowLinkPsChunkBytes = 32 << 10;
+inline constexpr double kSlowLinkBytesPerSecond = 125e6;
+double PsChunkBytes(double link_bytes_per_second);
 
 // The segment the TCP ring pipelines (ring/ring_allreduce.h RingOptions::segment_bytes).
 constexpr double kRingSegmentBytes = 512 << 10;

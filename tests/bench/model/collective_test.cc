@@ -263,6 +263,21 @@ TEST(CollectiveTest, DrainAddsAWindowPerStreamIntoAServerToTheLinkTime) {
   EXPECT_EQ(PredictCollective(Topology::kPsOne, p, loopback)->link_s, 0);
   EXPECT_DOUBLE_EQ(PredictCollective(Topology::kRing, p, c)->seconds,
                    PredictCollective(Topology::kRing, none, c)->seconds);
+  // Above 1 Gbit/s the PS pipelines in 1 MiB chunks, more than 1.5 windows: each stream's last chunk drains.
+  // ps-1 N = 4, S = 4 MB at 2 Gbit/s (eB 125 MB/s): 4 * 1 MiB / eB; at 1 Gbit/s the chunk is 32 KiB, below
+  // the 1.5 windows. Without the term (files before it) neither part.
+  const Conditions fast{4, 0, 4 * kMB, 250 * kMB, 10e-3};
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, fast)->link_s -
+                  PredictCollective(Topology::kPsOne, none, fast)->link_s,
+              4 * kPsChunkBytes / (125 * kMB), 1e-12);
+  Conditions gigabit = fast;
+  gigabit.link_bytes_per_second = 125 * kMB;
+  EXPECT_NEAR(PredictCollective(Topology::kPsOne, p, gigabit)->link_s -
+                  PredictCollective(Topology::kPsOne, none, gigabit)->link_s,
+              4 * 1.5 * 50e3 / (62.5 * kMB), 1e-12);
+  EXPECT_EQ(PsChunkBytes(125 * kMB), 32 << 10);
+  EXPECT_EQ(PsChunkBytes(126 * kMB), 1 << 20);
+  EXPECT_EQ(PsChunkBytes(0), 1 << 20);
   p.drain_windows = -0.5;
   EXPECT_NE(PredictCollective(Topology::kPsOne, p, c).status().message().find("drain_windows"),
             std::string::npos);
