@@ -281,7 +281,10 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
                            std::min(PsChunkBytes(c.link_bytes_per_second), counts.flow_bytes)) /
                   eb
             : 0;
-    if (eb > 0 && counts.link_bytes > 0) t.link_s = link_time + queueing + contention + drain;
+    if (eb > 0 && counts.link_bytes > 0) {
+      t.link_s = link_time + queueing + contention + drain;
+      t.drain_s = drain;
+    }
     if (windowed) t.window_s = window_time + queueing + contention;
   }
   if (p.cpu_bytes_per_second > 0) {

@@ -236,6 +236,7 @@ struct CollectiveTime {
   double window_s = 0;    // 0 without latency or window limit
   double cpu_s = 0;       // 0 without a CPU ceiling
   double incast_s = 0;    // IncastCostOf, paid on top (0: no loss, or none modelled)
+  double drain_s = 0;     // the PS's drain (ExchangeParams::drain_windows), included in link_s
   Bound bound = Bound::kLatency;
 };
 

@@ -52,7 +52,11 @@ absl::StatusOr<StepTime> PredictStep(Topology topology, const ExchangeParams& pa
     if (bucket.ready_s >= end) chain_start = i;
     b.start_s = std::max(bucket.ready_s, end);
     const CollectiveTime& t = b.collective;
-    const double charged = streamed ? std::max({t.link_s, t.window_s, t.cpu_s}) : t.seconds;
+    // The stream drains once, after its last byte (collective.h drain_windows): the buckets before the last
+    // keep the port busy while their streams' last windows cross, so they pay their link time without it.
+    const bool last = i + 1 == shape.buckets.size();
+    const double charged =
+        streamed ? std::max({last ? t.link_s : t.link_s - t.drain_s, t.window_s, t.cpu_s}) : t.seconds;
     b.end_s = end = b.start_s + charged;
     step.exchange_s += charged;
     if (streamed && i + 1 == shape.buckets.size()) fixed = t.latency_s + t.software_s;

@@ -10,7 +10,8 @@
 // and streams every bucket's slice into it as it is released (ps/client.h): the buckets only gate when bytes
 // can enter the stream, so each bucket adds its throughput time thr_i = max(link, window, cpu) and the
 // stream's round trip and per-message software (fixed = hops * L + messages * software_s) are paid once,
-// after its last byte, as is its loss at an overflowing server port (the largest bucket's incast_s, once).
+// after its last byte, as is its loss at an overflowing server port (the largest bucket's incast_s, once)
+// and its drain (collective.h drain_windows: only the last bucket's link time keeps its drain_s).
 // One bucket released when backward ends (r = backward) is the flat exchange for both: step = forward +
 // backward + x.
 //

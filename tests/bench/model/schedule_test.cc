@@ -80,6 +80,32 @@ TEST(ScheduleTest, PsStreamsBucketsThroughOneRoundTrip) {
   EXPECT_EQ(t->bound, Bound::kLink);
 }
 
+TEST(ScheduleTest, PsStreamDrainsOncePerStep) {
+  // ps-1 at N = 2 on a 1 MB/s link, 1 ms one-way, a 100 kB window and a drain of one window a stream: each
+  // bucket of 500 kB alone would take 1 MB / 1 MB/s of link time plus 2 * 100 kB / 1 MB/s of drain. Streamed
+  // back to back, only the last bucket's streams drain after the step's last byte: 2 * 1 s + 0.2 s + 2 ms.
+  ExchangeParams p{0, 1, 100e3, 0};
+  p.drain_windows = 1;
+  const StepShape two{0, 0.001, {{0, 500e3}, {0.001, 500e3}}};
+  absl::StatusOr<StepTime> t = PredictStep(Topology::kPsOne, p, OneMillisecond(), two);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(t->buckets[0].collective.drain_s, 0.2, 1e-12);
+  EXPECT_NEAR(t->buckets[0].end_s, 1, 1e-12);
+  EXPECT_NEAR(t->step_s, 2 * 1 + 0.2 + 2e-3, 1e-12);
+  // One bucket (the flat exchange) keeps its drain: the collective's own time.
+  t = PredictStep(Topology::kPsOne, p, OneMillisecond(), FlatStep(0, 0.001, 1e6));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(t->step_s,
+              0.001 + PredictCollective(Topology::kPsOne, p,
+                                        [] {
+                                          Conditions c = OneMillisecond();
+                                          c.bytes = 1e6;
+                                          return c;
+                                        }())
+                          ->seconds,
+              1e-12);
+}
+
 TEST(ScheduleTest, RejectsBadShapes) {
   const StepShape late{0, 0.1, {{0.2, 1}}};
   absl::StatusOr<StepTime> t = PredictStep(Topology::kRing, kParams, kTwoNodes, late);
