@@ -270,10 +270,9 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
         windowed && eb > 0
             ? p.stream_contention * std::max(0.0, streams - 1) * std::min(link_time, window_time)
             : 0;
-    // When the link binds, each stream's last window is still queued at the server's port as the pushes end,
-    // and the last ranges' replies wait for it (collective.h drain_windows).
-    // Nor before each stream's last chunk has crossed whole (above 1 Gbit/s the PS's 1 MiB chunks, larger
-    // than a window).
+    // When the link binds, the last ranges' replies wait for each stream's last window still queued at the
+    // server's port, or for its last chunk where that is larger (above 1 Gbit/s the PS's 1 MiB chunks;
+    // collective.h drain_windows).
     const double drain =
         eb > 0 && p.window_bytes > 0 && p.drain_windows > 0
             ? streams *

@@ -59,7 +59,7 @@ absl::StatusOr<StepTime> PredictStep(Topology topology, const ExchangeParams& pa
         streamed ? std::max({last ? t.link_s : t.link_s - t.drain_s, t.window_s, t.cpu_s}) : t.seconds;
     b.end_s = end = b.start_s + charged;
     step.exchange_s += charged;
-    if (streamed && i + 1 == shape.buckets.size()) fixed = t.latency_s + t.software_s;
+    if (streamed && last) fixed = t.latency_s + t.software_s;
     if (streamed) incast = std::max(incast, t.incast_s);  // the ring has none (IncastCostOf)
     step.buckets.push_back(b);
   }
