@@ -22,6 +22,17 @@ absl::Status UnitShare(const char* name, double value, const char* what, const c
       absl::StrCat(name, " must be in [0, 1] (a share of ", what, "), got ", value, ": ", fix));
 }
 
+// The PS's streams into one server: one per worker, less the co-located host's own (it crosses no link).
+double StreamsIntoAServer(Topology topology, int nodes) {
+  return topology == Topology::kPsColocated ? nodes - 1 : nodes;
+}
+
+// A PS stream's bytes in flight at once: its window, or its whole flow where that is smaller or there is no
+// window (IncastOf's burst and the drain's window part).
+double StreamWindowBytes(const ExchangeParams& p, const Counts& counts) {
+  return p.window_bytes > 0 ? std::min(p.window_bytes, counts.flow_bytes) : counts.flow_bytes;
+}
+
 }  // namespace
 
 std::vector<Topology> AllTopologies() {
@@ -252,7 +263,7 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
     // Each round trip of a stream whose window is below its link's bandwidth-delay product also waits for a
     // share of the other streams' window bursts at its server's link, whether the window or the link binds
     // (collective.h window_queueing).
-    const double streams = topology == Topology::kPsColocated ? c.nodes - 1 : c.nodes;
+    const double streams = StreamsIntoAServer(topology, c.nodes);
     const double bursty = windowed && eb > 0 ? std::min(1.0, 2 * latency * eb / p.window_bytes) : 0;
     const double queueing =
         eb > 0 ? p.window_queueing * bursty * std::max(0.0, streams - 1) * counts.flow_bytes / eb : 0;
@@ -276,7 +287,7 @@ CollectiveTime PredictCollectiveUnchecked(Topology topology, const ExchangeParam
     const double drain =
         eb > 0 && p.window_bytes > 0 && p.drain_windows > 0
             ? streams *
-                  std::max(p.drain_windows * std::min(p.window_bytes, counts.flow_bytes),
+                  std::max(p.drain_windows * StreamWindowBytes(p, counts),
                            std::min(PsChunkBytes(c.link_bytes_per_second), counts.flow_bytes)) /
                   eb
             : 0;
@@ -316,10 +327,8 @@ Incast IncastOf(Topology topology, const ExchangeParams& params, const Condition
   incast.buffer_bytes = conditions.port_buffer_bytes;
   if (topology == Topology::kRing) return incast;
   const Counts counts = CountsOf(topology, conditions.nodes, conditions.servers, conditions.bytes);
-  const double streams = topology == Topology::kPsColocated ? conditions.nodes - 1 : conditions.nodes;
-  const double window =
-      params.window_bytes > 0 ? std::min(params.window_bytes, counts.flow_bytes) : counts.flow_bytes;
-  incast.burst_bytes = std::max(0.0, streams - 1) * window;
+  incast.burst_bytes =
+      std::max(0.0, StreamsIntoAServer(topology, conditions.nodes) - 1) * StreamWindowBytes(params, counts);
   return incast;
 }
 
