@@ -65,9 +65,12 @@ ABSL_FLAG(bool, cpu_runs, true,
 ABSL_FLAG(std::vector<std::string>, loopback_sizes, {},
           "Sizes of the loopback condition (real sizes, e.g. 16M,64M,100M). Empty: the plan's.");
 ABSL_FLAG(std::vector<std::string>, loopback_nodes, {}, "Node counts of the loopback condition. Empty: the plan's.");
-ABSL_FLAG(std::vector<std::string>, exchanges, (std::vector<std::string>{"ring", "ps-1", "ps-colocated", "ps-dedicated"}),
-          "Exchanges to calibrate. The model file needs all four; fewer only to try the sweep (the fit then "
-          "fails naming the missing one).");
+ABSL_FLAG(
+    std::vector<std::string>, exchanges,
+    (std::vector<std::string>{"ring", "ps-1", "ps-colocated", "ps-dedicated"}),
+    "Exchanges to calibrate. The model file needs all four; fewer make a supplementary sweep: its usable "
+    "runs are written to --runs_out and not fitted, to be refitted merged with a full calibration's "
+    "(--refit=FULL,THIS; exit 0, or an error where no run is usable).");
 ABSL_FLAG(int, steps, psring::bench::CalibrationPlan().steps, "Measured steps per run.");
 ABSL_FLAG(int, warmup_steps, psring::bench::CalibrationPlan().warmup_steps, "Unmeasured steps before them.");
 ABSL_FLAG(int, ps_servers, psring::bench::CalibrationPlan().ps_servers, "K, the server hosts of ps-dedicated.");
@@ -333,12 +336,28 @@ absl::Status Run(const char* argv0) {
   const auto keep_runs = [&](const std::vector<model::MeasuredRun>& runs,
                              const model::FileInfo& fitted) -> absl::Status {
     RETURN_IF_ERROR(model::WriteCalibrationRuns(runs_out, runs, fitted));
-    std::cout << "# runs file: " << runs_out << " (fit them again: //bench:calibrate --refit=" << runs_out
-              << ")" << std::endl;
+    std::cout << "# runs file: " << runs_out;
+    // A supplementary sweep's runs fit only merged with a full calibration's (said below).
+    if (!IsSupplementary(plan))
+      std::cout << " (fit them again: //bench:calibrate --refit=" << runs_out << ")";
+    std::cout << std::endl;
     return absl::OkStatus();
   };
   ASSIGN_OR_RETURN(const Calibration calibration,
                    RunCalibration(plan, base, info, &std::cerr, keep_runs, absl::GetFlag(FLAGS_time_limit)));
+  if (!calibration.fitted) {
+    std::vector<std::string> names;
+    for (Exchange e : plan.exchanges) names.push_back(ExchangeName(e));
+    std::cout << absl::StrFormat(
+        "# supplementary sweep (--exchanges=%s, not every exchange): %d usable run(s) of %d (%d failed, %d "
+        "EMULATOR-BOUND dropped) kept in %s; no model file written, as a model needs every exchange: fit "
+        "them "
+        "with a full calibration's runs, e.g. //bench:calibrate --refit=bench/results/committed_runs.json,%s "
+        "--model_out=FILE\n",
+        absl::StrJoin(names, ","), calibration.runs.size(), calibration.total_runs, calibration.failed,
+        calibration.emulator_bound, runs_out, runs_out);
+    return absl::OkStatus();
+  }
   std::cout << FormatCalibration(calibration);
   if (absl::GetFlag(FLAGS_residuals)) std::cout << FormatResiduals(calibration);
   proto::CostModelFile file = calibration.file;

@@ -94,6 +94,16 @@ absl::StatusOr<Calibration> RunCalibration(
   }
   out.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   if (keep_runs) RETURN_IF_ERROR(keep_runs(out.runs, fitted));
+  if (IsSupplementary(plan)) {
+    if (out.runs.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the supplementary sweep kept no usable run (", out.total_runs, " run, ", out.failed, " failed, ",
+          out.emulator_bound, " EMULATOR-BOUND, ", out.not_run.size(),
+          " conditions not run (time limit)): rerun it on a quieter machine or with a longer --time_limit"));
+    }
+    out.fitted = false;  // a model needs every exchange: the runs are kept for a merged refit
+    return out;
+  }
   absl::StatusOr<proto::CostModelFile> file = model::FitModel(out.runs, fitted);
   if (!file.ok()) {
     return absl::Status(

@@ -41,7 +41,9 @@ namespace psring::bench {
 // error is returned before the fit. `time_limit` (from the call's start): a condition that would end past it,
 // by EstimateSeconds of it times the pace of those run so far (bench/cmd/time_limit.h), is not run and listed
 // in Calibration::not_run; the fit is over the others (and may then lack an exchange: FitModel's error, the
-// runs kept as above).
+// runs kept as above). A plan of fewer than every exchange (IsSupplementary: a supplementary sweep) is not
+// fitted, as a model file needs every exchange: Calibration::fitted is false and the runs go to `keep_runs`
+// only (kFailedPrecondition where none is usable).
 absl::StatusOr<Calibration> RunCalibration(
     const CalibrationPlan& plan, const ScalingOptions& base, const model::FileInfo& info,
     std::ostream* progress,

@@ -88,6 +88,13 @@ CalibrationPlan DefaultCalibrationPlan() {
   return plan;
 }
 
+bool IsSupplementary(const CalibrationPlan& plan) {
+  for (Exchange e : AllExchanges()) {
+    if (std::find(plan.exchanges.begin(), plan.exchanges.end(), e) == plan.exchanges.end()) return true;
+  }
+  return false;
+}
+
 absl::Status ValidatePlan(const CalibrationPlan& plan) {
   if (plan.conditions.empty()) return absl::InvalidArgumentError("the calibration plan has no condition");
   if (plan.exchanges.empty()) return absl::InvalidArgumentError("the calibration plan has no exchange");

@@ -63,6 +63,8 @@ CalibrationPlan DefaultCalibrationPlan();
 // kInvalidArgument naming the condition for an empty plan, an empty size or node list, N < 1, a link rate
 // that does not parse or is 0 without loopback, a latency that does not parse, or no exchange.
 absl::Status ValidatePlan(const CalibrationPlan& plan);
+// Whether the plan runs fewer than every exchange (a supplementary sweep: its runs are kept, not fitted).
+bool IsSupplementary(const CalibrationPlan& plan);
 
 // Start-up of one run (processes, rendezvous, gRPC channels) and of one cluster (namespaces, link check), as
 // seen on the 2-core box; for the wall-time estimates only (EstimateSeconds, EstimateValidationSeconds).
@@ -95,6 +97,10 @@ ConvertedRuns ConvertRecords(const std::vector<RunRecord>& records, double link_
 
 // A calibration's outcome: the frozen file, the runs it was fitted on, what was left out and why.
 struct Calibration {
+  // Whether `file` holds a fit. A supplementary sweep (a plan with fewer than every exchange) is not fitted:
+  // a model file needs every exchange, so its runs are only kept, for a refit merged with a full
+  // calibration's (calibrate --refit=FULL,THIS).
+  bool fitted = true;
   proto::CostModelFile file;
   std::vector<model::MeasuredRun> runs;  // what was fitted
   int total_runs = 0;

@@ -86,5 +86,24 @@ TEST(RunCalibrationTest, ALimitNoConditionFitsRunsNothingAndSaysSo) {
   EXPECT_EQ(lines, plan.conditions.size()) << progress.str();
 }
 
+// A supplementary sweep (fewer than every exchange) is not fitted: with nothing usable it says so, not that
+// an exchange it never ran lacks a link run. No root needed: nothing runs.
+TEST(RunCalibrationTest, ASupplementarySweepWithNoUsableRunSaysSoAndNamesNoOtherExchange) {
+  CalibrationPlan plan = QuickCalibrationPlan();
+  plan.exchanges = {Exchange::kPsOne, Exchange::kPsDedicated};
+  EXPECT_TRUE(IsSupplementary(plan));
+  EXPECT_FALSE(IsSupplementary(QuickCalibrationPlan()));
+  std::ostringstream progress;
+  absl::StatusOr<Calibration> c = RunCalibration(
+      plan, ScalingOptions{}, model::FileInfo{"box", "2026-12-07", ""}, &progress,
+      [](const std::vector<model::MeasuredRun>&, const model::FileInfo&) { return absl::OkStatus(); },
+      absl::ZeroDuration());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_NE(c.status().message().find("supplementary sweep kept no usable run"), std::string::npos)
+      << c.status();
+  EXPECT_EQ(c.status().message().find("ring"), std::string::npos) << c.status();
+}
+
 }  // namespace
 }  // namespace psring::bench
