@@ -97,9 +97,10 @@ absl::StatusOr<Calibration> RunCalibration(
   if (IsSupplementary(plan)) {
     if (out.runs.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "the supplementary sweep kept no usable run (", out.total_runs, " run, ", out.failed, " failed, ",
+          "the supplementary sweep kept no usable run of its ", out.total_runs, " (", out.failed, " failed, ",
           out.emulator_bound, " EMULATOR-BOUND, ", out.not_run.size(),
-          " conditions not run (time limit)): rerun it on a quieter machine or with a longer --time_limit"));
+          " condition(s) not run for the time limit): rerun it on a quieter machine or with a longer "
+          "--time_limit"));
     }
     out.fitted = false;  // a model needs every exchange: the runs are kept for a merged refit
     return out;
