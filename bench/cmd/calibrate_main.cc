@@ -30,6 +30,7 @@
 #include "bench/cmd/calibration.h"
 #include "bench/cmd/scaling_flags.h"
 #include "bench/core/cluster.h"
+#include "bench/core/exchange.h"
 #include "bench/model/calibration_runs.h"
 #include "bench/model/cpu_model.h"
 #include "bench/model/data_path.h"
@@ -66,8 +67,7 @@ ABSL_FLAG(std::vector<std::string>, loopback_sizes, {},
           "Sizes of the loopback condition (real sizes, e.g. 16M,64M,100M). Empty: the plan's.");
 ABSL_FLAG(std::vector<std::string>, loopback_nodes, {}, "Node counts of the loopback condition. Empty: the plan's.");
 ABSL_FLAG(
-    std::vector<std::string>, exchanges,
-    (std::vector<std::string>{"ring", "ps-1", "ps-colocated", "ps-dedicated"}),
+    std::vector<std::string>, exchanges, psring::bench::ExchangeNames(psring::bench::AllExchanges()),
     "Exchanges to calibrate. The model file needs all four; fewer make a supplementary sweep: its usable "
     "runs are written to --runs_out and not fitted, to be refitted merged with a full calibration's "
     "(--refit=FULL,THIS; exit 0, or an error where no run is usable).");
@@ -346,16 +346,14 @@ absl::Status Run(const char* argv0) {
   ASSIGN_OR_RETURN(const Calibration calibration,
                    RunCalibration(plan, base, info, &std::cerr, keep_runs, absl::GetFlag(FLAGS_time_limit)));
   if (!calibration.fitted) {
-    std::vector<std::string> names;
-    for (Exchange e : plan.exchanges) names.push_back(ExchangeName(e));
     std::cout << absl::StrFormat(
         "# supplementary sweep (--exchanges=%s, not every exchange): %d usable run(s) of %d (%d failed, %d "
         "EMULATOR-BOUND dropped) kept in %s; no model file written, as a model needs every exchange: fit "
         "them "
         "with a full calibration's runs, e.g. //bench:calibrate --refit=bench/results/committed_runs.json,%s "
         "--model_out=FILE\n",
-        absl::StrJoin(names, ","), calibration.runs.size(), calibration.total_runs, calibration.failed,
-        calibration.emulator_bound, runs_out, runs_out);
+        absl::StrJoin(ExchangeNames(plan.exchanges), ","), calibration.runs.size(), calibration.total_runs,
+        calibration.failed, calibration.emulator_bound, runs_out, runs_out);
     return absl::OkStatus();
   }
   std::cout << FormatCalibration(calibration);

@@ -45,12 +45,6 @@ std::vector<std::string> SizeStrings(const std::vector<size_t>& sizes) {
   return out;
 }
 
-std::vector<std::string> ExchangeNames(const std::vector<psring::bench::Exchange>& exchanges) {
-  std::vector<std::string> out;
-  for (psring::bench::Exchange e : exchanges) out.push_back(psring::bench::ExchangeName(e));
-  return out;
-}
-
 // The flags' defaults (never destroyed: flags may be read until exit).
 const psring::bench::ScalingOptions& Defaults() {
   static const auto* const defaults = new psring::bench::ScalingOptions();
@@ -60,7 +54,7 @@ const psring::bench::ScalingOptions& Defaults() {
 }  // namespace
 
 ABSL_FLAG(std::vector<std::string>, nodes, Strings(Defaults().nodes), "Comma-separated worker counts N to run.");
-ABSL_FLAG(std::vector<std::string>, exchanges, ExchangeNames(Defaults().exchanges),
+ABSL_FLAG(std::vector<std::string>, exchanges, psring::bench::ExchangeNames(Defaults().exchanges),
           "Comma-separated exchanges: ring (TCP ring allreduce), ps-1 (one PS shard on a host of its own), "
           "ps-colocated (K = N shards, shard i on worker host i), ps-dedicated (K = --ps_servers shards on "
           "hosts of their own).");

@@ -134,6 +134,13 @@ const ExchangePlugin& PluginFor(Exchange exchange) {
 
 std::string ExchangeName(Exchange exchange) { return PluginFor(exchange).name(); }
 
+std::vector<std::string> ExchangeNames(const std::vector<Exchange>& exchanges) {
+  std::vector<std::string> names;
+  names.reserve(exchanges.size());
+  for (Exchange e : exchanges) names.push_back(ExchangeName(e));
+  return names;
+}
+
 absl::StatusOr<Exchange> ParseExchange(const std::string& name) {
   std::vector<std::string> names;
   for (const ExchangePlugin* plugin : Registry()) {

@@ -86,6 +86,8 @@ double AllReduceBusFactor(int n);
 std::vector<Exchange> AllExchanges();
 const ExchangePlugin& PluginFor(Exchange exchange);
 std::string ExchangeName(Exchange exchange);
+// The names of `exchanges`, in their order (flags' defaults, messages).
+std::vector<std::string> ExchangeNames(const std::vector<Exchange>& exchanges);
 // kInvalidArgument listing the known names.
 absl::StatusOr<Exchange> ParseExchange(const std::string& name);
 

@@ -326,7 +326,8 @@ Incast IncastOf(Topology topology, const ExchangeParams& params, const Condition
   Incast incast;
   incast.buffer_bytes = conditions.port_buffer_bytes;
   if (topology == Topology::kRing) return incast;
-  const Counts counts = CountsOf(topology, conditions.nodes, conditions.servers, conditions.bytes);
+  const Counts counts = CountsOf(topology, conditions.nodes,
+                                 ServersOf(topology, conditions.nodes, conditions.servers), conditions.bytes);
   incast.burst_bytes =
       std::max(0.0, StreamsIntoAServer(topology, conditions.nodes) - 1) * StreamWindowBytes(params, counts);
   return incast;
