@@ -101,9 +101,15 @@ ABSL_FLAG(bool, timeline, true,
           "ranks into <out_dir>/timelines/<run>.json (Chrome trace-event JSON, one process per rank; open it in "
           "ui.perfetto.dev) and draws one step of each exchange in gantt-<workload>.svg.");
 ABSL_FLAG(std::vector<std::string>, worker_args, Defaults().worker_args,
-          "Extra comma-separated flags passed to every worker, e.g. --worker_args=--lr=0.1.");
-ABSL_FLAG(std::vector<std::string>, server_args, Defaults().server_args,
-          "Extra comma-separated flags passed to every PS server.");
+          "Extra comma-separated flags passed to every worker, e.g. --worker_args=--lr=0.1. A transport flag "
+          "(--chunk_bytes, --push_window_bytes, --receive_window_bytes, --max_lead_bytes) marks the model's "
+          "columns MODEL NOT COMPARABLE: the model was calibrated with the harness's own values.");
+ABSL_FLAG(
+    std::vector<std::string>, server_args, Defaults().server_args,
+    "Extra comma-separated flags passed to every PS server, e.g. --server_args=--receive_window_bytes=0 "
+    "(gRPC's adaptive HTTP/2 window instead of the fixed 4 MiB stream windows, which leave each connection "
+    "at 64 KiB: PS steps up to 2x faster at 5 ms one-way, up to 12x at 20-40 ms; bench/PERFORMANCE.md 9.36). "
+    "Transport flags mark the model's columns as --worker_args's do.");
 ABSL_FLAG(int, worker_timeout, Defaults().worker_timeout_s,
           "Workers' --timeout in seconds (0: derived from S and the link rate).");
 ABSL_FLAG(double, job_timeout, Defaults().job_timeout_s,

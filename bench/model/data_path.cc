@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 namespace psring::bench::model {
 namespace {
@@ -20,7 +22,41 @@ std::string Names(const std::vector<std::string>& files) {
   return out;
 }
 
+// The workers' and servers' flags that set the exchange's transport (ps/worker_main.cc, ps/server_main.cc).
+constexpr const char* kDataPathFlags[] = {"chunk_bytes", "push_window_bytes", "receive_window_bytes",
+                                          "max_lead_bytes"};
+
+// "name" of "--name=value", "--name" or "-name"; "" for an argument that is not a flag.
+absl::string_view FlagName(absl::string_view arg) {
+  if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) return "";
+  return arg.substr(0, arg.find('='));
+}
+
 }  // namespace
+
+std::vector<std::string> DataPathFlagsIn(const std::vector<std::string>& args) {
+  std::vector<std::string> found;
+  for (const std::string& arg : args) {
+    const absl::string_view name = FlagName(arg);
+    for (const char* flag : kDataPathFlags) {
+      if (name == flag) found.push_back(arg);
+    }
+  }
+  return found;
+}
+
+std::string DescribeDataPathFlags(const std::vector<std::string>& worker_args,
+                                  const std::vector<std::string>& server_args) {
+  std::vector<std::string> passed;
+  for (const std::string& arg : DataPathFlagsIn(worker_args)) passed.push_back("--worker_args=" + arg);
+  for (const std::string& arg : DataPathFlagsIn(server_args)) passed.push_back("--server_args=" + arg);
+  if (passed.empty()) return "";
+  return absl::StrCat(
+      "MODEL NOT COMPARABLE: these runs pass ", absl::StrJoin(passed, " "),
+      ", which sets the exchange's transport; the model was calibrated with the harness's and the "
+      "binaries' own values (bench/harness/launch.cc), so its model_ms and err% are of those, not "
+      "of these runs (bench/PERFORMANCE.md 9.36)");
+}
 
 void RecordDataPath(proto::CostModelFile& file) {
   file.set_data_path_fingerprint(kDataPathFingerprint);

@@ -49,6 +49,20 @@ struct DataPathState {
 };
 DataPathState CompareDataPath(const proto::CostModelFile& file);
 
+// The model is calibrated with the harness's own PS and ring flags (bench/harness/launch.cc, part of the
+// fingerprint); extra flags a sweep passes to the workers or servers (--worker_args, --server_args) that
+// set the exchange's transport change what the runs measure without changing a source. These are the
+// flags that do: the PS's chunk, push window, receive windows and lead (e.g. --receive_window_bytes=0 on
+// the servers turns gRPC's BDP probe on, and the PS at 5-40 ms then runs up to 12 times faster than the
+// model says; bench/PERFORMANCE.md 9.36).
+// The entries of `args` (each "--name" or "--name=value") that name such a flag, in order.
+std::vector<std::string> DataPathFlagsIn(const std::vector<std::string>& args);
+// "" when neither list has such a flag, else one line for a report: "MODEL NOT COMPARABLE: these runs pass
+// --server_args=--receive_window_bytes=0, which sets the exchange's transport; the model was calibrated with
+// the harness's and the binaries' own values ..., so its model_ms and err% are of those, not of these runs".
+std::string DescribeDataPathFlags(const std::vector<std::string>& worker_args,
+                                  const std::vector<std::string>& server_args);
+
 }  // namespace psring::bench::model
 
 #endif  // PSRING_BENCH_MODEL_DATA_PATH_H_

@@ -68,7 +68,11 @@ void PrintIntro(const ScalingResult& result, std::ostream& out) {
                 "per step");
   intro.Comment(result.model.has_value() ? "model: " + ModelSource(result)
                                          : "model: none (--model=none): no model columns, lines or curves");
-  if (result.model.has_value()) intro.Comment(model::CompareDataPath(*result.model).Describe());
+  if (result.model.has_value()) {
+    intro.Comment(model::CompareDataPath(*result.model).Describe());
+    const std::string flags = model::DescribeDataPathFlags(o.worker_args, o.server_args);
+    if (!flags.empty()) intro.Comment(flags);
+  }
   if (const std::string tcp = HostsTcpNote(result); !tcp.empty()) intro.Comment(tcp);
   out << "#\n";
 }
@@ -210,11 +214,15 @@ void PrintModelChecks(const ScalingResult& result, std::ostream& out) {
     // Information, not a check: a model's accuracy is reported, not asserted (the code is not wrong when the
     // model misses); its held-out accuracy with targets fixed before the runs is //bench:validate's, and
     // compare's part 4.
+    const bool comparable =
+        model::DescribeDataPathFlags(result.options.worker_args, result.options.server_args).empty();
     out << absl::StrFormat(
         "# info model %s S>=4 MiB (the calibrated model's prediction, not fitted on these runs): max |error| "
         "%.1f%% over %d runs%s\n",
         ExchangeName(e), 100 * worst, points,
-        worst <= kModelTolerance ? "" : " (over 20 %: //bench:validate measures how far to trust it)");
+        !comparable                ? " (MODEL NOT COMPARABLE: these runs change a transport flag, see above)"
+        : worst <= kModelTolerance ? ""
+                                   : " (over 20 %: //bench:validate measures how far to trust it)");
   }
 }
 

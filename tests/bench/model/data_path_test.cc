@@ -3,6 +3,7 @@
 #include "bench/model/data_path.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -65,6 +66,30 @@ TEST(DataPath, AFileWithoutARecordIsNotCurrent) {
   EXPECT_FALSE(state.recorded);
   EXPECT_FALSE(state.current);
   EXPECT_NE(state.Describe().find("NOT RECORDED"), std::string::npos);
+}
+
+// A sweep's extra worker or server flags that set the transport make the model's figures not those of its
+// runs (the model was calibrated with the harness's own values); other flags leave them comparable.
+TEST(DataPath, TransportFlagsInExtraArgsAreNamed) {
+  EXPECT_TRUE(DataPathFlagsIn({}).empty());
+  EXPECT_TRUE(
+      DataPathFlagsIn({"--lr=0.1", "--straggler=1:2", "--chunk_bytes_extra=3", "chunk_bytes=4"}).empty());
+  const std::vector<std::string> found =
+      DataPathFlagsIn({"--lr=0.1", "--receive_window_bytes=0", "-chunk_bytes=65536", "--push_window_bytes",
+                       "--max_lead_bytes=0"});
+  ASSERT_EQ(found.size(), 4u);
+  EXPECT_EQ(found[0], "--receive_window_bytes=0");
+  EXPECT_EQ(found[1], "-chunk_bytes=65536");
+  EXPECT_EQ(found[2], "--push_window_bytes");
+  EXPECT_EQ(found[3], "--max_lead_bytes=0");
+
+  EXPECT_EQ(DescribeDataPathFlags({"--lr=0.1"}, {"--backup_workers=1"}), "");
+  const std::string line =
+      DescribeDataPathFlags({"--lr=0.1", "--chunk_bytes=65536"}, {"--receive_window_bytes=0"});
+  EXPECT_EQ(line.rfind("MODEL NOT COMPARABLE", 0), 0u) << line;
+  EXPECT_NE(line.find("--worker_args=--chunk_bytes=65536"), std::string::npos) << line;
+  EXPECT_NE(line.find("--server_args=--receive_window_bytes=0"), std::string::npos) << line;
+  EXPECT_EQ(line.find("--lr"), std::string::npos) << line;
 }
 
 }  // namespace
