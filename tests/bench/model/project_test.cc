@@ -170,6 +170,10 @@ TEST(ProjectTest, MarksRowsTheWindowRoundDecidesAndNamesTheWinnerWithoutIt) {
   EXPECT_NE(table.find("(d = 0: ps-colocated fastest)"), std::string::npos) << table;
   EXPECT_NE(table.find("as fitted on testhost (2026-12-01): ps-1 1.00 ms"), std::string::npos) << table;
   EXPECT_NE(table.find("--window_round_us=US: the target's"), std::string::npos) << table;
+  // A window-bound row is said to be gRPC's connection window under the servers' fixed receive windows.
+  EXPECT_NE(table.find("# bound window: the PS held by its fitted window (ps-1 64 KiB"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("PERFORMANCE.md 9.36"), std::string::npos) << table;
 
   // The target's own round, 5 us: 122 windows of 15 us = 1.8 ms, below the link's 5.12 ms: no row marked, and
   // the co-located PS is fastest with or without it.
@@ -184,6 +188,8 @@ TEST(ProjectTest, MarksRowsTheWindowRoundDecidesAndNamesTheWinnerWithoutIt) {
   EXPECT_EQ(table.find("   ROUND "), std::string::npos) << table;
   EXPECT_EQ(table.find("(d = 0:"), std::string::npos) << table;
   EXPECT_NE(table.find("0.005 ms from --window_round_us=5"), std::string::npos) << table;
+  for (const ExchangeProjection& e : p->exchanges) EXPECT_NE(e.step.bound, Bound::kWindow);
+  EXPECT_EQ(table.find("# bound window"), std::string::npos) << table;  // no row bound by its window
 }
 
 }  // namespace
