@@ -106,12 +106,12 @@ std::string WindowBoundLine(const proto::CostModelFile& model, const Projection&
     windows.push_back(absl::StrFormat("%s %.0f KiB", TopologyName(e.topology), params->window_bytes / 1024));
   }
   if (windows.empty()) return "";
-  return absl::StrCat("# bound window: the PS held by its fitted window (", absl::StrJoin(windows, ", "),
-                      "), gRPC's 64 KiB HTTP/2 connection window that the servers' fixed receive windows "
-                      "leave each worker: a "
-                      "configuration, not the PS's links; with gRPC's adaptive window the measured PS ran up "
-                      "to 12x faster at "
-                      "20-40 ms one-way (bench/PERFORMANCE.md 9.36), which this model does not cover\n");
+  return absl::StrCat(
+      "# bound window: the PS held by its fitted window (", absl::StrJoin(windows, ", "),
+      "), gRPC's 64 KiB HTTP/2 connection window that the servers' fixed receive windows "
+      "leave each worker: a configuration, not the PS's links; with gRPC's adaptive window the "
+      "measured PS ran up to 12x faster at 20-40 ms one-way (bench/PERFORMANCE.md 9.36), which "
+      "this model does not cover\n");
 }
 
 }  // namespace
