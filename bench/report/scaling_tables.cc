@@ -201,6 +201,9 @@ void PrintPsOneChecks(const ScalingResult& result, std::ostream& out) {
 
 // Information: every exchange's runs with S >= 4 MiB against the calibrated model's prediction.
 void PrintModelChecks(const ScalingResult& result, std::ostream& out) {
+  // Extra transport flags make the model's figures not those of these runs (model/data_path.h).
+  const bool comparable = model::DataPathFlagsIn(result.options.worker_args).empty() &&
+                          model::DataPathFlagsIn(result.options.server_args).empty();
   for (Exchange e : ExchangesRun(result)) {
     double worst = 0;
     int points = 0;
@@ -214,8 +217,6 @@ void PrintModelChecks(const ScalingResult& result, std::ostream& out) {
     // Information, not a check: a model's accuracy is reported, not asserted (the code is not wrong when the
     // model misses); its held-out accuracy with targets fixed before the runs is //bench:validate's, and
     // compare's part 4.
-    const bool comparable =
-        model::DescribeDataPathFlags(result.options.worker_args, result.options.server_args).empty();
     out << absl::StrFormat(
         "# info model %s S>=4 MiB (the calibrated model's prediction, not fitted on these runs): max |error| "
         "%.1f%% over %d runs%s\n",
