@@ -102,6 +102,12 @@ printf '%s\n' '<!-- example: timeout=5 -->' "" "Text." "${fence}sh" "echo x" "$f
 check 2 "stray.md:1: marker not followed by a code block" "$work/stray.md"
 printf '%s\n' '<!-- example: timeout=500 -->' "${fence}sh" "echo x" "$fence" >"$work/long.md"
 check 2 "outside 1..180 s" "$work/long.md"
+# A table row with an unescaped | in a cell: GitHub drops its extra cells (the README's held-out row hid two of
+# its figures and its command so until 2026-12-07). Escaped (\|) it passes; a | in a code block is no table.
+printf '%s\n' "| what | figure |" "|---|---|" "| a \\| b | c |" "" "${fence}" "| x | y | z |" "${fence}" >"$work/table_ok.md"
+check 0 "shell blocks, 0 run" "$work/table_ok.md" --check
+printf '%s\n' "Text." "" "| what | figure |" "|---|---|" "| a | b |" "| p | q | r |" >"$work/table_wide.md"
+check 2 "table_wide.md:6: table row with 3 cells under a header of 2 \\(line 3\\)" "$work/table_wide.md" --check
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures checks failed"

@@ -17,13 +17,15 @@ included). Blocks run in file order, so a block may use what an earlier one buil
 
   tools/readme_examples.py                   # run every runnable example of README.md
   tools/readme_examples.py --list            # what would run, with the markers' budgets; runs nothing
-  tools/readme_examples.py --check           # markers only: every shell block marked, options valid
+  tools/readme_examples.py --check           # markers only: every shell block marked, options valid, every
+                                             # table row as wide as its header
   tools/readme_examples.py --only=3,5        # the examples with these numbers (as --list shows them)
   tools/readme_examples.py --timeout_scale=3 # on a machine busy with other work (the markers' timeouts hold
                                              # on an idle 2-core machine with a few times to spare)
 
 Exit code 0 when every example passed, 1 otherwise (each failure says which block, from which line, why, and
-shows the end of its output), 2 for a marker that is missing or wrong.
+shows the end of its output), 2 for a marker that is missing or wrong, or a table row with more or fewer cells
+than its header: GitHub's Markdown drops a row's extra cells, so an unescaped | in a figure hides the rest of it.
 """
 
 import argparse
@@ -152,6 +154,49 @@ def extract(path, max_timeout):
     return examples
 
 
+TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+
+
+def table_cells(line):
+    """The cells of a Markdown table row: split at every | not escaped as \\| (GitHub splits inside code spans
+    too), the outer pipes dropped."""
+    text = line.strip()
+    cells = re.split(r"(?<!\\)\|", text)
+    if text.startswith("|"):
+        cells = cells[1:]
+    if text.endswith("|") and not text.endswith("\\|"):
+        cells = cells[:-1]
+    return cells
+
+
+def check_tables(path):
+    """MarkerError at the first table row (outside code blocks) whose cell count differs from its header's."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    in_code = False
+    header = None  # (line number, cells) of the table being read
+    for i, line in enumerate(lines):
+        if FENCE.match(line) or (in_code and line.strip() == "```"):
+            in_code = not in_code
+            header = None
+            continue
+        if in_code:
+            continue
+        if header is None:
+            if "|" in line and i + 1 < len(lines) and TABLE_DELIMITER.match(lines[i + 1]) and "-" in lines[i + 1]:
+                header = (i + 1, len(table_cells(line)))
+            continue
+        if not line.strip() or "|" not in line:
+            header = None
+            continue
+        if TABLE_DELIMITER.match(line) and "-" in line:
+            continue
+        cells = len(table_cells(line))
+        if cells != header[1]:
+            raise MarkerError(f"{path}:{i + 1}: table row with {cells} cells under a header of {header[1]} (line "
+                              f"{header[0]}); GitHub drops the extra cells: escape a | inside a cell as \\|")
+
+
 def end_group(process):
     """SIGTERM to the example's process group, SIGKILL to what is left after GRACE_S; reaps the shell."""
     try:
@@ -232,6 +277,7 @@ def main():
     readme = args.readme or os.path.join(root, "README.md")
     try:
         examples = extract(readme, args.max_timeout)
+        check_tables(readme)
     except MarkerError as e:
         print(f"readme_examples: {e}", file=sys.stderr)
         return 2
