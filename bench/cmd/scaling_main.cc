@@ -14,10 +14,11 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "bench/report/table.h"
 #include "bench/cmd/pipeline.h"
-#include "bench/harness/sweep.h"
 #include "bench/cmd/scaling_flags.h"
+#include "bench/harness/ps_chunk_rule.h"
+#include "bench/harness/sweep.h"
+#include "bench/report/table.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
 
@@ -110,6 +111,16 @@ ABSL_FLAG(
     "(gRPC's adaptive HTTP/2 window instead of the fixed 4 MiB stream windows, which leave each connection "
     "at 64 KiB: PS steps up to 2x faster at 5 ms one-way, up to 12x at 20-40 ms; bench/PERFORMANCE.md 9.36). "
     "Transport flags mark the model's columns as --worker_args's do.");
+ABSL_FLAG(
+    std::string, ps_chunks, "harness",
+    "How the PS's messages are sized: 'harness' (the calibrated default: 32 KiB chunks on links up to "
+    "1 Gbit/s, against incast at 1-5 ms) or 'bdp' (each chunk sized by one connection's share of a server "
+    "link's bandwidth-delay product, B x 2L / fan-in, rounded to a power of two within 32 KiB-2 MiB; "
+    "only links up to 1 Gbit/s with a latency change). A connection's HTTP/2 window grows by the message "
+    "a server reads, so on 200 Mbit/s links at 20-40 ms one-way the PS with 'bdp' ran 1.3-7.7x faster than "
+    "with 'harness' (N = 2-8, the gain falling with N; bench/harness/ps_chunk_rule.h, bench/PERFORMANCE.md "
+    "9.37). 'bdp' marks the model's columns MODEL NOT COMPARABLE: the model was calibrated with the "
+    "harness's chunks.");
 ABSL_FLAG(int, worker_timeout, Defaults().worker_timeout_s,
           "Workers' --timeout in seconds (0: derived from S and the link rate).");
 ABSL_FLAG(double, job_timeout, Defaults().job_timeout_s,
@@ -179,6 +190,7 @@ absl::StatusOr<ScalingOptions> SweepOptionsFromFlags() {
   o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);
   o.worker_args = absl::GetFlag(FLAGS_worker_args);
   o.server_args = absl::GetFlag(FLAGS_server_args);
+  ASSIGN_OR_RETURN(o.ps_chunks_bdp, ParsePsChunks(absl::GetFlag(FLAGS_ps_chunks)));
   o.worker_timeout_s = absl::GetFlag(FLAGS_worker_timeout);
   o.job_timeout_s = absl::GetFlag(FLAGS_job_timeout);
   return o;

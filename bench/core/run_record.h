@@ -96,6 +96,9 @@ struct ScalingOptions {
   ProjectionTarget projection;
   std::vector<std::string> worker_args;     // extra flags for every worker
   std::vector<std::string> server_args;     // extra flags for every PS server
+  // --ps_chunks=bdp: every PS run's chunk sized by the link (bench/harness/ps_chunk_rule.h) instead of the
+  // harness's; not the calibrated default, so the model's columns are marked NOT COMPARABLE.
+  bool ps_chunks_bdp = false;
   int worker_timeout_s = 0;                 // workers' --timeout (0: from the size and link)
   double job_timeout_s = 0;                 // limit per launched job (0: from the size and link)
   std::vector<int> extrapolate_nodes = {16, 32, 64, 128, 256, 512, 1024};
@@ -126,6 +129,7 @@ struct RunRecord {
   // (= step_s without backup workers).
   std::vector<double> rank_step_s;
   int backup_workers = 0;
+  int64_t ps_chunk_bytes = 0;  // --ps_chunks=bdp: the PS processes' --chunk_bytes (0: the harness's)
   double quorum_step_s = 0;
   double compute_s = 0;        // mean over ranks
   double exchange_s = 0;       // mean over ranks: the exchange's own time (all buckets)

@@ -18,6 +18,7 @@
 #include "bench/core/trace_merge.h"
 #include "bench/emulator/probes.h"
 #include "bench/harness/launch.h"
+#include "bench/harness/ps_chunk_rule.h"
 #include "bench/harness/result_line.h"
 #include "common/atomic_file.h"
 #include "common/exit_codes.h"
@@ -188,6 +189,7 @@ class Runner::Impl {
   absl::Status RunJobFor(int port_slot, RunRecord* record) {
     const ExchangePlugin& plugin = PluginFor(record->exchange);
     ASSIGN_OR_RETURN(const LaunchContext context, Context(plugin, record->nodes, port_slot));
+    record->ps_chunk_bytes = context.ps_chunk_bytes;
     const RunBudget budget = Budget(o_, PessimisticStepSeconds(o_, plugin, record->nodes, record->bytes,
                                                                cluster_->link_bytes_per_second()));
     const std::string timeline_stem = TimelineStem(*record);
@@ -328,6 +330,15 @@ class Runner::Impl {
     context.server_ports.assign(ports.begin() + 1, ports.end());
     context.ps_mode = o_.ps_mode;
     context.server_args = o_.server_args;
+    if (o_.ps_chunks_bdp && plugin.family() == Family::kParameterServer) {
+      context.ps_chunk_bytes = BdpChunkBytes(cluster_->link_bytes_per_second(), cluster_->latency_seconds(),
+                                             PsFanIn(context.placement));
+      // Before the user's flags: theirs come later and win.
+      if (context.ps_chunk_bytes > 0) {
+        context.server_args.insert(context.server_args.begin(),
+                                   absl::StrCat("--chunk_bytes=", context.ps_chunk_bytes));
+      }
+    }
     return context;
   }
 
@@ -359,6 +370,8 @@ class Runner::Impl {
     }
     // --verbose: rank 0's line per step shows where a run is (ranks print nothing else while it goes well).
     flags.push_back(o_.verbose ? "--log_every=1" : "--log_every=0");
+    // After the launcher's own --chunk_bytes (WorkerArgv comes first), before the user's.
+    if (context.ps_chunk_bytes > 0) flags.push_back(absl::StrCat("--chunk_bytes=", context.ps_chunk_bytes));
     flags.insert(flags.end(), o_.worker_args.begin(), o_.worker_args.end());
     return flags;
   }

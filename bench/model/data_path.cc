@@ -46,8 +46,9 @@ std::vector<std::string> DataPathFlagsIn(const std::vector<std::string>& args) {
 }
 
 std::string DescribeDataPathFlags(const std::vector<std::string>& worker_args,
-                                  const std::vector<std::string>& server_args) {
+                                  const std::vector<std::string>& server_args, bool ps_chunks_bdp) {
   std::vector<std::string> passed;
+  if (ps_chunks_bdp) passed.push_back("--ps_chunks=bdp");
   for (const std::string& arg : DataPathFlagsIn(worker_args)) passed.push_back("--worker_args=" + arg);
   for (const std::string& arg : DataPathFlagsIn(server_args)) passed.push_back("--server_args=" + arg);
   if (passed.empty()) return "";

@@ -70,7 +70,7 @@ void PrintIntro(const ScalingResult& result, std::ostream& out) {
                                          : "model: none (--model=none): no model columns, lines or curves");
   if (result.model.has_value()) {
     intro.Comment(model::CompareDataPath(*result.model).Describe());
-    const std::string flags = model::DescribeDataPathFlags(o.worker_args, o.server_args);
+    const std::string flags = model::DescribeDataPathFlags(o.worker_args, o.server_args, o.ps_chunks_bdp);
     if (!flags.empty()) intro.Comment(flags);
   }
   if (const std::string tcp = HostsTcpNote(result); !tcp.empty()) intro.Comment(tcp);
@@ -202,9 +202,12 @@ void PrintPsOneChecks(const ScalingResult& result, std::ostream& out) {
 // Information: every exchange's runs with S >= 4 MiB against the calibrated model's prediction.
 void PrintModelChecks(const ScalingResult& result, std::ostream& out) {
   // Extra transport flags make the model's figures not those of these runs (model/data_path.h).
-  const bool comparable = model::DataPathFlagsIn(result.options.worker_args).empty() &&
-                          model::DataPathFlagsIn(result.options.server_args).empty();
+  const bool flags_comparable = model::DataPathFlagsIn(result.options.worker_args).empty() &&
+                                model::DataPathFlagsIn(result.options.server_args).empty();
   for (Exchange e : ExchangesRun(result)) {
+    // --ps_chunks=bdp changes the PS's runs only.
+    const bool comparable = flags_comparable && !(result.options.ps_chunks_bdp &&
+                                                  PluginFor(e).family() == Family::kParameterServer);
     double worst = 0;
     int points = 0;
     for (const auto& r : result.records) {
@@ -221,7 +224,7 @@ void PrintModelChecks(const ScalingResult& result, std::ostream& out) {
         "# info model %s S>=4 MiB (the calibrated model's prediction, not fitted on these runs): max |error| "
         "%.1f%% over %d runs%s\n",
         ExchangeName(e), 100 * worst, points,
-        !comparable                ? " (MODEL NOT COMPARABLE: these runs change a transport flag, see above)"
+        !comparable                ? " (MODEL NOT COMPARABLE: these runs change the transport, see above)"
         : worst <= kModelTolerance ? ""
                                    : " (over 20 %: //bench:validate measures how far to trust it)");
   }

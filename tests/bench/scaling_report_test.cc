@@ -181,6 +181,39 @@ TEST(ScalingReportTest, ReportAndVerdict) {
   EXPECT_EQ(report.str().find("hosts' TCP"), std::string::npos) << "neither TCP known: no line";
 }
 
+// A sweep whose transport is not the calibrated one says so beside the model's figures: --ps_chunks=bdp on
+// the PS's lines only (the ring's runs are those the model describes), a transport flag in --worker_args on
+// all.
+TEST(ScalingReportTest, MarksTheModelNotComparableWhereTheTransportChanged) {
+  const auto line_of = [](const std::string& report, const std::string& exchange) {
+    const size_t at = report.find("# info model " + exchange + " S>=4 MiB");
+    return at == std::string::npos ? std::string() : report.substr(at, report.find('\n', at) - at);
+  };
+  constexpr char kMark[] = "MODEL NOT COMPARABLE";
+  ScalingResult result = Synthetic();
+  std::ostringstream plain;
+  PrintReport(result, plain);
+  EXPECT_EQ(plain.str().find(kMark), std::string::npos) << plain.str();
+
+  result.options.ps_chunks_bdp = true;
+  std::ostringstream bdp;
+  PrintReport(result, bdp);
+  EXPECT_NE(bdp.str().find("# MODEL NOT COMPARABLE: these runs pass --ps_chunks=bdp"), std::string::npos)
+      << bdp.str();
+  EXPECT_EQ(line_of(bdp.str(), "ring").find(kMark), std::string::npos) << line_of(bdp.str(), "ring");
+  for (const char* ps : {"ps-1", "ps-colocated", "ps-dedicated"}) {
+    EXPECT_NE(line_of(bdp.str(), ps).find(kMark), std::string::npos) << ps << ": " << line_of(bdp.str(), ps);
+  }
+
+  result.options.ps_chunks_bdp = false;
+  result.options.worker_args = {"--chunk_bytes=65536"};
+  std::ostringstream flag;
+  PrintReport(result, flag);
+  for (const char* e : {"ring", "ps-1"}) {
+    EXPECT_NE(line_of(flag.str(), e).find(kMark), std::string::npos) << e << ": " << line_of(flag.str(), e);
+  }
+}
+
 // The report says which TCP the model was fitted under against the hosts', and warns where they differ.
 TEST(ScalingReportTest, SaysWhetherTheHostsRunTheModelsTcp) {
   ScalingResult result = Synthetic();

@@ -83,13 +83,16 @@ TEST(DataPath, TransportFlagsInExtraArgsAreNamed) {
   EXPECT_EQ(found[2], "--push_window_bytes");
   EXPECT_EQ(found[3], "--max_lead_bytes=0");
 
-  EXPECT_EQ(DescribeDataPathFlags({"--lr=0.1"}, {"--backup_workers=1"}), "");
+  EXPECT_EQ(DescribeDataPathFlags({"--lr=0.1"}, {"--backup_workers=1"}, false), "");
   const std::string line =
-      DescribeDataPathFlags({"--lr=0.1", "--chunk_bytes=65536"}, {"--receive_window_bytes=0"});
+      DescribeDataPathFlags({"--lr=0.1", "--chunk_bytes=65536"}, {"--receive_window_bytes=0"}, false);
   EXPECT_EQ(line.rfind("MODEL NOT COMPARABLE", 0), 0u) << line;
   EXPECT_NE(line.find("--worker_args=--chunk_bytes=65536"), std::string::npos) << line;
   EXPECT_NE(line.find("--server_args=--receive_window_bytes=0"), std::string::npos) << line;
   EXPECT_EQ(line.find("--lr"), std::string::npos) << line;
+  // scaling --ps_chunks=bdp sets the PS's chunks without a flag in either list.
+  const std::string bdp = DescribeDataPathFlags({"--lr=0.1"}, {}, true);
+  EXPECT_EQ(bdp.rfind("MODEL NOT COMPARABLE: these runs pass --ps_chunks=bdp,", 0), 0u) << bdp;
 }
 
 }  // namespace

@@ -1,0 +1,49 @@
+#include "bench/harness/ps_chunk_rule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace psring::bench {
+namespace {
+
+// launch.cc keeps its own copies (it is a data-path source the calibrated model fingerprints): where the
+// harness uses 32 KiB chunks, links up to 1 Gbit/s.
+constexpr double kHarnessSlowLinkBytesPerSecond = 125e6;
+constexpr double kHarnessSlowLinkChunkBytes = 32 << 10;
+constexpr double kLargestChunkBytes = 2 << 20;  // half the servers' 4 MiB stream window
+
+}  // namespace
+
+absl::StatusOr<bool> ParsePsChunks(const std::string& text) {
+  if (text == "harness") return false;
+  if (text == "bdp") return true;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--ps_chunks='", text, "': use harness (the calibrated default) or bdp (the chunk sized by ",
+      "one connection's share of the link's bandwidth-delay product)"));
+}
+
+int PsFanIn(const Placement& placement) {
+  int most = 0;
+  for (int server : std::set<int>(placement.server_hosts.begin(), placement.server_hosts.end())) {
+    most = std::max<int>(most, std::count_if(placement.worker_hosts.begin(), placement.worker_hosts.end(),
+                                             [server](int host) { return host != server; }));
+  }
+  return most;
+}
+
+int64_t BdpChunkBytes(double link_bytes_per_second, double latency_s, int fan_in) {
+  if (link_bytes_per_second <= 0 || link_bytes_per_second > kHarnessSlowLinkBytesPerSecond ||
+      latency_s <= 0 || fan_in <= 0) {
+    return 0;
+  }
+  const double share = link_bytes_per_second * 2 * latency_s / fan_in;
+  const double chunk =
+      std::clamp(std::exp2(std::round(std::log2(share))), kHarnessSlowLinkChunkBytes, kLargestChunkBytes);
+  return chunk > kHarnessSlowLinkChunkBytes ? static_cast<int64_t>(chunk) : 0;
+}
+
+}  // namespace psring::bench
