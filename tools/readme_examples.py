@@ -176,20 +176,20 @@ def check_tables(path):
     in_code = False
     header = None  # (line number, cells) of the table being read
     for i, line in enumerate(lines):
-        if FENCE.match(line) or (in_code and line.strip() == "```"):
+        if FENCE.match(line):  # an opening or a closing fence
             in_code = not in_code
             header = None
             continue
         if in_code:
             continue
         if header is None:
-            if "|" in line and i + 1 < len(lines) and TABLE_DELIMITER.match(lines[i + 1]) and "-" in lines[i + 1]:
+            if "|" in line and i + 1 < len(lines) and TABLE_DELIMITER.match(lines[i + 1]):
                 header = (i + 1, len(table_cells(line)))
             continue
         if not line.strip() or "|" not in line:
             header = None
             continue
-        if TABLE_DELIMITER.match(line) and "-" in line:
+        if TABLE_DELIMITER.match(line):
             continue
         cells = len(table_cells(line))
         if cells != header[1]:
