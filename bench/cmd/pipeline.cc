@@ -66,6 +66,10 @@ void OptionsFromRecords(ScalingOptions* options, const std::vector<RunRecord>& r
   }
   options->bucket_mbs.assign(bucket_mbs.begin(), bucket_mbs.end());
   if (!options->workloads.empty()) options->mode = "replay";
+  // A sweep run with --ps_chunks=bdp says so in its rows: its re-rendered report marks the model as it did.
+  for (const RunRecord& r : records) {
+    if (r.ps_chunk_bytes > 0) options->ps_chunks_bdp = true;
+  }
 }
 
 }  // namespace

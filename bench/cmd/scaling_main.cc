@@ -120,7 +120,9 @@ ABSL_FLAG(
     "a server reads, so on 200 Mbit/s links at 20-40 ms one-way the PS with 'bdp' ran 1.3-7.7x faster than "
     "with 'harness' (N = 2-8, the gain falling with N), but on 50-80 Mbit/s links it slowed the co-located "
     "PS at N = 5-6 by 7-13 % (bench/harness/ps_chunk_rule.h, bench/PERFORMANCE.md 9.37). 'bdp' marks the "
-    "PS's model figures MODEL NOT COMPARABLE: the model was calibrated with the harness's chunks.");
+    "rows of the PS runs it gave a chunk MODEL NOT COMPARABLE and leaves them out of the model lines (the "
+    "model was calibrated with the harness's chunks); scaling.csv/json keep each run's chunk "
+    "(ps_chunk_bytes).");
 ABSL_FLAG(int, worker_timeout, Defaults().worker_timeout_s,
           "Workers' --timeout in seconds (0: derived from S and the link rate).");
 ABSL_FLAG(double, job_timeout, Defaults().job_timeout_s,

@@ -52,11 +52,17 @@ std::string DescribeDataPathFlags(const std::vector<std::string>& worker_args,
   for (const std::string& arg : DataPathFlagsIn(worker_args)) passed.push_back("--worker_args=" + arg);
   for (const std::string& arg : DataPathFlagsIn(server_args)) passed.push_back("--server_args=" + arg);
   if (passed.empty()) return "";
+  // Where each kind is measured: the flags' windows in 9.36, the chunk rule in 9.37.
+  const bool flags = passed.size() > (ps_chunks_bdp ? 1u : 0u);
+  const std::string sections = ps_chunks_bdp && flags ? "sections 9.36 and 9.37"
+                               : ps_chunks_bdp        ? "section 9.37"
+                                                      : "section 9.36";
   return absl::StrCat(
       "MODEL NOT COMPARABLE: these runs pass ", absl::StrJoin(passed, " "),
       ", which sets the exchange's transport; the model was calibrated with the harness's and the "
       "binaries' own values (bench/harness/launch.cc), so its model_ms and err% are of those, not "
-      "of these runs (bench/PERFORMANCE.md 9.36)");
+      "of these runs (bench/PERFORMANCE.md ",
+      sections, ")");
 }
 
 void RecordDataPath(proto::CostModelFile& file) {

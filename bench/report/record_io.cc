@@ -247,6 +247,9 @@ const std::vector<Column>& Columns() {
        number(&RunRecord::backup_workers), read_number("backup_workers", &RunRecord::backup_workers)},
       {"quorum_step_s", "quorum_step_s", Format::kG6, Rows::kMeasured, Json::kAlways,
        number(&RunRecord::quorum_step_s), read_number("quorum_step_s", &RunRecord::quorum_step_s)},
+      // Added with scaling --ps_chunks=bdp: older files lack it (the harness's chunk).
+      {"ps_chunk_bytes", "ps_chunk_bytes", Format::kInt, Rows::kMeasured, Json::kAlways,
+       number(&RunRecord::ps_chunk_bytes), read_number("ps_chunk_bytes", &RunRecord::ps_chunk_bytes)},
   };
   return *columns;
 }

@@ -77,6 +77,20 @@ void PrintIntro(const ScalingResult& result, std::ostream& out) {
   out << "#\n";
 }
 
+// Why the calibrated model's figures are not of run `r` ("": they are). The model was calibrated with the
+// harness's transport (model/data_path.h): a transport flag in --worker_args or --server_args changes every
+// run, --ps_chunks=bdp only the PS runs it gave a chunk of their own (RunRecord::ps_chunk_bytes).
+std::string ModelNotComparable(const ScalingResult& result, const RunRecord& r) {
+  if (!model::DataPathFlagsIn(result.options.worker_args).empty() ||
+      !model::DataPathFlagsIn(result.options.server_args).empty()) {
+    return "MODEL NOT COMPARABLE (transport flags)";
+  }
+  if (r.ps_chunk_bytes > 0) {
+    return absl::StrFormat("MODEL NOT COMPARABLE (chunk %d KiB by --ps_chunks=bdp)", r.ps_chunk_bytes >> 10);
+  }
+  return "";
+}
+
 Row TableRow(const ScalingResult& result, const RunRecord& r) {
   Row row = MakeRow(r.bytes, r.bytes / 4, r.exchange_s, PluginFor(r.exchange).BusFactor(r.nodes), r.wrong);
   row.extra = {static_cast<double>(r.nodes),
@@ -93,6 +107,7 @@ Row TableRow(const ScalingResult& result, const RunRecord& r) {
   row.extra.push_back(r.link_util >= 0 ? 100 * r.link_util : -1);
   row.extra.push_back(r.cpu_stall >= 0 ? 100 * r.cpu_stall : -1);
   row.emulator_bound = r.emulator_bound;
+  row.note = ModelNotComparable(result, r);
   return row;
 }
 
@@ -201,32 +216,45 @@ void PrintPsOneChecks(const ScalingResult& result, std::ostream& out) {
 
 // Information: every exchange's runs with S >= 4 MiB against the calibrated model's prediction.
 void PrintModelChecks(const ScalingResult& result, std::ostream& out) {
-  // Extra transport flags make the model's figures not those of these runs (model/data_path.h).
-  const bool flags_comparable = model::DataPathFlagsIn(result.options.worker_args).empty() &&
-                                model::DataPathFlagsIn(result.options.server_args).empty();
   for (Exchange e : ExchangesRun(result)) {
-    // --ps_chunks=bdp changes the PS's runs only.
-    const bool comparable = flags_comparable && !(result.options.ps_chunks_bdp &&
-                                                  PluginFor(e).family() == Family::kParameterServer);
     double worst = 0;
     int points = 0;
+    int not_comparable = 0;  // runs whose transport the model does not know (ModelNotComparable)
+    double worst_not_comparable = 0;
     for (const auto& r : result.records) {
       if (!r.usable() || r.exchange != e || r.bytes < kCheckMinBytes || r.exchange_s <= 0 || !CrossesLink(r)) continue;
       if (ModelSeconds(result, e, r.nodes, r.bytes) <= 0) continue;
+      if (!ModelNotComparable(result, r).empty()) {
+        worst_not_comparable = std::max(worst_not_comparable, std::abs(ModelRelativeError(result, r)));
+        ++not_comparable;
+        continue;
+      }
       worst = std::max(worst, std::abs(ModelRelativeError(result, r)));
       ++points;
     }
-    if (points == 0) continue;
+    if (points == 0 && not_comparable == 0) continue;
     // Information, not a check: a model's accuracy is reported, not asserted (the code is not wrong when the
     // model misses); its held-out accuracy with targets fixed before the runs is //bench:validate's, and
     // compare's part 4.
+    const std::string left_out =
+        not_comparable == 0 ? ""
+                            : absl::StrFormat(
+                                  "; %d runs left out (MODEL NOT COMPARABLE: these runs change the "
+                                  "transport, see above; the model's |error| on them up to %.1f%%, for a "
+                                  "transport it was not calibrated with)",
+                                  not_comparable, 100 * worst_not_comparable);
+    if (points == 0) {
+      out << absl::StrFormat(
+          "# info model %s S>=4 MiB (the calibrated model's prediction, not fitted on these runs): "
+          "no comparable run%s\n",
+          ExchangeName(e), left_out);
+      continue;
+    }
     out << absl::StrFormat(
         "# info model %s S>=4 MiB (the calibrated model's prediction, not fitted on these runs): max |error| "
-        "%.1f%% over %d runs%s\n",
-        ExchangeName(e), 100 * worst, points,
-        !comparable                ? " (MODEL NOT COMPARABLE: these runs change the transport, see above)"
-        : worst <= kModelTolerance ? ""
-                                   : " (over 20 %: //bench:validate measures how far to trust it)");
+        "%.1f%% over %d runs%s%s\n",
+        ExchangeName(e), 100 * worst, points, left_out,
+        worst <= kModelTolerance ? "" : " (over 20 %: //bench:validate measures how far to trust it)");
   }
 }
 

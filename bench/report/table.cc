@@ -50,6 +50,7 @@ void Table::Add(const Row& row) {
     *out_ << buf;
   }
   if (row.emulator_bound) *out_ << "  EMULATOR-BOUND";
+  if (!row.note.empty()) *out_ << "  " << row.note;
   *out_ << "\n" << std::flush;
 }
 

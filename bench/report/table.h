@@ -36,6 +36,8 @@ struct Row {
   // Printed after the columns; kept out of the average bus bandwidth and counted in the footer
   // (bench/probes.h: the emulating box, not the network, bound the run).
   bool emulator_bound = false;
+  // Printed after the row (after EMULATOR-BOUND), e.g. why its model columns are not of this run; "": none.
+  std::string note;
 };
 
 // Fills time_us, algbw and busbw of a row from a measured time in seconds.

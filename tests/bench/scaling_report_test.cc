@@ -1,15 +1,17 @@
 // The reporting half of the bench on records synthesised from a known calibrated model, which the report then
 // predicts them with (the end-to-end test with real workers is scaling_e2e_test).
+#include "bench/report/scaling_report.h"
+
 #include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/model/collective.h"
 #include "bench/model/exchange_topology.h"
 #include "bench/model/sweep_model.h"
 #include "bench/report/table.h"
-#include "bench/report/scaling_report.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/bench_report.pb.h"
@@ -195,15 +197,48 @@ TEST(ScalingReportTest, MarksTheModelNotComparableWhereTheTransportChanged) {
   PrintReport(result, plain);
   EXPECT_EQ(plain.str().find(kMark), std::string::npos) << plain.str();
 
+  // --ps_chunks=bdp: the rule gave every PS run but ps-1's at N = 4 a chunk of its own (there it kept the
+  // harness's, RunRecord::ps_chunk_bytes 0).
   result.options.ps_chunks_bdp = true;
+  for (RunRecord& r : result.records) {
+    if (PluginFor(r.exchange).family() == Family::kParameterServer &&
+        !(r.exchange == Exchange::kPsOne && r.nodes == 4)) {
+      r.ps_chunk_bytes = 128 << 10;
+    }
+  }
   std::ostringstream bdp;
   PrintReport(result, bdp);
   EXPECT_NE(bdp.str().find("# MODEL NOT COMPARABLE: these runs pass --ps_chunks=bdp"), std::string::npos)
       << bdp.str();
   EXPECT_EQ(line_of(bdp.str(), "ring").find(kMark), std::string::npos) << line_of(bdp.str(), "ring");
-  for (const char* ps : {"ps-1", "ps-colocated", "ps-dedicated"}) {
-    EXPECT_NE(line_of(bdp.str(), ps).find(kMark), std::string::npos) << ps << ": " << line_of(bdp.str(), ps);
+  // Runs that cross a link: the co-located PS's at N = 2 and 4, the others' at N = 1 too.
+  EXPECT_NE(
+      line_of(bdp.str(), "ps-colocated").find("no comparable run; 2 runs left out (MODEL NOT COMPARABLE"),
+      std::string::npos)
+      << line_of(bdp.str(), "ps-colocated");
+  EXPECT_NE(
+      line_of(bdp.str(), "ps-dedicated").find("no comparable run; 3 runs left out (MODEL NOT COMPARABLE"),
+      std::string::npos)
+      << line_of(bdp.str(), "ps-dedicated");
+  // ps-1's N = 4 run kept the model's transport: it is judged, its N = 1 and 2 runs are left out.
+  EXPECT_NE(
+      line_of(bdp.str(), "ps-1").find("max |error| 0.0% over 1 runs; 2 runs left out (MODEL NOT COMPARABLE"),
+      std::string::npos)
+      << line_of(bdp.str(), "ps-1");
+  // Each row the rule changed says so after its columns; the ring's rows and ps-1's N = 4 row do not.
+  int marked_rows = 0;
+  for (absl::string_view line : absl::StrSplit(bdp.str(), '\n')) {
+    if (absl::EndsWith(line, "  MODEL NOT COMPARABLE (chunk 128 KiB by --ps_chunks=bdp)")) ++marked_rows;
   }
+  EXPECT_EQ(marked_rows, 3 * 3 - 1) << bdp.str();  // three PS exchanges at N = 1, 2, 4, less ps-1's N = 4
+
+  // scaling --from_csv of such a sweep marks it again without the flag: the CSV keeps each run's chunk.
+  absl::StatusOr<std::vector<RunRecord>> read = RecordsFromCsv(ToCsv(result));
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), result.records.size());
+  for (size_t i = 0; i < read->size(); ++i)
+    EXPECT_EQ((*read)[i].ps_chunk_bytes, result.records[i].ps_chunk_bytes);
+  for (RunRecord& r : result.records) r.ps_chunk_bytes = 0;
 
   result.options.ps_chunks_bdp = false;
   result.options.worker_args = {"--chunk_bytes=65536"};

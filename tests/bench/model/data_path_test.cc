@@ -93,6 +93,11 @@ TEST(DataPath, TransportFlagsInExtraArgsAreNamed) {
   // scaling --ps_chunks=bdp sets the PS's chunks without a flag in either list.
   const std::string bdp = DescribeDataPathFlags({"--lr=0.1"}, {}, true);
   EXPECT_EQ(bdp.rfind("MODEL NOT COMPARABLE: these runs pass --ps_chunks=bdp,", 0), 0u) << bdp;
+  // Each line points to where its kind was measured: the flags' windows 9.36, the chunk rule 9.37.
+  EXPECT_NE(line.find("(bench/PERFORMANCE.md section 9.36)"), std::string::npos) << line;
+  EXPECT_NE(bdp.find("(bench/PERFORMANCE.md section 9.37)"), std::string::npos) << bdp;
+  const std::string both = DescribeDataPathFlags({"--chunk_bytes=65536"}, {}, true);
+  EXPECT_NE(both.find("(bench/PERFORMANCE.md sections 9.36 and 9.37)"), std::string::npos) << both;
 }
 
 }  // namespace
