@@ -118,8 +118,8 @@ ABSL_FLAG(
     "link's bandwidth-delay product, B x 2L / fan-in, rounded to a power of two within 32 KiB-2 MiB; "
     "only links up to 1 Gbit/s with a latency change). A connection's HTTP/2 window grows by the message "
     "a server reads, so on 200 Mbit/s links at 20-40 ms one-way the PS with 'bdp' ran 1.3-7.7x faster than "
-    "with 'harness' (N = 2-8, the gain falling with N), but on 50-80 Mbit/s links it slowed the co-located "
-    "PS at N = 5-6 by 7-13 % (bench/harness/ps_chunk_rule.h, bench/PERFORMANCE.md 9.37). 'bdp' marks the "
+    "with 'harness' (N = 2-8, the gain falling with N), but on 50 Mbit/s links it slowed the co-located "
+    "PS at N = 5 by 7-18 % (bench/harness/ps_chunk_rule.h, bench/PERFORMANCE.md 9.37-9.38). 'bdp' marks the "
     "rows of the PS runs it gave a chunk MODEL NOT COMPARABLE and leaves them out of the model lines (the "
     "model was calibrated with the harness's chunks); scaling.csv/json keep each run's chunk "
     "(ps_chunk_bytes).");
