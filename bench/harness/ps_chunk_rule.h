@@ -16,9 +16,11 @@
 // ps_chunk_rule_other_links_2026-12-07.txt): 1.3-7.7x faster at 20-40 ms on 200 Mbit/s, but 7-18 % slower for
 // the co-located PS at N = 5 on 50 Mbit/s (two sessions; at 80 Mbit/s N = 6 8-9 % in one, within 1 % in a
 // rerun), where the larger chunk's pipeline fill (about 2 N C / B) costs more than the window it frees. A
-// grid of chunks and claims on held-out conditions (PERFORMANCE.md 9.38) add a cap: ps-1's and the dedicated
-// PS's best chunk is the largest with F (64 KiB + C) <= B (2L + the port's queue and burst). A rule for the
-// default needs that cap and the fill term; this one has neither.
+// grid of chunks and claims on held-out conditions (PERFORMANCE.md 9.38-9.39) add a cap: ps-1's and the
+// dedicated PS's best chunk is the largest below the servers' ports' drop onset, at N = 5-6 about
+// F (64 KiB + C) = B (2L + the port's queue and burst), at N = 8 lower; and a gate: the co-located PS gains
+// from a larger chunk only where B 2L / (N - 1) >= 192 KiB. A rule for the default needs both; this one has
+// neither.
 //
 //   const int64_t chunk = BdpChunkBytes(cluster.link_bytes_per_second(), cluster.latency_seconds(),
 //                                       PsFanIn(placement));   // 0: keep the harness's chunk
