@@ -17,10 +17,10 @@
 // the co-located PS at N = 5 on 50 Mbit/s (two sessions; at 80 Mbit/s N = 6 8-9 % in one, within 1 % in a
 // rerun), where the larger chunk's pipeline fill (about 2 N C / B) costs more than the window it frees. A
 // grid of chunks and claims on held-out conditions (PERFORMANCE.md 9.38-9.39) add a cap: ps-1's and the
-// dedicated PS's best chunk is the largest below the servers' ports' drop onset, at N = 5-6 about
-// F (64 KiB + C) = B (2L + the port's queue and burst), at N = 8 lower; and a gate: the co-located PS gains
-// from a larger chunk only where B 2L / (N - 1) >= 192 KiB. A rule for the default needs both; this one has
-// neither.
+// dedicated PS's best chunk is the largest below the servers' ports' drop onset, which lay at
+// F (64 KiB + C) = 0.85-1.1 x B (2L + the port's queue and burst) at N = 4-12 (none at 0.75 or less); and a
+// gate: the co-located PS gains from a larger chunk only where B 2L / (N - 1) >= 192 KiB. A rule for the
+// default needs both; this one has neither.
 //
 //   const int64_t chunk = BdpChunkBytes(cluster.link_bytes_per_second(), cluster.latency_seconds(),
 //                                       PsFanIn(placement));   // 0: keep the harness's chunk
