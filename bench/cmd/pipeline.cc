@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "bench/harness/sweep.h"
 #include "bench/model/link_share.h"
 #include "bench/model/model_file.h"
@@ -66,9 +67,23 @@ void OptionsFromRecords(ScalingOptions* options, const std::vector<RunRecord>& r
   }
   options->bucket_mbs.assign(bucket_mbs.begin(), bucket_mbs.end());
   if (!options->workloads.empty()) options->mode = "replay";
-  // A sweep run with --ps_chunks=bdp says so in its rows: its re-rendered report marks the model as it did.
+  // A sweep run with --ps_chunks=bdp or capped, or with transport flags in --worker_args/--server_args, says
+  // so in its rows: its re-rendered report marks the model as it did.
   for (const RunRecord& r : records) {
-    if (r.ps_chunk_bytes > 0) options->ps_chunks_bdp = true;
+    if (r.ps_chunk_bytes > 0 && r.ps_chunk_rule == PsChunksName(PsChunks::kCapped)) {
+      options->ps_chunks = PsChunks::kCapped;
+    } else if (r.ps_chunk_bytes > 0 && options->ps_chunks == PsChunks::kHarness) {
+      options->ps_chunks = PsChunks::kBdp;
+    }
+    if (r.source != "measured") continue;
+    if (options->worker_args.empty() && !r.worker_args.empty()) {
+      std::vector<std::string> args = absl::StrSplit(r.worker_args, ' ', absl::SkipEmpty());
+      options->worker_args = std::move(args);
+    }
+    if (options->server_args.empty() && !r.server_args.empty()) {
+      std::vector<std::string> args = absl::StrSplit(r.server_args, ' ', absl::SkipEmpty());
+      options->server_args = std::move(args);
+    }
   }
 }
 

@@ -114,15 +114,18 @@ ABSL_FLAG(
 ABSL_FLAG(
     std::string, ps_chunks, "harness",
     "How the PS's messages are sized: 'harness' (the calibrated default: 32 KiB chunks on links up to "
-    "1 Gbit/s, against incast at 1-5 ms) or 'bdp' (each chunk sized by one connection's share of a server "
+    "1 Gbit/s, against incast at 1-5 ms), 'bdp' (each chunk sized by one connection's share of a server "
     "link's bandwidth-delay product, B x 2L / fan-in, rounded to a power of two within 32 KiB-2 MiB; "
-    "only links up to 1 Gbit/s with a latency change). A connection's HTTP/2 window grows by the message "
-    "a server reads, so on 200 Mbit/s links at 20-40 ms one-way the PS with 'bdp' ran 1.3-7.7x faster than "
-    "with 'harness' (N = 2-8, the gain falling with N), but on 50 Mbit/s links it slowed the co-located "
-    "PS at N = 5 by 7-18 % (bench/harness/ps_chunk_rule.h, bench/PERFORMANCE.md 9.37-9.38). 'bdp' marks the "
-    "rows of the PS runs it gave a chunk MODEL NOT COMPARABLE and leaves them out of the model lines (the "
-    "model was calibrated with the harness's chunks); scaling.csv/json keep each run's chunk "
-    "(ps_chunk_bytes).");
+    "only links up to 1 Gbit/s with a latency change) or 'capped' ('bdp' kept below the servers' ports' "
+    "drop onset: the largest power of two C with fan-in x (64 KiB + C) <= 0.75 x (B x 2L + the port's "
+    "queue and burst), and for the co-located PS only where B x 2L / (N - 1) >= 192 KiB; emulated links "
+    "only, where the port is known). A connection's HTTP/2 window grows by the message a server reads, so "
+    "on 200 Mbit/s links at 20-40 ms one-way the PS with 'bdp' ran 1.3-7.7x faster than with 'harness' "
+    "(N = 2-8, the gain falling with N), but on 50 Mbit/s links it slowed the co-located PS at N = 5 by "
+    "7-18 %, and its bursts dropped packets at the servers' ports at N = 8 (bench/harness/ps_chunk_rule.h, "
+    "bench/PERFORMANCE.md 9.37-9.40). 'bdp' and 'capped' mark the rows of the PS runs they gave a chunk "
+    "MODEL NOT COMPARABLE and leave them out of the model lines (the model was calibrated with the "
+    "harness's chunks); scaling.csv/json keep each run's chunk and rule (ps_chunk_bytes, ps_chunk_rule).");
 ABSL_FLAG(int, worker_timeout, Defaults().worker_timeout_s,
           "Workers' --timeout in seconds (0: derived from S and the link rate).");
 ABSL_FLAG(double, job_timeout, Defaults().job_timeout_s,
@@ -192,7 +195,7 @@ absl::StatusOr<ScalingOptions> SweepOptionsFromFlags() {
   o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);
   o.worker_args = absl::GetFlag(FLAGS_worker_args);
   o.server_args = absl::GetFlag(FLAGS_server_args);
-  ASSIGN_OR_RETURN(o.ps_chunks_bdp, ParsePsChunks(absl::GetFlag(FLAGS_ps_chunks)));
+  ASSIGN_OR_RETURN(o.ps_chunks, ParsePsChunks(absl::GetFlag(FLAGS_ps_chunks)));
   o.worker_timeout_s = absl::GetFlag(FLAGS_worker_timeout);
   o.job_timeout_s = absl::GetFlag(FLAGS_job_timeout);
   return o;

@@ -99,6 +99,10 @@ class Cluster {
   virtual double link_bytes_per_second() const = 0;
   virtual double latency_seconds() const = 0;
   virtual const std::string& latency_method() const = 0;
+  // What one switch port toward a host holds before it drops, in bytes: its queue and its burst at the link
+  // rate; 0 where unknown (real hosts, an unlimited link). The PS's chunk rule --ps_chunks=capped keeps its
+  // workers' window bursts below it (bench/harness/ps_chunk_rule.h).
+  virtual double port_buffer_bytes() const { return 0; }
 
   // Bytes every host's link has carried so far (index = host; sent, received). kFailedPrecondition where
   // the cluster has no per-host link counters.

@@ -19,6 +19,23 @@
 
 namespace psring::bench {
 
+// --ps_chunks: how the harness sizes the PS's messages (bench/harness/ps_chunk_rule.h). kHarness keeps
+// launch.cc's chunks, the ones the calibrated model knows; kBdp and kCapped size them by the link.
+enum class PsChunks { kHarness, kBdp, kCapped };
+
+// "harness", "bdp" or "capped": the flag's value.
+inline const char* PsChunksName(PsChunks rule) {
+  switch (rule) {
+    case PsChunks::kHarness:
+      return "harness";
+    case PsChunks::kBdp:
+      return "bdp";
+    case PsChunks::kCapped:
+      return "capped";
+  }
+  return "harness";
+}
+
 // A target cluster for the projection (the calibrated model of ScalingOptions::model_path at the workload's
 // real size, each exchange capped by its CPU ceiling measured on the calibration host).
 struct ProjectionTarget {
@@ -96,9 +113,10 @@ struct ScalingOptions {
   ProjectionTarget projection;
   std::vector<std::string> worker_args;     // extra flags for every worker
   std::vector<std::string> server_args;     // extra flags for every PS server
-  // --ps_chunks=bdp: every PS run's chunk sized by the link (bench/harness/ps_chunk_rule.h) instead of the
-  // harness's; not the calibrated default, so the model's columns are marked NOT COMPARABLE.
-  bool ps_chunks_bdp = false;
+  // --ps_chunks=bdp or capped: every PS run's chunk sized by the link (bench/harness/ps_chunk_rule.h) instead
+  // of the harness's; not the calibrated default, so the model's columns of those runs are marked NOT
+  // COMPARABLE.
+  PsChunks ps_chunks = PsChunks::kHarness;
   int worker_timeout_s = 0;                 // workers' --timeout (0: from the size and link)
   double job_timeout_s = 0;                 // limit per launched job (0: from the size and link)
   std::vector<int> extrapolate_nodes = {16, 32, 64, 128, 256, 512, 1024};
@@ -129,7 +147,12 @@ struct RunRecord {
   // (= step_s without backup workers).
   std::vector<double> rank_step_s;
   int backup_workers = 0;
-  int64_t ps_chunk_bytes = 0;  // --ps_chunks=bdp: the PS processes' --chunk_bytes (0: the harness's)
+  int64_t ps_chunk_bytes = 0;  // --ps_chunks=bdp/capped: the PS processes' --chunk_bytes (0: the harness's)
+  std::string ps_chunk_rule;   // the --ps_chunks value that set ps_chunk_bytes ("" where it is 0)
+  // The sweep's --worker_args and --server_args as this run got them, space-joined: a re-rendered report
+  // marks the runs whose transport flags the calibrated model does not know.
+  std::string worker_args;
+  std::string server_args;
   double quorum_step_s = 0;
   double compute_s = 0;        // mean over ranks
   double exchange_s = 0;       // mean over ranks: the exchange's own time (all buckets)

@@ -427,6 +427,15 @@ std::string EmulatedCluster::HostAddress(int host) const {
   return absl::StrCat("198.18.", k / 256, ".", k % 256);
 }
 
+double EmulatedCluster::port_buffer_bytes() const {
+  if (!emulated_ || link_bytes_per_second_ <= 0) return 0;
+  // Create() gave tc this queue, so it parses; 0 (unknown) if it somehow does not.
+  const absl::StatusOr<double> queue_s = ParseQueue(options_.queue);
+  if (!queue_s.ok()) return 0;
+  return link_bytes_per_second_ * *queue_s +
+         static_cast<double>(TbfBurstBytes(link_bytes_per_second_, burst_seconds_));
+}
+
 std::string EmulatedCluster::HostsTcp() const {
   if (!emulated_ || tcp_congestion_.empty()) return "";
   return absl::StrCat(tcp_congestion_, ", slow start after idle ", tcp_slow_start_after_idle_);

@@ -86,6 +86,8 @@ class EmulatedCluster final : public Cluster {
   // The configured one-way latency in seconds (0: none) and how it is made: "netem", "nfqueue" or "".
   double latency_seconds() const override { return latency_seconds_; }
   const std::string& latency_method() const override { return latency_method_; }
+  // The links' tbf queue (--queue) and burst at the link rate, in bytes; 0 on an unlimited link.
+  double port_buffer_bytes() const override;
   // The delay program's counters so far (NFQUEUE method only; kFailedPrecondition otherwise). kUnavailable
   // when the program has exited: the links then drop every packet, so no later run can succeed.
   absl::StatusOr<DelayCounters> ReadDelayCounters() override;

@@ -30,7 +30,7 @@ struct LaunchContext {
   std::vector<int> server_ports;         // shard k listens on server_ports[k]
   std::string ps_mode;                   // the servers' --mode
   std::vector<std::string> server_args;  // the user's extra server flags (last, so they win)
-  int64_t ps_chunk_bytes = 0;            // --ps_chunks=bdp: the chunk of every PS process (0: the launcher's)
+  int64_t ps_chunk_bytes = 0;  // --ps_chunks=bdp/capped: every PS process's chunk (0: the launcher's)
   int nodes() const { return static_cast<int>(placement.worker_hosts.size()); }
 };
 

@@ -15,15 +15,18 @@ namespace {
 constexpr double kHarnessSlowLinkBytesPerSecond = 125e6;
 constexpr double kHarnessSlowLinkChunkBytes = 32 << 10;
 constexpr double kLargestChunkBytes = 2 << 20;  // half the servers' 4 MiB stream window
+constexpr double kConnectionWindowBytes = 64 << 10;  // gRPC's HTTP/2 connection window, the servers' fixed
 
 }  // namespace
 
-absl::StatusOr<bool> ParsePsChunks(const std::string& text) {
-  if (text == "harness") return false;
-  if (text == "bdp") return true;
+absl::StatusOr<PsChunks> ParsePsChunks(const std::string& text) {
+  for (PsChunks rule : {PsChunks::kHarness, PsChunks::kBdp, PsChunks::kCapped}) {
+    if (text == PsChunksName(rule)) return rule;
+  }
   return absl::InvalidArgumentError(absl::StrCat(
-      "--ps_chunks='", text, "': use harness (the calibrated default) or bdp (the chunk sized by ",
-      "one connection's share of the link's bandwidth-delay product)"));
+      "--ps_chunks='", text, "': use harness (the calibrated default), bdp (the chunk sized by one ",
+      "connection's share of the link's bandwidth-delay product) or capped (that chunk kept below the ",
+      "servers' ports' drop onset, and for the co-located PS only where it pays)"));
 }
 
 int PsFanIn(const Placement& placement) {
@@ -44,6 +47,19 @@ int64_t BdpChunkBytes(double link_bytes_per_second, double latency_s, int fan_in
   const double chunk =
       std::clamp(std::exp2(std::round(std::log2(share))), kHarnessSlowLinkChunkBytes, kLargestChunkBytes);
   return chunk > kHarnessSlowLinkChunkBytes ? static_cast<int64_t>(chunk) : 0;
+}
+
+int64_t CappedChunkBytes(double link_bytes_per_second, double latency_s, int fan_in, double port_buffer_bytes,
+                         bool colocated) {
+  const int64_t bdp = BdpChunkBytes(link_bytes_per_second, latency_s, fan_in);
+  if (bdp == 0 || port_buffer_bytes <= 0) return 0;
+  const double in_flight = link_bytes_per_second * 2 * latency_s;
+  if (colocated && in_flight / fan_in < kColocatedGateBytes) return 0;
+  // Each connection keeps gRPC's 64 KiB window and one chunk in flight (PERFORMANCE.md 9.36).
+  const double room = kCappedPortShare * (in_flight + port_buffer_bytes);
+  auto chunk = static_cast<int64_t>(kHarnessSlowLinkChunkBytes);
+  while (chunk < bdp && fan_in * (kConnectionWindowBytes + 2.0 * chunk) <= room) chunk *= 2;
+  return chunk > kHarnessSlowLinkChunkBytes ? chunk : 0;
 }
 
 }  // namespace psring::bench

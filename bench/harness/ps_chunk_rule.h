@@ -19,11 +19,18 @@
 // grid of chunks and claims on held-out conditions (PERFORMANCE.md 9.38-9.39) add a cap: ps-1's and the
 // dedicated PS's best chunk is the largest below the servers' ports' drop onset, which lay at
 // F (64 KiB + C) = 0.85-1.1 x B (2L + the port's queue and burst) at N = 4-12 (none at 0.75 or less); and a
-// gate: the co-located PS gains from a larger chunk only where B 2L / (N - 1) >= 192 KiB. A rule for the
-// default needs both; this one has neither.
+// gate: the co-located PS gains from a larger chunk only where B 2L / (N - 1) >= 192 KiB. 'bdp' has neither;
+// 'capped' (CappedChunkBytes) has both:
 //
-//   const int64_t chunk = BdpChunkBytes(cluster.link_bytes_per_second(), cluster.latency_seconds(),
-//                                       PsFanIn(placement));   // 0: keep the harness's chunk
+//   C = min(bdp chunk, the largest power of two with F (64 KiB + C) <= 0.75 (B 2L + port buffer)),
+//   and for the co-located PS only where B 2L / F >= 192 KiB; else the harness's 32 KiB.
+//
+// Neither is the calibrated default: that is launch.cc's (a data-path source the model fingerprints), and
+// changing it means recalibrating the three PS exchanges (PERFORMANCE.md 9.40).
+//
+//   const int64_t chunk = CappedChunkBytes(cluster.link_bytes_per_second(), cluster.latency_seconds(),
+//                                          PsFanIn(placement), cluster.port_buffer_bytes(),
+//                                          plugin.id() == Exchange::kPsColocated);  // 0: the harness's
 #ifndef PSRING_BENCH_HARNESS_PS_CHUNK_RULE_H_
 #define PSRING_BENCH_HARNESS_PS_CHUNK_RULE_H_
 
@@ -32,12 +39,13 @@
 
 #include "absl/status/statusor.h"
 #include "bench/core/exchange.h"
+#include "bench/core/run_record.h"
 
 namespace psring::bench {
 
-// --ps_chunks: "harness" (false: launch.cc's chunks, 32 KiB on links <= 1 Gbit/s and the PS's 1 MiB above,
-// the calibrated default) or "bdp" (true: BdpChunkBytes where it is larger than 32 KiB).
-absl::StatusOr<bool> ParsePsChunks(const std::string& text);
+// --ps_chunks: "harness" (launch.cc's chunks, 32 KiB on links <= 1 Gbit/s and the PS's 1 MiB above, the
+// calibrated default), "bdp" (BdpChunkBytes where it is larger than 32 KiB) or "capped" (CappedChunkBytes).
+absl::StatusOr<PsChunks> ParsePsChunks(const std::string& text);
 
 // The most worker connections that cross one server host's link: for each server host, the workers on other
 // hosts (a worker on the server's own host talks over loopback). 0 without servers.
@@ -47,6 +55,20 @@ int PsFanIn(const Placement& placement);
 // 0 where it keeps the harness's: an unlimited or faster than 1 Gbit/s link (the harness's 1 MiB chunk; the
 // rule was measured at 200 Mbit/s only), no latency, no fan-in, or a result of 32 KiB.
 int64_t BdpChunkBytes(double link_bytes_per_second, double latency_s, int fan_in);
+
+// The cap's share of the bytes a server's port and its link hold in flight (PERFORMANCE.md 9.39: no drop
+// >= 0.1 % at 0.75 or less, drops from 0.85) and the co-located PS's gate (three of gRPC's 64 KiB connection
+// windows per connection).
+inline constexpr double kCappedPortShare = 0.75;
+inline constexpr double kColocatedGateBytes = 192 << 10;
+
+// The bdp chunk kept below the servers' ports' drop onset and, for the co-located PS (`colocated`), taken
+// only where it pays: the smaller of BdpChunkBytes and the largest power of two C with
+// fan_in (64 KiB + C) <= kCappedPortShare (B 2L + port_buffer_bytes), where the co-located PS's share
+// B 2L / fan_in is at least kColocatedGateBytes. 0 (the harness's chunk) where that is 32 KiB, where
+// BdpChunkBytes keeps the harness's, or where the port's buffer is not known (port_buffer_bytes 0).
+int64_t CappedChunkBytes(double link_bytes_per_second, double latency_s, int fan_in, double port_buffer_bytes,
+                         bool colocated);
 
 }  // namespace psring::bench
 

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -190,6 +191,9 @@ class Runner::Impl {
     const ExchangePlugin& plugin = PluginFor(record->exchange);
     ASSIGN_OR_RETURN(const LaunchContext context, Context(plugin, record->nodes, port_slot));
     record->ps_chunk_bytes = context.ps_chunk_bytes;
+    record->ps_chunk_rule = context.ps_chunk_bytes > 0 ? PsChunksName(o_.ps_chunks) : "";
+    record->worker_args = absl::StrJoin(o_.worker_args, " ");
+    record->server_args = absl::StrJoin(o_.server_args, " ");
     const RunBudget budget = Budget(o_, PessimisticStepSeconds(o_, plugin, record->nodes, record->bytes,
                                                                cluster_->link_bytes_per_second()));
     const std::string timeline_stem = TimelineStem(*record);
@@ -330,9 +334,14 @@ class Runner::Impl {
     context.server_ports.assign(ports.begin() + 1, ports.end());
     context.ps_mode = o_.ps_mode;
     context.server_args = o_.server_args;
-    if (o_.ps_chunks_bdp && plugin.family() == Family::kParameterServer) {
-      context.ps_chunk_bytes = BdpChunkBytes(cluster_->link_bytes_per_second(), cluster_->latency_seconds(),
-                                             PsFanIn(context.placement));
+    if (o_.ps_chunks != PsChunks::kHarness && plugin.family() == Family::kParameterServer) {
+      const double link = cluster_->link_bytes_per_second();
+      const double latency = cluster_->latency_seconds();
+      const int fan_in = PsFanIn(context.placement);
+      context.ps_chunk_bytes = o_.ps_chunks == PsChunks::kBdp
+                                   ? BdpChunkBytes(link, latency, fan_in)
+                                   : CappedChunkBytes(link, latency, fan_in, cluster_->port_buffer_bytes(),
+                                                      plugin.id() == Exchange::kPsColocated);
       // Before the user's flags: theirs come later and win.
       if (context.ps_chunk_bytes > 0) {
         context.server_args.insert(context.server_args.begin(),

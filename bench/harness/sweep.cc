@@ -183,9 +183,10 @@ void PrintOutcome(const RunRecord& record, std::ostream* progress) {
             ? absl::StrFormat(", links dropped %lld packets (%.2f%%)",
                               static_cast<long long>(record.link_drops), 100 * record.LinkDropShare())
             : "";
-    const std::string chunk = record.ps_chunk_bytes > 0 ? absl::StrFormat(", chunk %d KiB by --ps_chunks=bdp",
-                                                                          record.ps_chunk_bytes >> 10)
-                                                        : "";
+    const std::string chunk = record.ps_chunk_bytes > 0
+                                  ? absl::StrFormat(", chunk %d KiB by --ps_chunks=%s",
+                                                    record.ps_chunk_bytes >> 10, record.ps_chunk_rule)
+                                  : "";
     *progress << absl::StrFormat(
         " %.3f s/step (exchange %.3f s%s, busbw %.2f MB/s, %lld wrong%s%s) [%.0f s]%s\n", record.step_s,
         record.exchange_s, record.exposed_s > 0 ? absl::StrFormat(", exposed %.3f s", record.exposed_s) : "",

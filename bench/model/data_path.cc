@@ -46,17 +46,19 @@ std::vector<std::string> DataPathFlagsIn(const std::vector<std::string>& args) {
 }
 
 std::string DescribeDataPathFlags(const std::vector<std::string>& worker_args,
-                                  const std::vector<std::string>& server_args, bool ps_chunks_bdp) {
+                                  const std::vector<std::string>& server_args, const std::string& ps_chunks) {
+  const bool rule = !ps_chunks.empty() && ps_chunks != "harness";
   std::vector<std::string> passed;
-  if (ps_chunks_bdp) passed.push_back("--ps_chunks=bdp");
+  if (rule) passed.push_back("--ps_chunks=" + ps_chunks);
   for (const std::string& arg : DataPathFlagsIn(worker_args)) passed.push_back("--worker_args=" + arg);
   for (const std::string& arg : DataPathFlagsIn(server_args)) passed.push_back("--server_args=" + arg);
   if (passed.empty()) return "";
-  // Where each kind is measured: the flags' windows in 9.36, the chunk rule in 9.37.
-  const bool flags = passed.size() > (ps_chunks_bdp ? 1u : 0u);
-  const std::string sections = ps_chunks_bdp && flags ? "sections 9.36 and 9.37"
-                               : ps_chunks_bdp        ? "section 9.37"
-                                                      : "section 9.36";
+  // Where each kind is measured: the flags' windows in 9.36, the bdp rule in 9.37, the capped one in 9.40.
+  const bool flags = passed.size() > (rule ? 1u : 0u);
+  const std::string rule_section = ps_chunks == "capped" ? "9.40" : "9.37";
+  const std::string sections = rule && flags ? absl::StrCat("sections 9.36 and ", rule_section)
+                               : rule        ? absl::StrCat("section ", rule_section)
+                                             : "section 9.36";
   return absl::StrCat(
       "MODEL NOT COMPARABLE: these runs pass ", absl::StrJoin(passed, " "),
       ", which sets the exchange's transport; the model was calibrated with the harness's and the "

@@ -57,13 +57,14 @@ DataPathState CompareDataPath(const proto::CostModelFile& file);
 // model says; bench/PERFORMANCE.md 9.36).
 // The entries of `args` (each "--name" or "--name=value") that name such a flag, in order.
 std::vector<std::string> DataPathFlagsIn(const std::vector<std::string>& args);
-// "" when neither list has such a flag and `ps_chunks_bdp` is false (scaling --ps_chunks=bdp: the harness
-// sizes the PS's chunks by the link, bench/harness/ps_chunk_rule.h), else one line for a report: "MODEL NOT
+// "" when neither list has such a flag and `ps_chunks` is "" or "harness" (scaling --ps_chunks=bdp or
+// capped: the harness sizes the PS's chunks by the link, bench/harness/ps_chunk_rule.h), else one line for a
+// report: "MODEL NOT
 // COMPARABLE: these runs pass --server_args=--receive_window_bytes=0, which sets the exchange's transport;
 // the model was calibrated with the harness's and the binaries' own values ..., so its model_ms and err% are
 // of those, not of these runs".
 std::string DescribeDataPathFlags(const std::vector<std::string>& worker_args,
-                                  const std::vector<std::string>& server_args, bool ps_chunks_bdp);
+                                  const std::vector<std::string>& server_args, const std::string& ps_chunks);
 
 }  // namespace psring::bench::model
 

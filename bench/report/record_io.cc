@@ -250,6 +250,18 @@ const std::vector<Column>& Columns() {
       // Added with scaling --ps_chunks=bdp: older files lack it (the harness's chunk).
       {"ps_chunk_bytes", "ps_chunk_bytes", Format::kInt, Rows::kMeasured, Json::kAlways,
        number(&RunRecord::ps_chunk_bytes), read_number("ps_chunk_bytes", &RunRecord::ps_chunk_bytes)},
+      // Added with --ps_chunks=capped: a chunk in an older file is bdp's, the only rule then.
+      {"ps_chunk_rule", "ps_chunk_rule", Format::kWord, Rows::kMeasured, Json::kAlways,
+       text(&RunRecord::ps_chunk_rule),
+       [](const CsvRow& row, RunRecord* r) {
+         r->ps_chunk_rule = row.Text("ps_chunk_rule");
+         if (r->ps_chunk_rule.empty() && row.Number("ps_chunk_bytes") > 0) r->ps_chunk_rule = "bdp";
+       }},
+      // Added with --ps_chunks=capped too: older files lack them (the re-rendered report cannot tell).
+      {"worker_args", "worker_args", Format::kQuoted, Rows::kMeasured, Json::kAlways,
+       text(&RunRecord::worker_args), read_text("worker_args", &RunRecord::worker_args)},
+      {"server_args", "server_args", Format::kQuoted, Rows::kMeasured, Json::kAlways,
+       text(&RunRecord::server_args), read_text("server_args", &RunRecord::server_args)},
   };
   return *columns;
 }

@@ -70,7 +70,8 @@ void PrintIntro(const ScalingResult& result, std::ostream& out) {
                                          : "model: none (--model=none): no model columns, lines or curves");
   if (result.model.has_value()) {
     intro.Comment(model::CompareDataPath(*result.model).Describe());
-    const std::string flags = model::DescribeDataPathFlags(o.worker_args, o.server_args, o.ps_chunks_bdp);
+    const std::string flags =
+        model::DescribeDataPathFlags(o.worker_args, o.server_args, PsChunksName(o.ps_chunks));
     if (!flags.empty()) intro.Comment(flags);
   }
   if (const std::string tcp = HostsTcpNote(result); !tcp.empty()) intro.Comment(tcp);
@@ -79,14 +80,15 @@ void PrintIntro(const ScalingResult& result, std::ostream& out) {
 
 // Why the calibrated model's figures are not of run `r` ("": they are). The model was calibrated with the
 // harness's transport (model/data_path.h): a transport flag in --worker_args or --server_args changes every
-// run, --ps_chunks=bdp only the PS runs it gave a chunk of their own (RunRecord::ps_chunk_bytes).
+// run, --ps_chunks=bdp or capped only the PS runs it gave a chunk of their own (RunRecord::ps_chunk_bytes).
 std::string ModelNotComparable(const ScalingResult& result, const RunRecord& r) {
   if (!model::DataPathFlagsIn(result.options.worker_args).empty() ||
       !model::DataPathFlagsIn(result.options.server_args).empty()) {
     return "MODEL NOT COMPARABLE (transport flags)";
   }
   if (r.ps_chunk_bytes > 0) {
-    return absl::StrFormat("MODEL NOT COMPARABLE (chunk %d KiB by --ps_chunks=bdp)", r.ps_chunk_bytes >> 10);
+    return absl::StrFormat("MODEL NOT COMPARABLE (chunk %d KiB by --ps_chunks=%s)", r.ps_chunk_bytes >> 10,
+                           r.ps_chunk_rule);
   }
   return "";
 }

@@ -181,6 +181,8 @@ TEST(ClusterTest, TcpSeesTheConfiguredRoundTrip) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   EXPECT_DOUBLE_EQ((*cluster)->latency_seconds(), 0.005);
   EXPECT_FALSE((*cluster)->latency_method().empty());
+  // What a port holds (--ps_chunks=capped's cap): the default 50 ms queue and 10 ms burst at 100 Mbit/s.
+  EXPECT_DOUBLE_EQ((*cluster)->port_buffer_bytes(), 12.5e6 * 0.050 + 12.5e6 * 0.010);
   auto smallest = SmallestRtt(**cluster, 0, 1);
   ASSERT_TRUE(smallest.ok()) << smallest.status();
   std::printf("smallest TCP round trip %.3f ms via %s\n", *smallest * 1e3, (*cluster)->latency_method().c_str());

@@ -49,10 +49,49 @@ TEST(PsChunkRuleTest, KeepsTheHarnessesChunkOutsideItsDomain) {
   EXPECT_EQ(BdpChunkBytes(12.5e6, 0.001, 8), 0);  // 100 Mbit/s 1 ms N = 8: the incast case stays 32 KiB
 }
 
+// --ps_chunks=capped against chunks worked out by hand before its runs (bench/results/plans/
+// chunk_capped_claims_2026-12-08.txt): B (bytes/s), one-way L, fan-in F, the port's buffer P = B x 60 ms (the
+// emulator's 50 ms queue and 10 ms burst); the cap is the largest power of two C with
+// F (64 KiB + C) <= 0.75 (B 2L + P), the co-located gate B 2L / F >= 192 KiB.
+TEST(PsChunkRuleTest, CappedKeepsTheBurstBelowThePort) {
+  struct Case {
+    double mbit;
+    double latency_s;
+    int fan_in;
+    bool colocated;
+    int64_t chunk;  // 0: the harness's 32 KiB
+  };
+  const Case cases[] = {
+      {100, 0.040, 8, false, 64 * kKiB},    // bdp 128 KiB, capped (room 1.31 MB)
+      {100, 0.040, 6, false, 128 * kKiB},   // bdp 128 KiB under the cap
+      {150, 0.040, 8, false, 128 * kKiB},   // bdp 256 KiB, capped
+      {60, 0.050, 8, false, 0},             // claims C3's K2: even 64 KiB (R 0.87) is over 0.75
+      {40, 0.050, 5, false, 0},             // C3's K1: 64 KiB at R 0.82, over
+      {120, 0.040, 4, true, 256 * kKiB},    // co-located, share 293 KiB: through the gate, under the cap
+      {80, 0.045, 4, true, 128 * kKiB},     // co-located, share 220 KiB: bdp 256 KiB, capped
+      {110, 0.020, 4, true, 0},             // co-located, share 134 KiB: below the gate
+      {200, 0.020, 7, true, 0},             // co-located 200 Mbit/s 20 ms N = 8, share 143 KiB: below it
+      {200, 0.040, 2, false, 1024 * kKiB},  // bdp 1 MiB under the cap (R 0.64; 9.37's largest gains)
+  };
+  for (const Case& c : cases) {
+    const double bytes_per_second = c.mbit * 1e6 / 8;
+    EXPECT_EQ(
+        CappedChunkBytes(bytes_per_second, c.latency_s, c.fan_in, bytes_per_second * 0.060, c.colocated),
+        c.chunk)
+        << c.mbit << " Mbit/s " << c.latency_s << " s, fan-in " << c.fan_in
+        << (c.colocated ? " co-located" : "");
+  }
+  // No port known (real hosts), or outside bdp's domain: the harness's chunk.
+  EXPECT_EQ(CappedChunkBytes(12.5e6, 0.040, 8, 0, false), 0);
+  EXPECT_EQ(CappedChunkBytes(0, 0.040, 8, 1e6, false), 0);
+  EXPECT_EQ(CappedChunkBytes(12.5e6, 0, 8, 1e6, false), 0);
+}
+
 TEST(PsChunkRuleTest, ParsesTheFlag) {
-  EXPECT_EQ(ParsePsChunks("harness").value(), false);
-  EXPECT_EQ(ParsePsChunks("bdp").value(), true);
-  const absl::StatusOr<bool> bad = ParsePsChunks("auto");
+  EXPECT_EQ(ParsePsChunks("harness").value(), PsChunks::kHarness);
+  EXPECT_EQ(ParsePsChunks("bdp").value(), PsChunks::kBdp);
+  EXPECT_EQ(ParsePsChunks("capped").value(), PsChunks::kCapped);
+  const absl::StatusOr<PsChunks> bad = ParsePsChunks("auto");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("use harness"), absl::string_view::npos) << bad.status();
 }

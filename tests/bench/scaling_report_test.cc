@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "bench/model/collective.h"
 #include "bench/model/exchange_topology.h"
@@ -199,11 +200,12 @@ TEST(ScalingReportTest, MarksTheModelNotComparableWhereTheTransportChanged) {
 
   // --ps_chunks=bdp: the rule gave every PS run but ps-1's at N = 4 a chunk of its own (there it kept the
   // harness's, RunRecord::ps_chunk_bytes 0).
-  result.options.ps_chunks_bdp = true;
+  result.options.ps_chunks = PsChunks::kBdp;
   for (RunRecord& r : result.records) {
     if (PluginFor(r.exchange).family() == Family::kParameterServer &&
         !(r.exchange == Exchange::kPsOne && r.nodes == 4)) {
       r.ps_chunk_bytes = 128 << 10;
+      r.ps_chunk_rule = "bdp";
     }
   }
   std::ostringstream bdp;
@@ -236,16 +238,57 @@ TEST(ScalingReportTest, MarksTheModelNotComparableWhereTheTransportChanged) {
   absl::StatusOr<std::vector<RunRecord>> read = RecordsFromCsv(ToCsv(result));
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), result.records.size());
-  for (size_t i = 0; i < read->size(); ++i)
+  for (size_t i = 0; i < read->size(); ++i) {
     EXPECT_EQ((*read)[i].ps_chunk_bytes, result.records[i].ps_chunk_bytes);
-  for (RunRecord& r : result.records) r.ps_chunk_bytes = 0;
+    EXPECT_EQ((*read)[i].ps_chunk_rule, result.records[i].ps_chunk_rule);
+  }
+  // A file from before the rule column: its chunks were bdp's, the only rule then.
+  std::string old_csv = ToCsv(result);
+  const size_t header_end = old_csv.find('\n');
+  ASSERT_NE(old_csv.substr(0, header_end).find(",ps_chunk_rule,"), std::string::npos);
+  absl::StrReplaceAll({{",bdp,", ",,"}}, &old_csv);
+  absl::StatusOr<std::vector<RunRecord>> old_read = RecordsFromCsv(old_csv);
+  ASSERT_TRUE(old_read.ok()) << old_read.status();
+  for (size_t i = 0; i < old_read->size(); ++i) {
+    EXPECT_EQ((*old_read)[i].ps_chunk_rule, result.records[i].ps_chunk_bytes > 0 ? "bdp" : "") << i;
+  }
 
-  result.options.ps_chunks_bdp = false;
+  // --ps_chunks=capped: its rows name it, and the intro cites where it was measured.
+  result.options.ps_chunks = PsChunks::kCapped;
+  for (RunRecord& r : result.records) {
+    if (r.ps_chunk_bytes > 0) r.ps_chunk_rule = "capped";
+  }
+  std::ostringstream capped;
+  PrintReport(result, capped);
+  EXPECT_NE(capped.str().find("# MODEL NOT COMPARABLE: these runs pass --ps_chunks=capped"),
+            std::string::npos)
+      << capped.str();
+  EXPECT_NE(capped.str().find("  MODEL NOT COMPARABLE (chunk 128 KiB by --ps_chunks=capped)\n"),
+            std::string::npos)
+      << capped.str();
+  for (RunRecord& r : result.records) {
+    r.ps_chunk_bytes = 0;
+    r.ps_chunk_rule.clear();
+  }
+
+  result.options.ps_chunks = PsChunks::kHarness;
   result.options.worker_args = {"--chunk_bytes=65536"};
   std::ostringstream flag;
   PrintReport(result, flag);
   for (const char* e : {"ring", "ps-1"}) {
     EXPECT_NE(line_of(flag.str(), e).find(kMark), std::string::npos) << e << ": " << line_of(flag.str(), e);
+  }
+  // The CSV keeps the flags each run got, quoted, so a re-rendered report can mark them.
+  for (RunRecord& r : result.records) {
+    r.worker_args = "--chunk_bytes=65536 --lr=0.1";
+    r.server_args = "--chunk_bytes=65536";
+  }
+  absl::StatusOr<std::vector<RunRecord>> flags_read = RecordsFromCsv(ToCsv(result));
+  ASSERT_TRUE(flags_read.ok()) << flags_read.status();
+  for (const RunRecord& r : *flags_read) {
+    if (r.source != "measured") continue;
+    EXPECT_EQ(r.worker_args, "--chunk_bytes=65536 --lr=0.1");
+    EXPECT_EQ(r.server_args, "--chunk_bytes=65536");
   }
 }
 

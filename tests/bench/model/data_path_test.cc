@@ -83,21 +83,26 @@ TEST(DataPath, TransportFlagsInExtraArgsAreNamed) {
   EXPECT_EQ(found[2], "--push_window_bytes");
   EXPECT_EQ(found[3], "--max_lead_bytes=0");
 
-  EXPECT_EQ(DescribeDataPathFlags({"--lr=0.1"}, {"--backup_workers=1"}, false), "");
+  EXPECT_EQ(DescribeDataPathFlags({"--lr=0.1"}, {"--backup_workers=1"}, "harness"), "");
   const std::string line =
-      DescribeDataPathFlags({"--lr=0.1", "--chunk_bytes=65536"}, {"--receive_window_bytes=0"}, false);
+      DescribeDataPathFlags({"--lr=0.1", "--chunk_bytes=65536"}, {"--receive_window_bytes=0"}, "");
   EXPECT_EQ(line.rfind("MODEL NOT COMPARABLE", 0), 0u) << line;
   EXPECT_NE(line.find("--worker_args=--chunk_bytes=65536"), std::string::npos) << line;
   EXPECT_NE(line.find("--server_args=--receive_window_bytes=0"), std::string::npos) << line;
   EXPECT_EQ(line.find("--lr"), std::string::npos) << line;
   // scaling --ps_chunks=bdp sets the PS's chunks without a flag in either list.
-  const std::string bdp = DescribeDataPathFlags({"--lr=0.1"}, {}, true);
+  const std::string bdp = DescribeDataPathFlags({"--lr=0.1"}, {}, "bdp");
   EXPECT_EQ(bdp.rfind("MODEL NOT COMPARABLE: these runs pass --ps_chunks=bdp,", 0), 0u) << bdp;
   // Each line points to where its kind was measured: the flags' windows 9.36, the chunk rule 9.37.
   EXPECT_NE(line.find("(bench/PERFORMANCE.md section 9.36)"), std::string::npos) << line;
   EXPECT_NE(bdp.find("(bench/PERFORMANCE.md section 9.37)"), std::string::npos) << bdp;
-  const std::string both = DescribeDataPathFlags({"--chunk_bytes=65536"}, {}, true);
+  const std::string both = DescribeDataPathFlags({"--chunk_bytes=65536"}, {}, "bdp");
   EXPECT_NE(both.find("(bench/PERFORMANCE.md sections 9.36 and 9.37)"), std::string::npos) << both;
+  // --ps_chunks=capped: measured in 9.40.
+  const std::string capped = DescribeDataPathFlags({}, {"--receive_window_bytes=0"}, "capped");
+  EXPECT_EQ(capped.rfind("MODEL NOT COMPARABLE: these runs pass --ps_chunks=capped --server_args=", 0), 0u)
+      << capped;
+  EXPECT_NE(capped.find("(bench/PERFORMANCE.md sections 9.36 and 9.40)"), std::string::npos) << capped;
 }
 
 }  // namespace
