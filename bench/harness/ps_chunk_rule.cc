@@ -25,8 +25,8 @@ absl::StatusOr<PsChunks> ParsePsChunks(const std::string& text) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--ps_chunks='", text, "': use harness (the calibrated default), bdp (the chunk sized by one ",
-      "connection's share of the link's bandwidth-delay product) or capped (that chunk kept below the ",
-      "servers' ports' drop onset, and for the co-located PS only where it pays)"));
+      "connection's share of the link's bandwidth-delay product) or capped (that chunk kept within what ",
+      "the servers' ports and links hold, and for the co-located PS only where it pays)"));
 }
 
 int PsFanIn(const Placement& placement) {

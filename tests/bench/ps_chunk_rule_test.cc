@@ -50,9 +50,9 @@ TEST(PsChunkRuleTest, KeepsTheHarnessesChunkOutsideItsDomain) {
 }
 
 // --ps_chunks=capped against chunks worked out by hand before its runs (bench/results/plans/
-// chunk_capped_claims_2026-12-08.txt): B (bytes/s), one-way L, fan-in F, the port's buffer P = B x 60 ms (the
-// emulator's 50 ms queue and 10 ms burst); the cap is the largest power of two C with
-// F (64 KiB + C) <= 0.75 (B 2L + P), the co-located gate B 2L / F >= 192 KiB.
+// chunk_cap_share_claims_2026-12-08.txt's W1-W6 and the conditions of the runs before): B (bytes/s), one-way
+// L, fan-in F, the port's buffer P = B x 60 ms (the emulator's 50 ms queue and 10 ms burst); the cap is the
+// largest power of two C with F (64 KiB + C) <= B 2L + P, the co-located gate B 2L / F >= 192 KiB.
 TEST(PsChunkRuleTest, CappedKeepsTheBurstBelowThePort) {
   struct Case {
     double mbit;
@@ -62,15 +62,17 @@ TEST(PsChunkRuleTest, CappedKeepsTheBurstBelowThePort) {
     int64_t chunk;  // 0: the harness's 32 KiB
   };
   const Case cases[] = {
-      {100, 0.040, 8, false, 64 * kKiB},    // bdp 128 KiB, capped (room 1.31 MB)
-      {100, 0.040, 6, false, 128 * kKiB},   // bdp 128 KiB under the cap
-      {150, 0.040, 8, false, 128 * kKiB},   // bdp 256 KiB, capped
-      {60, 0.050, 8, false, 0},             // claims C3's K2: even 64 KiB (R 0.87) is over 0.75
-      {40, 0.050, 5, false, 0},             // C3's K1: 64 KiB at R 0.82, over
-      {120, 0.040, 4, true, 256 * kKiB},    // co-located, share 293 KiB: through the gate, under the cap
-      {80, 0.045, 4, true, 128 * kKiB},     // co-located, share 220 KiB: bdp 256 KiB, capped
-      {110, 0.020, 4, true, 0},             // co-located, share 134 KiB: below the gate
-      {200, 0.020, 7, true, 0},             // co-located 200 Mbit/s 20 ms N = 8, share 143 KiB: below it
+      {70, 0.050, 6, false, 128 * kKiB},   // W1: bdp 128 KiB under the cap (R 0.84)
+      {50, 0.050, 6, false, 64 * kKiB},    // W5: bdp 128 KiB (R 1.18) capped at 64 KiB (R 0.79)
+      {150, 0.040, 8, false, 256 * kKiB},  // P2: bdp 256 KiB at R 0.999
+      {60, 0.050, 8, false, 64 * kKiB},    // 9.39's K2: 64 KiB (R 0.87), bdp 128 KiB (R 1.31)
+      {40, 0.050, 5, false, 64 * kKiB},    // 9.39's K1: 64 KiB (R 0.82), bdp 128 KiB (R 1.23)
+      {60, 0.050, 12, false, 0},           // 9.39's N = 12: even 64 KiB is over (R 1.31)
+      {50, 0.048, 5, false, 64 * kKiB},    // 9.38's ps-1 at 50 Mbit/s: its fastest chunk
+      {90, 0.050, 5, true, 256 * kKiB},    // W4: co-located, share 220 KiB: through the gate (R 0.91)
+      {50, 0.048, 4, true, 0},   // 9.38's co-located at 50 Mbit/s N = 5, share 117 KiB: below the gate
+      {110, 0.020, 4, true, 0},  // co-located, share 134 KiB: below the gate
+      {200, 0.020, 7, true, 0},  // co-located 200 Mbit/s 20 ms N = 8, share 143 KiB: below it
       {200, 0.040, 2, false, 1024 * kKiB},  // bdp 1 MiB under the cap (R 0.64; 9.37's largest gains)
   };
   for (const Case& c : cases) {
