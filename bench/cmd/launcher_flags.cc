@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/core/links.h"
 #include "bench/emulator/cluster.h"
 #include "bench/emulator/ssh_hosts.h"
 #include "bench/hosts/host_list.h"
@@ -34,6 +35,12 @@ ABSL_FLAG(std::string, launcher_args, "",
           "\"--partition=bench\").");
 ABSL_FLAG(std::string, link_probe, "",
           "Path of //bench/hosts:link_probe (the same on every host). Default: this binary's runfiles.");
+ABSL_FLAG(
+    double, port_buffer_kb, 0,
+    "Real hosts (--launcher=mpirun or srun): what one switch port toward a host holds before it drops, in "
+    "kB (the switch's buffer per port; 0: not known). scaling --ps_chunks=capped keeps the PS's window "
+    "bursts within it and the measured links' bandwidth-delay product; not known, it keeps the harness's "
+    "chunks. The emulated cluster knows its own (--queue and --link_burst at the link rate).");
 ABSL_FLAG(bool, link_matrix, true,
           "Real hosts: measure every ordered host pair (the all-pairs link matrix); false: only host 0 <-> 1.");
 
@@ -59,9 +66,16 @@ absl::StatusOr<ClusterFactory> ClusterFactoryFromFlags(const char* argv0, const 
   const std::string launcher = absl::GetFlag(FLAGS_launcher);
   const std::string host_list = absl::GetFlag(FLAGS_hosts);
   const std::string hostfile = absl::GetFlag(FLAGS_hostfile);
+  ASSIGN_OR_RETURN(const double port_buffer_bytes,
+                   PortBufferBytes(absl::GetFlag(FLAGS_port_buffer_kb), "--port_buffer_kb"));
   if (launcher.empty()) {
     if (!host_list.empty() || !hostfile.empty()) {
       return absl::InvalidArgumentError("--hosts/--hostfile need --launcher=mpirun");
+    }
+    if (port_buffer_bytes > 0) {
+      return absl::InvalidArgumentError(
+          "--port_buffer_kb is for real hosts (--launcher=mpirun or srun): the emulated cluster's ports hold "
+          "--queue and --link_burst at the link rate");
     }
     return ClusterFactory();
   }
@@ -73,6 +87,7 @@ absl::StatusOr<ClusterFactory> ClusterFactoryFromFlags(const char* argv0, const 
   base.launcher = launcher == "srun" ? "srun" : "mpirun";
   base.launcher_args = absl::StrSplit(absl::GetFlag(FLAGS_launcher_args), ' ', absl::SkipWhitespace());
   base.measure_links = absl::GetFlag(FLAGS_link_matrix);
+  base.port_buffer_bytes = port_buffer_bytes;
   ASSIGN_OR_RETURN(base.link_probe,
                    FindRunfile(argv0, {absl::GetFlag(FLAGS_link_probe), "psring/bench/hosts/link_probe",
                                        "--link_probe", "build it (./bazelw build //bench/hosts:link_probe)",
@@ -96,6 +111,12 @@ absl::StatusOr<ClusterFactory> ClusterFactoryFromFlags(const char* argv0, const 
     ASSIGN_OR_RETURN(base.hosts, SlurmHostsFromEnv());
   }
   const bool rig = launcher == "mpirun-emulated";
+  if (rig && port_buffer_bytes > 0) {
+    return absl::InvalidArgumentError(
+        "--port_buffer_kb is for real hosts: the rig's emulated ports hold --queue and --link_burst at the "
+        "link "
+        "rate");
+  }
   return ClusterFactory([base, rig](const ClusterOptions& cluster_options)
                             -> absl::StatusOr<std::unique_ptr<Cluster>> {
     // Calibration's loopback runs (CPU ceilings) stay on this machine whatever the launcher.

@@ -246,6 +246,10 @@ double LauncherCluster::link_bytes_per_second() const {
 
 double LauncherCluster::latency_seconds() const { return links_ ? links_->latency_seconds() : latency_seconds_; }
 
+double LauncherCluster::port_buffer_bytes() const {
+  return links_ ? links_->port_buffer_bytes() : options_.port_buffer_bytes;
+}
+
 const std::string& LauncherCluster::latency_method() const {
   return links_ ? links_->latency_method() : latency_method_;
 }

@@ -46,6 +46,9 @@ struct LauncherOptions {
   std::vector<std::string> programs;           // paths every host must have (the workers): checked first
   bool measure_links = true;                   // the all-pairs matrix (off: only host 0 <-> 1)
   int64_t stream_bytes = 32 << 20;             // bytes of each pair's stream
+  // Real hosts: what one switch port toward a host holds, in bytes (--port_buffer_kb; 0: not known). The rig
+  // takes its emulated links' own.
+  double port_buffer_bytes = 0;
   // Lives as long as the cluster and is released first by Destroy() (the rig's ssh servers).
   std::shared_ptr<void> companion;
 };
@@ -78,6 +81,8 @@ class LauncherCluster final : public Cluster {
   double link_bytes_per_second() const override;
   double latency_seconds() const override;
   const std::string& latency_method() const override;
+  // The rig's emulated ports, or on real hosts what --port_buffer_kb said (0: not known).
+  double port_buffer_bytes() const override;
   absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> AllHostLinkBytes() const override;
   absl::StatusOr<DelayCounters> ReadDelayCounters() override;
   absl::StatusOr<double> MeasureStream(int from, int to, size_t bytes) const override;

@@ -36,8 +36,11 @@ class LauncherClusterTest : public ::testing::Test {
 };
 
 TEST_F(LauncherClusterTest, ProbesTheHostAndWrapsCommands) {
+  options_.port_buffer_bytes = 2e6;  // --port_buffer_kb=2000
   absl::StatusOr<std::unique_ptr<LauncherCluster>> cluster = LauncherCluster::Create(options_);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
+  // Real hosts: the port the user gave (scaling --ps_chunks=capped caps the PS's bursts with it).
+  EXPECT_EQ((*cluster)->port_buffer_bytes(), 2e6);
   EXPECT_EQ((*cluster)->hosts(), 3);
   EXPECT_EQ((*cluster)->HostAddress(2), "127.0.0.1");
   EXPECT_EQ((*cluster)->box_cores(), 0);  // real hosts: cores of their own, not this box's
