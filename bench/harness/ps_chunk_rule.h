@@ -29,6 +29,8 @@
 // first (PERFORMANCE.md 9.40) a cap at 0.75 of the port dropped nothing but ran 1.02-1.27x slower than the
 // bdp chunk at R = 0.78-0.94 (drops there <= 0.07 %), and the cap at 1 was never slower than 0.75's
 // (0.81-0.98x) nor than the harness's (0.52-0.97x), and beat bdp's overshoot at R = 1.18 (0.84-0.95x).
+// The gate was right at N = 4-6; at N = 7 the chunk it withheld ran 0.86-0.96x the harness's, and at N = 8
+// this box could not judge it (9.40).
 //
 // Neither is the calibrated default: that is launch.cc's (a data-path source the model fingerprints), and
 // changing it means recalibrating the three PS exchanges (PERFORMANCE.md 9.40).
