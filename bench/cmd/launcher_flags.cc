@@ -68,14 +68,14 @@ absl::StatusOr<ClusterFactory> ClusterFactoryFromFlags(const char* argv0, const 
   const std::string hostfile = absl::GetFlag(FLAGS_hostfile);
   ASSIGN_OR_RETURN(const double port_buffer_bytes,
                    PortBufferBytes(absl::GetFlag(FLAGS_port_buffer_kb), "--port_buffer_kb"));
+  if (port_buffer_bytes > 0 && (launcher.empty() || launcher == "mpirun-emulated")) {
+    return absl::InvalidArgumentError(
+        "--port_buffer_kb is for real hosts (--launcher=mpirun or srun): the emulated cluster's ports hold "
+        "--queue and --link_burst at the link rate");
+  }
   if (launcher.empty()) {
     if (!host_list.empty() || !hostfile.empty()) {
       return absl::InvalidArgumentError("--hosts/--hostfile need --launcher=mpirun");
-    }
-    if (port_buffer_bytes > 0) {
-      return absl::InvalidArgumentError(
-          "--port_buffer_kb is for real hosts (--launcher=mpirun or srun): the emulated cluster's ports hold "
-          "--queue and --link_burst at the link rate");
     }
     return ClusterFactory();
   }
@@ -111,12 +111,6 @@ absl::StatusOr<ClusterFactory> ClusterFactoryFromFlags(const char* argv0, const 
     ASSIGN_OR_RETURN(base.hosts, SlurmHostsFromEnv());
   }
   const bool rig = launcher == "mpirun-emulated";
-  if (rig && port_buffer_bytes > 0) {
-    return absl::InvalidArgumentError(
-        "--port_buffer_kb is for real hosts: the rig's emulated ports hold --queue and --link_burst at the "
-        "link "
-        "rate");
-  }
   return ClusterFactory([base, rig](const ClusterOptions& cluster_options)
                             -> absl::StatusOr<std::unique_ptr<Cluster>> {
     // Calibration's loopback runs (CPU ceilings) stay on this machine whatever the launcher.

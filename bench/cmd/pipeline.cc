@@ -69,21 +69,17 @@ void OptionsFromRecords(ScalingOptions* options, const std::vector<RunRecord>& r
   if (!options->workloads.empty()) options->mode = "replay";
   // A sweep run with --ps_chunks=bdp or capped, or with transport flags in --worker_args/--server_args, says
   // so in its rows: its re-rendered report marks the model as it did.
+  const auto restore = [](const std::string& joined, std::vector<std::string>* args) {
+    if (args->empty()) *args = absl::StrSplit(joined, ' ', absl::SkipEmpty());
+  };
   for (const RunRecord& r : records) {
-    if (r.ps_chunk_bytes > 0 && r.ps_chunk_rule == PsChunksName(PsChunks::kCapped)) {
-      options->ps_chunks = PsChunks::kCapped;
-    } else if (r.ps_chunk_bytes > 0 && options->ps_chunks == PsChunks::kHarness) {
-      options->ps_chunks = PsChunks::kBdp;
+    if (r.ps_chunk_bytes > 0 && options->ps_chunks != PsChunks::kCapped) {
+      options->ps_chunks =
+          r.ps_chunk_rule == PsChunksName(PsChunks::kCapped) ? PsChunks::kCapped : PsChunks::kBdp;
     }
     if (r.source != "measured") continue;
-    if (options->worker_args.empty() && !r.worker_args.empty()) {
-      std::vector<std::string> args = absl::StrSplit(r.worker_args, ' ', absl::SkipEmpty());
-      options->worker_args = std::move(args);
-    }
-    if (options->server_args.empty() && !r.server_args.empty()) {
-      std::vector<std::string> args = absl::StrSplit(r.server_args, ' ', absl::SkipEmpty());
-      options->server_args = std::move(args);
-    }
+    restore(r.worker_args, &options->worker_args);
+    restore(r.server_args, &options->server_args);
   }
 }
 

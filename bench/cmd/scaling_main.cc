@@ -118,16 +118,15 @@ ABSL_FLAG(
     "link's bandwidth-delay product, B x 2L / fan-in, rounded to a power of two within 32 KiB-2 MiB; "
     "only links up to 1 Gbit/s with a latency change) or 'capped' ('bdp' kept within what the servers' "
     "ports and links hold: the largest power of two C with fan-in x (64 KiB + C) <= B x 2L + the port's "
-    "queue and "
-    "burst, and for the co-located PS only where B x 2L / (N - 1) >= 192 KiB; emulated links only, where the "
-    "port is known). A connection's HTTP/2 window grows by the message a server reads, so "
+    "queue and burst, and for the co-located PS only where B x 2L / (N - 1) >= 192 KiB; emulated links, or "
+    "real hosts with --port_buffer_kb). A connection's HTTP/2 window grows by the message a server reads, so "
     "on 200 Mbit/s links at 20-40 ms one-way the PS with 'bdp' ran 1.3-7.7x faster than with 'harness' "
     "(N = 2-8, the gain falling with N), but on 50 Mbit/s links it slowed the co-located PS at N = 5 by "
     "7-18 %, and where its power-of-two rounding overshoots the servers' ports it drops packets and slows; "
     "'capped' ran 0.52-0.97x the step of 'harness' on six held-out conditions at 30-50 ms, N = 5-7, with "
     "claims written before the runs (bench/harness/ps_chunk_rule.h, bench/PERFORMANCE.md 9.37-9.40). 'bdp' "
-    "and 'capped' mark the rows of the PS runs they gave a chunk "
-    "MODEL NOT COMPARABLE and leave them out of the model lines (the model was calibrated with the "
+    "and 'capped' mark the rows of the PS runs they gave a chunk MODEL NOT COMPARABLE and leave them out of "
+    "the model lines (the model was calibrated with the "
     "harness's chunks); scaling.csv/json keep each run's chunk and rule (ps_chunk_bytes, ps_chunk_rule).");
 ABSL_FLAG(int, worker_timeout, Defaults().worker_timeout_s,
           "Workers' --timeout in seconds (0: derived from S and the link rate).");
